@@ -1,0 +1,202 @@
+"""The algorithm interface, the training data every model sees, and the one shared top-k routine.
+
+A model for fold f is fitted on :class:`TrainData` built from D_{t_f} only. TrainData lives in a
+*compact* index space: rows are the users present in D_{t_f}, columns the items present in D_{t_f},
+both in ascending global-code order (= SPEC tie-break order). So a model cannot even address an
+item that first appears at or after t_f, and "ties by item id ascending" is "ties by column
+ascending".
+
+Recommending (SPEC §3): candidates are the training columns minus the user's own training row;
+ranking is by score descending, ties by column ascending (:func:`top_k`).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
+
+import numpy as np
+import scipy.sparse as sp
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict
+
+_log = logging.getLogger(__name__)
+
+#: Dense score blocks are at most this many floats (64 MB): the user batch adapts to the catalogue.
+SCORE_BLOCK_ELEMENTS = 8_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class TrainData:
+    """The training data of one fold, in the compact index space.
+
+    Attributes:
+        matrix: binary CSR R, users × items (float32 ones; repeats collapse to 1).
+        user_codes: global user code of each row, ascending.
+        item_codes: global item code of each column, ascending.
+        item_sequence: column of every training transaction, in time order (repeats kept when
+            the log keeps them); POP counts it, POP-N takes its tail.
+    """
+
+    matrix: sp.csr_matrix
+    user_codes: NDArray[np.int64]
+    item_codes: NDArray[np.int64]
+    item_sequence: NDArray[np.int64]
+
+    @classmethod
+    def from_codes(
+        cls,
+        user: NDArray[np.int64],
+        item: NDArray[np.int64],
+        *,
+        n_users: int,
+        n_items: int,
+    ) -> TrainData:
+        """Build from the time-ordered global codes of the training transactions.
+
+        Args:
+            user, item: global codes, one per transaction, time-ordered.
+            n_users, n_items: sizes of the global code spaces.
+        """
+        user_present = np.bincount(user, minlength=n_users) > 0
+        item_present = np.bincount(item, minlength=n_items) > 0
+        user_codes = np.flatnonzero(user_present).astype(np.int64)
+        item_codes = np.flatnonzero(item_present).astype(np.int64)
+        user_row = np.cumsum(user_present, dtype=np.int64) - 1
+        item_col = np.cumsum(item_present, dtype=np.int64) - 1
+        rows, cols = user_row[user], item_col[item]
+        matrix = sp.csr_matrix(
+            (np.ones(len(rows), dtype=np.float32), (rows, cols)),
+            shape=(len(user_codes), len(item_codes)),
+        )
+        matrix.sum_duplicates()
+        matrix.data[:] = 1.0
+        return cls(matrix=matrix, user_codes=user_codes, item_codes=item_codes, item_sequence=cols)
+
+    @property
+    def n_users(self) -> int:
+        return self.matrix.shape[0]
+
+    @property
+    def n_items(self) -> int:
+        return self.matrix.shape[1]
+
+    def rows_of(self, user_codes: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Rows of the given global user codes (every code must be a training user)."""
+        rows = np.searchsorted(self.user_codes, user_codes)
+        if len(rows) and (
+            rows.max() >= len(self.user_codes) or (self.user_codes[rows] != user_codes).any()
+        ):
+            raise ValueError("some users have no training data in this fold")
+        return rows.astype(np.int64)
+
+
+class AlgorithmConfig(BaseModel):
+    """Base of every algorithm's hyper-parameters: immutable, no unknown keys."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Algorithm(ABC):
+    """A recommender that can be fitted on one fold and asked for top-k lists.
+
+    Subclasses set ``name`` (the registry key) and ``Config`` (a pydantic model of their
+    hyper-parameters), implement :meth:`fit` and :meth:`score`, and keep learned state in
+    attributes with a trailing underscore.
+    """
+
+    name: ClassVar[str]
+    Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+
+    def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
+        if config is not None and params:
+            raise TypeError("pass either a config object or keyword parameters, not both")
+        self.config = config if config is not None else self.Config(**params)
+        self.train_: TrainData | None = None
+
+    @property
+    def device(self) -> str:
+        """The device the last fit ran on (``cpu`` unless a model says otherwise)."""
+        return "cpu"
+
+    @property
+    def identifier(self) -> str:
+        """``name(param=value, ...)`` from the config."""
+        params = ", ".join(f"{k}={v}" for k, v in self.config.model_dump().items())
+        return f"{self.name}({params})"
+
+    def fit(self, train: TrainData) -> Self:
+        """Fit on one fold's training data."""
+        self.train_ = train
+        self._fit(train)
+        return self
+
+    @abstractmethod
+    def _fit(self, train: TrainData) -> None: ...
+
+    @abstractmethod
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Dense scores (len(rows) × n_items) for the given training rows; higher is better."""
+
+    def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
+        """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.
+
+        Scores are computed in blocks of users so that memory stays bounded whatever the
+        number of users.
+        """
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before recommend()")
+        train = self.train_
+        out = np.full((len(rows), k), -1, dtype=np.int64)
+        if len(rows) == 0 or k == 0 or train.n_items == 0:
+            return out
+        batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
+        for lo in range(0, len(rows), batch):
+            block_rows = rows[lo : lo + batch]
+            scores = np.array(self.score(block_rows), dtype=np.float64, copy=True)
+            exclude_seen(scores, train.matrix, block_rows)
+            out[lo : lo + batch] = top_k(scores, k)
+        return out
+
+
+def exclude_seen(
+    scores: NDArray[np.float64], matrix: sp.csr_matrix, rows: NDArray[np.int64]
+) -> None:
+    """Set the scores of each row's training items to -inf, in place."""
+    sub = matrix[rows]
+    block_row = np.repeat(np.arange(len(rows)), np.diff(sub.indptr))
+    scores[block_row, sub.indices] = -np.inf
+
+
+def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
+    """The k best columns of every row: score descending, ties by column ascending.
+
+    Entries equal to -inf (or NaN) are never returned; rows with fewer than k such entries are
+    padded with -1. Cost: one ``np.partition`` pass plus a sort of the (usually ~k) entries at
+    or above each row's k-th best score, so ties at the cut-off are resolved exactly.
+
+    Args:
+        scores: (n, m) scores.
+        k: list length.
+
+    Returns:
+        (n, k) column indices.
+    """
+    n, m = scores.shape
+    out = np.full((n, k), -1, dtype=np.int64)
+    if n == 0 or m == 0 or k == 0:
+        return out
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    kk = min(k, m)
+    threshold = -np.partition(-scores, kk - 1, axis=1)[:, kk - 1]
+    keep = (scores >= threshold[:, None]) & np.isfinite(scores)
+    row, col = np.nonzero(keep)  # row-major: columns ascending within a row
+    order = np.lexsort((col, -scores[row, col], row))
+    row, col = row[order], col[order]
+    starts = np.searchsorted(row, np.arange(n))
+    rank = np.arange(len(row)) - starts[row]
+    take = rank < k
+    out[row[take], rank[take]] = col[take]
+    return out

@@ -1,0 +1,47 @@
+"""Popularity baselines (SPEC §5): POP and POP-N (sliding-window popularity)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from algorithms.base import Algorithm, AlgorithmConfig, TrainData
+
+
+class Pop(Algorithm):
+    """POP: score(i) = number of training transactions of i; the same list for every user."""
+
+    name: ClassVar[str] = "pop"
+
+    def _fit(self, train: TrainData) -> None:
+        self.counts_ = np.bincount(train.item_sequence, minlength=train.n_items).astype(np.float64)
+
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.broadcast_to(self.counts_, (len(rows), len(self.counts_)))
+
+
+class PopNConfig(AlgorithmConfig):
+    n_recent: int = Field(
+        default=1000, ge=1, description="N: how many of the latest training transactions count"
+    )
+
+
+class PopN(Algorithm):
+    """POP-N: score(i) = occurrences of i among the last N training transactions before t_f.
+
+    Items of D_{t_f} outside the last N transactions stay candidates with score 0 (and are
+    ranked among themselves by item id).
+    """
+
+    name: ClassVar[str] = "pop-n"
+    Config: ClassVar[type[AlgorithmConfig]] = PopNConfig
+
+    def _fit(self, train: TrainData) -> None:
+        recent = train.item_sequence[-self.config.n_recent :]
+        self.counts_ = np.bincount(recent, minlength=train.n_items).astype(np.float64)
+
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        return np.broadcast_to(self.counts_, (len(rows), len(self.counts_)))

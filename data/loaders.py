@@ -1,0 +1,167 @@
+"""Reading interaction logs from files: CSV/TSV, Parquet and the MovieLens formats.
+
+``load_log(path_or_name, ...)`` is the one entry point. ``path_or_name`` is a file path (gzip
+accepted) or the name of a bundled dataset (``movielens-latest-small``). The MovieLens layouts
+are recognised by file name with ``--format auto`` or forced with ``--format movielens``:
+
+==================  ===========================================  ==========
+file                layout                                       header
+==================  ===========================================  ==========
+``u.data``          ``user item rating timestamp``, tab          no
+``ratings.dat``     ``user::item::rating::timestamp``            no
+``ratings.csv``     ``userId,movieId,rating,timestamp``          yes
+==================  ===========================================  ==========
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import zlib
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from data.errors import SwevalError
+from data.log import Dedup, InteractionLog, OnInvalid
+
+_log = logging.getLogger(__name__)
+
+Format = Literal["auto", "csv", "parquet", "movielens"]
+
+BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
+#: Bundled datasets: name -> (file relative to BUNDLED_DIR, format).
+BUNDLED: dict[str, tuple[str, Format]] = {
+    "movielens-latest-small": ("movielens-latest-small/ratings.csv.gz", "movielens"),
+}
+
+_MOVIELENS_COLUMNS = ["user", "item", "rating", "timestamp"]
+
+
+def resolve_source(path_or_name: str) -> tuple[Path, Format]:
+    """Turn a bundled dataset name or a path into (path, suggested format)."""
+    if path_or_name in BUNDLED:
+        relative, fmt = BUNDLED[path_or_name]
+        return BUNDLED_DIR / relative, fmt
+    return Path(path_or_name), "auto"
+
+
+def load_log(
+    path_or_name: str | os.PathLike[str],
+    *,
+    fmt: Format = "auto",
+    user_col: str | None = None,
+    item_col: str | None = None,
+    time_col: str | None = None,
+    policy_col: str | None = None,
+    time_unit: Literal["s", "ms"] = "s",
+    dedup: Dedup = "first",
+    on_invalid: OnInvalid = "error",
+) -> InteractionLog:
+    """Read a log file (or a bundled dataset) and build the :class:`InteractionLog`.
+
+    Column options default to ``user``/``item``/``timestamp`` for CSV and Parquet and to the
+    MovieLens layout for MovieLens files.
+
+    Raises:
+        SwevalError: the file is missing, unreadable, corrupt, empty or lacks columns.
+    """
+    path, suggested = resolve_source(str(path_or_name))
+    if fmt == "auto":
+        fmt = suggested if suggested != "auto" else detect_format(path)
+    frame = read_frame(path, fmt)
+    default_cols = ("user", "item", "timestamp")
+    return InteractionLog.from_frame(
+        frame,
+        user_col=user_col or default_cols[0],
+        item_col=item_col or default_cols[1],
+        time_col=time_col or default_cols[2],
+        policy_col=policy_col,
+        time_unit=time_unit,
+        dedup=dedup,
+        on_invalid=on_invalid,
+        source=str(path_or_name),
+    )
+
+
+def detect_format(path: Path) -> Format:
+    """Guess the format from the file name: MovieLens names, ``.parquet``, else CSV."""
+    name = path.name.lower().removesuffix(".gz")
+    if name in ("u.data", "ratings.dat") or (name == "ratings.csv" and _looks_like_movielens(path)):
+        return "movielens"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    return "csv"
+
+
+def _looks_like_movielens(path: Path) -> bool:
+    try:
+        header = _first_line(path)
+    except SwevalError:
+        return False
+    return header.strip().lower().startswith("userid,movieid")
+
+
+def _check_file(path: Path) -> None:
+    if not path.exists():
+        raise SwevalError(f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)}).")
+    if path.is_dir():
+        raise SwevalError(f"{path}: is a directory; pass the log file itself.")
+    if not os.access(path, os.R_OK):
+        raise SwevalError(f"{path}: the file is not readable (permission denied).")
+
+
+def _first_line(path: Path) -> str:
+    _check_file(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
+            return handle.readline()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+
+
+def read_frame(path: Path, fmt: Format) -> pd.DataFrame:
+    """Read the raw frame of a log file in the given format (no validation beyond parsing)."""
+    _check_file(path)
+    try:
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        if fmt == "movielens":
+            return _read_movielens(path)
+        if fmt == "csv":
+            first = _first_line(path)
+            if not first.strip():
+                raise SwevalError(f"{path}: the file is empty.")
+            sep = "\t" if first.count("\t") > first.count(",") else ","
+            return pd.read_csv(path, sep=sep)
+    except SwevalError:
+        raise
+    except pd.errors.EmptyDataError as exc:
+        raise SwevalError(f"{path}: the file is empty.") from exc
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise SwevalError(f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {exc}).") from exc
+    except Exception as exc:  # pyarrow raises its own types for corrupt parquet
+        raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
+    raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet or movielens.")
+
+
+def _read_movielens(path: Path) -> pd.DataFrame:
+    name = path.name.lower().removesuffix(".gz")
+    first = _first_line(path)
+    if not first.strip():
+        raise SwevalError(f"{path}: the file is empty.")
+    if "::" in first or name == "ratings.dat":
+        # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
+        frame = pd.read_csv(path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6])
+        frame.columns = _MOVIELENS_COLUMNS
+        return frame
+    if first.lower().startswith("userid"):
+        frame = pd.read_csv(path)
+        return frame.rename(
+            columns={"userId": "user", "movieId": "item", "timestamp": "timestamp"}
+        )
+    sep = "\t" if "\t" in first else ","
+    return pd.read_csv(path, sep=sep, header=None, names=_MOVIELENS_COLUMNS)

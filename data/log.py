@@ -1,0 +1,354 @@
+"""The immutable interaction log every evaluation reads from.
+
+An :class:`InteractionLog` holds transactions (u, i, t[, π]) as parallel numpy arrays, sorted by
+(timestamp, input row order) and de-duplicated once, at construction (SPEC §1). Raw ids are
+encoded as integer *codes* whose order is the SPEC §3 tie-break order of the ids (numeric order
+when every id is an integer, string order otherwise), so "ties by item id ascending" is simply
+"ties by code ascending" everywhere downstream.
+
+Because the arrays are time-sorted, the training data of a fold, D_t = {t' < t}, is the prefix
+``[0, position(t))`` and a test window [t0, t1) is the slice ``[position(t0), position(t1))``:
+folds are views, never copies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from data.errors import SwevalError, first_rows
+
+_log = logging.getLogger(__name__)
+
+Dedup = Literal["first", "none"]
+OnInvalid = Literal["error", "drop"]
+
+#: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
+_MAX_PLAUSIBLE_SECONDS = 10**11
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionLog:
+    """A time-sorted, de-duplicated interaction log.
+
+    Attributes:
+        user: user code per transaction (index into ``user_ids``).
+        item: item code per transaction (index into ``item_ids``).
+        timestamp: int64 epoch seconds (UTC), non-decreasing.
+        policy: policy code per transaction (index into ``policy_ids``), or None.
+        user_ids: raw user id per code, in tie-break order.
+        item_ids: raw item id per code, in tie-break order.
+        policy_ids: raw policy label per code, or None.
+        source: where the log came from (a path or a name), for messages and tracking.
+        n_dropped_invalid: rows dropped at load because of a missing field (``--on-invalid drop``).
+        n_duplicates: rows removed by de-duplication.
+    """
+
+    user: NDArray[np.int64]
+    item: NDArray[np.int64]
+    timestamp: NDArray[np.int64]
+    policy: NDArray[np.int64] | None
+    user_ids: NDArray[np.generic]
+    item_ids: NDArray[np.generic]
+    policy_ids: NDArray[np.generic] | None
+    source: str = "<frame>"
+    dedup: Dedup = "first"
+    n_dropped_invalid: int = 0
+    n_duplicates: int = 0
+    _fingerprint: list[str] = field(default_factory=list, repr=False, compare=False)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_frame(
+        cls,
+        frame: pd.DataFrame,
+        *,
+        user_col: str = "user",
+        item_col: str = "item",
+        time_col: str = "timestamp",
+        policy_col: str | None = None,
+        time_unit: Literal["s", "ms"] = "s",
+        dedup: Dedup = "first",
+        on_invalid: OnInvalid = "error",
+        source: str = "<frame>",
+    ) -> InteractionLog:
+        """Validate a frame and build the log: normalise time, check rows, sort, de-duplicate.
+
+        Args:
+            frame: one row per transaction.
+            user_col, item_col, time_col: the columns holding u, i and t.
+            policy_col: optional column holding the logging policy π.
+            time_unit: unit of numeric timestamps, seconds or milliseconds.
+            dedup: ``first`` keeps the earliest (u, i) transaction (ties by row order);
+                ``none`` keeps repeats.
+            on_invalid: ``error`` rejects rows with a missing user, item or timestamp, naming
+                them; ``drop`` drops them and records how many.
+            source: a name for messages (usually the file path).
+
+        Raises:
+            SwevalError: naming the file, column and rows of any problem.
+        """
+        wanted = {"user": user_col, "item": item_col, "time": time_col}
+        if policy_col is not None:
+            wanted["policy"] = policy_col
+        missing = [col for col in wanted.values() if col not in frame.columns]
+        if missing:
+            raise SwevalError(
+                f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
+                f"the data has columns {list(map(str, frame.columns))}. "
+                "Map them with --user-col/--item-col/--time-col/--policy-col."
+            )
+        if len(frame) == 0:
+            raise SwevalError(f"{source}: the log is empty (no data rows).")
+
+        users = frame[user_col]
+        items = frame[item_col]
+        times = frame[time_col]
+        invalid = users.isna().to_numpy() | items.isna().to_numpy() | times.isna().to_numpy()
+        if policy_col is not None:
+            invalid |= frame[policy_col].isna().to_numpy()
+        n_invalid = int(invalid.sum())
+        if n_invalid:
+            rows = np.flatnonzero(invalid)
+            columns = [c for c in wanted.values() if frame[c].isna().any()]
+            if on_invalid == "error":
+                raise SwevalError(
+                    f"{source}: {n_invalid} row(s) have a missing value in column(s) "
+                    f"{', '.join(repr(c) for c in columns)} (data rows {first_rows(rows)}). "
+                    "Fix the file or pass --on-invalid drop to drop them."
+                )
+            _log.warning("%s: dropped %d row(s) with missing values", source, n_invalid)
+            keep = ~invalid
+            users, items, times = users[keep], items[keep], times[keep]
+            policies = frame[policy_col][keep] if policy_col is not None else None
+            if keep.sum() == 0:
+                raise SwevalError(f"{source}: every row has a missing value; nothing is left.")
+        else:
+            policies = frame[policy_col] if policy_col is not None else None
+
+        seconds = normalise_timestamps(times, time_unit=time_unit, source=source, column=time_col)
+        user_codes, user_ids = encode_ids(users)
+        item_codes, item_ids = encode_ids(items)
+        if policies is not None:
+            policy_codes, policy_ids = encode_ids(policies.astype(str))
+        else:
+            policy_codes, policy_ids = None, None
+
+        order = np.argsort(seconds, kind="stable")  # ties keep input row order
+        user_codes, item_codes, seconds = user_codes[order], item_codes[order], seconds[order]
+        if policy_codes is not None:
+            policy_codes = policy_codes[order]
+
+        n_duplicates = 0
+        if dedup == "first":
+            keep_first = first_occurrences(user_codes, item_codes, n_items=len(item_ids))
+            n_duplicates = len(user_codes) - int(keep_first.sum())
+            if n_duplicates:
+                user_codes, item_codes = user_codes[keep_first], item_codes[keep_first]
+                seconds = seconds[keep_first]
+                if policy_codes is not None:
+                    policy_codes = policy_codes[keep_first]
+        elif dedup != "none":
+            raise SwevalError(f"unknown dedup rule {dedup!r}: use 'first' or 'none'.")
+
+        arrays = [user_codes, item_codes, seconds] + ([policy_codes] if policy_codes is not None else [])
+        for array in arrays:
+            array.setflags(write=False)
+        return cls(
+            user=user_codes,
+            item=item_codes,
+            timestamp=seconds,
+            policy=policy_codes,
+            user_ids=user_ids,
+            item_ids=item_ids,
+            policy_ids=policy_ids,
+            source=source,
+            dedup=dedup,
+            n_dropped_invalid=n_invalid,
+            n_duplicates=n_duplicates,
+        )
+
+    # ------------------------------------------------------------------ views
+    def __len__(self) -> int:
+        return len(self.timestamp)
+
+    @property
+    def n_users(self) -> int:
+        """Number of distinct users in the whole log (the size of the code space)."""
+        return len(self.user_ids)
+
+    @property
+    def n_items(self) -> int:
+        """Number of distinct items in the whole log (the size of the code space)."""
+        return len(self.item_ids)
+
+    @property
+    def t_min(self) -> int:
+        return int(self.timestamp[0])
+
+    @property
+    def t_max(self) -> int:
+        return int(self.timestamp[-1])
+
+    def position(self, t: int) -> int:
+        """Number of transactions strictly before ``t`` (so ``[0, position(t))`` is D_t)."""
+        return int(np.searchsorted(self.timestamp, t, side="left"))
+
+    def fingerprint(self) -> str:
+        """A short content hash of the log (codes, ids, times, policies), for resume and tracking."""
+        if not self._fingerprint:
+            digest = hashlib.sha256()
+            for array in (self.user, self.item, self.timestamp):
+                digest.update(np.ascontiguousarray(array).tobytes())
+            if self.policy is not None:
+                digest.update(np.ascontiguousarray(self.policy).tobytes())
+                digest.update("\x1f".join(map(str, self.policy_ids)).encode())
+            digest.update("\x1f".join(map(str, self.user_ids)).encode())
+            digest.update("\x1f".join(map(str, self.item_ids)).encode())
+            self._fingerprint.append(digest.hexdigest()[:16])
+        return self._fingerprint[0]
+
+    def to_frame(self) -> pd.DataFrame:
+        """The log as a frame with raw ids (``user``, ``item``, ``timestamp``[, ``policy``])."""
+        frame = pd.DataFrame(
+            {
+                "user": self.user_ids[self.user],
+                "item": self.item_ids[self.item],
+                "timestamp": self.timestamp,
+            }
+        )
+        if self.policy is not None and self.policy_ids is not None:
+            frame["policy"] = self.policy_ids[self.policy]
+        return frame
+
+    def restrict(self, mask: NDArray[np.bool_]) -> InteractionLog:
+        """A sub-log of the transactions where ``mask`` is true, sharing the id spaces.
+
+        Used for policy strata (SPEC §6 mode ``subset``): codes and ids stay the same, so
+        results remain comparable across strata.
+        """
+        def take(array: NDArray[np.int64]) -> NDArray[np.int64]:
+            out = array[mask]
+            out.setflags(write=False)
+            return out
+
+        return InteractionLog(
+            user=take(self.user),
+            item=take(self.item),
+            timestamp=take(self.timestamp),
+            policy=take(self.policy) if self.policy is not None else None,
+            user_ids=self.user_ids,
+            item_ids=self.item_ids,
+            policy_ids=self.policy_ids,
+            source=self.source,
+            dedup=self.dedup,
+        )
+
+
+# ---------------------------------------------------------------------- helpers
+def encode_ids(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
+    """Encode raw ids as codes ordered by the SPEC §3 tie-break order.
+
+    Integer ids (including floats that are whole numbers, as pandas reads an int column with
+    gaps) sort numerically; anything else sorts as strings.
+
+    Returns:
+        (codes per row, raw id per code).
+    """
+    array = values.to_numpy()
+    if pd.api.types.is_bool_dtype(values.dtype):
+        array = array.astype(np.int64)
+    elif pd.api.types.is_float_dtype(values.dtype):
+        whole = np.isfinite(array) & (array == np.round(array))
+        if whole.all():
+            array = array.astype(np.int64)
+        else:
+            array = values.astype(str).to_numpy()
+    elif pd.api.types.is_integer_dtype(values.dtype):
+        array = array.astype(np.int64)
+    else:
+        as_int = pd.to_numeric(values, errors="coerce")
+        if as_int.notna().all() and _all_int_like(values):
+            array = as_int.to_numpy().astype(np.int64)
+        else:
+            array = values.astype(str).to_numpy()
+    ids, codes = np.unique(array, return_inverse=True)
+    return codes.astype(np.int64, copy=False).ravel(), ids
+
+
+def _all_int_like(values: pd.Series) -> bool:
+    """True when every value is an int or a string spelling an int without padding (``"7"``)."""
+    as_str = values.astype(str)
+    return bool(as_str.str.fullmatch(r"-?(0|[1-9][0-9]*)").all())
+
+
+def normalise_timestamps(
+    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+) -> NDArray[np.int64]:
+    """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
+
+    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``), datetimes
+    (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts are floored.
+
+    Raises:
+        SwevalError: unparsable values (naming rows) or an implausible epoch range.
+    """
+    if time_unit not in ("s", "ms"):
+        raise SwevalError(f"--time-unit must be 's' or 'ms', not {time_unit!r}.")
+    divisor = 1000 if time_unit == "ms" else 1
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise SwevalError(f"{source}: column {column!r} holds booleans, not timestamps.")
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        numbers = values.to_numpy(dtype=np.float64)
+        if not np.isfinite(numbers).all():
+            bad = np.flatnonzero(~np.isfinite(numbers))
+            raise SwevalError(
+                f"{source}: column {column!r} has non-finite timestamps (data rows {first_rows(bad)})."
+            )
+        seconds = np.floor(numbers / divisor).astype(np.int64)
+        if time_unit == "s" and np.abs(seconds).max() >= _MAX_PLAUSIBLE_SECONDS:
+            bad = np.flatnonzero(np.abs(seconds) >= _MAX_PLAUSIBLE_SECONDS)
+            raise SwevalError(
+                f"{source}: column {column!r} has epoch values too large for seconds "
+                f"(e.g. {int(numbers[bad[0]])} at data row {bad[0] + 1}); they look like "
+                "milliseconds: pass --time-unit ms."
+            )
+        return seconds
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        stamps = values
+    else:
+        text = values.astype(str)
+        try:
+            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+        except (ValueError, TypeError):
+            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
+        bad = np.flatnonzero(stamps.isna().to_numpy())
+        if len(bad):
+            raise SwevalError(
+                f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
+                f"(data rows {first_rows(bad)}, e.g. {text.iloc[bad[0]]!r}); expected epoch "
+                "seconds, epoch milliseconds with --time-unit ms, or ISO-8601."
+            )
+    if getattr(stamps.dt, "tz", None) is None:
+        stamps = stamps.dt.tz_localize("UTC")
+    else:
+        stamps = stamps.dt.tz_convert("UTC")
+    nanos = stamps.dt.tz_localize(None).astype("datetime64[ns]").to_numpy().astype(np.int64)
+    return np.floor_divide(nanos, 10**9).astype(np.int64)
+
+
+def first_occurrences(
+    user: NDArray[np.int64], item: NDArray[np.int64], *, n_items: int
+) -> NDArray[np.bool_]:
+    """Mask of the first row of every (user, item) pair in the given (time-sorted) order."""
+    key = user * np.int64(max(n_items, 1)) + item
+    _, first = np.unique(key, return_index=True)
+    keep = np.zeros(len(key), dtype=bool)
+    keep[first] = True
+    return keep

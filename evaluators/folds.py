@@ -1,0 +1,153 @@
+"""Folds: the training prefix, the test window and the eligible users of every window (SPEC §2).
+
+A :class:`Fold` stores *positions* into the time-sorted log, never copies::
+
+    log positions  0 ........ train_lo ......... train_hi=test_lo ........ test_hi ........ N
+    timestamps              t_f - L (sliding)         t_f                     t_f + tΔ
+                            [──────── training ────────)[──────── test ────────)
+
+Eligible users U_f have at least one training and at least one test transaction. A fold with
+|U_f| < u_min is kept, marked skipped with its reason, and never averaged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from algorithms.base import TrainData
+from data.errors import SwevalError
+from data.log import InteractionLog
+from evaluators.windows import WindowSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """One window of the evaluation.
+
+    Attributes:
+        index: f, 0-based.
+        t_start, t_end: the test window [t_start, t_end), epoch seconds.
+        train_lo, train_hi: log positions of the training transactions.
+        test_lo, test_hi: log positions of the test transactions.
+        eligible_users: global codes of U_f, ascending.
+        n_test_users: distinct users with a test transaction (eligible or not).
+        skip_reason: why the fold is skipped, or None.
+    """
+
+    index: int
+    t_start: int
+    t_end: int
+    train_lo: int
+    train_hi: int
+    test_lo: int
+    test_hi: int
+    eligible_users: NDArray[np.int64]
+    n_test_users: int
+    skip_reason: str | None = None
+
+    @property
+    def n_train(self) -> int:
+        return self.train_hi - self.train_lo
+
+    @property
+    def n_test(self) -> int:
+        return self.test_hi - self.test_lo
+
+    @property
+    def n_eligible(self) -> int:
+        return len(self.eligible_users)
+
+    @property
+    def skipped(self) -> bool:
+        return self.skip_reason is not None
+
+    def train_data(self, log: InteractionLog) -> TrainData:
+        """The fold's training data D_{t_f} in compact form."""
+        return TrainData.from_codes(
+            log.user[self.train_lo : self.train_hi],
+            log.item[self.train_lo : self.train_hi],
+            n_users=log.n_users,
+            n_items=log.n_items,
+        )
+
+    def summary(self) -> dict[str, object]:
+        """The fold's row of ``folds.csv``."""
+        return {
+            "fold": self.index,
+            "t_start": self.t_start,
+            "t_end": self.t_end,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "n_test_users": self.n_test_users,
+            "n_eligible": self.n_eligible,
+            "skipped": self.skipped,
+            "skip_reason": self.skip_reason or "",
+        }
+
+
+def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fold]:
+    """Cut the log into the folds of ``spec``.
+
+    Raises:
+        SwevalError: no window overlaps the data, or u_min < 0.
+    """
+    if u_min < 0:
+        raise SwevalError(f"--u-min must be ≥ 0, got {u_min}.")
+    bounds = spec.bounds(log.t_max)
+    if bounds[0][0] > log.t_max:
+        raise SwevalError(
+            f"{log.source}: the first window starts at {_iso(bounds[0][0])}, after the last event "
+            f"({_iso(log.t_max)}); no fold lies inside the data. Choose an earlier --start."
+        )
+    if bounds[-1][1] <= log.t_min:
+        raise SwevalError(
+            f"{log.source}: the windows end at {_iso(bounds[-1][1])}, before the first event "
+            f"({_iso(log.t_min)}); no fold lies inside the data."
+        )
+    # first_position[u]: position of u's first transaction; a user has training history in an
+    # expanding window ending at position p iff first_position[u] < p.
+    first_position = np.full(log.n_users, len(log), dtype=np.int64)
+    codes, first = np.unique(log.user, return_index=True)
+    first_position[codes] = first
+    folds = []
+    for index, (t_start, t_end) in enumerate(bounds):
+        test_lo, test_hi = log.position(t_start), log.position(t_end)
+        train_hi = test_lo
+        if spec.train_window_s is None:
+            train_lo = 0
+        else:
+            train_lo = log.position(t_start - spec.train_window_s)
+        test_users = np.unique(log.user[test_lo:test_hi])
+        if train_lo == 0:
+            has_history = first_position[test_users] < train_hi
+        else:
+            in_train = np.zeros(log.n_users, dtype=bool)
+            in_train[log.user[train_lo:train_hi]] = True
+            has_history = in_train[test_users]
+        eligible = test_users[has_history]
+        eligible.setflags(write=False)
+        reason = None
+        if len(eligible) < u_min:
+            reason = f"n_eligible={len(eligible)} < u_min={u_min}"
+        folds.append(
+            Fold(
+                index=index,
+                t_start=t_start,
+                t_end=t_end,
+                train_lo=train_lo,
+                train_hi=train_hi,
+                test_lo=test_lo,
+                test_hi=test_hi,
+                eligible_users=eligible,
+                n_test_users=len(test_users),
+                skip_reason=reason,
+            )
+        )
+    return folds
+
+
+def _iso(t: int) -> str:
+    return np.datetime_as_string(np.datetime64(int(t), "s")) + "Z"

@@ -1,0 +1,161 @@
+"""The long results table (SPEC §8) and its summary (macro mean ± std over folds, Δ% to the best).
+
+``results.csv`` has one row per (fold, algorithm, stratum, metric, k)::
+
+    fold, t_start, t_end, algorithm, stratum, metric, k, value, n_users, n_eligible,
+    skipped, skip_reason, config_hash
+
+``n_eligible`` is |U_f| of the fold (in the stratum), ``n_users`` the number of users the value
+averages over (equal to ``n_eligible`` except in stratification mode ``test``, where a group
+holds part of U_f). ``k`` is empty for R-precision. Skipped folds keep their rows with an empty
+value, so the table shows every fold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from evaluators.engine import UnitResult
+from evaluators.folds import Fold
+
+COLUMNS = [
+    "fold", "t_start", "t_end", "algorithm", "stratum", "metric", "k", "value",
+    "n_users", "n_eligible", "skipped", "skip_reason", "config_hash",
+]
+SORT_KEYS = ["fold", "algorithm", "stratum", "metric", "k"]
+METRIC_ORDER = {"recall": 0, "hit_rate": 1, "ndcg": 2, "r_precision": 3}
+
+
+def metric_keys(ks: list[int]) -> list[tuple[str, int | None]]:
+    """Every (metric, k) the run reports, in display order."""
+    keys: list[tuple[str, int | None]] = []
+    for metric in ("recall", "hit_rate", "ndcg"):
+        keys += [(metric, k) for k in ks]
+    return keys + [("r_precision", None)]
+
+
+def unit_rows(
+    fold: Fold,
+    unit: UnitResult,
+    *,
+    stratum: str = "all",
+    groups: Mapping[str, NDArray[np.bool_]] | None = None,
+    config_hash: str = "",
+) -> list[dict[str, object]]:
+    """Rows of one evaluated unit: the mean over all its users, or over each group's users.
+
+    Args:
+        fold: the fold evaluated.
+        unit: its per-user values.
+        stratum: label of the rows when ``groups`` is None.
+        groups: ``{stratum: mask over unit.users}`` to report several strata from one unit.
+        config_hash: the run's configuration hash.
+    """
+    selections = groups if groups is not None else {stratum: None}
+    rows = []
+    for label, mask in selections.items():
+        n_users = len(unit.users) if mask is None else int(mask.sum())
+        for (metric, k), values in unit.values.items():
+            chosen = values if mask is None else values[mask]
+            rows.append(
+                {
+                    "fold": fold.index,
+                    "t_start": fold.t_start,
+                    "t_end": fold.t_end,
+                    "algorithm": unit.algorithm,
+                    "stratum": label,
+                    "metric": metric,
+                    "k": k,
+                    "value": float(chosen.mean()) if n_users else np.nan,
+                    "n_users": n_users,
+                    "n_eligible": fold.n_eligible,
+                    "skipped": False,
+                    "skip_reason": "",
+                    "config_hash": config_hash,
+                }
+            )
+    return rows
+
+
+def skipped_rows(
+    fold: Fold,
+    algorithm: str,
+    ks: list[int],
+    *,
+    stratum: str = "all",
+    reason: str | None = None,
+    n_users: int | None = None,
+    config_hash: str = "",
+) -> list[dict[str, object]]:
+    """Rows of a skipped unit: every metric present, value empty, reason recorded."""
+    return [
+        {
+            "fold": fold.index,
+            "t_start": fold.t_start,
+            "t_end": fold.t_end,
+            "algorithm": algorithm,
+            "stratum": stratum,
+            "metric": metric,
+            "k": k,
+            "value": np.nan,
+            "n_users": fold.n_eligible if n_users is None else n_users,
+            "n_eligible": fold.n_eligible if n_users is None else n_users,
+            "skipped": True,
+            "skip_reason": reason or fold.skip_reason or "",
+            "config_hash": config_hash,
+        }
+        for metric, k in metric_keys(ks)
+    ]
+
+
+def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
+    """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
+    frame = pd.DataFrame(list(rows), columns=COLUMNS)
+    if frame.empty:
+        return frame
+    frame["k"] = frame["k"].astype("Int64")
+    for column in ("fold", "t_start", "t_end", "n_users", "n_eligible"):
+        frame[column] = frame[column].astype(np.int64)
+    frame["skipped"] = frame["skipped"].astype(bool)
+    frame["value"] = frame["value"].astype(np.float64)
+    algorithm_rank = {name: i for i, name in enumerate(algorithms)}
+    order = np.lexsort(
+        (
+            frame["k"].fillna(0).to_numpy(),
+            frame["metric"].map(METRIC_ORDER).to_numpy(),
+            (frame["stratum"] != "all").to_numpy().astype(int) * 1_000_000
+            + frame["stratum"].rank(method="dense").to_numpy().astype(int),
+            frame["algorithm"].map(algorithm_rank).fillna(len(algorithm_rank)).to_numpy(),
+            frame["fold"].to_numpy(),
+        )
+    )
+    return frame.iloc[order].reset_index(drop=True)
+
+
+def summarise(results: pd.DataFrame) -> pd.DataFrame:
+    """Macro mean ± std over non-skipped folds, per (algorithm, stratum, metric, k), with Δ%.
+
+    Δ% = mean / best mean at the same (stratum, metric, k) − 1, as a fraction (−0.25 = 25 % worse).
+    """
+    keys = ["algorithm", "stratum", "metric", "k"]
+    used = results[~results["skipped"]]
+    grouped = used.groupby(keys, dropna=False, sort=False)["value"]
+    summary = grouped.agg(mean="mean", std=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
+                          n_folds="count").reset_index()
+    skipped = (
+        results[results["skipped"]]
+        .groupby(keys, dropna=False, sort=False)["fold"].nunique()
+        .rename("n_skipped").reset_index()
+    )
+    summary = summary.merge(skipped, on=keys, how="outer")
+    summary["n_folds"] = summary["n_folds"].fillna(0).astype(int)
+    summary["n_skipped"] = summary["n_skipped"].fillna(0).astype(int)
+    best = summary.groupby(["stratum", "metric", "k"], dropna=False)["mean"].transform("max")
+    summary["delta"] = np.where(best > 0, summary["mean"] / best - 1.0, np.nan)
+    order = results[keys].drop_duplicates().reset_index(drop=True).reset_index()
+    summary = summary.merge(order, on=keys, how="left").sort_values("index").drop(columns="index")
+    return summary.reset_index(drop=True)

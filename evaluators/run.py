@@ -1,0 +1,277 @@
+"""A whole sliding-window evaluation, as plain functions the flows (and tests) compose.
+
+::
+
+    plan = make_plan(config)                 load + validate the log, cut folds, check algorithms
+    for fold in plan.folds:                  (the Prefect flow fans these out as tasks)
+        evaluate_fold(plan, fold, names)     one TrainData per fold, one unit per algorithm
+    outputs = write_outputs(plan, store)     results.csv, folds.csv, units.csv, config.json
+
+Units already in the :class:`~evaluators.store.UnitStore` are not recomputed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from algorithms.base import Algorithm
+from algorithms.registry import build_algorithm
+from data.errors import SwevalError
+from data.loaders import load_log
+from data.log import InteractionLog
+from evaluators.config import EvalConfig
+from evaluators.engine import evaluate_unit
+from evaluators.folds import Fold, build_folds
+from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
+from evaluators.store import UnitStore
+from evaluators.windows import WindowSpec, parse_duration, parse_time
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything fixed before the first unit runs.
+
+    Attributes:
+        config: the validated configuration.
+        log: the loaded log.
+        folds: every fold, skipped ones included.
+        key: the run key: result-relevant config hash + data fingerprint.
+    """
+
+    config: EvalConfig
+    log: InteractionLog
+    folds: list[Fold]
+    key: str
+
+    @property
+    def units(self) -> list[tuple[int, str]]:
+        """Every (fold, algorithm) unit that needs computing (skipped folds need none)."""
+        return [
+            (fold.index, name)
+            for fold in self.folds
+            if not fold.skipped
+            for name in self.config.algorithms
+        ]
+
+    def algorithm(self, name: str) -> Algorithm:
+        return build_algorithm(name, self.config.params.get(name))
+
+    def store(self) -> UnitStore:
+        return UnitStore(self.config.output, self.key)
+
+
+def load_data(config: EvalConfig) -> InteractionLog:
+    """The run's log: the file or bundled dataset of ``config.data``, else a generated one."""
+    if config.data is None:
+        from data.synthetic import generate_log
+
+        frame = generate_log(scale=config.scale, seed=config.seed)
+        return InteractionLog.from_frame(
+            frame, policy_col="policy", source=config.dataset_name, dedup=config.dedup
+        )
+    return load_log(
+        config.data,
+        fmt=config.format,
+        user_col=config.user_col,
+        item_col=config.item_col,
+        time_col=config.time_col,
+        policy_col=config.policy_col,
+        time_unit=config.time_unit,
+        dedup=config.dedup,
+        on_invalid=config.on_invalid,
+    )
+
+
+def window_spec(config: EvalConfig) -> WindowSpec:
+    """The :class:`WindowSpec` of the configuration's protocol options."""
+    return WindowSpec(
+        width_s=parse_duration(config.window, option="--window"),
+        n_folds=config.folds,
+        start=parse_time(config.start) if config.start is not None else None,
+        train_window_s=(
+            parse_duration(config.train_window, option="--train-window")
+            if config.train_window is not None
+            else None
+        ),
+    )
+
+
+def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
+    """Validate everything that can be validated before computing: data, windows, algorithms.
+
+    Raises:
+        SwevalError: any problem with the data or the options.
+    """
+    for name in config.algorithms:
+        build_algorithm(name, config.params.get(name))  # unknown names/params fail now
+    unknown = set(config.params) - set(config.algorithms)
+    if unknown:
+        raise SwevalError(
+            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
+        )
+    spec = window_spec(config)
+    if log is None:
+        log = load_data(config)
+    folds = build_folds(log, spec, u_min=config.u_min)
+    return Plan(config=config, log=log, folds=folds, key=f"{config.result_hash()}-{log.fingerprint()}")
+
+
+def evaluate_fold(plan: Plan, fold: Fold, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Evaluate the named algorithms on one fold, sharing the fold's training data.
+
+    Returns:
+        ``{algorithm: payload}`` with payload keys ``rows``, ``device`` and ``timings``.
+    """
+    if fold.skipped:
+        raise ValueError(f"fold {fold.index} is skipped: {fold.skip_reason}")
+    train = fold.train_data(plan.log)
+    payloads = {}
+    for name in names:
+        unit = evaluate_unit(
+            plan.log,
+            fold,
+            plan.algorithm(name),
+            ks=plan.config.k,
+            relevance=plan.config.relevance,
+            train=train,
+        )
+        payloads[name] = {
+            "rows": unit_rows(fold, unit, config_hash=plan.key),
+            "device": unit.device,
+            "timings": unit.timings,
+        }
+    return payloads
+
+
+def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
+    """Compute every unit not yet in ``store``, fold by fold; returns how many were computed.
+
+    Args:
+        plan: the run plan.
+        store: where finished units go (and which are already there).
+        progress: optional callable ``progress(n_done_now)`` called after each unit.
+    """
+    computed = 0
+    for fold in plan.folds:
+        if fold.skipped:
+            continue
+        missing = [name for name in plan.config.algorithms if not store.has(fold.index, name)]
+        if not missing:
+            continue
+        for name, payload in evaluate_fold(plan, fold, missing).items():
+            store.save(fold.index, name, payload)
+            computed += 1
+            if progress is not None:
+                progress(1)
+    return computed
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a finished run wrote."""
+
+    directory: Path
+    results: pd.DataFrame
+    summary: pd.DataFrame
+    folds: pd.DataFrame
+    units: pd.DataFrame
+    devices: dict[str, str]
+
+
+def collect(plan: Plan, store: UnitStore) -> Outputs:
+    """Assemble the tables from the finished units (every unit must be there)."""
+    rows: list[dict[str, Any]] = []
+    unit_records = []
+    devices: dict[str, str] = {}
+    for fold in plan.folds:
+        for name in plan.config.algorithms:
+            if fold.skipped:
+                rows += skipped_rows(fold, name, plan.config.k, config_hash=plan.key)
+                continue
+            if not store.has(fold.index, name):
+                raise RuntimeError(f"unit (fold {fold.index}, {name}) has not been computed")
+            payload = store.load(fold.index, name)
+            rows += payload["rows"]
+            devices[name] = payload["device"]
+            unit_records.append(
+                {"fold": fold.index, "algorithm": name, "device": payload["device"]}
+                | {f"{stage}_s": seconds for stage, seconds in payload["timings"].items()}
+            )
+    results = results_frame(rows, plan.config.algorithms)
+    return Outputs(
+        directory=Path(plan.config.output),
+        results=results,
+        summary=summarise(results),
+        folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
+        units=pd.DataFrame(unit_records),
+        devices=devices,
+    )
+
+
+def write_outputs(plan: Plan, outputs: Outputs) -> None:
+    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv`` and ``config.json``."""
+    directory = outputs.directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        outputs.results.to_csv(directory / "results.csv", index=False, float_format="%.10g")
+        outputs.summary.to_csv(directory / "summary.csv", index=False, float_format="%.10g")
+        outputs.folds.to_csv(directory / "folds.csv", index=False)
+        outputs.units.to_csv(directory / "units.csv", index=False, float_format="%.4f")
+        (directory / "config.json").write_text(run_record(plan, outputs))
+    except OSError as exc:
+        raise SwevalError(f"{directory}: cannot write the results ({exc}).") from exc
+
+
+def run_record(plan: Plan, outputs: Outputs) -> str:
+    """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
+    import json
+
+    from algorithms.registry import default_params
+
+    record = {
+        "config": plan.config.model_dump(),
+        "resolved_params": {
+            name: default_params(name) | plan.config.params.get(name, {})
+            for name in plan.config.algorithms
+        },
+        "devices": outputs.devices,
+        "data": {
+            "source": plan.log.source,
+            "fingerprint": plan.log.fingerprint(),
+            "n_interactions": len(plan.log),
+            "n_users": plan.log.n_users,
+            "n_items": plan.log.n_items,
+            "t_min": plan.log.t_min,
+            "t_max": plan.log.t_max,
+            "n_duplicates_removed": plan.log.n_duplicates,
+            "n_invalid_dropped": plan.log.n_dropped_invalid,
+        },
+        "run_key": plan.key,
+        "folds_used": int(sum(not f.skipped for f in plan.folds)),
+        "folds_skipped": int(sum(f.skipped for f in plan.folds)),
+    }
+    return json.dumps(record, indent=2, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    return str(value)
+
+
+def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:
+    """Plan, compute every missing unit and write the outputs, in this process (no Prefect)."""
+    plan = make_plan(config, log)
+    store = plan.store()
+    run_units(plan, store)
+    outputs = collect(plan, store)
+    write_outputs(plan, outputs)
+    return outputs
