@@ -1,0 +1,54 @@
+"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best."""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from evaluators.config import EvalConfig
+from evaluators.metrics import LABELS
+from evaluators.run import Outputs
+
+
+def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: str) -> Table:
+    """A rich table: one row per algorithm, one column per k (mean and Δ% to the best)."""
+    part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
+    ks = sorted(int(k) for k in part["k"].dropna().unique())
+    table = Table(title=title, title_justify="left")
+    table.add_column("algorithm", style="bold")
+    label = LABELS.get(metric, metric)
+    for k in ks:
+        table.add_column(f"{label}@{k}", justify="right")
+    table.add_column("folds used/skipped", justify="right")
+    for algorithm, rows in part.groupby("algorithm", sort=False):
+        cells = [str(algorithm)]
+        for k in ks:
+            row = rows[rows["k"] == k].iloc[0]
+            if pd.isna(row["mean"]):
+                cells.append("—")
+            elif abs(row["delta"]) < 1e-12:
+                cells.append(f"[bold green]{row['mean']:.4f}[/] [dim]best[/]")
+            else:
+                cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.1f}%[/]")
+        cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
+        table.add_row(*cells)
+    return table
+
+
+def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None = None) -> None:
+    """Print the per-stratum Recall tables, the fold counts and where the files are."""
+    console = console or Console()
+    summary = outputs.summary
+    for stratum in summary["stratum"].unique():
+        title = f"Recall@k on {config.dataset_name} — stratum {stratum}, {config.window} windows"
+        console.print(summary_table(summary, metric="recall", stratum=stratum, title=title))
+    folds = outputs.folds
+    used = int((~folds["skipped"]).sum())
+    console.print(
+        f"folds: {used} used, {len(folds) - used} skipped (u_min={config.u_min}); "
+        f"devices: {', '.join(f'{a}={d}' for a, d in outputs.devices.items()) or '—'}"
+    )
+    for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
+        console.print(f"  skipped: {reason}", style="dim")
+    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
