@@ -1,0 +1,175 @@
+"""The interaction log: de-duplication, timestamps, id order, invalid rows and the loaders."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_log
+from data.errors import SwevalError
+from data.loaders import load_log
+from data.log import InteractionLog
+
+
+def test_dedup_first_keeps_earliest_pair_with_ties_by_row_order():
+    frame = pd.DataFrame(
+        {
+            "user": [1, 1, 1, 2, 1],
+            "item": [7, 7, 8, 7, 8],
+            "timestamp": [50, 10, 10, 10, 10],
+            "policy": ["a", "b", "c", "d", "e"],
+        }
+    )
+    log = InteractionLog.from_frame(frame, policy_col="policy")
+    # (1,7): rows at t=50 and t=10 -> keep t=10 ("b"); (1,8): two rows at t=10 -> first row ("c")
+    kept = log.to_frame()
+    assert kept.values.tolist() == [[1, 7, 10, "b"], [1, 8, 10, "c"], [2, 7, 10, "d"]]
+    assert log.n_duplicates == 2
+
+
+def test_dedup_none_keeps_repeats_and_is_time_sorted():
+    log = make_log([(1, 7, 50), (1, 7, 10), (1, 8, 10)], dedup="none")
+    assert log.to_frame().values.tolist() == [[1, 7, 10], [1, 8, 10], [1, 7, 50]]
+
+
+def test_dedup_is_idempotent():
+    once = make_log([(1, 7, 50), (1, 7, 10), (2, 8, 10), (2, 8, 10)])
+    twice = InteractionLog.from_frame(once.to_frame())
+    assert twice.to_frame().equals(once.to_frame())
+    assert twice.n_duplicates == 0
+
+
+def test_arrays_are_read_only():
+    log = make_log([(1, 7, 50)])
+    with pytest.raises(ValueError):
+        log.timestamp[0] = 3
+
+
+def test_integer_ids_sort_numerically_strings_as_strings():
+    log = make_log([(10, 10, 0), (9, 9, 0), (100, 100, 0)])
+    assert log.item_ids.tolist() == [9, 10, 100]
+    log = make_log([("b10", "x", 0), ("b9", "y", 0), ("a", "z", 0)])
+    assert log.user_ids.tolist() == ["a", "b10", "b9"]
+    # mixed ints and strings: string order of the text
+    log = make_log([(1, 10, 0), (1, "9", 0), (1, "a", 0)])
+    assert log.item_ids.tolist() == ["10", "9", "a"]
+
+
+@pytest.mark.parametrize(
+    "values, unit, expected",
+    [
+        ([1_000_000_000, 1_000_000_001], "s", [1_000_000_000, 1_000_000_001]),
+        ([1_000_000_000_500, 1_000_000_001_999], "ms", [1_000_000_000, 1_000_000_001]),
+        ([1.5e9, 1.5e9 + 0.7], "s", [1_500_000_000, 1_500_000_000]),
+        (["2015-08-01T00:00:00Z", "2015-08-01 02:00:00+02:00"], "s", [1438387200, 1438387200]),
+        (["2015-08-01", "2015-08-02"], "s", [1438387200, 1438473600]),
+    ],
+)
+def test_timestamp_normalisation(values, unit, expected):
+    frame = pd.DataFrame({"user": [1, 2], "item": [1, 1], "timestamp": values})
+    log = InteractionLog.from_frame(frame, time_unit=unit)
+    assert sorted(log.timestamp.tolist()) == expected
+
+
+def test_datetime_columns_naive_is_utc_and_aware_is_converted():
+    naive = pd.to_datetime(["2015-08-01 00:00:00"])
+    aware = pd.to_datetime(["2015-08-01 02:00:00"]).tz_localize("Europe/Brussels")
+    for stamps in (naive, aware):
+        frame = pd.DataFrame({"user": [1], "item": [1], "timestamp": stamps})
+        assert InteractionLog.from_frame(frame).timestamp.tolist() == [1438387200]
+
+
+def test_milliseconds_given_as_seconds_are_detected():
+    frame = pd.DataFrame({"user": [1], "item": [1], "timestamp": [1_438_387_200_000]})
+    with pytest.raises(SwevalError, match="--time-unit ms"):
+        InteractionLog.from_frame(frame, source="log.csv")
+
+
+def test_unparsable_timestamps_name_rows():
+    frame = pd.DataFrame({"user": [1, 2, 3], "item": [1, 1, 1], "timestamp": ["2015-01-01", "soon", "x"]})
+    with pytest.raises(SwevalError, match=r"log.csv: column 'timestamp' has 2 unparsable.*rows 2, 3"):
+        InteractionLog.from_frame(frame, source="log.csv")
+
+
+def test_missing_values_error_or_drop():
+    frame = pd.DataFrame({"user": [1, None, 3], "item": [1, 1, None], "timestamp": [1, 2, 3]})
+    with pytest.raises(SwevalError, match=r"2 row\(s\).*'user', 'item'.*rows 2, 3.*--on-invalid drop"):
+        InteractionLog.from_frame(frame, source="f.csv")
+    log = InteractionLog.from_frame(frame, on_invalid="drop")
+    assert len(log) == 1 and log.n_dropped_invalid == 2
+
+
+def test_missing_column_is_named():
+    frame = pd.DataFrame({"u": [1], "i": [1], "t": [1]})
+    with pytest.raises(SwevalError, match=r"missing column\(s\) 'user', 'item', 'timestamp'.*--user-col"):
+        InteractionLog.from_frame(frame, source="f.csv")
+    log = InteractionLog.from_frame(frame, user_col="u", item_col="i", time_col="t")
+    assert len(log) == 1
+
+
+def test_empty_frame():
+    with pytest.raises(SwevalError, match="empty"):
+        InteractionLog.from_frame(pd.DataFrame({"user": [], "item": [], "timestamp": []}))
+
+
+# ---------------------------------------------------------------------- loaders
+def test_movielens_u_data_reader(tmp_path):
+    path = tmp_path / "u.data.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write("196\t242\t3\t881250949\n186\t302\t3\t891717742\n")
+    log = load_log(path)
+    assert log.user_ids.tolist() == [186, 196] and len(log) == 2
+
+
+def test_movielens_ratings_dat_and_csv_readers(tmp_path):
+    dat = tmp_path / "ratings.dat"
+    dat.write_text("1::1193::5::978300760\n1::661::3::978302109\n")
+    assert sorted(load_log(dat).item_ids.tolist()) == [661, 1193]
+    csv = tmp_path / "ratings.csv"
+    csv.write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,3,4.0,964981247\n")
+    assert load_log(csv, fmt="movielens").timestamp.tolist() == [964981247, 964982703]
+
+
+def test_csv_parquet_and_column_mapping(tmp_path):
+    frame = pd.DataFrame({"uid": ["a", "b"], "iid": [3, 4], "when": ["2020-01-01", "2020-01-02"], "pi": ["x", "y"]})
+    frame.to_csv(tmp_path / "log.csv.gz", index=False)
+    frame.to_parquet(tmp_path / "log.parquet")
+    for name in ("log.csv.gz", "log.parquet"):
+        log = load_log(tmp_path / name, user_col="uid", item_col="iid", time_col="when", policy_col="pi")
+        assert log.policy_ids.tolist() == ["x", "y"] and len(log) == 2
+
+
+def test_bundled_movielens_latest_small():
+    log = load_log("movielens-latest-small")
+    assert (len(log), log.n_users, log.n_items) == (100_836, 610, 9_724)
+
+
+def test_real_movielens_100k_from_shared_if_present():
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2].parent / "shared/data/movielens-100k/u.data.gz"
+    if not path.exists():
+        pytest.skip("../shared/data not present")
+    log = load_log(path, fmt="movielens")
+    assert (len(log), log.n_users, log.n_items) == (100_000, 943, 1_682)
+    assert np.all(np.diff(log.timestamp) >= 0)
+
+
+@pytest.mark.parametrize(
+    "setup, message",
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: p.write_bytes(b""), "empty"),
+        (lambda p: p.write_bytes(b"\x1f\x8b\x08\x00garbage"), "corrupt gzip|cannot"),
+        (lambda p: p.write_text("user,item,timestamp\n"), "empty"),
+    ],
+)
+def test_bad_files_give_clear_errors(tmp_path, setup, message):
+    path = tmp_path / ("log.csv.gz" if "gzip" in message else "log.csv")
+    setup(path)
+    with pytest.raises(SwevalError, match=message):
+        load_log(path)

@@ -1,0 +1,109 @@
+"""A whole run in-process: outputs, determinism, resume, and the command line's error handling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from data.errors import SwevalError
+from evaluators.config import EvalConfig
+from evaluators.run import collect, make_plan, run_local, run_units, write_outputs
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def small_config(tmp_path: Path, **overrides) -> EvalConfig:
+    values = dict(
+        data="movielens-latest-small", window="7D", folds=6, u_min=3,
+        algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 500}},
+        output=str(tmp_path / "out"), progress=False,
+    )
+    values.update(overrides)
+    return EvalConfig.build(**values)
+
+
+def test_outputs_and_byte_identical_rerun(tmp_path):
+    config = small_config(tmp_path)
+    outputs = run_local(config)
+    out = Path(config.output)
+    for name in ("results.csv", "folds.csv", "summary.csv", "units.csv", "config.json"):
+        assert (out / name).exists()
+    results = pd.read_csv(out / "results.csv")
+    assert list(results.columns)[:12] == [
+        "fold", "t_start", "t_end", "algorithm", "stratum", "metric", "k", "value",
+        "n_users", "n_eligible", "skipped", "skip_reason",
+    ]
+    folds = pd.read_csv(out / "folds.csv")
+    assert len(folds) == 6
+    # 2 algorithms x (3 metrics x 4 k + r_precision) rows per fold
+    assert len(results) == 6 * 2 * 13
+    assert outputs.summary["n_folds"].max() + outputs.summary["n_skipped"].max() == 6
+    first = (out / "results.csv").read_bytes()
+    run_local(small_config(tmp_path, output=str(tmp_path / "again")))
+    assert (tmp_path / "again" / "results.csv").read_bytes() == first
+
+
+def test_resume_recomputes_only_missing_units(tmp_path):
+    config = small_config(tmp_path)
+    plan = make_plan(config)
+    store = plan.store()
+    # "crash" after the first fold's units
+    first_fold = next(f for f in plan.folds if not f.skipped)
+    from evaluators.run import evaluate_fold
+
+    for name, payload in evaluate_fold(plan, first_fold, config.algorithms).items():
+        store.save(first_fold.index, name, payload)
+    before = {p.name: p.stat().st_mtime_ns for p in store.directory.glob("f*.json")}
+    computed = run_units(make_plan(config), make_plan(config).store())
+    assert computed == len(plan.units) - len(config.algorithms)
+    after = {p.name: p.stat().st_mtime_ns for p in store.directory.glob("f*.json")}
+    assert all(after[name] == mtime for name, mtime in before.items())  # not rewritten
+    resumed = collect(plan, store)
+    write_outputs(plan, resumed)
+    fresh = run_local(small_config(tmp_path, output=str(tmp_path / "fresh")))
+    pd.testing.assert_frame_equal(resumed.results, fresh.results)
+
+
+def test_changed_config_starts_fresh(tmp_path):
+    run_local(small_config(tmp_path))
+    plan = make_plan(small_config(tmp_path, k=[3]))
+    assert plan.store().finished() == []
+
+
+def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
+    outputs = run_local(small_config(tmp_path, relevance="first", u_min=40))
+    skipped = outputs.results[outputs.results["skipped"]]
+    assert not skipped.empty and skipped["value"].isna().all()
+    assert (skipped["skip_reason"].str.contains("u_min=40")).all()
+    assert outputs.summary["n_skipped"].max() == outputs.folds["skipped"].sum()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--data", "missing.csv", "--algorithms", "pop"], "no such file"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop,nope"], "unknown algorithm 'nope'"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop-n", "--set", "pop-n.bogus=1"], "bogus"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop", "--window", "0D"], "longer than zero"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop", "--k", "0,10"], "k must be"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop", "--start", "2030-01-01"], "no fold lies inside"),
+        (["--data", "movielens-latest-small", "--algorithms", "pop", "--time-col", "when"], "missing column"),
+    ],
+)
+def test_cli_errors_are_one_clear_line(args, message, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "run", *args, "--output", str(tmp_path / "o")],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_config_errors_are_sweval_errors():
+    with pytest.raises(SwevalError, match="folds"):
+        EvalConfig.build(folds=0)
