@@ -30,6 +30,7 @@ from evaluators.engine import evaluate_unit
 from evaluators.folds import Fold, build_folds
 from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from evaluators.store import UnitStore
+from evaluators.stratify import Strata, build_strata, stratum_rows
 from evaluators.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
@@ -44,12 +45,14 @@ class Plan:
         log: the loaded log.
         folds: every fold, skipped ones included.
         key: the run key: result-relevant config hash + data fingerprint.
+        strata: the policy strata when ``config.stratify_by`` is set.
     """
 
     config: EvalConfig
     log: InteractionLog
     folds: list[Fold]
     key: str
+    strata: Strata | None = None
 
     @property
     def units(self) -> list[tuple[int, str]]:
@@ -73,6 +76,10 @@ def load_data(config: EvalConfig) -> InteractionLog:
     if config.data is None:
         from data.synthetic import generate_log
 
+        if config.stratify_by not in (None, "policy"):
+            raise SwevalError(
+                f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
+            )
         frame = generate_log(scale=config.scale, seed=config.seed)
         return InteractionLog.from_frame(
             frame, policy_col="policy", source=config.dataset_name, dedup=config.dedup
@@ -83,7 +90,7 @@ def load_data(config: EvalConfig) -> InteractionLog:
         user_col=config.user_col,
         item_col=config.item_col,
         time_col=config.time_col,
-        policy_col=config.policy_col,
+        policy_col=config.policy_col or config.stratify_by,
         time_unit=config.time_unit,
         dedup=config.dedup,
         on_invalid=config.on_invalid,
@@ -121,7 +128,13 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     if log is None:
         log = load_data(config)
     folds = build_folds(log, spec, u_min=config.u_min)
-    return Plan(config=config, log=log, folds=folds, key=f"{config.result_hash()}-{log.fingerprint()}")
+    strata = None
+    if config.stratify_by is not None:
+        strata = build_strata(
+            log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
+        )
+    key = f"{config.result_hash()}-{log.fingerprint()}"
+    return Plan(config=config, log=log, folds=folds, key=key, strata=strata)
 
 
 def evaluate_fold(plan: Plan, fold: Fold, names: list[str]) -> dict[str, dict[str, Any]]:
@@ -132,19 +145,23 @@ def evaluate_fold(plan: Plan, fold: Fold, names: list[str]) -> dict[str, dict[st
     """
     if fold.skipped:
         raise ValueError(f"fold {fold.index} is skipped: {fold.skip_reason}")
+    config = plan.config
     train = fold.train_data(plan.log)
     payloads = {}
     for name in names:
         unit = evaluate_unit(
-            plan.log,
-            fold,
-            plan.algorithm(name),
-            ks=plan.config.k,
-            relevance=plan.config.relevance,
+            plan.log, fold, plan.algorithm(name), ks=config.k, relevance=config.relevance,
             train=train,
         )
+        rows = unit_rows(fold, unit, config_hash=plan.key)
+        if plan.strata is not None:
+            rows += stratum_rows(
+                plan.strata, plan.log, fold, unit, lambda name=name: plan.algorithm(name),
+                ks=config.k, relevance=config.relevance, u_min=config.u_min,
+                config_hash=plan.key,
+            )
         payloads[name] = {
-            "rows": unit_rows(fold, unit, config_hash=plan.key),
+            "rows": rows,
             "device": unit.device,
             "timings": unit.timings,
         }
@@ -194,7 +211,11 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
     for fold in plan.folds:
         for name in plan.config.algorithms:
             if fold.skipped:
-                rows += skipped_rows(fold, name, plan.config.k, config_hash=plan.key)
+                labels = ["all"] + (plan.strata.labels if plan.strata is not None else [])
+                for label in labels:
+                    rows += skipped_rows(
+                        fold, name, plan.config.k, stratum=label, config_hash=plan.key
+                    )
                 continue
             if not store.has(fold.index, name):
                 raise RuntimeError(f"unit (fold {fold.index}, {name}) has not been computed")

@@ -1,0 +1,97 @@
+"""Stratification by logging policy (SPEC §6) on hand-built logs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from conftest import DAY
+from data.errors import SwevalError
+from data.log import InteractionLog
+from evaluators.config import EvalConfig
+from evaluators.folds import build_folds
+from evaluators.run import run_local
+from evaluators.stratify import build_strata, groups_by_test_policy
+from evaluators.windows import WindowSpec
+
+# Day 0 is history, day 1 is the test window.
+#   user 1: history A, tests A          -> stratum A (both modes)
+#   user 2: history A, tests B          -> mode test: B; mode subset: no B history -> not eligible in B,
+#                                          no A test -> not eligible in A
+#   user 3: history B, tests A and B    -> mode test: A and B; mode subset: B only (no A history)
+#   user 4: history A+B, tests B        -> both modes: B
+#   user 5: no history, tests A         -> never eligible
+ROWS = [
+    (1, 10, 0, "A"), (2, 11, 1, "A"), (3, 12, 2, "B"), (4, 10, 3, "A"), (4, 13, 4, "B"),
+    (1, 11, DAY + 1, "A"), (2, 12, DAY + 2, "B"), (3, 10, DAY + 3, "A"), (3, 11, DAY + 4, "B"),
+    (4, 12, DAY + 5, "B"), (5, 10, DAY + 6, "A"),
+]
+
+
+def make() -> InteractionLog:
+    return InteractionLog.from_frame(
+        pd.DataFrame(ROWS, columns=["user", "item", "timestamp", "policy"]), policy_col="policy"
+    )
+
+
+def eligible(log, fold):
+    return sorted(log.user_ids[fold.eligible_users].tolist())
+
+
+def test_subset_mode_restricts_training_and_test_to_the_policy():
+    log = make()
+    spec = WindowSpec(width_s=DAY, n_folds=1)
+    strata = build_strata(log, spec, u_min=0, mode="subset", column="policy")
+    assert strata.labels == ["A", "B"]
+    assert eligible(strata.logs["A"], strata.folds["A"][0]) == [1]
+    assert eligible(strata.logs["B"], strata.folds["B"][0]) == [3, 4]
+    assert eligible(log, build_folds(log, spec, u_min=0)[0]) == [1, 2, 3, 4]
+
+
+def test_test_mode_groups_users_by_their_test_policies():
+    log = make()
+    (fold,) = build_folds(log, WindowSpec(width_s=DAY, n_folds=1), u_min=0)
+    groups = groups_by_test_policy(log, fold, fold.eligible_users, ["A", "B"])
+    users = log.user_ids[fold.eligible_users]
+    assert users[groups["A"]].tolist() == [1, 3]
+    assert users[groups["B"]].tolist() == [2, 3, 4]  # user 3 counts in both
+
+
+@pytest.mark.parametrize("mode", ["subset", "test"])
+def test_u_min_applies_per_stratum_and_all_equals_unstratified(tmp_path, mode):
+    path = tmp_path / "log.csv"
+    pd.DataFrame(ROWS, columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
+    base = dict(data=str(path), window="1D", folds=1, u_min=2, algorithms=["pop", "pop-n"],
+                progress=False)
+    plain = run_local(EvalConfig.build(**base, output=str(tmp_path / "plain"))).results
+    stratified = run_local(
+        EvalConfig.build(**base, stratify_by="policy", stratify_mode=mode, output=str(tmp_path / mode))
+    ).results
+    every = stratified[stratified["stratum"] == "all"].drop(columns="config_hash").reset_index(drop=True)
+    pd.testing.assert_frame_equal(every, plain.drop(columns="config_hash"))
+    by = stratified.groupby("stratum")
+    # A: 1 user in subset mode (users 1), 2 in test mode (1, 3) -> skipped only in subset mode
+    a = by.get_group("A")
+    assert a["skipped"].all() == (mode == "subset")
+    assert set(a["n_eligible"]) == ({1} if mode == "subset" else {2})
+    b = by.get_group("B")
+    assert not b["skipped"].any()
+    assert set(b["n_eligible"]) == ({2} if mode == "subset" else {3})
+    if mode == "subset":
+        assert a["skip_reason"].str.contains("u_min=2").all()
+
+
+def test_missing_policy_column_is_a_clear_error(tmp_path):
+    path = tmp_path / "log.csv"
+    pd.DataFrame([(1, 1, 0)], columns=["user", "item", "timestamp"]).to_csv(path, index=False)
+    with pytest.raises(SwevalError, match="policy"):
+        run_local(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
+                                   output=str(tmp_path / "o"), progress=False))
+
+
+def test_policy_column_with_missing_values_is_rejected_by_default(tmp_path):
+    path = tmp_path / "log.csv"
+    pd.DataFrame([(1, 1, 0, "A"), (2, 1, 1, None)], columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
+    with pytest.raises(SwevalError, match="'policy'"):
+        run_local(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
+                                   output=str(tmp_path / "o"), progress=False))
