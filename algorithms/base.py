@@ -109,6 +109,8 @@ class Algorithm(ABC):
 
     name: ClassVar[str]
     Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
+    #: True when every user gets the same scores (POP, POP-N): ranking is then done once per fold.
+    user_independent: ClassVar[bool] = False
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
         if config is not None and params:
@@ -152,6 +154,8 @@ class Algorithm(ABC):
         out = np.full((len(rows), k), -1, dtype=np.int64)
         if len(rows) == 0 or k == 0 or train.n_items == 0:
             return out
+        if self.user_independent:
+            return top_k_global(self.score(rows[:1])[0], train.matrix, rows, k)
         batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
@@ -199,4 +203,37 @@ def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
     rank = np.arange(len(row)) - starts[row]
     take = rank < k
     out[row[take], rank[take]] = col[take]
+    return out
+
+
+def top_k_global(
+    scores: NDArray[np.float64], matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
+) -> NDArray[np.int64]:
+    """Top-k per row when every row shares the same ``scores``, minus each row's seen columns.
+
+    Equivalent to :func:`top_k` on the broadcast scores with seen items set to -inf, but ranks
+    the catalogue once: each user's list is the global ranking with their seen items skipped, so
+    only the first k + (number of items the user has seen) ranks need looking at.
+    """
+    n = len(rows)
+    out = np.full((n, k), -1, dtype=np.int64)
+    ranking = np.lexsort((np.arange(len(scores)), -scores))  # score desc, column asc
+    ranking = ranking[np.isfinite(scores[ranking])]
+    if n == 0 or len(ranking) == 0:
+        return out
+    n_seen = np.diff(matrix.indptr)[rows]
+    depth = int(min(len(ranking), k + n_seen.max()))
+    candidates = np.broadcast_to(ranking[:depth], (n, depth))
+    sub = matrix[rows]
+    sub.sort_indices()
+    # seen[j, r]: candidate r of row j is in row j's training items
+    keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(sub.indptr)) * matrix.shape[1]
+    keys = keys + sub.indices
+    wanted = np.arange(n, dtype=np.int64)[:, None] * matrix.shape[1] + candidates
+    pos = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    seen = (keys[pos] == wanted) if len(keys) else np.zeros(wanted.shape, dtype=bool)
+    rank = np.cumsum(~seen, axis=1) - 1
+    take = (~seen) & (rank < k)
+    row_index = np.broadcast_to(np.arange(n)[:, None], (n, depth))
+    out[row_index[take], rank[take]] = candidates[take]
     return out

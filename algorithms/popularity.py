@@ -15,6 +15,7 @@ class Pop(Algorithm):
     """POP: score(i) = number of training transactions of i; the same list for every user."""
 
     name: ClassVar[str] = "pop"
+    user_independent: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
         self.counts_ = np.bincount(train.item_sequence, minlength=train.n_items).astype(np.float64)
@@ -37,6 +38,7 @@ class PopN(Algorithm):
     """
 
     name: ClassVar[str] = "pop-n"
+    user_independent: ClassVar[bool] = True
     Config: ClassVar[type[AlgorithmConfig]] = PopNConfig
 
     def _fit(self, train: TrainData) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from algorithms.base import top_k
 from algorithms.registry import build_algorithm
-from conftest import DAY
+from sweval_testing import DAY
 from data.errors import SwevalError
 from data.log import InteractionLog
 from evaluators.engine import evaluate_unit
@@ -119,3 +119,25 @@ def test_unknown_parameter_is_rejected():
         build_algorithm("pop-n", {"n_recnt": 3})
     with pytest.raises(SwevalError, match="unknown algorithm 'popp'"):
         build_algorithm("popp")
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 11)), max_size=40),
+    st.integers(1, 14),
+)
+def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, k):
+    import scipy.sparse as sp
+
+    from algorithms.base import exclude_seen, top_k_global
+
+    n_items = len(item_scores)
+    pairs = [(u, i) for u, i in seen_pairs if i < n_items]
+    rows_, cols_ = (zip(*pairs) if pairs else ((), ()))
+    matrix = sp.csr_matrix((np.ones(len(pairs)), (list(rows_), list(cols_))), shape=(6, n_items))
+    matrix.sum_duplicates()
+    rows = np.arange(6)
+    scores = np.broadcast_to(np.array(item_scores, dtype=float), (6, n_items)).copy()
+    exclude_seen(scores, matrix, rows)
+    assert top_k_global(np.array(item_scores, dtype=float), matrix, rows, k).tolist() == top_k(scores, k).tolist()

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_log
+from sweval_testing import make_log
 from data.errors import SwevalError
 from data.loaders import load_log
 from data.log import InteractionLog

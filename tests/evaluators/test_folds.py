@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import DAY, make_log
+from sweval_testing import DAY, make_log
 from data.errors import SwevalError
 from data.log import InteractionLog
 from evaluators.folds import build_folds

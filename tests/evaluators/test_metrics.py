@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import DAY, make_log
+from sweval_testing import DAY, make_log
 from evaluators.metrics import RelevantSets, hit_matrix, per_user_metrics, relevant_sets
 
 

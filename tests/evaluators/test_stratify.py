@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from conftest import DAY
+from sweval_testing import DAY
 from data.errors import SwevalError
 from data.log import InteractionLog
 from evaluators.config import EvalConfig

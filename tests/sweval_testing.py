@@ -1,0 +1,17 @@
+"""Helpers shared by the test modules (imported by name; ``tests/`` is on sys.path)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from data.log import InteractionLog
+
+DAY = 86_400
+
+
+def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "timestamp"), **kw) -> InteractionLog:
+    """An InteractionLog from tuples; a 4th ``policy`` column is picked up as the policy."""
+    frame = pd.DataFrame(rows, columns=list(columns) + (["policy"] if rows and len(rows[0]) == len(columns) + 1 else []))
+    if "policy" in frame.columns:
+        kw.setdefault("policy_col", "policy")
+    return InteractionLog.from_frame(frame, **kw)
