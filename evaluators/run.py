@@ -13,6 +13,7 @@ Units already in the :class:`~evaluators.store.UnitStore` are not recomputed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,8 +138,21 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     return Plan(config=config, log=log, folds=folds, key=key, strata=strata)
 
 
-def evaluate_fold(plan: Plan, fold: Fold, names: list[str]) -> dict[str, dict[str, Any]]:
+def evaluate_fold(
+    plan: Plan,
+    fold: Fold,
+    names: list[str],
+    *,
+    on_unit: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Evaluate the named algorithms on one fold, sharing the fold's training data.
+
+    Args:
+        plan: the run plan.
+        fold: a non-skipped fold of the plan.
+        names: the algorithms to evaluate, in order.
+        on_unit: optional callable ``on_unit(algorithm, payload)``, called as soon as each
+            algorithm's unit is finished (the flow persists it there, before the next one runs).
 
     Returns:
         ``{algorithm: payload}`` with payload keys ``rows``, ``device`` and ``timings``.
@@ -165,6 +179,8 @@ def evaluate_fold(plan: Plan, fold: Fold, names: list[str]) -> dict[str, dict[st
             "device": unit.device,
             "timings": unit.timings,
         }
+        if on_unit is not None:
+            on_unit(name, payloads[name])
     return payloads
 
 
