@@ -22,6 +22,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
     "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
+    "tracking",
 }
 
 
@@ -69,6 +70,7 @@ class EvalConfig(BaseModel):
     dask_address: str | None = None
     workers: int = Field(default=1, ge=1)
     progress: bool = True
+    tracking: bool = Field(default=True, description="log the run to MLflow")
 
     @field_validator("k")
     @classmethod
