@@ -256,7 +256,8 @@ def encode_ids(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.generic
     """Encode raw ids as codes ordered by the SPEC §3 tie-break order.
 
     Integer ids (including floats that are whole numbers, as pandas reads an int column with
-    gaps) sort numerically; anything else sorts as strings.
+    gaps, and strings spelling integers without padding) sort numerically; anything else sorts
+    as strings. Hash-based (``pd.factorize``), then only the distinct ids are sorted.
 
     Returns:
         (codes per row, raw id per code).
@@ -266,20 +267,19 @@ def encode_ids(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.generic
         array = array.astype(np.int64)
     elif pd.api.types.is_float_dtype(values.dtype):
         whole = np.isfinite(array) & (array == np.round(array))
-        if whole.all():
-            array = array.astype(np.int64)
-        else:
-            array = values.astype(str).to_numpy()
+        array = array.astype(np.int64) if whole.all() else values.astype(str).to_numpy()
     elif pd.api.types.is_integer_dtype(values.dtype):
         array = array.astype(np.int64)
     else:
-        as_int = pd.to_numeric(values, errors="coerce")
-        if as_int.notna().all() and _all_int_like(values):
-            array = as_int.to_numpy().astype(np.int64)
-        else:
-            array = values.astype(str).to_numpy()
-    ids, codes = np.unique(array, return_inverse=True)
-    return codes.astype(np.int64, copy=False).ravel(), ids
+        array = values.astype(str).to_numpy(dtype=object)
+    codes, uniques = pd.factorize(array, sort=False)
+    uniques = np.asarray(uniques)
+    if uniques.dtype == object and _all_int_like(pd.Series(uniques)):
+        uniques = uniques.astype(np.int64)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], uniques[order]
 
 
 def _all_int_like(values: pd.Series) -> bool:
