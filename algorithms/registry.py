@@ -6,11 +6,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from algorithms.als import ALS
 from algorithms.base import Algorithm
+from algorithms.knn import ItemKNN, UserKNN
 from algorithms.popularity import Pop, PopN
+from algorithms.svd import PureSVD
 from data.errors import SwevalError
 
-ALGORITHMS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (Pop, PopN)}
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    cls.name: cls for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS)
+}
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:

@@ -1,0 +1,135 @@
+"""Implicit-feedback ALS (SPEC §5) through the ``implicit`` library, on CPU or GPU."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from data.errors import SwevalError
+
+_log = logging.getLogger(__name__)
+
+Device = Literal["auto", "cpu", "gpu"]
+
+#: The CPU fallback of ``device=auto`` is announced once per process, not once per fold.
+_fallback_announced = False
+
+
+def cuda_available() -> bool:
+    """Whether implicit can train on a GPU (its CUDA extension and RMM import and see a GPU)."""
+    with warnings.catch_warnings():
+        # implicit.gpu warns when the extension exists but no GPU/driver does: we report that.
+        warnings.simplefilter("ignore")
+        import implicit.gpu
+
+    return bool(implicit.gpu.HAS_CUDA)
+
+
+def resolve_device(device: Device) -> Literal["cpu", "gpu"]:
+    """Turn ``auto | cpu | gpu`` into the device that will run.
+
+    Raises:
+        SwevalError: ``gpu`` was asked for but implicit has no CUDA support here.
+    """
+    global _fallback_announced
+    if device == "cpu":
+        return "cpu"
+    if cuda_available():
+        return "gpu"
+    if device == "gpu":
+        raise SwevalError(
+            "--set als.device=gpu needs CUDA and implicit[gpu] (pip install 'sweval[gpu]'): "
+            "implicit.gpu.HAS_CUDA is False here (no GPU, no CUDA 13 runtime, or rmm missing). "
+            "Use als.device=auto or als.device=cpu."
+        )
+    if not _fallback_announced:
+        _log.info("als: device=auto found no CUDA support in implicit; training on the CPU")
+        _fallback_announced = True
+    return "cpu"
+
+
+class ALSConfig(AlgorithmConfig):
+    factors: int = Field(default=64, ge=1, description="number of latent factors")
+    regularization: float = Field(
+        default=0.01, ge=0, description="L2 penalty λ on user and item factors"
+    )
+    alpha: float = Field(
+        default=1.0,
+        gt=0,
+        description="confidence of a consumed pair, c = alpha·R[u, i] (unobserved pairs: 1); "
+        "1.0 weighs observed and unobserved pairs alike",
+    )
+    iterations: int = Field(default=15, ge=1, description="ALS sweeps (users, then items)")
+    seed: int = Field(default=0, description="random_state of the factor initialisation")
+    device: Device = Field(
+        default="auto",
+        description="auto: GPU when implicit reports CUDA, else CPU; cpu; gpu (error without "
+        "CUDA)",
+    )
+
+
+class ALS(Algorithm):
+    """Implicit-feedback matrix factorisation (Hu, Koren & Volinsky 2008) via ``implicit``.
+
+    implicit 0.7.3 minimises, over user factors x_u and item factors y_i::
+
+        Σ_{u,i} c_ui (p_ui − x_u·y_i)² + λ (Σ_u |x_u|² + Σ_i |y_i|²)
+
+    with p_ui = R[u, i] ∈ {0, 1}, c_ui = alpha · R[u, i] for consumed pairs and 1 otherwise
+    (implicit multiplies the input by ``alpha``; it does not add 1 as in the paper's
+    1 + α·r), solved by ``iterations`` alternating conjugate-gradient sweeps. Then::
+
+        score(u, i) = x_u · y_i
+
+    Every hyper-parameter is passed to implicit explicitly (its CPU and GPU classes have
+    different defaults), training loss and progress bars are off, and CPU fits run under
+    ``threadpool_limits(1, "blas")`` as implicit asks. The device is resolved once, at
+    construction (:func:`resolve_device`); :attr:`device` reports the one that ran.
+    """
+
+    name: ClassVar[str] = "als"
+    Config: ClassVar[type[AlgorithmConfig]] = ALSConfig
+
+    def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
+        super().__init__(config, **params)
+        self.resolved_device_ = resolve_device(self.config.device)
+
+    @property
+    def device(self) -> str:
+        return self.resolved_device_
+
+    def _fit(self, train: TrainData) -> None:
+        from threadpoolctl import threadpool_limits
+
+        import implicit.als
+
+        cfg = self.config
+        with threadpool_limits(1, "blas"):
+            model = implicit.als.AlternatingLeastSquares(
+                factors=cfg.factors,
+                regularization=cfg.regularization,
+                alpha=cfg.alpha,
+                iterations=cfg.iterations,
+                calculate_training_loss=False,
+                random_state=cfg.seed,
+                use_gpu=self.resolved_device_ == "gpu",
+            )
+            model.fit(train.matrix.astype(np.float32), show_progress=False)
+        self.user_factors_ = _to_numpy(model.user_factors)
+        self.item_factors_ = _to_numpy(model.item_factors)
+
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        return self.user_factors_[rows] @ self.item_factors_.T
+
+
+def _to_numpy(factors: Any) -> NDArray[np.float64]:
+    """Factors as a float64 numpy array (GPU models hold ``implicit.gpu.Matrix`` objects)."""
+    if hasattr(factors, "to_numpy"):
+        factors = factors.to_numpy()
+    return np.ascontiguousarray(factors, dtype=np.float64)

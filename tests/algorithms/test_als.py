@@ -1,0 +1,126 @@
+"""ALS through implicit: known-answer behaviour, determinism, device resolution."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import numpy as np
+import pytest
+
+import algorithms.als as als_module
+from algorithms.als import ALS, cuda_available
+from algorithms.registry import build_algorithm
+from data.errors import SwevalError
+
+HAS_CUDA = cuda_available()
+DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)] if HAS_CUDA else ["cpu"]
+
+
+def block_matrix(n_blocks: int = 3, size: int = 8) -> np.ndarray:
+    """Users and items in ``n_blocks`` blocks; user u consumed its block minus item u."""
+    n = n_blocks * size
+    dense = np.zeros((n, n), dtype=bool)
+    for b in range(n_blocks):
+        dense[b * size : (b + 1) * size, b * size : (b + 1) * size] = True
+    dense[np.arange(n), np.arange(n)] = False
+    return dense
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_withheld_in_block_item_ranks_first(lib, device):
+    dense = block_matrix()
+    train = lib.train_from_dense(dense)
+    model = ALS(factors=8, iterations=10, device=device).fit(train)
+    assert model.device == device
+    rows = np.arange(train.n_users)
+    first = model.recommend(rows, 1)[:, 0]
+    np.testing.assert_array_equal(first, rows)
+    # The withheld item beats every out-of-block item by a clear margin.
+    scores = model.score(rows)
+    in_block = dense | np.eye(len(dense), dtype=bool)
+    assert (scores[rows, rows] > scores[~in_block].reshape(len(rows), -1).max(axis=1)).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_same_seed_same_factors(lib, device):
+    train = lib.train_from_dense(lib.random_binary(np.random.default_rng(0), 30, 20, 0.2))
+    a = ALS(factors=6, iterations=5, seed=11, device=device).fit(train)
+    b = ALS(factors=6, iterations=5, seed=11, device=device).fit(train)
+    c = ALS(factors=6, iterations=5, seed=12, device=device).fit(train)
+    np.testing.assert_array_equal(a.user_factors_, b.user_factors_)
+    np.testing.assert_array_equal(a.item_factors_, b.item_factors_)
+    assert not np.array_equal(a.item_factors_, c.item_factors_)
+
+
+def test_fit_does_not_warn_about_blas_threads(lib, monkeypatch):
+    import implicit.als
+    import implicit.utils
+    from threadpoolctl import threadpool_limits
+
+    train = lib.train_from_dense(block_matrix())
+    with threadpool_limits(2, "blas"):
+        # Control: implicit itself warns when BLAS runs several threads (once per process).
+        monkeypatch.setattr(implicit.utils, "_checked_blas_config", False)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            implicit.als.AlternatingLeastSquares(factors=4, use_gpu=False)
+        if not any("OpenBLAS" in str(w.message) or "MKL" in str(w.message) for w in caught):
+            pytest.skip("this BLAS does not run several threads, nothing to check")
+        monkeypatch.setattr(implicit.utils, "_checked_blas_config", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            ALS(factors=4, iterations=2, device="cpu").fit(train)
+
+
+def test_hyper_parameters_reach_implicit(lib, monkeypatch):
+    import implicit.als
+
+    seen = {}
+    real = implicit.als.AlternatingLeastSquares
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(implicit.als, "AlternatingLeastSquares", spy)
+    params = {"factors": 5, "regularization": 0.5, "alpha": 3.0, "iterations": 2, "seed": 4}
+    ALS(**params, device="cpu").fit(lib.train_from_dense(block_matrix()))
+    assert seen == {
+        "factors": 5,
+        "regularization": 0.5,
+        "alpha": 3.0,
+        "iterations": 2,
+        "random_state": 4,
+        "calculate_training_loss": False,
+        "use_gpu": False,
+    }
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
+def test_gpu_without_cuda_is_a_user_error():
+    with pytest.raises(SwevalError, match="als.device=gpu needs CUDA"):
+        build_algorithm("als", {"device": "gpu"})
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
+def test_auto_falls_back_to_cpu_and_says_so_once(lib, monkeypatch, caplog):
+    monkeypatch.setattr(als_module, "_fallback_announced", False)
+    with caplog.at_level(logging.INFO, logger="algorithms.als"):
+        first = build_algorithm("als", {"device": "auto", "factors": 4, "iterations": 2})
+        second = build_algorithm("als", {"device": "auto"})
+    assert first.device == second.device == "cpu"
+    assert sum("training on the CPU" in r.message for r in caplog.records) == 1
+    first.fit(lib.train_from_dense(block_matrix()))
+    assert first.device == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs implicit with CUDA (implicit.gpu.HAS_CUDA)")
+def test_auto_uses_the_gpu_when_available(lib):
+    model = build_algorithm("als", {"device": "auto", "factors": 8, "iterations": 10})
+    assert model.device == "gpu"
+    model.fit(lib.train_from_dense(block_matrix()))
+    assert isinstance(model.user_factors_, np.ndarray)
+    rows = np.arange(model.train_.n_users)
+    np.testing.assert_array_equal(model.recommend(rows, 1)[:, 0], rows)

@@ -1,0 +1,173 @@
+"""item-kNN and user-kNN against slow dense references (plain loops over dense matrices)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import algorithms.knn as knn
+from algorithms.knn import ItemKNN, UserKNN, keep_top_per_row
+
+#: Seeds 89 (user-kNN) and 234 (item-kNN) give candidates whose scores tie exactly but whose
+#: float sums differ in the last bit (terms added in another order): without the models' score
+#: rounding they would not be ordered by id.
+SEEDS = [*range(30), 89, 234]
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    norm = math.sqrt(a @ a) * math.sqrt(b @ b)
+    return float(a @ b) / norm if norm > 0 else 0.0
+
+
+def top_neighbours(sims: list[tuple[float, int]], n: int) -> list[tuple[float, int]]:
+    """The n largest positive similarities, ties by index ascending (0 keeps all)."""
+    sims = sorted((p for p in sims if p[0] > 0), key=lambda p: (-round(p[0], 12), p[1]))
+    return sims if n == 0 else sims[:n]
+
+
+def reference_item_knn(dense: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(S, scores): S(j, i) = cos of item columns, i ≠ j, row-pruned; score = Σ_{j∈I_u} S(j, i)."""
+    r = dense.astype(float)
+    n_users, n_items = r.shape
+    s = np.zeros((n_items, n_items))
+    for j in range(n_items):
+        sims = [(cosine(r[:, j], r[:, i]), i) for i in range(n_items) if i != j]
+        for value, i in top_neighbours(sims, n):
+            s[j, i] = value
+    scores = np.zeros((n_users, n_items))
+    for u in range(n_users):
+        for i in range(n_items):
+            scores[u, i] = math.fsum(s[j, i] for j in range(n_items) if dense[u, j])
+    return s, scores
+
+
+def reference_user_knn(dense: np.ndarray, n: int, weighting: str) -> np.ndarray:
+    r = dense.astype(float)
+    n_users, n_items = r.shape
+    scores = np.zeros((n_users, n_items))
+    for u in range(n_users):
+        sims = [(cosine(r[u], r[v]), v) for v in range(n_users) if v != u]
+        neighbours = top_neighbours(sims, n)
+        for i in range(n_items):
+            weights = [1.0 if weighting == "count" else value for value, _ in neighbours]
+            scores[u, i] = math.fsum(w * r[v, i] for w, (_, v) in zip(weights, neighbours))
+    return scores
+
+
+@pytest.fixture(params=["dense", "sparse"])
+def prune_path(request, monkeypatch):
+    """Force the dense or the sparse pruning code path (they must agree)."""
+    threshold = 0.0 if request.param == "dense" else math.inf
+    monkeypatch.setattr(knn, "DENSE_PRUNE_DENSITY", threshold)
+    return request.param
+
+
+def random_case(lib, seed: int):
+    rng = np.random.default_rng(seed)
+    n_users, n_items = int(rng.integers(2, 20)), int(rng.integers(2, 14))
+    dense = lib.random_binary(rng, n_users, n_items, float(rng.uniform(0.1, 0.5)))
+    return dense, lib.train_from_dense(dense)
+
+
+@pytest.mark.parametrize("n_neighbors", [0, 1, 2, 4])
+def test_item_knn_matches_dense_reference(lib, prune_path, n_neighbors):
+    for seed in SEEDS:
+        dense, train = random_case(lib, seed)
+        rows = np.arange(train.n_users)
+        model = ItemKNN(n_neighbors=n_neighbors).fit(train)
+        s_ref, scores_ref = reference_item_knn(dense, n_neighbors)
+        np.testing.assert_allclose(model.similarity().toarray(), s_ref, atol=1e-12)
+        np.testing.assert_allclose(model.score(rows), scores_ref, atol=1e-9)
+        k = train.n_items
+        expected = lib.reference_ranking(scores_ref, dense, k)
+        np.testing.assert_array_equal(model.recommend(rows, k), expected, err_msg=f"{seed=}")
+
+
+@pytest.mark.parametrize("weighting", ["count", "cosine"])
+@pytest.mark.parametrize("n_neighbors", [0, 1, 2, 5])
+def test_user_knn_matches_dense_reference(lib, prune_path, n_neighbors, weighting):
+    for seed in SEEDS:
+        dense, train = random_case(lib, seed)
+        rows = np.arange(train.n_users)
+        model = UserKNN(n_neighbors=n_neighbors, weighting=weighting).fit(train)
+        scores_ref = reference_user_knn(dense, n_neighbors, weighting)
+        np.testing.assert_allclose(model.score(rows), scores_ref, atol=1e-9)
+        k = train.n_items
+        expected = lib.reference_ranking(scores_ref, dense, k)
+        np.testing.assert_array_equal(model.recommend(rows, k), expected, err_msg=f"{seed=}")
+
+
+def test_item_knn_pruning_ties_by_item_id(lib):
+    # Item 0 has the same cosine 1/sqrt(3) with items 1, 2 and 3: n=2 keeps 1 and 2.
+    dense = np.zeros((3, 4), dtype=bool)
+    dense[:, 0] = True
+    dense[[0, 1, 2], [1, 2, 3]] = True
+    model = ItemKNN(n_neighbors=2).fit(lib.train_from_dense(dense))
+    row = model.similarity(np.array([0])).getrow(0)
+    assert row.indices.tolist() == [1, 2]
+    np.testing.assert_allclose(row.data, [1 / math.sqrt(3)] * 2)
+
+
+def test_user_knn_neighbour_ties_by_user_id(lib):
+    # Users 1, 2, 3 are equally similar to user 0; n=2 picks users 1 and 2, whose extra items
+    # are 3 and 2. Item 1 (user 3's) scores 0, so user 0 gets [2, 3, 1].
+    dense = np.zeros((4, 4), dtype=bool)
+    dense[:, 0] = True
+    dense[[1, 2, 3], [3, 2, 1]] = True
+    model = UserKNN(n_neighbors=2).fit(lib.train_from_dense(dense))
+    assert model.neighbours(np.array([0])).indices.tolist() == [1, 2]
+    assert model.recommend(np.array([0]), 3).tolist() == [[2, 3, 1]]
+
+
+def test_item_knn_lazy_rows_equal_whole_matrix(lib):
+    dense, train = random_case(lib, 123)
+    rows = np.arange(train.n_users)
+    whole = ItemKNN(n_neighbors=3).fit(train)
+    expected = whole.score(rows)
+    piecewise = ItemKNN(n_neighbors=3).fit(train)
+    parts = [piecewise.score(rows[i : i + 2]) for i in range(0, len(rows), 2)]
+    np.testing.assert_array_equal(np.vstack(parts), expected)
+    np.testing.assert_array_equal(
+        piecewise.similarity().toarray(), whole.similarity().toarray()
+    )
+
+
+def test_user_knn_scores_only_requested_rows(lib):
+    dense, train = random_case(lib, 7)
+    model = UserKNN(n_neighbors=3).fit(train)
+    all_rows = model.score(np.arange(train.n_users))
+    picked = np.array([train.n_users - 1, 0])
+    np.testing.assert_array_equal(model.score(picked), all_rows[picked])
+
+
+def reference_keep_top(dense: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros_like(dense)
+    for r, row in enumerate(dense):
+        entries = [(v, c) for c, v in enumerate(row) if v > 0]
+        for v, c in top_neighbours(entries, n):
+            out[r, c] = v
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.lists(
+        st.lists(st.integers(0, 3), min_size=6, max_size=6), min_size=1, max_size=6
+    ),
+    n=st.integers(0, 7),
+    dense_path=st.booleans(),
+)
+def test_keep_top_per_row_with_many_ties(data, n, dense_path):
+    dense = np.array(data, dtype=np.float64)
+    old = knn.DENSE_PRUNE_DENSITY
+    knn.DENSE_PRUNE_DENSITY = 0.0 if dense_path else math.inf
+    try:
+        pruned = keep_top_per_row(sp.csr_matrix(dense), n)
+    finally:
+        knn.DENSE_PRUNE_DENSITY = old
+    np.testing.assert_array_equal(pruned.toarray(), reference_keep_top(dense, n))
