@@ -43,11 +43,17 @@ def random_binary(rng: np.random.Generator, n_users: int, n_items: int, density:
 
 
 def reference_ranking(
-    scores: NDArray[np.float64], seen: NDArray[np.bool_], k: int
+    scores: NDArray[np.float64],
+    seen: NDArray[np.bool_],
+    k: int,
+    decimals: int | None = REFERENCE_DECIMALS,
 ) -> NDArray[np.int64]:
-    """Per row: unseen columns by (score desc, column asc), first k, padded with -1."""
+    """Per row: unseen columns by (score desc, column asc), first k, padded with -1.
+
+    Scores are compared after rounding to ``decimals`` (None: exactly as given).
+    """
     out = np.full((len(scores), k), -1, dtype=np.int64)
-    rounded = np.round(scores, REFERENCE_DECIMALS)
+    rounded = scores if decimals is None else np.round(scores, decimals)
     for r in range(len(scores)):
         candidates = [c for c in range(scores.shape[1]) if not seen[r, c]]
         candidates.sort(key=lambda c: (-rounded[r, c], c))

@@ -31,7 +31,7 @@ def top_neighbours(sims: list[tuple[float, int]], n: int) -> list[tuple[float, i
 
 
 def reference_item_knn(dense: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(S, scores): S(j, i) = cos of item columns, i ≠ j, row-pruned; score = Σ_{j∈I_u} S(j, i)."""
+    """(S, scores): S(j, i) = cos of columns j, i (i ≠ j), row-pruned; Σ_{j∈I_u} S(j, i)."""
     r = dense.astype(float)
     n_users, n_items = r.shape
     s = np.zeros((n_items, n_items))
