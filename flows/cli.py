@@ -198,5 +198,9 @@ def main() -> None:
         raise
 
 
+from flows.report_cli import report as _report  # noqa: E402
+app.command(name="report")(_report)
+
+
 if __name__ == "__main__":
     main()

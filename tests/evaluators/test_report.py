@@ -1,0 +1,341 @@
+"""The report: tables against a recomputation from results.csv, figures, HTML, command line."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from data.errors import SwevalError
+from evaluators.report import (
+    _over_time_panels,
+    figure_over_time,
+    figure_vs_k,
+    load,
+    metric_table,
+    write_report,
+)
+from evaluators.results import results_frame
+
+DAY = 86_400
+T0 = 1_600_000_000
+ALGORITHMS = ["pop", "pop-n", "item-knn"]
+
+
+def fake_results(
+    *, protocol: str | None = None, algorithms: list[str] = ALGORITHMS, seed: int = 0,
+    time_folds: bool = True,
+) -> pd.DataFrame:
+    """A long table like results.csv: 6 folds, fold 2 skipped everywhere, stratum A skipped on
+    fold 4, stratum "NA" skipped on every fold, random values elsewhere."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for fold in range(6):
+        t_start = T0 + fold * DAY if time_folds else T0
+        for algorithm in algorithms:
+            for stratum, n_eligible in (("all", 120 + fold), ("A", 60 + 3 * fold), ("NA", 7)):
+                skipped = fold == 2 or (stratum == "A" and fold == 4) or stratum == "NA"
+                for metric, k in [(m, k) for m in ("recall", "ndcg") for k in (5, 10)] + [
+                    ("r_precision", None)
+                ]:
+                    rows.append({
+                        "fold": fold, "t_start": t_start, "t_end": t_start + DAY,
+                        "algorithm": algorithm, "stratum": stratum, "metric": metric, "k": k,
+                        "value": np.nan if skipped else float(rng.uniform(0.0, 0.3)),
+                        "n_users": n_eligible, "n_eligible": n_eligible, "skipped": skipped,
+                        "skip_reason": f"n_eligible={n_eligible} < u_min=50" if skipped else "",
+                        "config_hash": "h",
+                    })
+    frame = results_frame(rows, algorithms)
+    if protocol is not None:
+        frame.insert(0, "protocol", protocol)
+    return frame
+
+
+def write_output(directory: Path, results: pd.DataFrame, name: str = "results.csv") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    results.to_csv(directory / name, index=False, float_format="%.10g")
+    (directory / "config.json").write_text(json.dumps({
+        "config": {"u_min": 50, "window": "1D", "folds": 6, "k": [5, 10]},
+        "data": {"source": "fake"}, "resolved_params": {"pop-n": {"n_recent": 100}},
+    }))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> Path:
+    directory = write_output(tmp_path_factory.mktemp("out"), fake_results())
+    write_report(directory, metrics=["recall", "r_precision"])
+    return directory
+
+
+def expected_summary(path: Path) -> pd.DataFrame:
+    """Mean, folds and Δ% recomputed from the CSV with plain pandas (not summarise)."""
+    raw = pd.read_csv(path, keep_default_na=False, na_values={"value": [""], "k": [""]})
+    if "protocol" not in raw:
+        raw["protocol"] = ""
+    raw["k"] = raw["k"].fillna(-1).astype(int)
+    raw["stratum"] = raw["stratum"].astype(str)
+    skipped = raw[raw["skipped"].astype(str) == "True"]
+    keys = ["protocol", "stratum", "algorithm", "metric", "k"]
+    out = raw.groupby(keys)["value"].mean().rename("mean").reset_index()
+    n_skipped = skipped.groupby(keys)["fold"].nunique().rename("n_skipped")
+    out = out.merge(n_skipped, on=keys, how="left").fillna({"n_skipped": 0})
+    best = out.groupby(["protocol", "stratum", "metric", "k"])["mean"].transform("max")
+    out["best"] = out["mean"].notna() & (out["mean"] == best) & (best > 0)
+    out["delta"] = out["mean"] / best - 1
+    return out
+
+
+class ReportCells(HTMLParser):
+    """Every value cell of the report's metric tables: its data-* keys, text, bold, Δ% text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: list[dict] = []
+        self.metric = self.stratum = None
+        self._cell: dict | None = None
+        self._delta_of: dict | None = None
+        self.protocol_headers: list[str] = []
+        self._header = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("class") == "metric":
+            self.metric = a["data-metric"]
+        elif tag == "tbody" and "data-stratum" in a:
+            self.stratum = a["data-stratum"]
+        elif tag == "td" and a.get("class") == "v" and "data-mean" in a:
+            self._cell = {"metric": self.metric, "stratum": self.stratum, **a, "text": "",
+                          "bold": False}
+        elif tag == "td" and a.get("class") == "d" and self._delta_of is not None:
+            self._delta_of["delta_text"] = ""
+        elif tag == "strong" and self._cell is not None:
+            self._cell["bold"] = True
+        elif tag == "th" and a.get("class") == "protocol":
+            self._header = True
+            self.protocol_headers.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._cell is not None:
+            self.cells.append(self._cell)
+            self._delta_of, self._cell = self._cell, None
+        elif tag == "td" and self._delta_of is not None and "delta_text" in self._delta_of:
+            self._delta_of = None
+        elif tag == "th":
+            self._header = False
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell["text"] += data
+        elif self._delta_of is not None and "delta_text" in self._delta_of:
+            self._delta_of["delta_text"] += data
+        elif self._header:
+            self.protocol_headers[-1] += data
+
+
+def parse_report(path: Path) -> ReportCells:
+    parser = ReportCells()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return parser
+
+
+def check_cells_against_csv(cells: list[dict], csv: Path) -> int:
+    expected = expected_summary(csv).set_index(["protocol", "stratum", "algorithm", "metric", "k"])
+    for cell in cells:
+        key = (cell.get("data-protocol", ""), cell["stratum"], cell["data-algorithm"],
+               cell["metric"], int(cell["data-k"]) if cell["data-k"] else -1)
+        row = expected.loc[key]
+        if np.isnan(row["mean"]):
+            assert cell["text"] == "—" and cell["delta_text"] == "—", key
+            continue
+        assert float(cell["data-mean"]) == pytest.approx(row["mean"], rel=1e-9), key
+        assert cell["text"] == f"{row['mean']:.4f}", key
+        assert cell["bold"] == bool(row["best"]), key
+        if row["best"]:
+            assert cell["delta_text"] == "best"
+        else:
+            assert cell["delta_text"] == f"{100 * row['delta']:+.1f}%".replace("-", "−"), key
+    return len(expected)
+
+
+def test_html_tables_match_a_recomputation_from_results_csv(report_dir):
+    report = parse_report(report_dir / "report.html")
+    n_expected = check_cells_against_csv(report.cells, report_dir / "results.csv")
+    # every (stratum, algorithm, metric, k) reported has its cell:
+    # 3 strata x 3 algorithms x (recall@5, recall@10, R-precision)
+    assert n_expected == 3 * 3 * 5
+    assert len(report.cells) == 3 * 3 * 3
+    assert {c["metric"] for c in report.cells} == {"recall", "r_precision"}
+    assert {c["stratum"] for c in report.cells} == {"all", "A", "NA"}  # "NA" is not missing
+    assert sum(c["bold"] for c in report.cells) == 2 * 3  # one best per (stratum, metric, k)
+    assert report.protocol_headers == []  # a single run: no protocol header row
+
+
+def test_metric_table_counts_folds_and_marks_the_best(report_dir):
+    data = load(report_dir)
+    table = metric_table(data.summary, "recall")
+    assert table.strata == ["all", "A", "NA"]
+    assert table.ks == [5, 10]
+    assert table.columns == [("", a) for a in ALGORITHMS]
+    assert table.folds_used("", "all", "pop") == (5, 1)
+    assert table.folds_used("", "A", "pop") == (4, 2)
+    assert table.folds_used("", "NA", "pop") == (0, 6)
+    assert table.cells[("", "all", "pop", 5)].n_folds == 5
+    expected = expected_summary(report_dir / "results.csv")
+    for (protocol, stratum, algorithm, k), cell in table.cells.items():
+        row = expected[(expected["stratum"] == stratum) & (expected["algorithm"] == algorithm)
+                       & (expected["metric"] == "recall") & (expected["k"] == k)].iloc[0]
+        assert cell.mean == pytest.approx(row["mean"], nan_ok=True)
+        assert cell.best == bool(row["best"])
+    assert metric_table(data.summary, "r_precision").ks == [None]
+
+
+def test_files_are_self_contained_small_pngs(report_dir):
+    page = (report_dir / "report.html").read_text(encoding="utf-8")
+    pngs = sorted(report_dir.glob("report-*.png"))
+    # recall: vs-k + over time; r_precision (no k): over time only
+    assert [p.name for p in pngs] == sorted([
+        "report-recall-vs-k.png", "report-recall-at-10-over-time.png",
+        "report-r-precision-over-time.png",
+    ])
+    for png in pngs:
+        content = png.read_bytes()
+        assert content.startswith(b"\x89PNG") and len(content) < 300_000
+        assert base64.b64encode(content).decode() in page  # the same figure, embedded
+    assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+def test_over_time_figure_has_a_panel_per_stratum_and_marks_skipped_folds(report_dir):
+    data = load(report_dir)
+    fig = figure_over_time(data, "recall", 10)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert titles == [
+        "all users: 5 folds used, 1 skipped",
+        "stratum A: 4 folds used, 2 skipped",
+        "stratum NA: 0 folds used, 6 skipped",
+    ]
+    first = fig.axes[0]
+    lines = [line for line in first.get_lines() if line.get_label() in ALGORITHMS]
+    assert len(lines) == 3 and all(len(line.get_xdata()) == 6 for line in lines)
+    crosses = [line for line in first.get_lines() if line.get_marker() == "x"]
+    assert len(crosses) == 1 and len(crosses[0].get_xdata()) == 1  # fold 2
+
+
+def test_compare_table_has_protocol_blocks(tmp_path):
+    sw = fake_results(protocol="sw-eval", seed=1)
+    loocv = fake_results(protocol="loocv", algorithms=["pop", "item-knn"], seed=2,
+                         time_folds=False)
+    out = write_output(tmp_path / "cmp", pd.concat([loocv, sw], ignore_index=True), "compare.csv")
+    written = write_report(out)
+    report = parse_report(out / "report.html")
+    assert report.protocol_headers == ["loocv", "sw-eval"]
+    check_cells_against_csv(report.cells, out / "compare.csv")
+    assert len(report.cells) == 3 * (2 + 3) * 2  # strata x (loocv + sw-eval algorithms) x k
+    # POP-N does not run under LOOCV: no column there (as in the paper's Table 2)
+    assert [a for p, a in metric_table(load(out).summary, "recall").columns if p == "loocv"] == [
+        "pop", "item-knn"]
+    assert 'class="v na"' not in (out / "report.html").read_text()
+    # one best per (protocol, stratum with values, k)
+    assert sum(c["bold"] for c in report.cells) == 2 * 2 * 2
+    data = load(out)
+    assert data.protocols == ["loocv", "sw-eval"]
+    assert _over_time_panels(data) == [("sw-eval", s) for s in ("all", "A", "NA")]
+    assert len(figure_vs_k(data, "recall").axes) == 2 * 3  # protocols x strata
+    assert [p.name for p in written] == [
+        "report.html", "report-recall-vs-k.png", "report-recall-at-10-over-time.png",
+    ]
+
+
+def test_report_of_a_real_run_matches_its_summary_csv(tmp_path):
+    from evaluators.config import EvalConfig
+    from evaluators.run import run_local
+
+    config = EvalConfig.build(
+        data="movielens-latest-small", window="7D", folds=4, u_min=3, algorithms=["pop", "pop-n"],
+        params={"pop-n": {"n_recent": 500}}, output=str(tmp_path / "run"), progress=False,
+    )
+    run_local(config)
+    write_report(config.output, destination=tmp_path / "rep")
+    summary = pd.read_csv(Path(config.output) / "summary.csv")
+    cells = parse_report(tmp_path / "rep" / "report.html").cells
+    assert len(cells) == 2 * 4
+    for cell in cells:
+        row = summary[(summary["algorithm"] == cell["data-algorithm"])
+                      & (summary["metric"] == "recall")
+                      & (summary["k"] == int(cell["data-k"]))].iloc[0]
+        assert float(cell["data-mean"]) == pytest.approx(row["mean"], rel=1e-8)
+        assert cell["text"] == f"{row['mean']:.4f}"
+
+
+def test_errors_name_the_problem(tmp_path, report_dir):
+    with pytest.raises(SwevalError, match="no such directory"):
+        write_report(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SwevalError, match="no results.csv"):
+        write_report(tmp_path / "empty")
+    with pytest.raises(SwevalError, match="metric.*hit_rate.*not in the results"):
+        write_report(report_dir, metrics=["all", "hit_rate"], destination=tmp_path / "x")
+    with pytest.raises(SwevalError, match="--k 7"):
+        write_report(report_dir, k=7, destination=tmp_path / "x")
+
+
+def test_cli_report_of_a_directory(tmp_path, report_dir):
+    from flows.cli import app
+
+    out = tmp_path / "copy"
+    shutil.copytree(report_dir, out)
+    for old in out.glob("report*"):
+        old.unlink()
+    result = CliRunner().invoke(app, ["report", str(out), "--metrics", "ndcg", "--k", "5"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.glob("report*")) == [
+        "report-ndcg-at-5-over-time.png", "report-ndcg-vs-k.png", "report.html",
+    ]
+
+
+class FakeRun:
+    def __init__(self, tags):
+        self.data = type("D", (), {"tags": tags})()
+
+
+class FakeClient:
+    """The three MlflowClient calls the report uses: a child run without artifacts whose parent
+    holds an output directory's files."""
+
+    def __init__(self, parent_dir: Path):
+        self.parent_dir = parent_dir
+        self.logged: list[tuple[str, str, str]] = []
+
+    def get_run(self, run_id):
+        return FakeRun({"mlflow.parentRunId": "p" * 32} if run_id == "c" * 32 else {})
+
+    def download_artifacts(self, run_id, path, dst_path):
+        if run_id == "p" * 32:
+            for name in ("results.csv", "config.json"):
+                shutil.copy(self.parent_dir / name, Path(dst_path) / name)
+        return dst_path
+
+    def log_artifact(self, run_id, local_path, artifact_path=None):
+        self.logged.append((run_id, Path(local_path).name, artifact_path))
+
+
+def test_report_of_an_mlflow_child_run_uses_its_parent(tmp_path, report_dir, monkeypatch):
+    from flows import report_cli
+
+    client = FakeClient(report_dir)
+    monkeypatch.setattr(report_cli, "_client", lambda uri: client)
+    written = report_cli.report_from_run("c" * 32, destination=tmp_path / "rep")
+    assert [p.name for p in written] == [
+        "report.html", "report-recall-vs-k.png", "report-recall-at-10-over-time.png",
+    ]
+    assert f"MLflow run {'p' * 32}" in written[0].read_text()
+    assert client.logged == [("p" * 32, p.name, "report") for p in written]
+    check_cells_against_csv(parse_report(written[0]).cells, report_dir / "results.csv")
