@@ -1,22 +1,32 @@
 """The ``sweval`` command line.
 
-``sweval run`` evaluates algorithms with the sliding-window protocol, ``sweval generate`` writes a
-synthetic log. Every user error is printed as one red line naming the problem, with exit
-status 2 and no traceback.
+``sweval run`` evaluates algorithms with the sliding-window protocol (as the Prefect flow
+``sliding-window-eval``, tracked in MLflow), ``sweval serve`` serves it on a cron schedule,
+``sweval ui`` opens the MLflow UI on the local store, ``sweval generate`` writes a synthetic
+log. Every user error is printed as one red line naming the problem, with exit status 2 and no
+traceback.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-from rich.console import Console
+from flows.settings import apply_env_defaults  # before anything imports Prefect or numpy
 
-from data.errors import SwevalError
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+
+from data.errors import SwevalError  # noqa: E402
+
+if TYPE_CHECKING:
+    from evaluators.config import EvalConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -69,11 +79,7 @@ def _algorithm_help() -> str:
     return "\n\n".join(lines)
 
 
-@app.command(
-    epilog="[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
-    + _algorithm_help()
-)
-def run(
+def _eval_options(
     data: Annotated[str | None, typer.Option(help="Log file (CSV/TSV/Parquet/MovieLens, gzip ok) or bundled dataset name (movielens-latest-small). Default: a generated log (--scale, --seed).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="auto | csv | parquet | movielens.")] = "auto",
     user_col: Annotated[str | None, typer.Option(help="User column. [default: user]")] = None,
@@ -96,38 +102,203 @@ def run(
     stratify_mode: Annotated[str, typer.Option(help="subset: whole protocol per stratum | test: group test users.")] = "subset",
     algorithms: Annotated[str, typer.Option(help="Comma-separated: pop,pop-n,item-knn,user-knn,svd,als.")] = "pop,pop-n,item-knn,user-knn,svd,als",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).")] = None,
-    output: Annotated[str, typer.Option(help="Output directory (results.csv, folds.csv, config.json, ...).")] = "runs/latest",
-    config: Annotated[Path | None, typer.Option(help="TOML/YAML/JSON file with these options; command-line options given explicitly win.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")] = False,
+    output: Annotated[str, typer.Option(help="Output directory (results.csv, folds.csv, config.json, ...). Rerunning into it resumes.")] = "runs/latest",
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment. [default: sweval/<dataset>]")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI. [default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]")] = None,
+    tracking: Annotated[bool, typer.Option("--tracking/--no-tracking", help="Log the run to MLflow.")] = True,
+    task_runner: Annotated[str, typer.Option(help="Where the fold tasks run: sequential | threads | dask.")] = "sequential",
+    workers: Annotated[int, typer.Option(help="Threads (threads) or local Dask worker processes (dask). [default: the CPU count]")] = 1,
+    dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786) for --task-runner dask; its workers need this code and the data path. Default: a local cluster.")] = None,
+    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
+    config: Annotated[Path | None, typer.Option(help="TOML/YAML/JSON file with these options (the EvalConfig fields); command-line options given explicitly win.")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details (and Prefect's INFO lines).")] = False,
 ) -> None:
-    """Evaluate algorithms with the sliding-window protocol (SW-EVAL) and print the summary."""
+    """The options every evaluation command takes (the fields of EvalConfig)."""
+
+
+def _with_eval_options(func: Any) -> Any:
+    """Give ``func`` (which takes ``**options``) every option of :func:`_eval_options` too."""
+    own = [
+        p for p in inspect.signature(func, eval_str=True).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    shared = list(inspect.signature(_eval_options, eval_str=True).parameters.values())
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own + shared]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    del wrapper.__wrapped__
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper
+
+
+def build_config(ctx: typer.Context, options: dict[str, Any]) -> EvalConfig:
+    """The EvalConfig of the shared options (a --config file, overridden by explicit options)."""
     from evaluators.config import EvalConfig
 
-    _setup_logging(verbose)
-    options: dict[str, Any] = {
-        "data": data, "format": fmt, "user_col": user_col, "item_col": item_col,
-        "time_col": time_col, "policy_col": policy_col, "time_unit": time_unit, "dedup": dedup,
-        "on_invalid": on_invalid, "scale": scale, "seed": seed, "window": window, "folds": folds,
-        "start": start, "train_window": train_window, "k": [_int(v, "--k") for v in _split(k) or []],
-        "u_min": u_min, "relevance": relevance, "stratify_by": stratify_by,
-        "stratify_mode": stratify_mode, "algorithms": _split(algorithms),
-        "params": parse_settings(set_ or []), "output": output,
+    values: dict[str, Any] = {
+        "data": options["data"], "format": options["fmt"], "user_col": options["user_col"],
+        "item_col": options["item_col"], "time_col": options["time_col"],
+        "policy_col": options["policy_col"], "time_unit": options["time_unit"],
+        "dedup": options["dedup"], "on_invalid": options["on_invalid"],
+        "scale": options["scale"], "seed": options["seed"], "window": options["window"],
+        "folds": options["folds"], "start": options["start"],
+        "train_window": options["train_window"],
+        "k": [_int(v, "--k") for v in _split(options["k"]) or []],
+        "u_min": options["u_min"], "relevance": options["relevance"],
+        "stratify_by": options["stratify_by"], "stratify_mode": options["stratify_mode"],
+        "algorithms": _split(options["algorithms"]),
+        "params": parse_settings(options["set_"] or []), "output": options["output"],
+        "experiment": options["experiment"], "tracking_uri": options["tracking_uri"],
+        "tracking": options["tracking"], "task_runner": options["task_runner"],
+        "workers": options["workers"], "dask_address": options["dask_address"],
+        "progress": options["progress"],
     }
-    if config is not None:
-        ctx = typer.get_current_context()
-        explicit = {
-            name: value for name, value in options.items()
-            if _given(ctx, name)
-        }
-        cfg = EvalConfig.load(config, **explicit)
-    else:
-        cfg = EvalConfig.build(**options)
+    if options["config"] is not None:
+        explicit = {name: value for name, value in values.items() if _given(ctx, name)}
+        return EvalConfig.load(options["config"], **explicit)
+    return EvalConfig.build(**values)
 
-    from flows.execute import execute
+
+@app.command(
+    epilog="[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
+    + _algorithm_help()
+)
+@_with_eval_options
+def run(
+    ctx: typer.Context,
+    rolling: Annotated[bool, typer.Option(help="Rolling mode: evaluate only the complete windows from --start that no earlier run into --output evaluated (what scheduled runs do).")] = False,
+    prefect: Annotated[bool, typer.Option("--prefect/--no-prefect", help="Run as the Prefect flow sliding-window-eval (ephemeral local API unless PREFECT_API_URL is set); --no-prefect computes in this process without Prefect.")] = True,
+    **options: Any,
+) -> None:
+    """Evaluate algorithms with the sliding-window protocol (SW-EVAL) and print the summary.
+
+    Runs the Prefect flow [bold]sliding-window-eval[/bold] and logs to MLflow. Rerunning the same
+    command resumes: finished (fold, algorithm) units in --output are not recomputed.
+    """
+    verbose = options["verbose"]
+    _setup_logging(verbose)
+    apply_env_defaults(verbose=verbose)
+    cfg = build_config(ctx, options)
+
     from flows.summary import print_summary
 
-    outputs = execute(cfg)
+    if prefect:
+        outputs = _run_flow(cfg, rolling=rolling)
+    else:
+        from flows.execute import execute
+
+        outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
+    if outputs is None:
+        console.print(
+            f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
+            "nothing to evaluate."
+        )
+        return
     print_summary(outputs, cfg)
+    _print_tracking(cfg)
+
+
+def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
+    """Call the flow, turning an unreachable Prefect API into one clear error."""
+    try:
+        from flows.sliding_window import sliding_window_eval
+
+        return sliding_window_eval(config=cfg, rolling=rolling)
+    except SwevalError:
+        raise
+    except Exception as exc:
+        import httpx
+
+        if isinstance(exc, httpx.HTTPError) or "Prefect API" in str(exc):
+            from flows.serve import api_url
+
+            where = api_url() or "the ephemeral API (PREFECT_HOME=" + os.environ.get("PREFECT_HOME", "?") + ")"
+            raise SwevalError(
+                f"cannot reach the Prefect API at {where}: {exc}. Start it (`prefect server "
+                "start`), unset PREFECT_API_URL to use a temporary local one, or run with "
+                "--no-prefect."
+            ) from exc
+        raise
+
+
+def _print_tracking(cfg: EvalConfig) -> None:
+    """Where the run is in MLflow (from the run record in the output directory)."""
+    if not cfg.tracking:
+        return
+    record = Path(cfg.output) / "tracking.json"
+    try:
+        state = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    console.print(
+        f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
+        f"in {state['tracking_uri']} (browse: sweval ui"
+        + (f" --tracking-uri {state['tracking_uri']}" if cfg.tracking_uri else "")
+        + ")",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command()
+@_with_eval_options
+def serve(
+    ctx: typer.Context,
+    cron: Annotated[str, typer.Option(help="Cron schedule of the runs (5 fields).")] = "0 3 * * *",
+    timezone: Annotated[str, typer.Option(help="Time zone of the cron schedule.")] = "UTC",
+    name: Annotated[str, typer.Option(help="Deployment name: sliding-window-eval/NAME.")] = "rolling",
+    rolling: Annotated[bool, typer.Option("--rolling/--full", help="Each run evaluates only the new complete windows (rolling), or re-evaluates the whole configuration (full).")] = True,
+    **options: Any,
+) -> None:
+    """Serve a scheduled deployment of the flow (needs a Prefect server, PREFECT_API_URL).
+
+    Registers [bold]sliding-window-eval/NAME[/bold] with the cron schedule and runs its flow runs
+    from this process until interrupted. Each run re-reads --data; in rolling mode it evaluates
+    the windows completed since the previous run and appends them to the same MLflow runs.
+    Without --start, the first run fixes the series' start so it evaluates the last --folds
+    complete windows. Trigger a run now with:
+    prefect deployment run 'sliding-window-eval/NAME'
+    """
+    verbose = options["verbose"]
+    _setup_logging(verbose)
+    apply_env_defaults(verbose=verbose)
+    cfg = build_config(ctx, options)
+    from flows.serve import serve as serve_deployment
+
+    console.print(
+        f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}, cron "
+        f"{cron!r} {timezone}); stop with Ctrl-C"
+    )
+    serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling)
+
+
+@app.command()
+def ui(
+    tracking_uri: Annotated[str | None, typer.Option(help="The MLflow store to show. [default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db]")] = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
+) -> None:
+    """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1)."""
+    import subprocess
+
+    from evaluators.config import EvalConfig
+    from flows.tracking import resolve_tracking_uri, server_command, server_env
+
+    uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
+    if uri.split(":", 1)[0] in ("http", "https"):
+        console.print(f"{uri} is a tracking server already: open it in a browser.")
+        return
+    console.print(
+        f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start; experiments "
+        "are under 'Model training'); stop with Ctrl-C"
+    )
+    try:
+        subprocess.run(server_command(uri, port=port), env=server_env(), check=False)
+    except KeyboardInterrupt:
+        pass
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -169,10 +340,12 @@ def generate(
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    """Our log lines on stderr: warnings, or INFO with -v. The handler's own level also keeps
+    Prefect's INFO records (which propagate to the root logger) off the terminal."""
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
 def main() -> None:
@@ -186,20 +359,29 @@ def main() -> None:
         console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
         sys.exit(130)
     except Exception as exc:  # click's own usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+        exceptions = _click_exceptions()
+        if isinstance(exc, exceptions.ClickException):
             exc.show()
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Exit):
+        if isinstance(exc, typer.Exit):
             sys.exit(exc.exit_code)
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, typer.Abort):
             sys.exit(1)
         raise
 
 
+def _click_exceptions() -> Any:
+    """The click exceptions typer raises: typer >= 0.20 vendors click as ``typer._click``."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # older typer uses click itself
+        from click import exceptions
+    return exceptions
+
+
 from flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
+
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""Running a configured evaluation: plan, compute missing units with a progress bar, write outputs.
+"""Running a configured evaluation in this process, without Prefect (``sweval run --no-prefect``).
 
-This is the in-process path. The Prefect flow (``flows/sliding_window.py``) composes the same
-library functions (``evaluators.run``) as tasks.
+The same driver as the flow (:mod:`flows.pipeline`): plan once, compute the folds that miss
+units (one after the other, with a progress bar), write the outputs, and optionally log to MLflow
+exactly as the flow does. Useful where no Prefect API can start, and in library-level tests.
 """
 
 from __future__ import annotations
@@ -9,24 +10,45 @@ from __future__ import annotations
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evaluators.config import EvalConfig
-from evaluators.run import Outputs, collect, make_plan, run_units, write_outputs
+from evaluators.run import Outputs
+from flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
 
 
-def execute(config: EvalConfig) -> Outputs:
-    """Evaluate ``config`` in this process, resuming from finished units, and write the outputs."""
-    plan = make_plan(config)
-    store = plan.store()
-    todo = [unit for unit in plan.units if not store.has(*unit)]
-    with Progress(
-        TextColumn("[bold]evaluating[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not config.progress,
-        transient=True,
-    ) as progress:
-        task = progress.add_task(config.dataset_name, total=len(todo))
-        run_units(plan, store, progress=lambda n: progress.advance(task, n))
-    outputs = collect(plan, store)
-    write_outputs(plan, outputs)
+def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False) -> Outputs | None:
+    """Evaluate ``config`` in this process, resuming from finished units, and write the outputs.
+
+    Args:
+        config: the run's configuration.
+        rolling: evaluate only the complete windows not evaluated yet (see :mod:`flows.rolling`).
+        tracking: log to MLflow (when ``config.tracking`` is also true).
+
+    Returns:
+        The written tables; None when a rolling run found no complete window.
+    """
+    prepared = prepare(config, rolling=rolling)
+    if prepared is None:
+        return None
+    tracker = open_tracker(prepared) if tracking else None
+    evaluation = Evaluation(prepared, tracker=tracker)
+    try:
+        evaluation.start()
+        jobs = evaluation.jobs()
+        with Progress(
+            TextColumn("[bold]evaluating[/bold] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            disable=not config.progress,
+            transient=True,
+        ) as progress:
+            bar = progress.add_task(config.dataset_name, total=sum(len(j.names) for j in jobs))
+            evaluation.progress = lambda n: progress.advance(bar, n)
+            for job in jobs:
+                payloads = compute_fold(**evaluation.job_parameters(job))
+                evaluation.accept(job.fold, payloads)
+        outputs = evaluation.outputs()
+        evaluation.finish(outputs)
+    except BaseException as exc:
+        evaluation.fail(exc)
+        raise
     return outputs

@@ -1,0 +1,281 @@
+"""The evaluation driver that the Prefect flow and the in-process path share (no Prefect here).
+
+::
+
+    prepared = prepare(config, rolling=...)          load + validate the log once, cut the folds
+    evaluation = Evaluation(prepared, tracker=...)   unit store (resume) + MLflow (resume)
+    for job in evaluation.jobs():                    one job per fold with missing units
+        payloads = compute_fold(config, job...)      (a Prefect task: runs anywhere, persists
+        evaluation.accept(job.fold, payloads)         each unit as it finishes)
+    outputs = evaluation.finish()                    results.csv & co., MLflow summaries
+
+``compute_fold`` receives only small, picklable inputs (the configuration, a fold index, the run
+key and the data fingerprint): on a Dask worker it loads the log once per process and checks the
+fingerprint; in the flow's own process it reuses the already loaded plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from data.errors import SwevalError
+from data.log import InteractionLog
+from evaluators.config import EvalConfig
+from evaluators.results import skipped_rows
+from evaluators.run import Outputs, Plan, collect, evaluate_fold, make_plan, write_outputs
+from evaluators.store import UnitStore
+from flows import rolling as rolling_mode
+
+_log = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------ plans per process
+_PLANS: OrderedDict[tuple[str, str], Plan] = OrderedDict()
+_PLANS_LOCK = threading.Lock()
+_PLANS_KEPT = 2
+
+
+def _cache_key(config: EvalConfig, fingerprint: str) -> tuple[str, str]:
+    return (config.model_copy(update={"progress": False}).model_dump_json(), fingerprint)
+
+
+def remember(plan: Plan) -> None:
+    """Keep ``plan`` for the fold tasks of this process (the last two plans are kept)."""
+    with _PLANS_LOCK:
+        _PLANS[_cache_key(plan.config, plan.log.fingerprint())] = plan
+        while len(_PLANS) > _PLANS_KEPT:
+            _PLANS.popitem(last=False)
+
+
+def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
+    """The plan of ``config`` in this process: cached, or loaded once (e.g. on a Dask worker).
+
+    Raises:
+        SwevalError: the data read here is not the data the run was planned on.
+    """
+    cache_key = _cache_key(config, fingerprint)
+    with _PLANS_LOCK:
+        plan = _PLANS.get(cache_key)
+        if plan is None:
+            plan = make_plan(config)
+            if plan.log.fingerprint() != fingerprint:
+                raise SwevalError(
+                    f"{config.data}: the data changed while the evaluation ran (fingerprint "
+                    f"{plan.log.fingerprint()}, planned on {fingerprint}); rerun to start over."
+                )
+            _PLANS[cache_key] = plan
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
+    return plan if plan.key == key else replace(plan, key=key)
+
+
+# ------------------------------------------------------------------------------------- preparing
+@dataclass(frozen=True)
+class Prepared:
+    """A validated run, ready to compute.
+
+    Attributes:
+        plan: the plan (for rolling runs: over every complete window, with the series key).
+        mode: ``batch`` or ``rolling``.
+        step: the rolling step (None in batch mode).
+    """
+
+    plan: Plan
+    mode: str = "batch"
+    step: rolling_mode.RollingStep | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        return self.plan.log.fingerprint()
+
+
+def prepare(
+    config: EvalConfig, *, rolling: bool = False, log: InteractionLog | None = None
+) -> Prepared | None:
+    """Load and validate the log once and cut the folds; None when a rolling run has no
+    complete window yet.
+
+    Raises:
+        SwevalError: any problem with the data or the options.
+    """
+    if rolling:
+        if log is None:
+            from evaluators.run import load_data
+
+            log = load_data(config)
+        step = rolling_mode.plan_rolling(config, log)
+        if step is None:
+            return None
+        remember(step.plan)
+        return Prepared(plan=step.plan, mode="rolling", step=step)
+    plan = make_plan(config, log)
+    remember(plan)
+    return Prepared(plan=plan)
+
+
+# ------------------------------------------------------------------------------------- one fold
+def compute_fold(
+    config: EvalConfig, fold_index: int, names: list[str], *, key: str, fingerprint: str
+) -> dict[str, dict[str, Any]]:
+    """Evaluate ``names`` on one fold and persist each unit as soon as it is finished.
+
+    Units already in the store (an earlier attempt of this task) are loaded, not recomputed.
+
+    Returns:
+        ``{algorithm: payload}`` for every name.
+    """
+    plan = plan_for(config, fingerprint, key)
+    store = UnitStore(config.output, key)
+    fold = plan.folds[fold_index]
+    done = {name: store.load(fold_index, name) for name in names if store.has(fold_index, name)}
+    todo = [name for name in names if name not in done]
+    computed = evaluate_fold(
+        plan, fold, todo, on_unit=lambda name, payload: store.save(fold_index, name, payload)
+    )
+    return {name: done[name] if name in done else computed[name] for name in names}
+
+
+@dataclass(frozen=True)
+class FoldJob:
+    """A fold with units left to compute."""
+
+    fold: int
+    names: list[str]
+
+
+# ------------------------------------------------------------------------------------- the driver
+class Evaluation:
+    """One evaluation's bookkeeping in the orchestrating thread: store, MLflow, progress.
+
+    Args:
+        prepared: the validated run.
+        tracker: an open :class:`flows.tracking.Tracker`, or None for no MLflow.
+        progress: optional ``progress(n_units)`` callable.
+    """
+
+    def __init__(
+        self,
+        prepared: Prepared,
+        *,
+        tracker: Any = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.prepared = prepared
+        self.plan = prepared.plan
+        self.config = prepared.plan.config
+        self.store = UnitStore(self.config.output, self.plan.key)
+        self.tracker = tracker
+        self.progress = progress
+        self.computed = 0
+
+    @property
+    def key(self) -> str:
+        return self.plan.key
+
+    def jobs(self) -> list[FoldJob]:
+        """One job per non-skipped fold that still misses units, in fold order."""
+        jobs = []
+        for fold in self.plan.folds:
+            if fold.skipped:
+                continue
+            missing = [n for n in self.config.algorithms if not self.store.has(fold.index, n)]
+            if missing:
+                jobs.append(FoldJob(fold.index, missing))
+        return jobs
+
+    def n_todo(self) -> int:
+        return sum(len(job.names) for job in self.jobs())
+
+    def job_parameters(self, job: FoldJob) -> dict[str, Any]:
+        """The keyword arguments of :func:`compute_fold` for ``job``."""
+        return {
+            "config": self.config,
+            "fold_index": job.fold,
+            "names": job.names,
+            "key": self.key,
+            "fingerprint": self.prepared.fingerprint,
+        }
+
+    def start(self) -> None:
+        """Log to MLflow what earlier attempts already finished (skipped folds included)."""
+        if self.tracker is None:
+            return
+        rows: list[Mapping[str, Any]] = []
+        devices = {}
+        labels = ["all"] + (self.plan.strata.labels if self.plan.strata is not None else [])
+        for fold in self.plan.folds:
+            for name in self.config.algorithms:
+                if fold.skipped:
+                    for label in labels:
+                        rows += skipped_rows(
+                            fold, name, self.config.k, stratum=label, config_hash=self.key
+                        )
+                elif self.store.has(fold.index, name):
+                    payload = self.store.load(fold.index, name)
+                    rows += payload["rows"]
+                    devices[name] = payload["device"]
+        self.tracker.log_rows(rows)
+        self.tracker.set_devices(devices)
+
+    def accept(self, fold: int, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take a finished fold: make sure its units are stored, log them, advance progress."""
+        rows: list[Mapping[str, Any]] = []
+        for name, payload in payloads.items():
+            if not self.store.has(fold, name):  # the worker may not share our filesystem
+                self.store.save(fold, name, dict(payload))
+            rows += payload["rows"]
+        self.computed += len(payloads)
+        if self.tracker is not None:
+            self.tracker.log_rows(rows)
+            self.tracker.set_devices({n: p["device"] for n, p in payloads.items()})
+        if self.progress is not None:
+            self.progress(len(payloads))
+
+    def outputs(self) -> Outputs:
+        """Collect the tables from the store and write them to the output directory."""
+        outputs = collect(self.plan, self.store)
+        write_outputs(self.plan, outputs)
+        return outputs
+
+    def finish(self, outputs: Outputs) -> None:
+        """Record the rolling state and complete the MLflow runs."""
+        if self.prepared.step is not None:
+            rolling_mode.record(self.prepared.step)
+        if self.tracker is not None:
+            directory = Path(outputs.directory)
+            files = [directory / name for name in (
+                "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json"
+            )]
+            self.tracker.finish(
+                outputs.results, outputs.summary, outputs.devices, files,
+                n_folds=len(self.plan.folds),
+            )
+
+    def fail(self, exc: BaseException) -> None:
+        if self.tracker is not None:
+            self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+
+
+def open_tracker(
+    prepared: Prepared, *, flow_run_id: str | None = None, flow_run_name: str | None = None
+) -> Any:
+    """The MLflow tracker of a prepared run, or None when tracking is off."""
+    config = prepared.plan.config
+    if not config.tracking:
+        return None
+    from flows.tracking import Tracker
+
+    return Tracker.open(
+        config,
+        key=prepared.plan.key,
+        fingerprint=prepared.fingerprint,
+        source=prepared.plan.log.source,
+        mode=prepared.mode,
+        flow_run_id=flow_run_id,
+        flow_run_name=flow_run_name,
+    )

@@ -1,0 +1,182 @@
+"""Rolling mode: each run evaluates the complete windows that appeared since the previous run.
+
+The window start t_0 is fixed by ``--start`` (without it, the series' first run fixes t_0 so that
+it evaluates the last ``--folds`` complete windows, and later runs keep it); the width tΔ by
+``--window``. A run re-reads the log and evaluates every window [t_f, t_f + tΔ) with
+t_f + tΔ ≤ t_max + 1 s (the complete ones) that the series has not evaluated yet::
+
+    t_0        t_1        t_2        t_3        t_4   t_max
+    [  f0    )[  f1    )[  f2    )[  f3    )[  f4 ..│        run 1: f0..f3 complete
+    [  f0    )[  f1    )[  f2    )[  f3    )[  f4    )[  f5 ..│  run 2: only f4 is new
+
+After the first run ``--folds`` no longer matters: the number of folds grows with the data. Finished units are kept in the
+output directory's unit store under a key that leaves the fold count out, so a run computes only
+the new windows. ``<output>/rolling.json`` records how far the series got::
+
+    {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "horizon": t_0 + n·tΔ,
+     "prefix_fingerprint": hash of every transaction before the horizon}
+
+The results of the evaluated folds depend only on transactions before the horizon. If those
+changed (rewritten history, late events inserted before the horizon, a different configuration),
+the series starts over: the unit store and the MLflow run record are discarded and a new parent
+run begins. Otherwise the same MLflow parent run and child runs receive the new steps, so the
+MLflow UI shows one growing time series per algorithm.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from data.errors import SwevalError
+from data.log import InteractionLog
+from evaluators.config import EvalConfig
+from evaluators.run import Plan, make_plan, window_spec
+from evaluators.windows import parse_time
+
+_log = logging.getLogger(__name__)
+
+STATE_FILE = "rolling.json"
+
+
+def rolling_key(config: EvalConfig) -> str:
+    """The unit-store key of a rolling series: the result hash with the fold count left out."""
+    return "rolling-" + config.model_copy(update={"folds": 1}).result_hash()
+
+
+def prefix_fingerprint(log: InteractionLog, horizon: int) -> str:
+    """A content hash (raw ids, times, policies) of every transaction before ``horizon``.
+
+    Codes are not hashed: they may shift when new ids arrive, while raw ids do not.
+    """
+    end = log.position(horizon)
+    digest = hashlib.sha256(str(end).encode())
+    columns: list[Any] = [
+        np.asarray(log.user_ids)[log.user[:end]],
+        np.asarray(log.item_ids)[log.item[:end]],
+        log.timestamp[:end],
+    ]
+    if log.policy is not None and log.policy_ids is not None:
+        columns.append(np.asarray(log.policy_ids)[log.policy[:end]])
+    for column in columns:
+        digest.update(pd.util.hash_array(np.asarray(column)).tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class RollingStep:
+    """One rolling run: the plan over every complete window, and what was there before."""
+
+    plan: Plan
+    previous_folds: int
+
+    @property
+    def new_folds(self) -> list[int]:
+        return [fold.index for fold in self.plan.folds if fold.index >= self.previous_folds]
+
+
+def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
+    """The plan of this rolling run, or None when no window is complete yet.
+
+    Without ``config.start``, the first run of a series fixes t_0 so that it evaluates the last
+    ``config.folds`` complete windows; later runs keep that t_0 (from ``rolling.json``).
+
+    Resets the output directory's series (units, MLflow record, state) when the configuration
+    or the data before the previous horizon changed.
+
+    Raises:
+        SwevalError: an unusable output directory.
+    """
+    spec = window_spec(config)
+    output = Path(config.output)
+    key = rolling_key(config)
+    state = read_state(output)
+    if state and state.get("key") != key:
+        _log.warning("rolling: the configuration changed; starting a new series in %s", output)
+        reset(output)
+        state = {}
+    if config.start is not None:
+        t0 = parse_time(config.start)
+    elif state:
+        t0 = int(state["start"])
+    else:  # the last `folds` complete windows, aligned to multiples of the width since 1970
+        t0 = (log.t_max + 1) // spec.width_s * spec.width_s - config.folds * spec.width_s
+    n_folds = (log.t_max + 1 - t0) // spec.width_s
+    previous = 0
+    if state:
+        same = (
+            int(state.get("start", t0)) == t0
+            and int(state.get("n_folds", 0)) <= n_folds
+            and prefix_fingerprint(log, int(state["horizon"])) == state.get("prefix_fingerprint")
+        )
+        if same:
+            previous = int(state["n_folds"])
+        else:
+            _log.warning(
+                "rolling: the data before %s changed; starting a new series in %s",
+                state.get("horizon"), output,
+            )
+            reset(output)
+            if config.start is None:
+                return plan_rolling(config, log)
+    if n_folds < 1:
+        _log.warning(
+            "rolling: no complete %s window since %s yet (last event at %s)",
+            config.window, t0, log.t_max,
+        )
+        return None
+    effective = config.model_copy(update={"folds": int(n_folds), "start": str(t0)})
+    plan = make_plan(effective, log)
+    return RollingStep(plan=replace(plan, key=key), previous_folds=previous)
+
+
+def record(step: RollingStep) -> None:
+    """Write ``rolling.json`` after a successful run."""
+    plan = step.plan
+    spec = window_spec(plan.config)
+    t0 = parse_time(str(plan.config.start))
+    horizon = t0 + plan.config.folds * spec.width_s
+    state = {
+        "key": plan.key,
+        "start": t0,
+        "width_s": spec.width_s,
+        "n_folds": plan.config.folds,
+        "horizon": horizon,
+        "prefix_fingerprint": prefix_fingerprint(plan.log, horizon),
+        "data_fingerprint": plan.log.fingerprint(),
+    }
+    path = Path(plan.config.output) / STATE_FILE
+    try:
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(state, indent=2))
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise SwevalError(f"{path}: cannot record the rolling state ({exc}).") from exc
+
+
+def read_state(output: Path) -> dict[str, Any]:
+    try:
+        return json.loads((output / STATE_FILE).read_text())
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def reset(output: Path) -> None:
+    """Forget a rolling series: its units, its MLflow run record and its state."""
+    from flows.tracking import STATE_FILE as TRACKING_FILE
+
+    try:
+        shutil.rmtree(output / "units", ignore_errors=True)
+        for name in (STATE_FILE, TRACKING_FILE):
+            (output / name).unlink(missing_ok=True)
+    except OSError as exc:
+        raise SwevalError(f"{output}: cannot reset the rolling series ({exc}).") from exc

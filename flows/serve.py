@@ -1,0 +1,98 @@
+"""Scheduled evaluation: a deployment of ``sliding-window-eval`` with a cron schedule.
+
+``sweval serve --config rolling.toml --cron "0 3 * * *"`` registers the deployment
+``sliding-window-eval/<name>`` with the Prefect API and serves it from this process: every
+scheduled run re-reads the log and (in rolling mode, the default) evaluates the windows that
+became complete since the previous run, appending them to the same MLflow runs.
+
+Schedules need a real Prefect server (``prefect server start``): the ephemeral API that
+``sweval run`` starts by itself runs no scheduler, so :func:`serve` refuses to run without
+``PREFECT_API_URL``. ``prefect.yaml`` at the repository root declares the same deployment for
+``prefect deploy`` and a process work pool.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data.errors import SwevalError
+from evaluators.config import EvalConfig
+
+DEFAULT_NAME = "rolling"
+DEFAULT_CRON = "0 3 * * *"
+
+
+def build_deployment(
+    config: EvalConfig,
+    *,
+    name: str = DEFAULT_NAME,
+    cron: str = DEFAULT_CRON,
+    timezone: str = "UTC",
+    rolling: bool = True,
+) -> Any:
+    """The ``RunnerDeployment`` of the flow with ``config`` as its parameters and a cron schedule.
+
+    At most one run of the deployment runs at a time (runs of one output directory must not
+    overlap); a run due while another is running waits.
+
+    Raises:
+        SwevalError: an invalid cron expression, or rolling mode without ``start``.
+    """
+    from prefect.schedules import Cron
+
+    from flows.sliding_window import sliding_window_eval
+
+    if rolling and config.start is None:
+        raise SwevalError(
+            "rolling mode needs --start (the fixed start t_0 of the first window) in the "
+            "configuration."
+        )
+    try:
+        schedule = Cron(cron, timezone=timezone)
+    except Exception as exc:
+        raise SwevalError(f"--cron {cron!r}: {exc}") from None
+    mode = "rolling" if rolling else "full"
+    return sliding_window_eval.to_deployment(
+        name=name,
+        schedules=[schedule],
+        parameters={"config": config.model_dump(mode="json"), "rolling": rolling},
+        concurrency_limit=1,
+        description=(
+            f"SW-EVAL {mode} evaluation of {config.dataset_name} ({config.window} windows), "
+            f"cron {cron!r} {timezone}; outputs in {config.output}."
+        ),
+        tags=["sweval", mode],
+    )
+
+
+def api_url() -> str | None:
+    """The configured Prefect API URL (``PREFECT_API_URL`` or the active profile), if any."""
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    return str(url) if url else None
+
+
+def serve(
+    config: EvalConfig,
+    *,
+    name: str = DEFAULT_NAME,
+    cron: str = DEFAULT_CRON,
+    timezone: str = "UTC",
+    rolling: bool = True,
+) -> None:
+    """Register the scheduled deployment and run its flow runs from this process (blocks).
+
+    Raises:
+        SwevalError: no Prefect server configured.
+    """
+    if api_url() is None:
+        raise SwevalError(
+            "schedules need a Prefect server: start one with `prefect server start` and set "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api (the ephemeral API of `sweval run` has "
+            "no scheduler)."
+        )
+    from prefect import serve as prefect_serve
+
+    deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
+    prefect_serve(deployment, pause_on_shutdown=False)

@@ -1,0 +1,57 @@
+"""Environment defaults for Prefect and MLflow, and the places SW-EVAL keeps its local state.
+
+Every entry point (``sweval``, ``python -m flows.sliding_window``, the test suite) calls
+:func:`apply_env_defaults` before Prefect is imported. Values already in the environment win.
+
+Local state lives under ``SWEVAL_HOME`` (default ``~/.sweval``), whatever the working directory::
+
+    ~/.sweval/prefect/        PREFECT_HOME: the ephemeral Prefect API's database (prefect.db)
+    ~/.sweval/mlflow.db       the default MLflow tracking store (sqlite)
+    ~/.sweval/mlartifacts/    its artifacts (one folder per experiment)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+#: Prefect settings SW-EVAL sets when the environment does not (measured on 2-core machines:
+#: the ephemeral API's 20 s default start timeout is too short there).
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
+    # warnings and errors only, so the progress bar and the summary stay readable.
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
+    # The ephemeral server's own shutdown chatter (cancelled event flushes) is not the user's
+    # business; a real `prefect server start` is configured separately.
+    "PREFECT_SERVER_LOGGING_LEVEL": "CRITICAL",
+}
+
+
+def sweval_home() -> Path:
+    """``$SWEVAL_HOME``, default ``~/.sweval``."""
+    return Path(os.environ.get("SWEVAL_HOME") or Path.home() / ".sweval").expanduser()
+
+
+def default_tracking_uri() -> str:
+    """The local MLflow store used when neither ``--tracking-uri`` nor ``MLFLOW_TRACKING_URI``
+    is given: ``sqlite:///$SWEVAL_HOME/mlflow.db`` (never the deprecated file store)."""
+    return f"sqlite:///{(sweval_home() / 'mlflow.db').resolve()}"
+
+
+def apply_env_defaults(*, verbose: bool = False) -> None:
+    """Set the Prefect defaults above (and ``PREFECT_HOME``) where the environment has none.
+
+    Args:
+        verbose: show Prefect's INFO lines in the terminal too.
+    """
+    os.environ.setdefault("PREFECT_HOME", str(sweval_home() / "prefect"))
+    try:  # Prefect creates its home without parents and then fails to start its server
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # Prefect reports it with the path
+    for name, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+    if verbose:
+        os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"

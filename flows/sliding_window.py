@@ -1,0 +1,258 @@
+"""The Prefect flow ``sliding-window-eval``: a thin orchestration layer over :mod:`flows.pipeline`.
+
+::
+
+    sliding_window_eval(config, rolling=False)                                   (flow)
+    ├── load-log            load + validate the log once, cut the folds           (task, I/O retries)
+    ├── evaluate-fold[f]    one task per fold with missing units: every missing    (tasks, fanned out
+    │                       algorithm of fold f on the fold's shared training      on the configured
+    │                       matrix; each unit is persisted as it finishes          task runner)
+    └── write-results       results.csv, summary.csv, folds.csv, units.csv, ...  (task, I/O retries)
+    MLflow logging happens in the flow's thread as each fold's task completes.
+
+Run it::
+
+    sweval run --config eval.toml                      (the usual way; ephemeral Prefect API)
+    python -m flows.sliding_window --config eval.toml  (the same, without the CLI's summary)
+    prefect deployment run 'sliding-window-eval/nightly-rolling'   (a deployed schedule)
+
+The task runner comes from ``config.task_runner``: ``sequential`` (one thread), ``threads``
+(``config.workers`` threads) or ``dask`` (prefect-dask: a local cluster of ``config.workers``
+processes, or the cluster at ``config.dask_address``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import as_completed
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+
+from data.errors import SwevalError
+from evaluators.config import EvalConfig
+from evaluators.run import Outputs
+from flows.pipeline import (
+    Evaluation,
+    Prepared,
+    compute_fold,
+    open_tracker,
+    prepare,
+)
+
+_log = logging.getLogger(__name__)
+
+#: Non-I/O OSErrors: retrying them cannot help.
+_PERMANENT_OS_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def retry_on_io(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry condition of the tasks: transient I/O errors only (never a bad option or a bug)."""
+    exc = state.data if isinstance(state.data, BaseException) else None
+    if exc is None:
+        try:
+            exc = state.result(raise_on_failure=False)
+        except Exception:
+            return False
+    while exc is not None:
+        if isinstance(exc, OSError) and not isinstance(exc, _PERMANENT_OS_ERRORS):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+_TASK_OPTIONS: dict[str, Any] = {
+    "retries": 2,
+    "retry_delay_seconds": [1, 5],
+    "retry_condition_fn": retry_on_io,
+    "cache_policy": NO_CACHE,  # inputs are a config and indices; results live in the unit store
+}
+
+
+@task(name="load-log", **_TASK_OPTIONS)
+def load_log(config: EvalConfig, rolling: bool = False) -> Prepared | None:
+    """Load and validate the log once, check the options and cut the folds."""
+    return prepare(config, rolling=rolling)
+
+
+@task(name="evaluate-fold", task_run_name="fold-{fold_index}", **_TASK_OPTIONS)
+def evaluate_fold(
+    config: EvalConfig, fold_index: int, names: list[str], key: str, fingerprint: str
+) -> dict[str, dict[str, Any]]:
+    """Every missing algorithm of one fold (units are persisted one by one)."""
+    return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
+
+
+@task(name="write-results", **_TASK_OPTIONS)
+def write_results(evaluation: Evaluation) -> Outputs:
+    """results.csv, summary.csv, folds.csv, units.csv and config.json in the output directory."""
+    return evaluation.outputs()
+
+
+def task_runner(config: EvalConfig) -> TaskRunner[Any]:
+    """The task runner ``config`` asks for (a fresh instance).
+
+    Raises:
+        SwevalError: ``dask`` without prefect-dask installed.
+    """
+    workers = config.workers if config.workers > 1 else (os.cpu_count() or 1)
+    if config.task_runner == "dask":
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            raise SwevalError(
+                "--task-runner dask needs the dask extra: pip install 'sweval[dask]' "
+                "(or: uv sync --extra dask)."
+            ) from None
+        if config.dask_address:
+            return DaskTaskRunner(address=config.dask_address)
+        # Worker processes start with OMP/MKL/OPENBLAS_NUM_THREADS=1 (distributed's
+        # nanny.pre-spawn-environ default), which is what one-thread workers want.
+        return DaskTaskRunner(
+            cluster_kwargs={
+                "n_workers": workers,
+                "threads_per_worker": 1,
+                "processes": True,
+                "dashboard_address": None,
+            }
+        )
+    if config.task_runner == "threads":
+        return ThreadPoolTaskRunner(max_workers=workers)
+    return ThreadPoolTaskRunner(max_workers=1)
+
+
+@contextlib.contextmanager
+def _blas_limits(config: EvalConfig) -> Iterator[None]:
+    """One BLAS thread per task while several tasks share this process."""
+    if config.task_runner == "threads" and config.workers != 1:
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            yield
+    else:
+        yield
+
+
+@contextlib.contextmanager
+def _progress_bar(config: EvalConfig, total: int) -> Iterator[Any]:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        TextColumn("[bold]evaluating[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not config.progress,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task(config.dataset_name, total=total)
+        yield lambda n: progress.advance(bar, n)
+
+
+def _flow_run_name() -> str:
+    from prefect.runtime import flow_run
+
+    parameters = flow_run.parameters or {}
+    config = parameters.get("config")
+    if isinstance(config, dict):
+        config = EvalConfig.build(**config)
+    name = config.dataset_name if isinstance(config, EvalConfig) else "sweval"
+    window = config.window if isinstance(config, EvalConfig) else ""
+    return f"{name}-w{window}" + ("-rolling" if parameters.get("rolling") else "")
+
+
+@flow(name="sliding-window-eval", flow_run_name=_flow_run_name, validate_parameters=True)
+def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | None:
+    """Evaluate ``config`` with the sliding-window protocol (SW-EVAL), resuming finished units.
+
+    Args:
+        config: every option of ``sweval run`` (a dict is validated into an EvalConfig).
+        rolling: evaluate the complete windows from ``config.start`` that no earlier run of this
+            output directory evaluated (scheduled use); ``config.folds`` is then ignored.
+
+    Returns:
+        The written tables, or None when a rolling run found no complete window.
+    """
+    from prefect.runtime import flow_run
+
+    logger = get_run_logger()
+    prepared = load_log(config, rolling)
+    if prepared is None:
+        logger.info("no complete window since %s yet: nothing to evaluate", config.start)
+        return None
+    plan = prepared.plan
+    used = [fold for fold in plan.folds if not fold.skipped]
+    logger.info(
+        "%s: %d folds (%d skipped), %d algorithms, key %s",
+        plan.log.source, len(plan.folds), len(plan.folds) - len(used),
+        len(plan.config.algorithms), plan.key,
+    )
+    tracker = open_tracker(prepared, flow_run_id=flow_run.id, flow_run_name=flow_run.name)
+    evaluation = Evaluation(prepared, tracker=tracker)
+    try:
+        evaluation.start()
+        jobs = evaluation.jobs()
+        if jobs:
+            logger.info(
+                "%d units to compute in %d fold tasks (%s task runner)",
+                sum(len(job.names) for job in jobs), len(jobs), plan.config.task_runner,
+            )
+        errors: list[BaseException] = []
+        with _progress_bar(plan.config, sum(len(job.names) for job in jobs)) as advance:
+            evaluation.progress = advance
+            if jobs:
+                with _blas_limits(plan.config), task_runner(plan.config) as runner:
+                    futures = {
+                        runner.submit(evaluate_fold, evaluation.job_parameters(job)): job
+                        for job in jobs
+                    }
+                    for future in as_completed(list(futures)):
+                        try:
+                            payloads = future.result()
+                        except Exception as exc:  # keep collecting the other folds
+                            errors.append(exc)
+                            continue
+                        evaluation.accept(futures[future].fold, payloads)
+        if errors:
+            raise errors[0]
+        outputs = write_results(evaluation)
+        evaluation.finish(outputs)
+    except BaseException as exc:
+        evaluation.fail(exc)
+        raise
+    if tracker is not None:
+        logger.info("MLflow: %s %s (%.2f s logging)", tracker.uri, tracker.run_url_hint,
+                    tracker.seconds)
+    return outputs
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m flows.sliding_window --config FILE [--rolling]``: run the flow once."""
+    import argparse
+
+    from flows.settings import apply_env_defaults
+
+    parser = argparse.ArgumentParser(prog="python -m flows.sliding_window")
+    parser.add_argument("--config", required=True, help="TOML/YAML/JSON EvalConfig file")
+    parser.add_argument("--rolling", action="store_true", help="evaluate new complete windows")
+    args = parser.parse_args(argv)
+    apply_env_defaults()
+    config = EvalConfig.load(args.config)
+    outputs = sliding_window_eval(config=config, rolling=args.rolling)
+    if outputs is not None:
+        print(f"results: {outputs.directory}/results.csv")
+
+
+if __name__ == "__main__":
+    main()

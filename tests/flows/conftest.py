@@ -1,0 +1,105 @@
+"""Flow tests: one Prefect test API for the whole session, MLflow in a session temp directory.
+
+Only tests under ``tests/flows/`` start the Prefect harness (about 20 s). The environment is set
+here, before anything imports Prefect: a temporary ``PREFECT_HOME`` and ``SWEVAL_HOME`` (so no
+test touches ``~/.sweval``), the 120 s start timeout measured as necessary on 2-core machines, and
+no analytics. One sqlite MLflow store serves every test (creating one costs 3-10 s of
+migrations); each test uses its own experiment name.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+_SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-flow-tests-"))
+os.environ.setdefault("PREFECT_HOME", str(_SESSION_DIR / "prefect"))
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ["SWEVAL_HOME"] = str(_SESSION_DIR / "sweval")
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from evaluators.config import EvalConfig  # noqa: E402
+
+DAY = 86_400
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_api() -> Iterator[str]:
+    """A temporary Prefect API (sqlite) for every flow test; yields its URL."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="session")
+def mlflow_uri() -> str:
+    """The session's MLflow store."""
+    return f"sqlite:///{_SESSION_DIR / 'mlflow' / 'mlflow.db'}"
+
+
+def log_frame(days: float, *, seed: int = 0, quiet_day: int | None = 3) -> pd.DataFrame:
+    """A small log over ``days`` days from T0: 40 users, 30 items with skewed popularity.
+
+    Every user interacts on about half of the days; on ``quiet_day`` only 2 users do, so that
+    day's fold has fewer eligible users than u_min=5 and is skipped.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    popularity = 1.0 / np.arange(1, 31)
+    popularity /= popularity.sum()
+    for day in range(int(np.ceil(days))):
+        users = range(2) if day == quiet_day else range(40)
+        for user in users:
+            if day != quiet_day and rng.random() < 0.5:
+                continue
+            for _ in range(rng.integers(1, 4)):
+                t = T0 + day * DAY + int(rng.integers(0, DAY))
+                if t < T0 + days * DAY:
+                    rows.append((f"u{user}", f"i{rng.choice(30, p=popularity)}", t))
+    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
+
+
+@pytest.fixture
+def write_log(tmp_path: Path) -> Callable[..., Path]:
+    """Write :func:`log_frame` (or a given frame) as CSV in tmp_path; returns the path."""
+
+    def write(days: float = 8, *, frame: pd.DataFrame | None = None, name: str = "log.csv") -> Path:
+        path = tmp_path / name
+        (log_frame(days) if frame is None else frame).to_csv(path, index=False)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def make_config(tmp_path: Path, mlflow_uri: str, request: pytest.FixtureRequest) -> Callable[..., EvalConfig]:
+    """An EvalConfig for the tiny log: 1-day windows from day 1, u_min 5, pop + pop-n."""
+
+    def make(data: Path, **overrides: Any) -> EvalConfig:
+        values: dict[str, Any] = {
+            "data": str(data),
+            "window": "1D",
+            "folds": 7,
+            "start": str(T0 + DAY),
+            "k": [5, 10],
+            "u_min": 5,
+            "algorithms": ["pop", "pop-n"],
+            "output": str(tmp_path / "out"),
+            "tracking_uri": mlflow_uri,
+            "experiment": f"test/{request.node.name}",
+            "progress": False,
+        }
+        return EvalConfig.build(**(values | overrides))
+
+    return make

@@ -1,0 +1,94 @@
+"""The flow end to end: outputs, MLflow layout and values, task runners, the in-process path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from flow_helpers import check_mlflow_matches_results, experiment_runs
+from mlflow import MlflowClient
+
+from data.errors import SwevalError
+from flows.execute import execute
+from flows.sliding_window import retry_on_io, sliding_window_eval
+
+
+def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    config = make_config(write_log(8))
+    state = sliding_window_eval(config=config, return_state=True)
+    assert state.is_completed()
+    outputs = state.result()
+    output = Path(config.output)
+    for name in ("results.csv", "summary.csv", "folds.csv", "units.csv", "config.json"):
+        assert (output / name).exists()
+    folds = pd.read_csv(output / "folds.csv")
+    assert len(folds) == 7 and folds["skipped"].sum() == 1  # the quiet day, fold 2
+    assert len(outputs.results) == len(pd.read_csv(output / "results.csv"))
+
+    parent = check_mlflow_matches_results(mlflow_uri, config.experiment, output)
+    tags = parent.data.tags
+    assert tags["prefect.flow_run_id"] == str(state.state_details.flow_run_id)
+    assert tags["sweval.data_fingerprint"] == outputs_fingerprint(output)
+    assert tags["sweval.version"]
+    assert tags["sweval.mode"] == "batch"
+    assert parent.data.params["window"] == "1D" and parent.data.params["k"] == "5,10"
+    client = MlflowClient(mlflow_uri)
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json"} <= artifacts
+    _, children = experiment_runs(mlflow_uri, config.experiment)
+    assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
+    assert children["pop-n"].data.params["n_recent"] == "1000"
+
+
+def outputs_fingerprint(output: Path) -> str:
+    import json
+
+    return json.loads((output / "config.json").read_text())["data"]["fingerprint"]
+
+
+def test_threads_runner_and_no_prefect_path_give_the_same_table(
+    write_log, make_config, tmp_path: Path
+) -> None:
+    data = write_log(8)
+    sequential = make_config(data, output=str(tmp_path / "seq"), tracking=False)
+    threads = make_config(
+        data, output=str(tmp_path / "thr"), tracking=False, task_runner="threads", workers=2
+    )
+    sliding_window_eval(config=sequential)
+    sliding_window_eval(config=threads)
+    execute(make_config(data, output=str(tmp_path / "local"), tracking=False))
+    expected = (tmp_path / "seq" / "results.csv").read_text()
+    assert (tmp_path / "thr" / "results.csv").read_text() == expected
+    assert (tmp_path / "local" / "results.csv").read_text() == expected
+
+
+def test_flow_accepts_a_plain_dict_as_its_configuration(write_log, make_config) -> None:
+    config = make_config(write_log(8), tracking=False)
+    outputs = sliding_window_eval(config=config.model_dump(mode="json"))
+    assert set(outputs.results["algorithm"]) == {"pop", "pop-n"}
+
+
+def test_user_errors_fail_the_flow_with_the_library_error(write_log, make_config) -> None:
+    config = make_config(write_log(8), algorithms=["pop", "no-such-algorithm"], tracking=False)
+    with pytest.raises(SwevalError, match="unknown algorithm"):
+        sliding_window_eval(config=config)
+
+
+class _State:
+    def __init__(self, exc: BaseException) -> None:
+        self.data = exc
+
+
+def test_tasks_retry_on_transient_io_errors_only() -> None:
+    wrapped = SwevalError("cannot write results")
+    wrapped.__cause__ = OSError(28, "No space left on device")
+    assert retry_on_io(None, None, _State(TimeoutError("NFS stalled")))
+    assert retry_on_io(None, None, _State(wrapped))
+    missing = SwevalError("no such file")
+    missing.__cause__ = FileNotFoundError("log.csv")
+    assert not retry_on_io(None, None, _State(missing))
+    assert not retry_on_io(None, None, _State(SwevalError("--window '0D': must be longer")))
+    assert not retry_on_io(None, None, _State(ValueError("a bug")))

@@ -1,0 +1,140 @@
+"""Resume: a flow that fails or is killed part-way is rerun; finished units are not recomputed,
+the table equals an uninterrupted run's, and MLflow ends with exactly one step per fold."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from flow_helpers import check_mlflow_matches_results
+
+import flows.pipeline
+from flows.sliding_window import sliding_window_eval
+
+UNITS_GLOB = "f*__*.json"
+
+
+@pytest.fixture
+def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """Record every (fold, algorithm) unit the flow computes in this process."""
+    computed: list[tuple[int, str]] = []
+    original = flows.pipeline.evaluate_fold
+
+    def counting(plan, fold, names, **kwargs):
+        computed.extend((fold.index, name) for name in names)
+        return original(plan, fold, names, **kwargs)
+
+    monkeypatch.setattr(flows.pipeline, "evaluate_fold", counting)
+    return computed
+
+
+def test_failed_run_resumes_without_recomputing_finished_units(
+    write_log, make_config, mlflow_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    count_units: list[tuple[int, str]],
+) -> None:
+    data = write_log(8)
+    config = make_config(data)
+    original = flows.pipeline.evaluate_fold
+
+    def failing(plan, fold, names, **kwargs):
+        if fold.index == 4:
+            raise RuntimeError("injected failure in fold 4")
+        return original(plan, fold, names, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(flows.pipeline, "evaluate_fold", failing)
+        with pytest.raises(RuntimeError, match="injected failure"):
+            sliding_window_eval(config=config)
+    units = Path(config.output) / "units"
+    finished = {path.name for path in units.glob(UNITS_GLOB)}
+    assert finished and not any(name.startswith("f0004") for name in finished)
+    assert not (Path(config.output) / "results.csv").exists()
+    parent_id = json.loads((Path(config.output) / "tracking.json").read_text())["parent_run_id"]
+    mtimes = {path.name: path.stat().st_mtime_ns for path in units.glob(UNITS_GLOB)}
+
+    count_units.clear()
+    sliding_window_eval(config=config)
+    assert count_units == [(4, "pop"), (4, "pop-n")]
+    assert {p.name: p.stat().st_mtime_ns for p in units.glob(UNITS_GLOB) if p.name in mtimes} == mtimes
+
+    reference = make_config(data, output=str(tmp_path / "reference"), tracking=False)
+    sliding_window_eval(config=reference)
+    assert (Path(config.output) / "results.csv").read_text() == (
+        tmp_path / "reference" / "results.csv"
+    ).read_text()
+    parent = check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+    assert parent.info.run_id == parent_id  # the rerun completed the same MLflow run
+
+
+_SLOW_RUN = """
+import sys, time
+import evaluators.run as run
+original = run.evaluate_unit
+def slow(*args, **kwargs):
+    time.sleep(0.4)
+    return original(*args, **kwargs)
+run.evaluate_unit = slow
+from flows.cli import main
+sys.argv = ["sweval", "run", "--config", sys.argv[1]]
+main()
+"""
+
+
+def test_killed_run_resumes_and_matches_an_uninterrupted_run(
+    write_log, make_config, mlflow_uri: str, tmp_path: Path, prefect_api: str,
+    count_units: list[tuple[int, str]],
+) -> None:
+    data = write_log(8)
+    config = make_config(data, algorithms=["pop", "pop-n"])
+    config_file = tmp_path / "eval.json"
+    config_file.write_text(config.to_json())
+    env = os.environ | {"PREFECT_API_URL": prefect_api}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_RUN, str(config_file)],
+        env=env, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    units = Path(config.output) / "units"
+    deadline = time.monotonic() + 90
+    try:
+        while len(list(units.glob(UNITS_GLOB))) < 4:
+            assert process.poll() is None, process.stderr.read().decode()[-3000:]
+            assert time.monotonic() < deadline, "the run produced no units in time"
+            time.sleep(0.05)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finished = {(int(p.name[1:5]), p.stem.split("__")[1]) for p in units.glob(UNITS_GLOB)}
+    all_units = {(f, a) for f in (0, 1, 3, 4, 5, 6) for a in ("pop", "pop-n")}  # fold 2 skipped
+    assert 4 <= len(finished) < len(all_units)
+
+    count_units.clear()
+    sliding_window_eval(config=config)
+    assert sorted(count_units) == sorted(all_units - finished)
+
+    reference = make_config(data, output=str(tmp_path / "reference"), tracking=False)
+    sliding_window_eval(config=reference)
+    assert (Path(config.output) / "results.csv").read_text() == (
+        tmp_path / "reference" / "results.csv"
+    ).read_text()
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+
+
+def test_changed_configuration_starts_fresh(
+    write_log, make_config, count_units: list[tuple[int, str]]
+) -> None:
+    data = write_log(8)
+    sliding_window_eval(config=make_config(data, tracking=False))
+    count_units.clear()
+    sliding_window_eval(config=make_config(data, tracking=False, k=[5, 10, 20]))
+    assert len(count_units) == 12  # every unit again: the results would differ
+    count_units.clear()
+    sliding_window_eval(config=make_config(data, tracking=False, k=[5, 10, 20], workers=2))
+    assert count_units == []  # orchestration options do not change results
