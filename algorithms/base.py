@@ -111,6 +111,9 @@ class Algorithm(ABC):
     Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     #: True when every user gets the same scores (POP, POP-N): ranking is then done once per fold.
     user_independent: ClassVar[bool] = False
+    #: True when the model implements :meth:`score_sparse` (scores ≥ 0, most of them 0, as in
+    #: kNN): ranking then sorts only the stored scores and fills up with 0-score items by id.
+    sparse_scores: ClassVar[bool] = False
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
         if config is not None and params:
@@ -142,6 +145,13 @@ class Algorithm(ABC):
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dense scores (len(rows) × n_items) for the given training rows; higher is better."""
 
+    def score_sparse(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
+        """Scores as a CSR (len(rows) × n_items): stored entries ≥ 0, unstored entries 0.
+
+        Only used when ``sparse_scores`` is True; must agree with :meth:`score`.
+        """
+        raise NotImplementedError(f"{self.name} has no sparse scores")
+
     def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
         """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.
 
@@ -157,6 +167,12 @@ class Algorithm(ABC):
         if self.user_independent:
             return top_k_global(self.score(rows[:1])[0], train.matrix, rows, k)
         batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
+        if self.sparse_scores:
+            for lo in range(0, len(rows), batch):
+                block_rows = rows[lo : lo + batch]
+                scores = self.score_sparse(block_rows)
+                out[lo : lo + batch] = top_k_sparse(scores, train.matrix, block_rows, k)
+            return out
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
             scores = np.array(self.score(block_rows), dtype=np.float64, copy=True)
@@ -236,4 +252,113 @@ def top_k_global(
     take = (~seen) & (rank < k)
     row_index = np.broadcast_to(np.arange(n)[:, None], (n, depth))
     out[row_index[take], rank[take]] = candidates[take]
+    return out
+
+
+def top_n_mask(
+    indptr: NDArray[np.int64], indices: NDArray[np.int32], data: NDArray[np.float64], n: int
+) -> NDArray[np.bool_]:
+    """Which stored entries of a CSR are among their row's ``n`` largest (ties by column).
+
+    Exact, and without a full multi-key sort: entries of rows longer than ``n`` are sorted by
+    (row, float32(value) descending) with one integer argsort; float32 rounding is monotone, so
+    entries above the n-th entry's float32 value are in, those below are out, and only the
+    entries equal to it are ordered exactly, by (value descending, column ascending).
+
+    Args:
+        indptr, indices, data: the CSR arrays (columns need not be sorted within rows).
+        n: entries to keep per row (n ≥ 1).
+
+    Returns:
+        A boolean mask over the stored entries.
+    """
+    lengths = np.diff(indptr)
+    keep = np.ones(len(data), dtype=bool)
+    long_rows = np.flatnonzero(lengths > n)
+    if len(long_rows) == 0:
+        return keep
+    slot = np.full(len(lengths), -1, dtype=np.int64)
+    slot[long_rows] = np.arange(len(long_rows))
+    entries = np.flatnonzero(np.repeat(slot >= 0, lengths))
+    group = np.repeat(slot[long_rows], lengths[long_rows])  # long-row index of each entry
+    values = data[entries]
+    with np.errstate(over="ignore"):  # beyond float32's range: ±inf, still in order
+        rounded = values.astype(np.float32)
+    # Float32 bit patterns without the sign bit sort like the floats; flip for descending order.
+    signed = np.signbit(rounded).any()
+    ranks = _f32_rank(rounded) if signed else rounded.view(np.uint32).astype(np.uint64)
+    flipped = np.uint64(0xFFFFFFFF) - ranks
+    order = np.argsort((group.astype(np.uint64) << np.uint64(32)) | flipped)
+    starts = np.concatenate(([0], np.cumsum(lengths[long_rows])[:-1]))
+    threshold = rounded[order[starts + n - 1]][group]
+    above = rounded > threshold
+    slots = n - np.bincount(group[above], minlength=len(long_rows))
+    tied = np.flatnonzero(rounded == threshold)
+    tied = tied[np.lexsort((indices[entries[tied]], -values[tied], group[tied]))]
+    tied_group = group[tied]
+    rank = np.arange(len(tied)) - np.searchsorted(tied_group, tied_group, side="left")
+    chosen = above
+    chosen[tied[rank < slots[tied_group]]] = True
+    keep[entries[~chosen]] = False
+    return keep
+
+
+def _f32_rank(values: NDArray[np.float32]) -> NDArray[np.uint64]:
+    """An order-preserving uint64 (< 2³²) of float32 values of any sign."""
+    _, inverse = np.unique(values, return_inverse=True)
+    return inverse.astype(np.uint64)
+
+
+def top_k_sparse(
+    scores: sp.csr_matrix, matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
+) -> NDArray[np.int64]:
+    """:func:`top_k` for sparse non-negative scores (unstored = 0), seen columns excluded.
+
+    Same result as ``top_k`` on the dense scores with each row's training columns at -inf:
+    the positive unseen entries by (score desc, column asc), then the unseen columns scoring 0
+    in column order, padded with -1.
+
+    Args:
+        scores: (len(rows), n_items) CSR, entries ≥ 0.
+        matrix: the training matrix R.
+        rows: the training rows the score rows belong to.
+        k: list length.
+    """
+    n, m = scores.shape
+    out = np.full((n, k), -1, dtype=np.int64)
+    if n == 0 or m == 0 or k == 0:
+        return out
+    seen = matrix[rows].astype(np.float64)
+    seen.data[:] = 1.0
+    scores = sp.csr_matrix(scores, dtype=np.float64)
+    positive = scores - scores.multiply(seen)  # drops the seen entries' scores
+    positive = positive.tocsr()
+    positive.data[~(positive.data > 0)] = 0.0  # NaN, negative noise: score 0 like the rest
+    positive.eliminate_zeros()
+    chosen = top_n_mask(positive.indptr, positive.indices, positive.data, k)
+    row = np.repeat(np.arange(n), np.diff(positive.indptr))[chosen]
+    col = positive.indices[chosen].astype(np.int64)
+    value = positive.data[chosen]
+    order = np.lexsort((col, -value, row))
+    row, col = row[order], col[order]
+    rank = np.arange(len(row)) - np.searchsorted(row, row, side="left")
+    out[row, rank] = col
+    # Fill up with 0-score candidates: the smallest columns neither seen nor already ranked.
+    # With the excluded columns e_0 < e_1 < ... of a row and g_i = e_i - i (non-decreasing),
+    # the j-th free column is j + #{i : g_i <= j}.
+    n_ranked = np.bincount(row, minlength=n)
+    need = np.minimum(k - n_ranked, m)  # (j < m keeps each query inside its row's keys)
+    if not need.any():
+        return out
+    excluded = (seen + (positive != 0).astype(np.float64)).tocsr()
+    excluded.sort_indices()
+    lengths = np.diff(excluded.indptr)
+    e_row = np.repeat(np.arange(n, dtype=np.int64), lengths)
+    gaps = excluded.indices - (np.arange(len(e_row)) - excluded.indptr[e_row])
+    keys = e_row * (m + 1) + gaps
+    q_row = np.repeat(np.arange(n, dtype=np.int64), need)
+    j = np.arange(len(q_row)) - np.repeat(np.cumsum(need) - need, need)
+    free = j + np.searchsorted(keys, q_row * (m + 1) + j, side="right") - excluded.indptr[q_row]
+    ok = free < m
+    out[q_row[ok], (n_ranked[q_row] + j)[ok]] = free[ok]
     return out

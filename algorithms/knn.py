@@ -21,7 +21,14 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import SCORE_BLOCK_ELEMENTS, Algorithm, AlgorithmConfig, TrainData, top_k
+from algorithms.base import (
+    SCORE_BLOCK_ELEMENTS,
+    Algorithm,
+    AlgorithmConfig,
+    TrainData,
+    top_k,
+    top_n_mask,
+)
 
 #: Scores are rounded to this many decimals: far above float64 noise for sums of cosines of
 #: realistic magnitude (|score| < 10⁵), far below any real difference between two such sums.
@@ -57,9 +64,7 @@ def cosine_from_counts(
     counts = overlap.data.astype(np.float64)
     denominator = np.repeat(row_sizes, lengths) * col_sizes[overlap.indices]
     values = np.sqrt(counts * counts / denominator)
-    return sp.csr_matrix(
-        (values, overlap.indices.copy(), overlap.indptr.copy()), shape=overlap.shape
-    )
+    return sp.csr_matrix((values, overlap.indices, overlap.indptr), shape=overlap.shape)
 
 
 def drop_entries(matrix: sp.csr_matrix, columns: NDArray[np.int64]) -> sp.csr_matrix:
@@ -70,15 +75,52 @@ def drop_entries(matrix: sp.csr_matrix, columns: NDArray[np.int64]) -> sp.csr_ma
     return _subset(matrix, keep, row)
 
 
+def top_cosines(
+    overlap: sp.csr_matrix,
+    row_sizes: NDArray[np.float64],
+    col_sizes: NDArray[np.float64],
+    self_columns: NDArray[np.int64],
+    n: int,
+) -> sp.csr_matrix:
+    """Cosines from co-occurrence counts, without self-similarity, top ``n`` per row.
+
+    Equivalent to ``keep_top_per_row(drop_entries(cosine_from_counts(...), self_columns), n)``;
+    blocks of rows that are dense enough are computed as dense arrays instead (same floats,
+    same ties), which is several times faster when most pairs co-occur.
+
+    Args:
+        overlap: CSR of counts c(r, s) (positive entries only).
+        row_sizes, col_sizes: the vector sizes |X_r| and |Y_s| (never 0).
+        self_columns: per row, the column holding the row's own entry, dropped.
+        n: neighbours to keep per row (0 = all).
+    """
+    n_rows, n_cols = overlap.shape
+    block = max(1, SCORE_BLOCK_ELEMENTS // max(n_cols, 1))
+    pieces = []
+    for lo in range(0, n_rows, block):
+        part = overlap[lo : lo + block] if n_rows > block else overlap
+        sizes, own = row_sizes[lo : lo + block], self_columns[lo : lo + block]
+        if n > 0 and part.nnz >= DENSE_PRUNE_DENSITY * part.shape[0] * n_cols:
+            cells = part.toarray().astype(np.float64)
+            np.multiply(cells, cells, out=cells)
+            cells /= np.multiply.outer(sizes, col_sizes)
+            np.sqrt(cells, out=cells)
+            cells[np.arange(len(own)), own] = 0.0
+            cells[cells == 0] = -np.inf
+            pieces.append(_top_of_dense(cells, n))
+        else:
+            cosine = drop_entries(cosine_from_counts(part, sizes, col_sizes), own)
+            pieces.append(_keep_top_sparse(cosine, n))
+    return pieces[0] if len(pieces) == 1 else sp.vstack(pieces, format="csr")
+
+
 def keep_top_per_row(matrix: sp.csr_matrix, n: int) -> sp.csr_matrix:
     """Keep the ``n`` largest stored entries of every row; ties by column ascending.
 
     ``n = 0`` keeps everything. Stored entries must be positive (absent cells are not
-    candidates). Rows with at most ``n`` entries are left alone.
-
-    Dense blocks go through the shared :func:`algorithms.base.top_k` (one ``np.partition``
-    pass per row); sparse ones through a stable sort of their entries by (row, value desc) after
-    ordering them by column. Both give exactly the same result.
+    candidates). Dense matrices go through the shared :func:`algorithms.base.top_k` (one
+    ``np.partition`` pass per row), sparse ones through :func:`algorithms.base.top_n_mask`
+    (one integer sort of the entries). Both give exactly the same result.
 
     Args:
         matrix: CSR with positive float64 values.
@@ -87,39 +129,29 @@ def keep_top_per_row(matrix: sp.csr_matrix, n: int) -> sp.csr_matrix:
     Returns:
         The pruned CSR (columns sorted within rows).
     """
-    matrix.sort_indices()
+    n_rows, n_cols = matrix.shape
+    if n > 0 and matrix.nnz >= DENSE_PRUNE_DENSITY * n_rows * n_cols and matrix.nnz:
+        cells = matrix.toarray().astype(np.float64)
+        cells[cells == 0] = -np.inf
+        return _top_of_dense(cells, n)
+    return _keep_top_sparse(matrix, n)
+
+
+def _keep_top_sparse(matrix: sp.csr_matrix, n: int) -> sp.csr_matrix:
     lengths = np.diff(matrix.indptr)
     if n <= 0 or matrix.nnz == 0 or lengths.max() <= n:
         return matrix
-    n_rows, n_cols = matrix.shape
-    if matrix.nnz >= DENSE_PRUNE_DENSITY * n_rows * n_cols:
-        return _keep_top_dense(matrix, n)
-    row = np.repeat(np.arange(n_rows), lengths)
-    entries = np.flatnonzero(lengths[row] > n)  # only rows longer than n need a sort
-    # Entries are in (row, column) order; lexsort is stable, so equal values keep it.
-    order = entries[np.lexsort((-matrix.data[entries], row[entries]))]
-    first = np.searchsorted(row[order], row[order], side="left")
-    rank = np.arange(len(order)) - first
-    keep = np.ones(matrix.nnz, dtype=bool)
-    keep[order[rank >= n]] = False
-    return _subset(matrix, keep, row)
+    keep = top_n_mask(matrix.indptr, matrix.indices, matrix.data, n)
+    return _subset(matrix, keep, np.repeat(np.arange(matrix.shape[0]), lengths))
 
 
-def _keep_top_dense(matrix: sp.csr_matrix, n: int) -> sp.csr_matrix:
-    n_rows, n_cols = matrix.shape
-    block = max(1, SCORE_BLOCK_ELEMENTS // max(n_cols, 1))
-    pieces = []
-    for lo in range(0, n_rows, block):
-        dense = matrix[lo : lo + block].toarray()
-        dense[dense == 0] = -np.inf
-        cols = top_k(dense, n)
-        rows = np.broadcast_to(np.arange(len(cols))[:, None], cols.shape)
-        valid = cols >= 0  # row-major: each row's kept columns in rank order
-        r, c = rows[valid], cols[valid]
-        pieces.append(
-            sp.csr_matrix((dense[r, c], (r, c)), shape=(len(cols), n_cols), dtype=np.float64)
-        )
-    pruned = sp.vstack(pieces, format="csr")
+def _top_of_dense(cells: NDArray[np.float64], n: int) -> sp.csr_matrix:
+    """The n best finite cells of every row (ties by column) as a CSR; -inf cells never."""
+    cols = top_k(cells, n)
+    rows = np.broadcast_to(np.arange(len(cols))[:, None], cols.shape)
+    valid = cols >= 0
+    r, c = rows[valid], cols[valid]
+    pruned = sp.csr_matrix((cells[r, c], (r, c)), shape=cells.shape, dtype=np.float64)
     pruned.sort_indices()
     return pruned
 
@@ -129,9 +161,7 @@ def _subset(
 ) -> sp.csr_matrix:
     indptr = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(row[keep], minlength=matrix.shape[0]), out=indptr[1:])
-    return sp.csr_matrix(
-        (matrix.data[keep], matrix.indices[keep], indptr), shape=matrix.shape
-    )
+    return sp.csr_matrix((matrix.data[keep], matrix.indices[keep], indptr), shape=matrix.shape)
 
 
 # ---------------------------------------------------------------------------------- item-kNN
@@ -163,6 +193,7 @@ class ItemKNN(Algorithm):
 
     name: ClassVar[str] = "item-knn"
     Config: ClassVar[type[AlgorithmConfig]] = ItemKNNConfig
+    sparse_scores: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
         self.matrix_ = train.matrix
@@ -177,11 +208,15 @@ class ItemKNN(Algorithm):
         self._ensure_rows(np.arange(self.matrix_.shape[1]) if items is None else items)
         return self.similarity_
 
-    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+    def score_sparse(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         history = self.matrix_[rows]
         self._ensure_rows(np.unique(history.indices))
-        scores = (history.astype(np.float64) @ self.similarity_).toarray()
-        return snap_scores(scores)
+        scores = (history.astype(np.float64) @ self.similarity_).tocsr()
+        snap_scores(scores.data)
+        return scores
+
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        return self.score_sparse(rows).toarray()
 
     def _ensure_rows(self, items: NDArray[np.int64]) -> None:
         """Compute and cache the pruned rows of S for ``items`` not cached yet."""
@@ -194,9 +229,8 @@ class ItemKNN(Algorithm):
         for lo in range(0, len(missing), block):
             part = missing[lo : lo + block]
             overlap = (self.item_users_[part] @ self.matrix_).tocsr()
-            cosine = cosine_from_counts(overlap, self.item_sizes_[part], self.item_sizes_)
-            cosine = drop_entries(cosine, part)
-            pieces.append(keep_top_per_row(cosine, self.config.n_neighbors))
+            sizes = self.item_sizes_
+            pieces.append(top_cosines(overlap, sizes[part], sizes, part, self.config.n_neighbors))
         rows = sp.vstack(pieces, format="csr")
         # Scatter the new rows into an n_items × n_items matrix; rows are disjoint from the cache.
         lengths = np.zeros(n_items, dtype=np.int64)
@@ -239,6 +273,7 @@ class UserKNN(Algorithm):
 
     name: ClassVar[str] = "user-knn"
     Config: ClassVar[type[AlgorithmConfig]] = UserKNNConfig
+    sparse_scores: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
         self.matrix_ = train.matrix
@@ -248,14 +283,18 @@ class UserKNN(Algorithm):
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
         overlap = (self.matrix_[rows] @ self.item_users_).tocsr()
-        cosine = cosine_from_counts(overlap, self.user_sizes_[rows], self.user_sizes_)
-        cosine = drop_entries(cosine, np.asarray(rows, dtype=np.int64))
-        return keep_top_per_row(cosine, self.config.n_neighbors)
+        sizes = self.user_sizes_
+        return top_cosines(overlap, sizes[rows], sizes, rows, self.config.n_neighbors)
 
-    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+    def score_sparse(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         weights = self.neighbours(rows)
         if self.config.weighting == "count":
             weights.data[:] = 1.0
-        scores = (weights @ self.values_).toarray()
-        return snap_scores(scores)
+        scores = (weights @ self.values_).tocsr()
+        snap_scores(scores.data)
+        return scores
+
+    def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        return self.score_sparse(rows).toarray()
