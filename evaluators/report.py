@@ -74,7 +74,7 @@ class ReportData:
         results: the long table, with a ``protocol`` column ("" when the input has none).
         summary: per (protocol, algorithm, stratum, metric, k): mean, std, n_folds, n_skipped,
             delta, as :func:`~evaluators.results.summarise` computes them per protocol.
-        config: ``config.json`` (empty when absent).
+        config: ``config.json`` (``compare.json`` next to ``compare.csv``; empty when absent).
         folds: ``folds.csv`` (None when absent).
         units: ``units.csv`` (None when absent or empty).
     """
@@ -173,12 +173,12 @@ def load(directory: str | Path) -> ReportData:
     if results.empty:
         raise SwevalError(f"{directory / name}: the table has no rows.")
     config: dict[str, Any] = {}
-    if (directory / "config.json").is_file():
+    record = directory / ("compare.json" if name == "compare.csv" else "config.json")
+    if record.is_file():
         try:
-            config = json.loads((directory / "config.json").read_text())
+            config = json.loads(record.read_text())
         except (OSError, json.JSONDecodeError) as exc:
-            _log.warning("%s: config.json unreadable (%s); the report omits the run facts",
-                         directory, exc)
+            _log.warning("%s unreadable (%s); the report omits the run facts", record, exc)
     folds = _read_optional(directory / "folds.csv")
     units = _read_optional(directory / "units.csv")
     return ReportData(
@@ -285,18 +285,35 @@ def format_delta(cell: Cell) -> str:
     return f"{100 * cell.delta:+.1f}%".replace("-", "−")
 
 
-def table_html(table: MetricTable, *, show_protocols: bool) -> str:
-    """The table as HTML: value cells carry ``data-*`` keys and the full-precision mean."""
+MAX_TABLE_ALGORITHMS = 10  # value columns per table: protocols side by side up to this many
+
+
+def protocol_groups(table: MetricTable, limit: int = MAX_TABLE_ALGORITHMS) -> list[list[str]]:
+    """Protocols side by side in one table (the paper's Table 2) while their columns fit in
+    ``limit`` algorithms; more start another table below."""
+    groups: list[list[str]] = []
+    width = 0
+    for protocol in dict.fromkeys(p for p, _ in table.columns):
+        n = sum(p == protocol for p, _ in table.columns)
+        if groups and width + n <= limit:
+            groups[-1].append(protocol)
+            width += n
+        else:
+            groups.append([protocol])
+            width = n
+    return groups
+
+
+def table_html(
+    table: MetricTable, *, show_protocols: bool, protocols: Sequence[str] | None = None
+) -> str:
+    """The table (of ``protocols``, default all) as HTML: value cells carry ``data-*`` keys and
+    the full-precision mean."""
     esc = html.escape
-    protocols = list(dict.fromkeys(p for p, _ in table.columns))
+    if protocols is None:
+        protocols = list(dict.fromkeys(p for p, _ in table.columns))
     by_protocol = {p: [a for q, a in table.columns if q == p] for p in protocols}
-    label = metric_label(table.metric) + ("" if table.ks == [None] else "@k")
-    out = [
-        f'<p class="muted">Mean {esc(label)} over the non-skipped folds. Δ% = mean / best − 1 '
-        "at the same k, stratum and protocol; the best is in bold. Hover a value for its "
-        "standard deviation and fold counts.</p>",
-        f'<div class="scroll"><table class="metric" data-metric="{esc(table.metric)}">',
-    ]
+    out = [f'<div class="scroll"><table class="metric" data-metric="{esc(table.metric)}">']
     out.append("<thead>")
     if show_protocols:
         out.append('<tr><th rowspan="2">stratum</th><th rowspan="2">k</th>')
@@ -335,7 +352,7 @@ def table_html(table: MetricTable, *, show_protocols: bool) -> str:
                     out.append(f'<td class="v" {attrs}>{value}</td>'
                                f'<td class="d">{esc(format_delta(cell))}</td>')
             out.append("</tr>")
-        out.append('<tr class="folds"><td class="k">folds used / skipped</td>')
+        out.append('<tr class="folds"><td class="k" title="folds used / skipped">folds</td>')
         for p in protocols:
             for a in by_protocol[p]:
                 used = table.folds_used(p, stratum, a)
@@ -374,34 +391,35 @@ def figure_vs_k(data: ReportData, metric: str) -> Figure:
     summary = data.summary[(data.summary["metric"] == metric) & data.summary["k"].notna()]
     protocols, strata = data.protocols, data.strata
     colours = _colours(data.algorithms)
-    ncols, nrows = len(strata), len(protocols)
+    # rows: protocols, columns: strata (the paper's Figure 2); one stratum: protocols side by
+    # side (Figure 1)
+    ncols, nrows = (len(protocols), 1) if len(strata) == 1 else (len(strata), len(protocols))
     total_width = max(7.0, min(4.6, 13.0 / ncols) * ncols)
     fig = Figure(figsize=(total_width, 3.3 * nrows + 0.5), dpi=DPI, layout="constrained")
-    axes = fig.subplots(nrows, ncols, squeeze=False)
-    for r, protocol in enumerate(protocols):
-        for c, stratum in enumerate(strata):
-            ax: Axes = axes[r][c]
-            part = summary[(summary["protocol"] == protocol) & (summary["stratum"] == stratum)]
-            drawn = False
-            for algorithm in data.algorithms:
-                rows = part[part["algorithm"] == algorithm].sort_values("k")
-                rows = rows[rows["mean"].notna()]
-                if rows.empty:
-                    continue
-                ax.plot(rows["k"].astype(int), rows["mean"], marker="o", ms=4, lw=1.8,
-                        color=colours[algorithm], label=algorithm)
-                drawn = True
-            if not drawn:
-                ax.text(0.5, 0.5, "every fold skipped" if not part.empty else "not run",
-                        ha="center", va="center", transform=ax.transAxes, color="0.4")
-            ks = data.ks(metric)
-            ax.set_xticks(ks)
-            ax.set_xlim(min(ks) - 1, max(ks) + 1)
-            ax.set_xlabel("k")
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel(f"mean {metric_label(metric)}@k")
-            ax.grid(alpha=0.3)
-            ax.set_title(_panel_title(data, protocol, stratum), fontsize=10)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for i, (protocol, stratum) in enumerate((p, t) for p in protocols for t in strata):
+        ax: Axes = axes[i]
+        part = summary[(summary["protocol"] == protocol) & (summary["stratum"] == stratum)]
+        drawn = False
+        for algorithm in data.algorithms:
+            rows = part[part["algorithm"] == algorithm].sort_values("k")
+            rows = rows[rows["mean"].notna()]
+            if rows.empty:
+                continue
+            ax.plot(rows["k"].astype(int), rows["mean"], marker="o", ms=4, lw=1.8,
+                    color=colours[algorithm], label=algorithm)
+            drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "every fold skipped" if not part.empty else "not run",
+                    ha="center", va="center", transform=ax.transAxes, color="0.4")
+        ks = data.ks(metric)
+        ax.set_xticks(ks)
+        ax.set_xlim(min(ks) - 1, max(ks) + 1)
+        ax.set_xlabel("k")
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(f"mean {metric_label(metric)}@k")
+        ax.grid(alpha=0.3)
+        ax.set_title(_panel_title(data, protocol, stratum), fontsize=10)
     handles = [Line2D([], [], color=colours[a], marker="o", ms=4, label=a) for a in data.algorithms]
     fig.legend(handles=handles, loc="outside upper center", frameon=False,
                ncols=max(1, min(len(handles), int(total_width / 1.4))))
@@ -551,14 +569,19 @@ def _facts_html(data: ReportData, origin: str | None) -> str:
         if config.get("stratify_by"):
             facts.append(("strata", f"by {config['stratify_by']} "
                           f"(mode {config.get('stratify_mode')})"))
+    if data.config.get("protocols"):
+        protocols = ", ".join(map(str, data.config["protocols"]))
+        if "loocv_repeats" in data.config:
+            protocols += f" (LOOCV: {data.config['loocv_repeats']} repetitions)"
+        facts.append(("protocols", protocols))
     if "folds_used" in data.config:
         facts.append(("folds", f"{data.config['folds_used']} used, "
                       f"{data.config.get('folds_skipped', 0)} skipped"))
-    params = data.config.get("resolved_params", {})
+    params = data.config.get("resolved_params")
     devices = data.config.get("devices", {})
-    for algorithm in data.algorithms if params or devices else []:
+    for algorithm in data.algorithms if params is not None else []:
         bits = [", ".join(f"{p}={v}" for p, v in params.get(algorithm, {}).items()) or "defaults"]
-        if algorithm in devices:
+        if isinstance(devices.get(algorithm), str):
             bits.append(f"device {devices[algorithm]}")
         facts.append((algorithm, "; ".join(bits)))
     if data.config.get("run_key"):
@@ -590,10 +613,11 @@ def _folds_html(data: ReportData) -> str:
     reason_text = "".join(
         f"<li>{html.escape(r)} ({n} fold{'s' * (n != 1)})</li>" for r, n in reasons.items()
     )
+    strata_note = (" (for all users; a stratum also skips the folds where its own n_eligible "
+                   "is below u_min — see the per-fold figure)" if len(data.strata) > 1 else "")
     return (
         f"<h2>Folds</h2><p>{len(folds)} folds: {int((~skipped).sum())} used, "
-        f"{int(skipped.sum())} skipped (for all users; strata skip more when their own "
-        "n_eligible is below u_min — see the over-time figure).</p>"
+        f"{int(skipped.sum())} skipped{strata_note}.</p>"
         + (f"<ul>{reason_text}</ul>" if reason_text else "")
         + f"<details><summary>folds.csv</summary>{_frame_html(shown)}</details>"
     )
@@ -682,8 +706,15 @@ def write_report(
     sections: list[str] = []
     for metric in chosen:
         table = metric_table(data.summary, metric)
-        parts = [f"<h2>{html.escape(metric_label(metric))}</h2>",
-                 table_html(table, show_protocols=data.labelled_protocols)]
+        label = metric_label(metric) + ("" if table.ks == [None] else "@k")
+        parts = [
+            f"<h2>{html.escape(metric_label(metric))}</h2>",
+            f'<p class="muted">Mean {html.escape(label)} over the non-skipped folds. Δ% = mean '
+            "/ best − 1 at the same k, stratum and protocol; the best is in bold. Row “folds”: "
+            "folds used / skipped. Hover a value for its standard deviation.</p>",
+        ]
+        parts += [table_html(table, show_protocols=data.labelled_protocols, protocols=group)
+                  for group in protocol_groups(table)]
         if data.ks(metric):
             name = f"report-{_slug(metric)}-vs-k.png"
             png = figure_png(figure_vs_k(data, metric))

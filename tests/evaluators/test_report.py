@@ -20,6 +20,7 @@ from evaluators.report import (
     figure_vs_k,
     load,
     metric_table,
+    protocol_groups,
     write_report,
 )
 from evaluators.results import results_frame
@@ -239,16 +240,22 @@ def test_compare_table_has_protocol_blocks(tmp_path):
     assert report.protocol_headers == ["loocv", "sw-eval"]
     check_cells_against_csv(report.cells, out / "compare.csv")
     assert len(report.cells) == 3 * (2 + 3) * 2  # strata x (loocv + sw-eval algorithms) x k
+    data = load(out)
+    table = metric_table(data.summary, "recall")
     # POP-N does not run under LOOCV: no column there (as in the paper's Table 2)
-    assert [a for p, a in metric_table(load(out).summary, "recall").columns if p == "loocv"] == [
-        "pop", "item-knn"]
+    assert [a for p, a in table.columns if p == "loocv"] == ["pop", "item-knn"]
     assert 'class="v na"' not in (out / "report.html").read_text()
+    assert protocol_groups(table) == [["loocv", "sw-eval"]]  # side by side, as in Table 2
+    assert protocol_groups(table, limit=4) == [["loocv"], ["sw-eval"]]
+    assert protocol_groups(table, limit=5) == [["loocv", "sw-eval"]]
     # one best per (protocol, stratum with values, k)
     assert sum(c["bold"] for c in report.cells) == 2 * 2 * 2
-    data = load(out)
     assert data.protocols == ["loocv", "sw-eval"]
     assert _over_time_panels(data) == [("sw-eval", s) for s in ("all", "A", "NA")]
     assert len(figure_vs_k(data, "recall").axes) == 2 * 3  # protocols x strata
+    one_stratum = load(write_output(tmp_path / "one", pd.concat(
+        [loocv[loocv["stratum"] == "all"], sw[sw["stratum"] == "all"]]), "compare.csv"))
+    assert figure_vs_k(one_stratum, "recall").axes[1].get_subplotspec().colspan.start == 1
     assert [p.name for p in written] == [
         "report.html", "report-recall-vs-k.png", "report-recall-at-10-over-time.png",
     ]
