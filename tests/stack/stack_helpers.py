@@ -14,6 +14,7 @@ process still carrying it, which catches even a grandchild that started a sessio
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
 import shutil
 import signal
@@ -173,6 +174,42 @@ def leftovers(marker: str) -> list[str]:
     return found
 
 
+def listeners(marker: str) -> list[tuple[str, str, int]]:
+    """Listening TCP sockets of the marked processes, as (pid cmd, address, port)."""
+    sockets = {}  # inode -> (address, port) for sockets in LISTEN state
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A":
+                continue
+            address, port = local.split(":")
+            sockets[inode] = (_decode_address(address, width), int(port, 16))
+    found = []
+    for line in leftovers(marker):
+        pid = line.split()[0]
+        for fd in glob.glob(f"/proc/{pid}/fd/*"):
+            try:
+                target = os.readlink(fd)
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in sockets:
+                address, port = sockets[target[8:-1]]
+                found.append((line[:80], address, port))
+    return found
+
+
+def _decode_address(hex_address: str, width: int) -> str:
+    raw = bytes.fromhex(hex_address)
+    # /proc/net/tcp{,6} stores each 32-bit word in host (little-endian) order.
+    words = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(words))
+
+
 def kill_marked(marker: str) -> None:
     """SIGKILL every process still carrying the marker (clean-up after a failed assertion)."""
     for line in leftovers(marker):
@@ -270,3 +307,24 @@ def sweval_runtime_env(*, prefect_api_url: str, mlflow_tracking_uri: str) -> dic
         "MLFLOW_TRACKING_URI": mlflow_tracking_uri,
         "OPENBLAS_NUM_THREADS": "1",
     }
+
+
+def dask_scheduler_command(*, host: str, port: int, dashboard: str) -> list[str]:
+    """`dask-scheduler` service (entrypoint + command)."""
+    return ["dask", "scheduler", "--host", host, "--port", str(port),
+            "--dashboard-address", dashboard]
+
+
+def dask_worker_command(scheduler_address: str) -> list[str]:
+    """`dask-worker` service (entrypoint + command): one single-threaded worker process per
+    container; scale with more containers."""
+    return ["dask", "worker", scheduler_address, "--nworkers", "1", "--nthreads", "1",
+            "--no-dashboard"]
+
+
+def sweval_serve_command(
+    *, config: str, cron: str, name: str, task_runner: str, dask_address: str,
+) -> list[str]:
+    """`sweval-serve` service (the image's entrypoint `sweval` + command)."""
+    return ["sweval", "serve", "--config", config, "--cron", cron, "--name", name,
+            "--task-runner", task_runner, "--dask-address", dask_address, "--no-progress"]

@@ -221,3 +221,40 @@ def test_runtime_env_matches_loopback(services: dict[str, dict[str, Any]]) -> No
     env = environment(services["sweval-serve"])
     assert env["PREFECT_API_URL"] == "http://prefect-server:4200/api"
     assert env["MLFLOW_TRACKING_URI"] == "http://mlflow:5000"
+
+
+def _flags(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg.startswith("--")]
+
+
+def test_serve_and_dask_commands_match_loopback(services: dict[str, dict[str, Any]]) -> None:
+    """Same programs and options; the values differ only where compose uses service names."""
+    serve = ["sweval"] + services["sweval-serve"]["command"]
+    loopback = stack.sweval_serve_command(
+        config="c", cron="0 3 * * *", name="n", task_runner="dask", dask_address="tcp://h:1"
+    )
+    assert serve[:2] == loopback[:2] == ["sweval", "serve"]
+    assert _flags(serve) == _flags(loopback)
+    assert serve[serve.index("--dask-address") + 1] == "tcp://dask-scheduler:8786"
+
+    scheduler = services["dask-scheduler"]
+    argv = scheduler["entrypoint"] + scheduler["command"]
+    loopback = stack.dask_scheduler_command(host="h", port=8786, dashboard=":8787")
+    assert argv[:2] == loopback[:2] and _flags(argv) == _flags(loopback)
+    assert argv[argv.index("--port") + 1] == "8786"
+
+    worker = services["dask-worker"]
+    argv = worker["entrypoint"] + worker["command"]
+    assert argv == stack.dask_worker_command("tcp://dask-scheduler:8786")
+
+
+def test_serve_default_config_is_valid(services: dict[str, dict[str, Any]]) -> None:
+    """The evaluation the stack schedules out of the box (docker/serve.toml) validates."""
+    from evaluators.config import EvalConfig
+
+    mounts = services["sweval-serve"]["volumes"]
+    assert "./docker/serve.toml:/etc/sweval/serve.toml:ro" in mounts
+    assert env_example()["SWEVAL_SERVE_CONFIG"] == "/etc/sweval/serve.toml"
+    config = EvalConfig.load(ROOT / "docker" / "serve.toml")
+    assert config.start is not None, "rolling (scheduled) runs need a fixed start"
+    assert config.output.startswith("/runs/"), "the series state must live on the sweval-runs volume"
