@@ -382,6 +382,8 @@ def _click_exceptions() -> Any:
 from flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
+from flows.compare import compare as _compare  # noqa: E402
+app.command(name="compare")(_compare)
 
 
 if __name__ == "__main__":
