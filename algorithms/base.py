@@ -328,37 +328,42 @@ def top_k_sparse(
     out = np.full((n, k), -1, dtype=np.int64)
     if n == 0 or m == 0 or k == 0:
         return out
-    seen = matrix[rows].astype(np.float64)
-    seen.data[:] = 1.0
-    scores = sp.csr_matrix(scores, dtype=np.float64)
-    positive = scores - scores.multiply(seen)  # drops the seen entries' scores
-    positive = positive.tocsr()
-    positive.data[~(positive.data > 0)] = 0.0  # NaN, negative noise: score 0 like the rest
-    positive.eliminate_zeros()
-    chosen = top_n_mask(positive.indptr, positive.indices, positive.data, k)
-    row = np.repeat(np.arange(n), np.diff(positive.indptr))[chosen]
-    col = positive.indices[chosen].astype(np.int64)
-    value = positive.data[chosen]
-    order = np.lexsort((col, -value, row))
-    row, col = row[order], col[order]
-    rank = np.arange(len(row)) - np.searchsorted(row, row, side="left")
-    out[row, rank] = col
-    # Fill up with 0-score candidates: the smallest columns neither seen nor already ranked.
-    # With the excluded columns e_0 < e_1 < ... of a row and g_i = e_i - i (non-decreasing),
-    # the j-th free column is j + #{i : g_i <= j}.
-    n_ranked = np.bincount(row, minlength=n)
+    seen = matrix[rows]
+    seen_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(seen.indptr))
+    seen_keys = np.sort(seen_row * m + seen.indices)
+    scores = sp.csr_matrix(scores)
+    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(scores.indptr))
+    col = scores.indices.astype(np.int64)
+    value = np.asarray(scores.data, dtype=np.float64)
+    keys = row * m + col
+    at = np.minimum(np.searchsorted(seen_keys, keys), max(len(seen_keys) - 1, 0))
+    is_seen = seen_keys[at] == keys if len(seen_keys) else np.zeros(len(keys), dtype=bool)
+    good = ~is_seen & (value > 0)  # NaN or negative noise: score 0 like the unstored rest
+    row, col, value = row[good], col[good], value[good]
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=n))))
+    chosen = top_n_mask(indptr, col, value, k)
+    top_row, top_col = row[chosen], col[chosen]
+    order = np.lexsort((top_col, -value[chosen], top_row))
+    top_row, top_col = top_row[order], top_col[order]
+    rank = np.arange(len(top_row)) - np.searchsorted(top_row, top_row, side="left")
+    out[top_row, rank] = top_col
+    # Fill up with 0-score candidates: the smallest columns neither seen nor positive. With the
+    # excluded columns e_0 < e_1 < ... of a row and g_i = e_i - i (non-decreasing), the j-th
+    # free column is j + #{i : g_i <= j}.
+    n_ranked = np.bincount(top_row, minlength=n)
     need = np.minimum(k - n_ranked, m)  # (j < m keeps each query inside its row's keys)
     if not need.any():
         return out
-    excluded = (seen + (positive != 0).astype(np.float64)).tocsr()
-    excluded.sort_indices()
-    lengths = np.diff(excluded.indptr)
-    e_row = np.repeat(np.arange(n, dtype=np.int64), lengths)
-    gaps = excluded.indices - (np.arange(len(e_row)) - excluded.indptr[e_row])
-    keys = e_row * (m + 1) + gaps
+    short = need > 0
+    positive_keys = (row * m + col)[short[row]]
+    excluded = np.sort(np.concatenate((seen_keys[short[seen_keys // m]], positive_keys)))
+    e_row = excluded // m
+    first = np.searchsorted(e_row, np.arange(n), side="left")
+    gaps = excluded % m - (np.arange(len(excluded)) - first[e_row])
+    gap_keys = e_row * (m + 1) + gaps
     q_row = np.repeat(np.arange(n, dtype=np.int64), need)
     j = np.arange(len(q_row)) - np.repeat(np.cumsum(need) - need, need)
-    free = j + np.searchsorted(keys, q_row * (m + 1) + j, side="right") - excluded.indptr[q_row]
+    free = j + np.searchsorted(gap_keys, q_row * (m + 1) + j, side="right") - first[q_row]
     ok = free < m
     out[q_row[ok], (n_ranked[q_row] + j)[ok]] = free[ok]
     return out

@@ -67,14 +67,6 @@ def cosine_from_counts(
     return sp.csr_matrix((values, overlap.indices, overlap.indptr), shape=overlap.shape)
 
 
-def drop_entries(matrix: sp.csr_matrix, columns: NDArray[np.int64]) -> sp.csr_matrix:
-    """Remove entry (r, columns[r]) of every row r (e.g. an item's or user's self-similarity)."""
-    lengths = np.diff(matrix.indptr)
-    row = np.repeat(np.arange(matrix.shape[0]), lengths)
-    keep = matrix.indices != columns[row]
-    return _subset(matrix, keep, row)
-
-
 def top_cosines(
     overlap: sp.csr_matrix,
     row_sizes: NDArray[np.float64],
@@ -84,9 +76,9 @@ def top_cosines(
 ) -> sp.csr_matrix:
     """Cosines from co-occurrence counts, without self-similarity, top ``n`` per row.
 
-    Equivalent to ``keep_top_per_row(drop_entries(cosine_from_counts(...), self_columns), n)``;
-    blocks of rows that are dense enough are computed as dense arrays instead (same floats,
-    same ties), which is several times faster when most pairs co-occur.
+    Equivalent to :func:`keep_top_per_row` on :func:`cosine_from_counts` without the entries
+    (r, self_columns[r]); when most pairs co-occur (density ≥ :data:`DENSE_PRUNE_DENSITY`) the cosines are computed
+    as dense blocks of rows instead (same floats, same ties), several times faster.
 
     Args:
         overlap: CSR of counts c(r, s) (positive entries only).
@@ -95,22 +87,27 @@ def top_cosines(
         n: neighbours to keep per row (0 = all).
     """
     n_rows, n_cols = overlap.shape
+    if n <= 0 or overlap.nnz < DENSE_PRUNE_DENSITY * n_rows * n_cols:
+        cosine = cosine_from_counts(overlap, row_sizes, col_sizes)
+        lengths = np.diff(cosine.indptr)
+        row = np.repeat(np.arange(n_rows), lengths)
+        cosine.data[cosine.indices == self_columns[row]] = 0.0  # ranks last, then dropped
+        keep = cosine.data > 0
+        if n > 0 and cosine.nnz and lengths.max() > n:
+            keep &= top_n_mask(cosine.indptr, cosine.indices, cosine.data, n)
+        return _subset(cosine, keep, row)
     block = max(1, SCORE_BLOCK_ELEMENTS // max(n_cols, 1))
     pieces = []
     for lo in range(0, n_rows, block):
         part = overlap[lo : lo + block] if n_rows > block else overlap
-        sizes, own = row_sizes[lo : lo + block], self_columns[lo : lo + block]
-        if n > 0 and part.nnz >= DENSE_PRUNE_DENSITY * part.shape[0] * n_cols:
-            cells = part.toarray().astype(np.float64)
-            np.multiply(cells, cells, out=cells)
-            cells /= np.multiply.outer(sizes, col_sizes)
-            np.sqrt(cells, out=cells)
-            cells[np.arange(len(own)), own] = 0.0
-            cells[cells == 0] = -np.inf
-            pieces.append(_top_of_dense(cells, n))
-        else:
-            cosine = drop_entries(cosine_from_counts(part, sizes, col_sizes), own)
-            pieces.append(_keep_top_sparse(cosine, n))
+        cells = part.toarray().astype(np.float64)
+        np.multiply(cells, cells, out=cells)
+        cells /= np.multiply.outer(row_sizes[lo : lo + block], col_sizes)
+        np.sqrt(cells, out=cells)
+        own = self_columns[lo : lo + block]
+        cells[np.arange(len(own)), own] = 0.0
+        cells[cells == 0] = -np.inf
+        pieces.append(_top_of_dense(cells, n))
     return pieces[0] if len(pieces) == 1 else sp.vstack(pieces, format="csr")
 
 
