@@ -77,8 +77,9 @@ def top_cosines(
     """Cosines from co-occurrence counts, without self-similarity, top ``n`` per row.
 
     Equivalent to :func:`keep_top_per_row` on :func:`cosine_from_counts` without the entries
-    (r, self_columns[r]); when most pairs co-occur (density ≥ :data:`DENSE_PRUNE_DENSITY`) the cosines are computed
-    as dense blocks of rows instead (same floats, same ties), several times faster.
+    (r, self_columns[r]). When most pairs co-occur (density ≥ :data:`DENSE_PRUNE_DENSITY`),
+    the cosines are computed as dense blocks of rows instead (same floats, same ties), which
+    is several times faster.
 
     Args:
         overlap: CSR of counts c(r, s) (positive entries only).
