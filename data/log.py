@@ -31,6 +31,11 @@ OnInvalid = Literal["error", "drop"]
 
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
 _MAX_PLAUSIBLE_SECONDS = 10**11
+#: Floats hold every integer up to 2**53 exactly; beyond it distinct ids can merge.
+_MAX_EXACT_FLOAT = 2**53
+#: Epoch seconds of 2000-01-01 and 2100-01-01: read as milliseconds, such values are January 1970.
+_EPOCH_2000_S = 946_684_800
+_EPOCH_2100_S = 4_102_444_800
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,8 @@ class InteractionLog:
             )
         if len(frame) == 0:
             raise SwevalError(f"{source}: the log is empty (no data rows).")
+        # Row numbers in messages count the input's data rows, also after dropping invalid ones.
+        frame = frame.reset_index(drop=True)
 
         users = frame[user_col]
         items = frame[item_col]
@@ -133,8 +140,8 @@ class InteractionLog:
             policies = frame[policy_col] if policy_col is not None else None
 
         seconds = normalise_timestamps(times, time_unit=time_unit, source=source, column=time_col)
-        user_codes, user_ids = encode_ids(users)
-        item_codes, item_ids = encode_ids(items)
+        user_codes, user_ids = encode_ids(users, source=source, column=user_col)
+        item_codes, item_ids = encode_ids(items, source=source, column=item_col)
         if policies is not None:
             policy_codes, policy_ids = encode_ids(policies.astype(str))
         else:
@@ -252,34 +259,70 @@ class InteractionLog:
 
 
 # ---------------------------------------------------------------------- helpers
-def encode_ids(values: pd.Series) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
+def encode_ids(
+    values: pd.Series, *, source: str = "<frame>", column: str = "id"
+) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
     """Encode raw ids as codes ordered by the SPEC §3 tie-break order.
 
     Integer ids (including floats that are whole numbers, as pandas reads an int column with
     gaps, and strings spelling integers without padding) sort numerically; anything else sorts
-    as strings. Hash-based (``pd.factorize``), then only the distinct ids are sorted.
+    as strings. Hash-based (``pd.factorize``), then only the distinct ids are sorted. Integers
+    beyond int64 (huge ids) are kept as exact Python integers, still in numeric order.
 
     Returns:
         (codes per row, raw id per code).
+
+    Raises:
+        SwevalError: whole-number float ids beyond 2**53, which floating point cannot hold
+            exactly (distinct ids may already have merged when the file was parsed).
     """
     array = values.to_numpy()
     if pd.api.types.is_bool_dtype(values.dtype):
         array = array.astype(np.int64)
     elif pd.api.types.is_float_dtype(values.dtype):
         whole = np.isfinite(array) & (array == np.round(array))
-        array = array.astype(np.int64) if whole.all() else values.astype(str).to_numpy()
+        if whole.all():
+            inexact = np.flatnonzero(np.abs(array) >= _MAX_EXACT_FLOAT)
+            if len(inexact):
+                raise SwevalError(
+                    f"{source}: column {column!r} holds ids read as floating-point numbers "
+                    f"beyond 2**53 (data rows {first_rows(_file_rows(values, inexact))}, e.g. "
+                    f"{array[inexact[0]]:.0f}), which cannot be told apart exactly: distinct ids "
+                    "may have merged. Such a column is read as floats when it has missing or "
+                    "decimal values: fix those rows in the file so the ids read as integers."
+                )
+            array = array.astype(np.int64)
+        else:
+            array = values.astype(str).to_numpy()
     elif pd.api.types.is_integer_dtype(values.dtype):
-        array = array.astype(np.int64)
+        if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(array) and (
+            array.max() > np.iinfo(np.int64).max
+        ):
+            array = np.array([int(v) for v in array], dtype=object)  # beyond int64: exact ints
+        else:
+            array = array.astype(np.int64)
     else:
         array = values.astype(str).to_numpy(dtype=object)
     codes, uniques = pd.factorize(array, sort=False)
     uniques = np.asarray(uniques)
     if uniques.dtype == object and _all_int_like(pd.Series(uniques)):
-        uniques = uniques.astype(np.int64)
+        try:
+            uniques = uniques.astype(np.int64)
+        except OverflowError:  # ids beyond int64: exact Python ints sort numerically too
+            uniques = np.array([int(v) for v in uniques], dtype=object)
     order = np.argsort(uniques, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank[codes], uniques[order]
+
+
+def _file_rows(values: pd.Series, positions: NDArray[np.int64]) -> NDArray[np.int64]:
+    """0-based data rows of the input for ``positions`` in ``values`` (which may have had invalid
+    rows dropped: its index still holds the input's row numbers, see ``from_frame``)."""
+    index = values.index
+    if isinstance(index, pd.RangeIndex) or pd.api.types.is_integer_dtype(index.dtype):
+        return np.asarray(index)[positions]
+    return positions
 
 
 def _all_int_like(values: pd.Series) -> bool:
@@ -293,54 +336,109 @@ def normalise_timestamps(
 ) -> NDArray[np.int64]:
     """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
 
-    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``), datetimes
-    (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts are floored.
+    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``; numbers written as
+    text too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
+    are floored.
 
     Raises:
-        SwevalError: unparsable values (naming rows) or an implausible epoch range.
+        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), or an
+            implausible epoch range: seconds that look like milliseconds, milliseconds that look
+            like seconds, or numbers that look like YYYYMMDD dates.
     """
     if time_unit not in ("s", "ms"):
         raise SwevalError(f"--time-unit must be 's' or 'ms', not {time_unit!r}.")
-    divisor = 1000 if time_unit == "ms" else 1
     if pd.api.types.is_bool_dtype(values.dtype):
         raise SwevalError(f"{source}: column {column!r} holds booleans, not timestamps.")
     if pd.api.types.is_numeric_dtype(values.dtype):
-        numbers = values.to_numpy(dtype=np.float64)
-        if not np.isfinite(numbers).all():
-            bad = np.flatnonzero(~np.isfinite(numbers))
-            raise SwevalError(
-                f"{source}: column {column!r} has non-finite timestamps (data rows {first_rows(bad)})."
-            )
-        seconds = np.floor(numbers / divisor).astype(np.int64)
-        if time_unit == "s" and np.abs(seconds).max() >= _MAX_PLAUSIBLE_SECONDS:
-            bad = np.flatnonzero(np.abs(seconds) >= _MAX_PLAUSIBLE_SECONDS)
-            raise SwevalError(
-                f"{source}: column {column!r} has epoch values too large for seconds "
-                f"(e.g. {int(numbers[bad[0]])} at data row {bad[0] + 1}); they look like "
-                "milliseconds: pass --time-unit ms."
-            )
-        return seconds
+        return _epoch_seconds(values, time_unit=time_unit, source=source, column=column)
     if pd.api.types.is_datetime64_any_dtype(values.dtype):
         stamps = values
     else:
         text = values.astype(str)
+        numbers = pd.to_numeric(text.str.strip(), errors="coerce")
+        is_number = numbers.notna().to_numpy()
+        if is_number.all():  # epochs written as text (e.g. a string column of a Parquet file)
+            return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
         try:
             stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
         except (ValueError, TypeError):
             stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
-        bad = np.flatnonzero(stamps.isna().to_numpy())
+        is_date = stamps.notna().to_numpy()
+        if is_number.any() and (is_date | is_number).all():
+            numeric_rows = _file_rows(values, np.flatnonzero(is_number))
+            date_rows = _file_rows(values, np.flatnonzero(~is_number))
+            raise SwevalError(
+                f"{source}: column {column!r} mixes epoch numbers (data rows "
+                f"{first_rows(numeric_rows)}, e.g. {text.iloc[np.flatnonzero(is_number)[0]]!r}) "
+                f"and date/time text (data rows {first_rows(date_rows)}, e.g. "
+                f"{text.iloc[np.flatnonzero(~is_number)[0]]!r}); write every timestamp the same way."
+            )
+        bad = np.flatnonzero(~is_date)
         if len(bad):
             raise SwevalError(
                 f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
-                f"(data rows {first_rows(bad)}, e.g. {text.iloc[bad[0]]!r}); expected epoch "
-                "seconds, epoch milliseconds with --time-unit ms, or ISO-8601."
+                f"(data rows {first_rows(_file_rows(values, bad))}, e.g. {text.iloc[bad[0]]!r}); "
+                "expected epoch seconds, epoch milliseconds with --time-unit ms, or ISO-8601 "
+                "(e.g. 2015-08-01T12:00:00Z; a time without an offset is UTC)."
             )
     if getattr(stamps.dt, "tz", None) is None:
         stamps = stamps.dt.tz_localize("UTC")
     else:
         stamps = stamps.dt.tz_convert("UTC")
-    nanos = stamps.dt.tz_localize(None).astype("datetime64[ns]").to_numpy().astype(np.int64)
-    return np.floor_divide(nanos, 10**9).astype(np.int64)
+    # Integers in the column's own resolution (s, ms, us or ns), floored to seconds: no detour
+    # through nanoseconds, which cannot hold dates before 1677 or after 2262.
+    naive = stamps.dt.tz_localize(None).to_numpy()
+    per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(naive.dtype)[0])
+    return np.floor_divide(naive.view(np.int64), per_second).astype(np.int64)
+
+
+def _epoch_seconds(
+    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+) -> NDArray[np.int64]:
+    """Numeric epochs to int64 seconds, rejecting ranges that betray the wrong unit."""
+    numbers = values.to_numpy(dtype=np.float64)
+    if not np.isfinite(numbers).all():
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        raise SwevalError(
+            f"{source}: column {column!r} has non-finite timestamps "
+            f"(data rows {first_rows(_file_rows(values, bad))})."
+        )
+    if time_unit == "ms":
+        if len(numbers) and (numbers >= _EPOCH_2000_S).all() and (numbers < _EPOCH_2100_S).all():
+            raise SwevalError(
+                f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
+                f"{_iso(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
+                f"January 1970: drop --time-unit ms."
+            )
+        return np.floor(numbers / 1000).astype(np.int64)
+    if np.abs(numbers).max() >= _MAX_PLAUSIBLE_SECONDS:
+        bad = np.flatnonzero(np.abs(numbers) >= _MAX_PLAUSIBLE_SECONDS)
+        raise SwevalError(
+            f"{source}: column {column!r} has epoch values too large for seconds "
+            f"(data rows {first_rows(_file_rows(values, bad))}, e.g. {int(numbers[bad[0]])}); "
+            "they look like milliseconds: pass --time-unit ms."
+        )
+    if _look_like_yyyymmdd(numbers):
+        raise SwevalError(
+            f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
+            f"YYYYMMDD dates, not epoch seconds (as seconds they would be {_iso(int(numbers[0]))}); "
+            "write them as ISO dates (2015-08-01) or as epoch seconds."
+        )
+    return np.floor(numbers).astype(np.int64)
+
+
+def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:
+    """Every value is a whole number that reads as a valid date YYYYMMDD of 1900-2100."""
+    if not len(numbers) or not ((numbers >= 19000101) & (numbers <= 21001231)).all():
+        return False
+    if not (numbers == np.round(numbers)).all():
+        return False
+    distinct = pd.Series(np.unique(numbers).astype(np.int64).astype(str))
+    return bool(pd.to_datetime(distinct, format="%Y%m%d", errors="coerce").notna().all())
+
+
+def _iso(seconds: int) -> str:
+    return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"
 
 
 def first_occurrences(
