@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import logging
 import os
+import stat
 import zlib
 from pathlib import Path
 from typing import Literal
@@ -38,6 +39,7 @@ BUNDLED: dict[str, tuple[str, Format]] = {
 }
 
 _MOVIELENS_COLUMNS = ["user", "item", "rating", "timestamp"]
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def resolve_source(path_or_name: str) -> tuple[Path, Format]:
@@ -105,20 +107,39 @@ def _looks_like_movielens(path: Path) -> bool:
 
 
 def _check_file(path: Path) -> None:
-    if not path.exists():
-        raise SwevalError(f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)}).")
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise SwevalError(
+            f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)})."
+        ) from None
+    except OSError as exc:  # e.g. a parent directory that may not be entered
+        raise SwevalError(f"{path}: cannot access the file ({exc}).") from exc
+    if stat.S_ISDIR(info.st_mode):
         raise SwevalError(f"{path}: is a directory; pass the log file itself.")
     if not os.access(path, os.R_OK):
         raise SwevalError(f"{path}: the file is not readable (permission denied).")
 
 
+def _is_gzip(path: Path) -> bool:
+    """Gzip-compressed, by name or by content (the magic bytes), whatever the file is called."""
+    if path.suffix == ".gz":
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == _GZIP_MAGIC
+    except OSError:
+        return False
+
+
 def _first_line(path: Path) -> str:
     _check_file(path)
-    opener = gzip.open if path.suffix == ".gz" else open
+    opener = gzip.open if _is_gzip(path) else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
             return handle.readline()
+    except PermissionError as exc:
+        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
 
@@ -136,16 +157,34 @@ def read_frame(path: Path, fmt: Format) -> pd.DataFrame:
             if not first.strip():
                 raise SwevalError(f"{path}: the file is empty.")
             sep = "\t" if first.count("\t") > first.count(",") else ","
-            return pd.read_csv(path, sep=sep)
+            return pd.read_csv(path, sep=sep, compression=_compression(path))
     except SwevalError:
         raise
     except pd.errors.EmptyDataError as exc:
         raise SwevalError(f"{path}: the file is empty.") from exc
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise SwevalError(f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {exc}).") from exc
+    except PermissionError as exc:
+        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+    except UnicodeDecodeError as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
+        ) from exc
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
+            f"{exc})."
+        ) from exc
+    except (OSError, pd.errors.ParserError) as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+        ) from exc
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
         raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet or movielens.")
+
+
+def _compression(path: Path) -> str | None:
+    """pandas' ``compression`` for ``path``: gzip by content too, else inferred from the name."""
+    return "gzip" if _is_gzip(path) else "infer"
 
 
 def _read_movielens(path: Path) -> pd.DataFrame:
@@ -155,13 +194,18 @@ def _read_movielens(path: Path) -> pd.DataFrame:
         raise SwevalError(f"{path}: the file is empty.")
     if "::" in first or name == "ratings.dat":
         # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
-        frame = pd.read_csv(path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6])
+        frame = pd.read_csv(
+            path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6],
+            compression=_compression(path),
+        )
         frame.columns = _MOVIELENS_COLUMNS
         return frame
     if first.lower().startswith("userid"):
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, compression=_compression(path))
         return frame.rename(
             columns={"userId": "user", "movieId": "item", "timestamp": "timestamp"}
         )
     sep = "\t" if "\t" in first else ","
-    return pd.read_csv(path, sep=sep, header=None, names=_MOVIELENS_COLUMNS)
+    return pd.read_csv(
+        path, sep=sep, header=None, names=_MOVIELENS_COLUMNS, compression=_compression(path)
+    )
