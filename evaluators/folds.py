@@ -7,7 +7,8 @@ A :class:`Fold` stores *positions* into the time-sorted log, never copies::
                             [──────── training ────────)[──────── test ────────)
 
 Eligible users U_f have at least one training and at least one test transaction. A fold with
-|U_f| < u_min is kept, marked skipped with its reason, and never averaged.
+|U_f| < u_min is kept, marked skipped with its reason, and never averaged; so is a fold with no
+eligible user at all, even with u_min = 0 (its mean would be over nobody).
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
         reason = None
         if len(eligible) < u_min:
             reason = f"n_eligible={len(eligible)} < u_min={u_min}"
+        elif len(eligible) == 0:  # u_min=0: a mean over no user is undefined, never a value
+            reason = "n_eligible=0: no user has both training and test transactions"
         folds.append(
             Fold(
                 index=index,

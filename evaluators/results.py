@@ -73,8 +73,9 @@ def unit_rows(
                     "value": float(chosen.mean()) if n_users else np.nan,
                     "n_users": n_users,
                     "n_eligible": fold.n_eligible,
-                    "skipped": False,
-                    "skip_reason": "",
+                    # a mean over no user is undefined: such a row is skipped, never averaged
+                    "skipped": not n_users,
+                    "skip_reason": "" if n_users else "n_users=0: no eligible user in this group",
                     "config_hash": config_hash,
                 }
             )

@@ -54,7 +54,7 @@ def test_fold_invariants(log, width, n_folds, train_window, u_min):
         train_users = set(log.user[fold.train_lo : fold.train_hi].tolist())
         test_users = set(log.user[fold.test_lo : fold.test_hi].tolist())
         assert set(fold.eligible_users.tolist()) == train_users & test_users
-        assert fold.skipped == (fold.n_eligible < u_min)
+        assert fold.skipped == (fold.n_eligible < max(u_min, 1))  # no eligible user: skipped too
         # training data exposes only items of D_t
         train = fold.train_data(log)
         assert set(train.item_codes.tolist()) == set(log.item[fold.train_lo : fold.train_hi].tolist())
