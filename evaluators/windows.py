@@ -47,6 +47,11 @@ def parse_duration(text: str | int, *, option: str = "--window") -> int:
         seconds = int(text)
     else:
         match = _DURATION.match(str(text))
+        if match and match.group(2) == "M":  # pandas' month, or minutes? Never guess.
+            raise SwevalError(
+                f"{option} {text!r}: 'M' is ambiguous; write 'min' for minutes (30min), and "
+                "days for months, which have no fixed length (30D)."
+            )
         unit = match.group(2).lower() if match else ""
         if not match or unit not in _UNITS:
             raise SwevalError(
@@ -67,6 +72,11 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
     if isinstance(text, int | np.integer):
         return int(text)
     value = str(text).strip()
+    if re.fullmatch(r"(19|20|21)\d{6}", value) and _is_yyyymmdd(value):
+        raise SwevalError(
+            f"{option} {text!r}: ambiguous; write {value[:4]}-{value[4:6]}-{value[6:]} for the "
+            "date (as epoch seconds it would be in 1970)."
+        )
     if re.fullmatch(r"-?\d+", value):
         return int(value)
     try:
@@ -77,6 +87,10 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
         raise SwevalError(f"{option} {text!r}: not an ISO date/time or epoch seconds.")
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
     return int(stamp.value // 10**9)
+
+
+def _is_yyyymmdd(value: str) -> bool:
+    return not pd.isna(pd.to_datetime(value, format="%Y%m%d", errors="coerce"))
 
 
 @dataclass(frozen=True, slots=True)
