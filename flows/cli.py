@@ -383,7 +383,7 @@ from flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
 from flows.compare import compare as _compare  # noqa: E402
-app.command(name="compare")(_compare)
+app.command(name="compare")(_with_eval_options(_compare))
 
 
 if __name__ == "__main__":

@@ -205,7 +205,7 @@ def random_logs(draw):
 PROPERTY_ALGORITHMS = [name for name in ("pop", "pop-n", "item-knn") if name in ALGORITHMS]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     log=random_logs(),
     width=st.sampled_from([6 * 3600, DAY, 2 * DAY]),

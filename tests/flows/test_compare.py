@@ -1,0 +1,148 @@
+"""``sweval compare``: the files it writes, resume, MLflow layout and the command line."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from rich.console import Console
+
+from data.errors import SwevalError
+from evaluators.config import EvalConfig
+from evaluators.run import run_local
+from flows.compare import print_comparison, run_compare
+
+REPO = Path(__file__).resolve().parents[2]
+PROTOCOLS = ["sw-eval", "loocv", "leave-last-one-out", "temporal-global"]
+
+
+def small_config(tmp_path: Path, **overrides) -> EvalConfig:
+    values = dict(
+        data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
+        algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 500}},
+        output=str(tmp_path / "ignored"), progress=False, tracking=False,
+    )
+    values.update(overrides)
+    return EvalConfig.build(**values)
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("compare")
+    return run_compare(small_config(tmp_path), PROTOCOLS, output=tmp_path / "out",
+                       loocv_repeats=2)
+
+
+def test_files_and_tables(comparison):
+    out = comparison.directory
+    for name in ("compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv",
+                 "leakage.csv", "leakage_per_split.csv", "compare.txt", "compare.json"):
+        assert (out / name).exists(), name
+    results = pd.read_csv(out / "compare.csv")
+    assert list(results.columns[:2]) == ["protocol", "fold"]
+    assert list(dict.fromkeys(results["protocol"])) == PROTOCOLS
+    # LOOCV: one split per seed; POP-N skipped there with its reason
+    loocv = results[results["protocol"] == "loocv"]
+    assert sorted(loocv["fold"].unique()) == [0, 1]
+    assert loocv.loc[loocv["algorithm"] == "pop-n", "skipped"].all()
+    kendall = pd.read_csv(out / "kendall.csv")
+    assert len(kendall) == 6 * 2  # protocol pairs x k
+    assert kendall.loc[kendall["protocol_b"] == "loocv", "n_algorithms"].eq(1).all()
+    leakage = pd.read_csv(out / "leakage.csv")
+    timeline = leakage["protocol"].isin(["sw-eval", "temporal-global"])
+    assert (leakage.loc[timeline, "n_future"] == 0).all()
+    assert (leakage.loc[~timeline, "n_future"] > 0).any()  # MovieLens: the leak is real
+    text = (out / "compare.txt").read_text()
+    for expected in ("Mean Recall@k", "Kendall", "Leakage", "0 by construction", "not defined"):
+        assert expected in text
+
+
+def test_sw_eval_part_is_sweval_run(comparison, tmp_path):
+    reference = run_local(small_config(tmp_path, output=str(tmp_path / "run"))).results
+    ours = pd.read_csv(comparison.directory / "sw-eval" / "results.csv")
+    pd.testing.assert_frame_equal(ours, pd.read_csv(tmp_path / "run" / "results.csv"))
+    part = comparison.results[comparison.results["protocol"] == "sw-eval"].drop(columns="protocol")
+    pd.testing.assert_frame_equal(part.reset_index(drop=True), reference)
+
+
+def test_resume_reuses_finished_units(comparison):
+    units = sorted((comparison.directory / "loocv" / "units").glob("f*.json"))
+    before = {path: path.stat().st_mtime_ns for path in units}
+    again = run_compare(comparison.config, ["loocv"], output=comparison.directory,
+                        loocv_repeats=2)
+    assert all(path.stat().st_mtime_ns == mtime for path, mtime in before.items())
+    mine = comparison.results[comparison.results["protocol"] == "loocv"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(again.results, mine)
+
+
+def test_printed_output(comparison):
+    console = Console(file=io.StringIO(), width=200)
+    print_comparison(comparison, console)
+    text = console.file.getvalue()
+    assert "2-repetition LOOCV" in text and "leave-last-one-out" in text
+
+
+def test_mlflow_layout(tmp_path):
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    config = small_config(tmp_path, tracking=True, tracking_uri=uri, experiment="cmp-test",
+                          folds=2)
+    result = run_compare(config, ["sw-eval", "loocv"], output=tmp_path / "out", loocv_repeats=1)
+    client = MlflowClient(uri)
+    parent = client.get_run(result.mlflow_run_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["protocols"] == "sw-eval,loocv"
+    assert "kendall_tau_sw-eval_vs_loocv_at_10" not in parent.data.metrics  # 1 common algorithm
+    assert parent.data.metrics["future_items_sw-eval_pop_at_10"] == 0
+    assert "mean_recall_loocv_pop_at_5" in parent.data.metrics
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"compare.csv", "kendall.csv", "leakage.csv", "compare.txt"} <= artifacts
+    experiment = client.get_experiment_by_name("cmp-test").experiment_id
+    children = client.search_runs(
+        [experiment], filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    assert sorted(run.data.tags["sweval.protocol"] for run in children) == ["loocv", "sw-eval"]
+    loocv = next(run for run in children if run.data.tags["sweval.protocol"] == "loocv")
+    grandchildren = client.search_runs(
+        [experiment], filter_string=f"tags.mlflow.parentRunId = '{loocv.info.run_id}'"
+    )
+    by_algorithm = {run.data.tags["sweval.algorithm"]: run for run in grandchildren}
+    assert by_algorithm["pop"].data.metrics["future_share_at_10"] > 0
+    assert "mean_recall_at_10" in by_algorithm["pop"].data.metrics
+
+
+def test_errors():
+    with pytest.raises(SwevalError, match="unknown protocol"):
+        run_compare(EvalConfig.build(progress=False, tracking=False), ["sw-eval", "kfold"],
+                    output="/nonexistent")
+    with pytest.raises(SwevalError, match="at least 1"):
+        run_compare(EvalConfig.build(progress=False, tracking=False), ["loocv"],
+                    output="/nonexistent", loocv_repeats=0)
+
+
+def sweval(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_command_line(tmp_path):
+    rows = [(u, (u * 7 + j * 3) % 11, 1_600_000_000 + (u * 5 + j) * 21_600)
+            for u in range(12) for j in range(5)]
+    pd.DataFrame(rows, columns=["uid", "iid", "ts"]).to_csv(tmp_path / "log.csv", index=False)
+    done = sweval("compare", "--data", str(tmp_path / "log.csv"), "--user-col", "uid",
+                  "--item-col", "iid", "--time-col", "ts", "--window", "1D", "--folds", "3",
+                  "--u-min", "1", "--k", "2,3", "--algorithms", "pop,pop-n", "--protocols",
+                  "sw-eval,loocv,temporal-global", "--loocv-repeats", "2", "--no-tracking",
+                  "--no-progress", "--output", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    for expected in ("3-fold SW-EVAL", "2-repetition LOOCV", "Kendall", "Leakage"):
+        assert expected in done.stdout
+    assert pd.read_csv(tmp_path / "out" / "compare.csv")["protocol"].nunique() == 3
+    bad = sweval("compare", "--protocols", "loocv,bogus", "--no-tracking")
+    assert bad.returncode == 2
+    assert "unknown protocol(s) 'bogus'" in bad.stderr
