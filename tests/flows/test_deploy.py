@@ -1,0 +1,63 @@
+"""Scheduled use: the deployment that `sweval serve` registers, and prefect.yaml."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import yaml
+
+from data.errors import SwevalError
+from evaluators.config import EvalConfig
+from flows.serve import build_deployment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_served_deployment_is_registered_with_its_cron_schedule(write_log, make_config) -> None:
+    from prefect.client.orchestration import get_client
+
+    config = make_config(write_log(8))
+    deployment_id = build_deployment(config, name="test-rolling", cron="0 3 * * *").apply()
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_deployment_by_name("sliding-window-eval/test-rolling")
+
+    deployment = asyncio.run(read())
+    assert deployment.id == deployment_id
+    assert len(deployment.schedules) == 1
+    assert deployment.schedules[0].schedule.cron == "0 3 * * *"
+    assert deployment.schedules[0].schedule.timezone == "UTC"
+    assert deployment.schedules[0].active
+    assert deployment.parameters["rolling"] is True
+    assert EvalConfig.build(**deployment.parameters["config"]) == config
+    assert deployment.global_concurrency_limit.limit == 1  # runs of one output dir never overlap
+
+
+def test_deployment_rejects_bad_cron_and_rolling_without_start(write_log, make_config) -> None:
+    config = make_config(write_log(8))
+    with pytest.raises(SwevalError, match="--cron"):
+        build_deployment(config, cron="every night")
+    # full (non-rolling) deployments do not need a start
+    build_deployment(config.model_copy(update={"start": None}), rolling=False)
+
+
+def test_prefect_yaml_declares_valid_deployments() -> None:
+    from prefect.client.schemas.schedules import CronSchedule
+
+    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    deployments = {d["name"]: d for d in spec["deployments"]}
+    assert set(deployments) == {"nightly-rolling", "full"}
+    for deployment in deployments.values():
+        path, function = deployment["entrypoint"].split(":")
+        assert (ROOT / path).exists()
+        module = __import__(path.removesuffix(".py").replace("/", "."), fromlist=[function])
+        assert getattr(module, function).name == "sliding-window-eval"
+        EvalConfig.build(**deployment["parameters"]["config"])
+        assert deployment["work_pool"]["name"] == "local-proc"
+    nightly = deployments["nightly-rolling"]
+    assert nightly["parameters"]["rolling"] is True
+    schedule = nightly["schedules"][0]
+    assert CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"]).cron == "0 3 * * *"

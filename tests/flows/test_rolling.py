@@ -1,0 +1,98 @@
+"""Rolling mode: a second run over a grown log evaluates only the new complete windows and
+appends them to the same MLflow runs (one growing series per algorithm)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import DAY, T0, log_frame
+from flow_helpers import check_mlflow_matches_results, experiment_runs
+
+import flows.pipeline
+from flows.sliding_window import sliding_window_eval
+
+
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    units: list[tuple[int, str]] = []
+    original = flows.pipeline.evaluate_fold
+
+    def counting(plan, fold, names, **kwargs):
+        units.extend((fold.index, name) for name in names)
+        return original(plan, fold, names, **kwargs)
+
+    monkeypatch.setattr(flows.pipeline, "evaluate_fold", counting)
+    return units
+
+
+def test_rolling_runs_add_only_the_new_windows(
+    write_log, make_config, mlflow_uri: str, tmp_path: Path, computed: list[tuple[int, str]]
+) -> None:
+    full = log_frame(8.5)
+    data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])
+    config = make_config(data, folds=1)  # --folds is ignored in rolling mode
+    output = Path(config.output)
+
+    sliding_window_eval(config=config, rolling=True)
+    # t_0 = day 1, last event in day 5: windows [1,2) .. [4,5) are complete, [5,6) is not
+    assert sorted(pd.read_csv(output / "folds.csv")["fold"]) == [0, 1, 2, 3]
+    assert sorted({f for f, _ in computed}) == [0, 1, 3]  # fold 2 (day 3) is skipped
+    state = json.loads((output / "rolling.json").read_text())
+    assert state["n_folds"] == 4 and state["horizon"] == T0 + 5 * DAY
+    first_parent = json.loads((output / "tracking.json").read_text())["parent_run_id"]
+
+    computed.clear()
+    write_log(frame=full)  # the log grew: days 5.5 to 8.5
+    sliding_window_eval(config=config, rolling=True)
+    assert sorted({f for f, _ in computed}) == [4, 5, 6]  # windows [5,6) [6,7) [7,8)
+    assert len(computed) == 6
+    assert sorted(pd.read_csv(output / "folds.csv")["fold"]) == list(range(7))
+    parent = check_mlflow_matches_results(mlflow_uri, config.experiment, output)
+    assert parent.info.run_id == first_parent
+    assert parent.data.tags["sweval.mode"] == "rolling"
+    assert parent.data.tags["sweval.n_folds"] == "7"
+
+    # Same numbers as one batch run over the grown log with the same windows.
+    batch = make_config(data, folds=7, output=str(tmp_path / "batch"), tracking=False)
+    sliding_window_eval(config=batch)
+    columns = ["fold", "t_start", "t_end", "algorithm", "metric", "k", "value", "n_eligible"]
+    rolling_table = pd.read_csv(output / "results.csv")[columns]
+    batch_table = pd.read_csv(tmp_path / "batch" / "results.csv")[columns]
+    pd.testing.assert_frame_equal(rolling_table, batch_table)
+
+    computed.clear()
+    sliding_window_eval(config=config, rolling=True)  # nothing new
+    assert computed == []
+    check_mlflow_matches_results(mlflow_uri, config.experiment, output)
+
+
+def test_rolling_series_restarts_when_history_changes(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    frame = log_frame(6.5)
+    data = write_log(frame=frame)
+    config = make_config(data, start=None, folds=3)
+    output = Path(config.output)
+    sliding_window_eval(config=config, rolling=True)
+    state = json.loads((output / "rolling.json").read_text())
+    # without --start: the last 3 complete windows, t_0 fixed for the series
+    assert state["start"] == T0 + 3 * DAY and state["n_folds"] == 3
+    first_parent = json.loads((output / "tracking.json").read_text())["parent_run_id"]
+
+    edited = frame.copy()
+    edited.loc[0, "item"] = "i29"  # rewrite history before the horizon
+    write_log(frame=edited)
+    sliding_window_eval(config=config, rolling=True)
+    parents, _ = experiment_runs(mlflow_uri, config.experiment)
+    assert len(parents) == 2  # a new series, a new parent run
+    assert json.loads((output / "tracking.json").read_text())["parent_run_id"] != first_parent
+
+
+def test_rolling_without_a_complete_window_does_nothing(write_log, make_config) -> None:
+    data = write_log(frame=log_frame(1.5))
+    config = make_config(data, start=str(T0 + DAY), tracking=False)
+    assert sliding_window_eval(config=config, rolling=True) is None
+    assert not (Path(config.output) / "results.csv").exists()
