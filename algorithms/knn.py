@@ -39,6 +39,10 @@ SCORE_DECIMALS = 10
 #: result, the dense way is faster on dense blocks (MovieLens), the sparse one on sparse blocks.
 DENSE_PRUNE_DENSITY = 1 / 8
 
+#: Dense blocks hold at most this many cells (8 MB): temporaries of that size are recycled by
+#: the allocator instead of being fresh, page-faulting memory every time.
+DENSE_BLOCK_CELLS = 1 << 20
+
 
 def snap_scores(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     """Round scores to :data:`SCORE_DECIMALS` decimals, in place, and return them."""
@@ -97,7 +101,7 @@ def top_cosines(
         if n > 0 and cosine.nnz and lengths.max() > n:
             keep &= top_n_mask(cosine.indptr, cosine.indices, cosine.data, n)
         return _subset(cosine, keep, row)
-    block = max(1, SCORE_BLOCK_ELEMENTS // max(n_cols, 1))
+    block = max(1, DENSE_BLOCK_CELLS // max(n_cols, 1))
     pieces = []
     for lo in range(0, n_rows, block):
         part = overlap[lo : lo + block] if n_rows > block else overlap
