@@ -205,8 +205,10 @@ def run(
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
     try:
+        from flows.settings import hide_user_errors_in_terminal
         from flows.sliding_window import sliding_window_eval
 
+        hide_user_errors_in_terminal()
         return sliding_window_eval(config=cfg, rolling=rolling)
     except SwevalError:
         raise
@@ -234,7 +236,7 @@ def _print_tracking(cfg: EvalConfig) -> None:
         state = json.loads(record.read_text())
     except (OSError, ValueError):
         return
-    console.print(
+    Console().print(  # stdout, under the summary's "results:" line
         f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
         f"in {state['tracking_uri']} (browse: sweval ui"
         + (f" --tracking-uri {state['tracking_uri']}" if cfg.tracking_uri else "")

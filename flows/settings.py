@@ -12,6 +12,7 @@ Local state lives under ``SWEVAL_HOME`` (default ``~/.sweval``), whatever the wo
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from pathlib import Path
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice)
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
     # warnings and errors only, so the progress bar and the summary stay readable.
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
@@ -55,3 +57,29 @@ def apply_env_defaults(*, verbose: bool = False) -> None:
         os.environ.setdefault(name, value)
     if verbose:
         os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+
+
+class HideUserErrors(logging.Filter):
+    """Drop Prefect's terminal records about runs that failed with a :class:`SwevalError`.
+
+    A bad option or a missing file fails the flow with a SwevalError that the CLI prints as one
+    line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it. The
+    records still reach the Prefect API (and UI): only the terminal handler is filtered.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from data.errors import SwevalError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, SwevalError):
+            return False
+        return "SwevalError" not in record.getMessage()
+
+
+def hide_user_errors_in_terminal() -> None:
+    """Install :class:`HideUserErrors` on Prefect's console handlers (after Prefect's import)."""
+    for handler in logging.getLogger().handlers:
+        if type(handler).__name__ == "PrefectConsoleHandler" and not any(
+            isinstance(f, HideUserErrors) for f in handler.filters
+        ):
+            handler.addFilter(HideUserErrors())

@@ -1,0 +1,91 @@
+"""`sweval run` / `sweval serve` through the console-script entry point (errors: exit 2)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import flows.serve
+from flows.cli import main
+
+
+def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    monkeypatch.setattr(sys, "argv", ["sweval", *map(str, args)])
+    try:
+        main()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def test_run_executes_the_flow_prints_the_summary_and_the_mlflow_run(
+    write_log, tmp_path: Path, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = write_log(8)
+    code = _sweval(
+        monkeypatch, "run", "--data", data, "--window", "1D", "--folds", "7", "--k", "5,10",
+        "--u-min", "5", "--algorithms", "pop,pop-n", "--output", tmp_path / "out",
+        "--tracking-uri", mlflow_uri, "--experiment", "test/cli-run", "--no-progress",
+        "--task-runner", "threads", "--workers", "2",
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "Recall@k on log" in out and "pop-n" in out
+    assert "MLflow: experiment" in out
+    record = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert record["config"]["task_runner"] == "threads"
+    assert (tmp_path / "out" / "tracking.json").exists()
+
+
+def test_run_reads_a_config_file_and_explicit_options_win(
+    write_log, make_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = make_config(write_log(8))
+    path = tmp_path / "eval.toml"
+    path.write_text(
+        f'data = "{config.data}"\nwindow = "1D"\nfolds = 7\nk = [5, 10]\nu_min = 5\n'
+        f'algorithms = ["pop"]\noutput = "{tmp_path / "ignored"}"\n'
+    )
+    code = _sweval(monkeypatch, "run", "--config", path, "--output", tmp_path / "chosen",
+                   "--no-tracking", "--no-progress", "--no-prefect")
+    assert code == 0
+    record = json.loads((tmp_path / "chosen" / "config.json").read_text())
+    assert record["config"]["algorithms"] == ["pop"] and record["config"]["tracking"] is False
+    assert not (tmp_path / "ignored").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--data", "no/such/log.csv"], "no such file"),
+        (["--task-runner", "spark"], "task_runner"),
+        (["--rolling", "--window", "0D"], "--window"),
+    ],
+)
+def test_run_user_errors_exit_2_with_one_line(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = _sweval(monkeypatch, "run", *args, "--output", tmp_path / "out", "--no-tracking",
+                   "--no-progress")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "error:" in err and message in err and "Traceback" not in err
+
+
+def test_serve_needs_a_prefect_server(
+    write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(flows.serve, "api_url", lambda: None)
+    code = _sweval(monkeypatch, "serve", "--data", write_log(8), "--start", "2024-01-02",
+                   "--output", tmp_path / "out")
+    assert code == 2
+    assert "prefect server start" in capsys.readouterr().err
+
+
+def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _sweval(monkeypatch, "run", "--no-such-option") == 2
