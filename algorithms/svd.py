@@ -12,8 +12,9 @@ from pydantic import Field
 from algorithms.base import Algorithm, AlgorithmConfig, TrainData
 from algorithms.knn import snap_scores
 
-#: Matrices with at most this many cells are decomposed with the dense LAPACK SVD.
-DENSE_SVD_CELLS = 2_000_000
+#: Matrices with at most this many cells are decomposed with the dense LAPACK SVD (Lanczos is
+#: faster beyond, for the usual f ≪ min(n_users, n_items)).
+DENSE_SVD_CELLS = 250_000
 
 
 class SVDConfig(AlgorithmConfig):
@@ -43,9 +44,9 @@ class PureSVD(Algorithm):
     Gram matrix RᵀR, found by ARPACK's Lanczos method (``scipy.sparse.linalg.eigsh``) on the
     operator v ↦ Rᵀ(R v), started from a vector drawn with ``seed`` (so a seed gives the same
     floats; other seeds agree to ~1e-10). Small matrices (≤ :data:`DENSE_SVD_CELLS` cells)
-    use the dense LAPACK SVD. ``f`` is clamped to ``min(n_users, n_items)``, the rank bound of
-    R; at full rank the projection keeps every history as it is, so every unseen item scores 0
-    and the list falls back to item id order.
+    use the dense LAPACK SVD. Both run with one BLAS thread. ``f`` is clamped to
+    ``min(n_users, n_items)``, the rank bound of R; at full rank the projection keeps every
+    history as it is, so every unseen item scores 0 and the list falls back to item id order.
     """
 
     name: ClassVar[str] = "svd"
@@ -79,18 +80,19 @@ def leading_right_vectors(
     kept = min(factors, rank_bound)
     if kept == 0:
         return np.zeros((n_cols, 0))
-    # ARPACK needs k < n - 1 for the n-dimensional operator (here n = n_cols).
-    if n_rows * n_cols <= DENSE_SVD_CELLS or kept >= n_cols - 1:
-        _, _, vt = np.linalg.svd(matrix.toarray(), full_matrices=False)
-        return np.ascontiguousarray(vt[:kept].T)
     from scipy.sparse.linalg import LinearOperator, eigsh
 
-    transposed = matrix.T.tocsr()
-    gram = LinearOperator(
-        (n_cols, n_cols), matvec=lambda v: transposed @ (matrix @ v), dtype=np.float64
-    )
-    start = np.random.default_rng(seed).uniform(-1.0, 1.0, n_cols)
-    # Lanczos' dense steps are small: extra BLAS threads only add contention.
+    # The dense steps here are small: extra BLAS threads only add contention (on a busy
+    # machine, spinning OpenBLAS threads made a 0.1 s decomposition take seconds).
     with threadpool_limits(1, "blas"):
+        # ARPACK needs k < n - 1 for the n-dimensional operator (here n = n_cols).
+        if n_rows * n_cols <= DENSE_SVD_CELLS or kept >= n_cols - 1:
+            _, _, vt = np.linalg.svd(matrix.toarray(), full_matrices=False)
+            return np.ascontiguousarray(vt[:kept].T)
+        transposed = matrix.T.tocsr()
+        gram = LinearOperator(
+            (n_cols, n_cols), matvec=lambda v: transposed @ (matrix @ v), dtype=np.float64
+        )
+        start = np.random.default_rng(seed).uniform(-1.0, 1.0, n_cols)
         _, vectors = eigsh(gram, k=kept, which="LA", v0=start)
     return np.ascontiguousarray(vectors[:, ::-1])
