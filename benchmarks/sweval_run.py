@@ -1,0 +1,160 @@
+"""SW-EVAL stage by stage, in a child process of the driver (so its peak RSS is its own).
+
+Runs the same library functions as ``sweval run`` (``evaluators.run``): ``load_log`` →
+``make_plan`` → ``evaluate_fold`` per fold (+ ``UnitStore.save`` per unit, as ``run_units`` does)
+→ ``collect`` → ``write_outputs``, and times every stage:
+
+- ``import_s``: importing SW-EVAL (from the first line of this script);
+- ``load_s``: ``load_log`` of the shared file (read + validate + sort + de-duplicate + encode);
+- ``plan_s``: ``make_plan`` with the loaded log (fold bounds, eligible users);
+- ``train_data_s``: building each fold's training CSR (``Fold.train_data``, timed by wrapping it);
+- per algorithm: ``fit``, ``recommend``, ``metrics`` (the engine's own ``units.csv`` timings) and
+  ``unit_wall``/``unit_cpu`` (wall and CPU time of the whole unit, measured between ``on_unit`` callbacks, so it also
+  covers the relevant sets, result rows and anything else the engine does per unit);
+- ``persist_s``: ``UnitStore.save`` of every unit (the resume store);
+- ``collect_s`` and ``write_s``: assembling and writing the result tables.
+
+``engine_s`` = plan + every evaluate_fold + persist + collect (the work after the data is loaded
+and before files are written); ``engine_cpu_s`` is the process CPU time of the same span (the
+benchmark machine may be shared: CPU time is the contention-robust figure). Usage (from the repository root)::
+
+    .venv/bin/python benchmarks/sweval_run.py --data LOG.parquet --t0 T0 --width W --n-folds N \
+        --algorithms pop,pop-n --u-min 100 --out result.json
+"""
+
+import time
+
+T_START = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from data.loaders import load_log  # noqa: E402
+from evaluators import folds as folds_module  # noqa: E402
+from evaluators.config import EvalConfig  # noqa: E402
+from evaluators.run import collect, evaluate_fold, make_plan, write_outputs  # noqa: E402
+
+IMPORT_S = time.perf_counter() - T_START
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--data", required=True)
+    p.add_argument("--t0", type=int, required=True)
+    p.add_argument("--width", type=int, required=True)
+    p.add_argument("--n-folds", type=int, required=True)
+    p.add_argument("--algorithms", required=True)
+    p.add_argument("--u-min", type=int, default=100)
+    p.add_argument("--params", default="{}", help="JSON {algorithm: {param: value}}")
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    names = args.algorithms.split(",")
+    record: dict = {"tool": "sweval", "algorithms": names, "import_s": IMPORT_S}
+
+    # Time every training-matrix build (evaluate_fold builds one per fold and shares it).
+    train_clock = [0.0, 0.0]  # wall, CPU
+    original = folds_module.Fold.train_data
+
+    def timed_train_data(self, log):  # noqa: ANN001
+        clock, cpu = time.perf_counter(), time.process_time()
+        try:
+            return original(self, log)
+        finally:
+            train_clock[0] += time.perf_counter() - clock
+            train_clock[1] += time.process_time() - cpu
+
+    folds_module.Fold.train_data = timed_train_data
+
+    clock = time.perf_counter()
+    log = load_log(args.data)
+    record["load_s"] = time.perf_counter() - clock
+    record["data"] = {"n_interactions": len(log), "n_users": log.n_users, "n_items": log.n_items}
+
+    with tempfile.TemporaryDirectory(prefix="sweval-bench-") as output:
+        config = EvalConfig.build(
+            data=args.data, window=f"{args.width}s", folds=args.n_folds, start=str(args.t0),
+            algorithms=names, u_min=args.u_min, params=json.loads(args.params),
+            tracking=False, progress=False, output=output,
+        )
+        engine_cpu = time.process_time()
+        clock = time.perf_counter()
+        plan = make_plan(config, log)
+        record["plan_s"] = time.perf_counter() - clock
+        store = plan.store()
+
+        per_algo = {n: {"fit": 0.0, "recommend": 0.0, "metrics": 0.0, "unit_wall": 0.0,
+                        "unit_cpu": 0.0} for n in names}
+        per_fold_wall = []
+        persist = 0.0
+        evaluate_total = 0.0
+        for fold in plan.folds:
+            if fold.skipped:
+                continue
+            train_before = list(train_clock)
+            marks = []
+            fold_clock = (time.perf_counter(), time.process_time())
+            payloads = evaluate_fold(
+                plan, fold, names,
+                on_unit=lambda name, payload: marks.append(
+                    (time.perf_counter(), time.process_time())
+                ),
+            )
+            evaluate_total += time.perf_counter() - fold_clock[0]
+            fold_train = [train_clock[0] - train_before[0], train_clock[1] - train_before[1]]
+            starts = [fold_clock] + marks[:-1]
+            for name, start, end in zip(names, starts, marks):
+                first = name == names[0]
+                per_algo[name]["unit_wall"] += end[0] - start[0] - (fold_train[0] if first else 0)
+                per_algo[name]["unit_cpu"] += end[1] - start[1] - (fold_train[1] if first else 0)
+                for stage in ("fit", "recommend", "metrics"):
+                    per_algo[name][stage] += payloads[name]["timings"][stage]
+            clock = time.perf_counter()
+            for name, payload in payloads.items():
+                store.save(fold.index, name, payload)
+            persist += time.perf_counter() - clock
+            per_fold_wall.append(marks[-1][0] - fold_clock[0])
+
+        clock = time.perf_counter()
+        outputs = collect(plan, store)
+        record["collect_s"] = time.perf_counter() - clock
+        record["engine_cpu_s"] = time.process_time() - engine_cpu
+        clock = time.perf_counter()
+        write_outputs(plan, outputs)
+        record["write_s"] = time.perf_counter() - clock
+
+    record["train_data_s"] = train_clock[0]
+    record["train_data_cpu_s"] = train_clock[1]
+    record["evaluate_s"] = evaluate_total
+    record["persist_s"] = persist
+    record["engine_s"] = record["plan_s"] + evaluate_total + persist + record["collect_s"]
+    record["per_algorithm"] = per_algo
+    record["per_fold_wall"] = per_fold_wall
+    record["n_folds_used"] = int(sum(not f.skipped for f in plan.folds))
+    record["eligible_per_fold"] = [int(f.n_eligible) for f in plan.folds]
+    results = outputs.results
+    sel = results[(results["metric"] == "recall") & (results["k"] == 10)
+                  & (results["stratum"] == "all") & ~results["skipped"].astype(bool)]
+    value_col = "value" if "value" in sel.columns else sel.columns[-1]
+    record["recall10_per_fold"] = {
+        name: [float(v) for v in sel[sel["algorithm"] == name].sort_values("fold")[value_col]]
+        for name in names
+    }
+    record["recall10"] = {
+        name: float(np.nanmean(values)) if values else None
+        for name, values in record["recall10_per_fold"].items()
+    }
+    record["devices"] = outputs.devices
+    record["peak_rss_mb_self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
