@@ -23,6 +23,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,33 @@ def wait_until(service: Service, check, *, timeout_s: float, what: str) -> float
     raise TimeoutError(
         f"{service.name}: not {what} after {timeout_s:.0f} s:\n" + service.log_tail()
     )
+
+
+def wait_all(checks: list[tuple[Service, Callable[[], bool], str]], *, timeout_s: float) -> None:
+    """Poll several services' checks together, so each one's ``ready_after_s`` is its own."""
+    pending = list(checks)
+    deadline = time.monotonic() + timeout_s
+    while pending:
+        for item in list(pending):
+            service, check, what = item
+            if service.proc.poll() is not None:
+                raise RuntimeError(
+                    f"{service.name} exited with {service.proc.returncode} before {what}:\n"
+                    + service.log_tail()
+                )
+            try:
+                ready = check()
+            except (OSError, urllib.error.URLError):
+                ready = False
+            if ready:
+                service.ready_after_s = time.monotonic() - service.started_at
+                pending.remove(item)
+        if pending and time.monotonic() > deadline:
+            names = ", ".join(f"{service.name} ({what})" for service, _, what in pending)
+            raise TimeoutError(f"not ready after {timeout_s:.0f} s: {names}:\n"
+                               + "\n".join(service.log_tail(1500) for service, _, _ in pending))
+        if pending:
+            time.sleep(0.25)
 
 
 def http_ok(url: str, *, host_header: str | None = None) -> bool:
