@@ -110,20 +110,36 @@ def task_runner(config: EvalConfig) -> TaskRunner[Any]:
                 "(or: uv sync --extra dask)."
             ) from None
         if config.dask_address:
+            # The cluster's workers must reach the Prefect API themselves (PREFECT_API_URL in
+            # their environment) and read the data path and the output directory.
             return DaskTaskRunner(address=config.dask_address)
-        # Worker processes start with OMP/MKL/OPENBLAS_NUM_THREADS=1 (distributed's
-        # nanny.pre-spawn-environ default), which is what one-thread workers want.
         return DaskTaskRunner(
             cluster_kwargs={
                 "n_workers": workers,
                 "threads_per_worker": 1,
                 "processes": True,
                 "dashboard_address": None,
+                "env": _worker_env(),
             }
         )
     if config.task_runner == "threads":
         return ThreadPoolTaskRunner(max_workers=workers)
     return ThreadPoolTaskRunner(max_workers=1)
+
+
+def _worker_env() -> dict[str, str]:
+    """Environment of local Dask worker processes: this flow's Prefect API, one BLAS thread.
+
+    Without the API URL each worker would start an ephemeral Prefect server of its own and
+    report its task runs there, invisible in the flow's API.
+    """
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    if context is not None and context.client is not None:
+        env["PREFECT_API_URL"] = str(context.client.api_url).rstrip("/")
+    return env
 
 
 @contextlib.contextmanager
