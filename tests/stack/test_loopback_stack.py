@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import stack_helpers as stack
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +78,6 @@ class Stack:
     dask_dashboard_url: str = ""
     postgres_port: int | None = None
     serve_error: str | None = None
-    stopped: bool = False
 
     def start(self, name: str, argv: list[str], env: dict[str, str], **kw: Any) -> stack.Service:
         service = stack.start(name, argv, env=self.base_env | env, log_dir=self.logs, **kw)
@@ -95,7 +93,6 @@ class Stack:
         """Stop every service, last started first, each by its process group."""
         for service in reversed(self.services):
             stack.stop(service)
-        self.stopped = True
 
     def startup_report(self) -> str:
         return ", ".join(
@@ -103,12 +100,14 @@ class Stack:
         )
 
 
-def _clean_environment(marker: str) -> dict[str, str]:
-    """The caller's environment without Prefect/MLflow/Dask settings, plus the marker."""
+def _clean_environment(marker: str, tmp: Path) -> dict[str, str]:
+    """The caller's environment without Prefect/MLflow/Dask/SW-EVAL settings, plus the marker;
+    SW-EVAL's local state (and with it PREFECT_HOME) goes to ``tmp``."""
     env = {
         k: v for k, v in os.environ.items()
         if not k.startswith(("PREFECT_", "MLFLOW_", "DASK_", "SWEVAL_"))
     }
+    env["SWEVAL_HOME"] = str(tmp / "sweval-home")
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env[stack.MARKER_VAR] = marker
     env["OPENBLAS_NUM_THREADS"] = "1"
@@ -123,7 +122,7 @@ def _start_postgres(s: Stack) -> None:
     pg_dir = s.tmp / "postgres"
     pg_dir.mkdir()
     if user is not None:
-        shutil.chown(pg_dir, user, user)
+        shutil.chown(pg_dir, user)
     data = pg_dir / "data"
     subprocess.run(
         [str(bin_dir / "initdb"), "-D", str(data), "-U", POSTGRES_USER, "--auth=trust",
@@ -141,7 +140,7 @@ def _start_postgres(s: Stack) -> None:
     ready = [str(bin_dir / "pg_isready"), "-h", HOST, "-p", str(port), "-U", POSTGRES_USER,
              "-d", "prefect"]
     stack.wait_until(
-        service, lambda: subprocess.run(ready, capture_output=True).returncode == 0,
+        service, lambda: subprocess.run(ready, check=False, capture_output=True).returncode == 0,
         timeout_s=60, what="accepting connections",
     )
     subprocess.run(
@@ -174,7 +173,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp.chmod(0o755)  # Postgres may run as another user (root hands it to `postgres`)
     logs = tmp / "logs"
     logs.mkdir()
-    s = Stack(marker=marker, tmp=tmp, logs=logs, base_env=_clean_environment(marker))
+    s = Stack(marker=marker, tmp=tmp, logs=logs, base_env=_clean_environment(marker, tmp))
     try:
         # postgres (when Debian's binaries are here) ------------------------------------------
         if os.environ.get("SWEVAL_STACK_POSTGRES") == "0":
@@ -338,9 +337,11 @@ def _prefect_client(s: Stack) -> Iterator[Any]:
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    with temporary_settings({PREFECT_API_URL: s.prefect_api_url}):
-        with get_client(sync_client=True) as client:
-            yield client
+    with (
+        temporary_settings({PREFECT_API_URL: s.prefect_api_url}),
+        get_client(sync_client=True) as client,
+    ):
+        yield client
 
 
 def _deployment(s: Stack) -> Any:
