@@ -102,6 +102,14 @@ class InteractionLog:
         wanted = {"user": user_col, "item": item_col, "time": time_col}
         if policy_col is not None:
             wanted["policy"] = policy_col
+        shared = {col for col in wanted.values() if list(wanted.values()).count(col) > 1}
+        if shared:
+            roles = [role for role, col in wanted.items() if col in shared]
+            raise SwevalError(
+                f"{source}: column(s) {', '.join(map(repr, sorted(shared)))} given for several "
+                f"roles ({', '.join(roles)}); each role needs its own column (--user-col, "
+                "--item-col, --time-col, --policy-col)."
+            )
         missing = [col for col in wanted.values() if col not in frame.columns]
         if missing:
             raise SwevalError(
