@@ -220,7 +220,7 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "dask-worker",
             stack.dask_worker_command(s.dask_address)
             + ["--host", HOST, "--dashboard-address", f"{HOST}:0"],
-            s.runtime_env(),
+            s.runtime_env() | {"DASK_TEMPORARY_DIRECTORY": str(tmp / "dask-scratch")},
         )
         stack.wait_all([
             (mlflow, lambda: stack.http_ok(f"{s.mlflow_url}/health"), "healthy"),
