@@ -1,0 +1,426 @@
+"""Helpers of the fault tests: a small log, a traced `sweval run` driver, process groups, a loopback
+MLflow server and a TCP relay that can be cut to make that server unreachable."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+DAY = 86_400
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+UNITS_GLOB = "f*__*.json"
+
+#: ``python -c DRIVER CONFIG JOURNAL DELAY [sweval run options...]``: ``sweval run --config CONFIG
+#: --no-prefect`` where every unit first sleeps DELAY seconds (so that faults land mid-run) and
+#: is journalled as ``start|done PID FOLD ALGORITHM`` (so a test sees what a run computed).
+DRIVER = r"""
+import os, sys, time
+config, journal, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
+if os.environ.get("SWEVAL_TEST_DISK_QUOTA"):  # a simulated full disk (see SmallDisk)
+    sys.path.insert(0, os.path.join("tests", "reliability"))
+    from fault_helpers import install_quota
+    quota, root = os.environ["SWEVAL_TEST_DISK_QUOTA"].split(":", 1)
+    install_quota(int(quota), root)
+import evaluators.run as run
+original = run.evaluate_unit
+
+def note(what, fold, algorithm):
+    with open(journal, "a") as handle:
+        handle.write(f"{what} {os.getpid()} {fold.index} {algorithm.name}\n")
+
+def traced(log, fold, algorithm, **kwargs):
+    note("start", fold, algorithm)
+    time.sleep(delay)
+    result = original(log, fold, algorithm, **kwargs)
+    note("done", fold, algorithm)
+    return result
+
+run.evaluate_unit = traced
+from flows.cli import main
+sys.argv = ["sweval", "run", "--config", config, "--no-prefect", *sys.argv[4:]]
+main()
+"""
+
+
+def log_frame(days: int = 8, users: int = 40, items: int = 30, seed: int = 0) -> pd.DataFrame:
+    """A small log over ``days`` days from 2024-01-01 with skewed item popularity."""
+    rng = np.random.default_rng(seed)
+    popularity = 1.0 / np.arange(1, items + 1)
+    popularity /= popularity.sum()
+    rows = []
+    for day in range(days):
+        for user in range(users):
+            if rng.random() < 0.5:
+                continue
+            for _ in range(int(rng.integers(1, 4))):
+                t = T0 + day * DAY + int(rng.integers(0, DAY))
+                rows.append((f"u{user}", f"i{rng.choice(items, p=popularity)}", t))
+    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
+
+
+def unit_files(output: Path) -> dict[str, tuple[int, int]]:
+    """``{unit file name: (inode, mtime_ns)}`` of the finished units in ``output``."""
+    units = output / "units"
+    if not units.exists():
+        return {}
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in units.glob(UNITS_GLOB)}
+
+
+def unit_names(output: Path) -> set[tuple[int, str]]:
+    return {(int(name[1:5]), name[:-5].split("__", 1)[1]) for name in unit_files(output)}
+
+
+def journal_units(journal: Path, pid: int, what: str = "start") -> list[tuple[int, str]]:
+    """The units process ``pid`` started (or finished) according to the driver's journal."""
+    if not journal.exists():
+        return []
+    found = []
+    for line in journal.read_text().splitlines():
+        kind, line_pid, fold, algorithm = line.split()
+        if kind == what and int(line_pid) == pid:
+            found.append((int(fold), algorithm))
+    return found
+
+
+def start_driver(
+    config: Path, journal: Path, *, delay: float, env: dict[str, str] | None = None,
+    extra: list[str] | None = None,
+) -> subprocess.Popen[str]:
+    """Start the traced ``sweval run`` in its own process group (stdout/stderr captured)."""
+    return subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(config), str(journal), str(delay), *(extra or [])],
+        cwd=REPO, env=(env or dict(os.environ)) | {"COLUMNS": "200"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )
+
+
+def kill_group(process: subprocess.Popen[Any], sig: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)
+
+
+def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[int, str, str]:
+    """Wait for ``process`` (killing its group on timeout); returns (status, stdout, stderr)."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(process)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"timed out after {timeout} s: {stderr[-3000:]}") from None
+    finally:
+        kill_group(process)  # whatever it may have started
+    return process.returncode, stdout, stderr
+
+
+def group_members(pgid: int) -> list[str]:
+    """Live (non-zombie) processes of process group ``pgid``, as ``pid command`` lines."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            members.append(f"{entry.name} {stat[: stat.rindex(')') + 1]}")
+    return members
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# ------------------------------------------------------------------------------ MLflow server
+@dataclass
+class MlflowServer:
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+
+@contextlib.contextmanager
+def mlflow_server(directory: Path, *, timeout_s: float = 240) -> Iterator[MlflowServer]:
+    """``mlflow server`` on 127.0.0.1 (sqlite store in ``directory``), stopped by process group;
+    asserts that nothing of it is left."""
+    directory.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    log = directory / "server.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env |= {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "mlflow", "server",
+                "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
+                "--artifacts-destination", str(directory / "artifacts"),
+                "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            ],
+            cwd=directory, env=env, stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server = MlflowServer(url=f"http://127.0.0.1:{port}", port=port, process=process, log=log)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _http_ok(f"{server.url}/health"):
+            if process.poll() is not None:
+                raise AssertionError(f"mlflow server exited: {log.read_text()[-3000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"mlflow server not up in {timeout_s} s: {log.read_text()[-3000:]}")
+            time.sleep(0.25)
+        yield server
+    finally:
+        stop_group(process)
+
+
+def stop_group(process: subprocess.Popen[Any], grace_s: float = 10) -> None:
+    """SIGTERM the process group, SIGKILL what is left after ``grace_s``; assert none is left."""
+    pgid = process.pid
+    kill_group(process, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not group_members(pgid), group_members(pgid)
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------ a TCP relay
+class Relay:
+    """A loopback TCP relay in front of a server: :meth:`cut` makes the server unreachable (new
+    connections refused, open ones reset), :meth:`restore` brings it back on the same port."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._connections: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def restore(self) -> None:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        listener.settimeout(0.1)
+        self._listener = listener
+        thread = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def cut(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads = []
+
+    def _accept(self, listener: socket.socket) -> None:
+        while self._listener is listener:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            client.settimeout(None)
+            upstream.settimeout(None)
+            with self._lock:
+                self._connections += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+
+def write_config(path: Path, **values: Any) -> Path:
+    from evaluators.config import EvalConfig
+
+    path.write_text(EvalConfig.build(**values).to_json())
+    return path
+
+
+def tracking_state(output: Path) -> dict[str, Any]:
+    return json.loads((output / "tracking.json").read_text())
+
+
+# ------------------------------------------------------------------------------ a small disk
+PAGE = 4096
+
+
+class SmallDisk:
+    """A directory whose free space the test controls.
+
+    ``tmpfs``: a 2 MiB tmpfs mounted there (needs root with CAP_SYS_ADMIN); free space is set by
+    a filler file and writes beyond it fail with ENOSPC from the kernel. ``simulated`` (where no
+    tmpfs can be mounted): ``open`` is patched so that writes under the directory fail with
+    ENOSPC once the files there would exceed a byte quota (see :func:`install_quota`).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.mkdir(parents=True, exist_ok=True)
+        self.kind = "simulated"
+        self.quota: int | None = None
+        if os.environ.get("SWEVAL_TEST_SIMULATE_DISK_FULL") != "1" and os.geteuid() == 0:
+            mounted = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(path)],
+                capture_output=True, text=True,
+            )
+            if mounted.returncode == 0:
+                self.kind = "tmpfs"
+        self.filler = path / "filler.bin"
+
+    def room_for(self, sizes: list[int]) -> int:
+        """Space that files of these sizes take (whole pages on tmpfs)."""
+        if self.kind == "tmpfs":
+            return sum(-(-size // PAGE) * PAGE for size in sizes)
+        return sum(sizes)
+
+    def leave_free(self, n_bytes: int) -> None:
+        """Fill the disk up to ``n_bytes`` of free space."""
+        if self.kind == "tmpfs":
+            stats = os.statvfs(self.path)
+            filler = stats.f_bavail * stats.f_frsize - n_bytes
+            assert filler >= 0
+            with open(self.filler, "wb") as handle:
+                handle.write(b"\0" * filler)  # real pages, not a sparse file
+        else:
+            self.quota = used_bytes(self.path) + n_bytes
+
+    def free_up(self) -> None:
+        self.filler.unlink(missing_ok=True)
+        self.quota = None
+
+    def env(self) -> dict[str, str]:
+        """What a driver process needs to see the simulated quota."""
+        if self.kind == "tmpfs" or self.quota is None:
+            return {}
+        return {"SWEVAL_TEST_DISK_QUOTA": f"{self.quota}:{self.path}"}
+
+    def close(self) -> None:
+        if self.kind == "tmpfs":
+            subprocess.run(["umount", "-l", str(self.path)], check=False)
+
+
+def used_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
+
+
+def install_quota(quota: int, root: Path) -> Any:
+    """Patch ``open`` so that writes under ``root`` fail with ENOSPC beyond ``quota`` bytes in all.
+
+    Returns a function that removes the patch.
+    """
+    import builtins
+    import errno
+    import io
+
+    real_open = builtins.open
+    root = Path(root).resolve()
+
+    class Full:
+        def __init__(self, handle: Any, path: Path) -> None:
+            self._handle = handle
+            self._path = path
+
+        def write(self, data: Any) -> int:
+            self._handle.flush()
+            size = len(data.encode() if isinstance(data, str) else data)
+            room = quota - used_bytes(root)
+            if size > room:
+                if room > 0:
+                    self._handle.write(data[:room])
+                    self._handle.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self._path))
+            return self._handle.write(data)
+
+        def __enter__(self) -> Full:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self._handle.close()
+
+        def __iter__(self) -> Any:
+            return iter(self._handle)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._handle, name)
+
+    def limited_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = real_open(file, mode, *args, **kwargs)
+        if isinstance(file, str | os.PathLike) and any(c in mode for c in "wax+"):
+            path = Path(file).resolve()
+            if path.is_relative_to(root):
+                return Full(handle, path)
+        return handle
+
+    builtins.open = limited_open
+    io.open = limited_open
+
+    def remove() -> None:
+        builtins.open = real_open
+        io.open = real_open
+
+    return remove

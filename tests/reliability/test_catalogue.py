@@ -1,0 +1,758 @@
+"""The catalogue of bad and edge inputs: one row per case, one test per row (docs/reliability.md).
+
+Every case either fails with one clear :class:`SwevalError` (the CLI prints it as one red line,
+exit status 2) whose message names the file, the column and the rows where that applies, or has
+a documented behaviour that a check below verifies. None may raise anything else (a traceback)
+or produce a silently wrong number.
+
+Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.run_local``; a
+handful go through the real command line (``python -m flows.cli run --no-prefect``).
+
+The table in docs/reliability.md is generated from ``CASES``::
+
+    .venv/bin/python tests/reliability/test_catalogue.py      # prints the table
+"""
+
+from __future__ import annotations
+
+import builtins
+import gzip
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from data.errors import SwevalError
+from data.loaders import load_log
+from evaluators.config import EvalConfig
+from evaluators.run import run_local
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs" / "reliability.md"
+DAY = 86_400
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+#: The run options of every "run" case (a case's options override them).
+RUN_DEFAULTS: dict[str, Any] = {
+    "window": "1D", "folds": 4, "u_min": 2, "k": [5, 10], "algorithms": ["pop", "pop-n"],
+    "params": {"pop-n": {"n_recent": 50}}, "progress": False, "tracking": False,
+}
+
+
+# ------------------------------------------------------------------------------------ inputs
+def small_frame(seed: int = 0) -> pd.DataFrame:
+    """6 days from 2024-01-01: 20 users, 15 items, distinct timestamps, in time order."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for day in range(6):
+        seconds = rng.choice(DAY, size=60, replace=False)
+        slot = 0
+        for user in range(20):
+            if rng.random() < 0.5:
+                continue
+            for _ in range(int(rng.integers(1, 4))):
+                rows.append((f"u{user}", f"i{int(rng.integers(0, 15))}", T0 + day * DAY + int(seconds[slot])))
+                slot += 1
+    frame = pd.DataFrame(rows, columns=["user", "item", "timestamp"])
+    return frame.sort_values("timestamp", kind="stable").reset_index(drop=True)
+
+
+def csv(frame: pd.DataFrame | Callable[[], pd.DataFrame], name: str = "log.csv") -> Callable[[Path], Path]:
+    """A builder writing ``frame`` as CSV."""
+
+    def build(tmp: Path) -> Path:
+        path = tmp / name
+        (frame() if callable(frame) else frame).to_csv(path, index=False)
+        return path
+
+    return build
+
+
+def text(content: str | bytes, name: str = "log.csv") -> Callable[[Path], Path]:
+    """A builder writing raw text or bytes."""
+
+    def build(tmp: Path) -> Path:
+        path = tmp / name
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        return path
+
+    return build
+
+
+def parquet(frame: pd.DataFrame, name: str = "log.parquet") -> Callable[[Path], Path]:
+    def build(tmp: Path) -> Path:
+        path = tmp / name
+        frame.to_parquet(path, index=False)
+        return path
+
+    return build
+
+
+def rows(*lines: str) -> str:
+    return "user,item,timestamp\n" + "".join(f"{line}\n" for line in lines)
+
+
+def _gzip_truncated(tmp: Path) -> Path:
+    path = tmp / "log.csv.gz"
+    whole = gzip.compress(rows(*[f"u{i % 7},i{i % 5},{T0 + i}" for i in range(5000)]).encode())
+    path.write_bytes(whole[: len(whole) // 2])
+    return path
+
+
+def _gzip_without_suffix(tmp: Path) -> Path:
+    path = tmp / "log.csv"
+    path.write_bytes(gzip.compress(small_frame().to_csv(index=False).encode()))
+    return path
+
+
+def _directory(tmp: Path) -> Path:
+    path = tmp / "log.csv"
+    path.mkdir()
+    return path
+
+
+def _unreadable(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """chmod 000; as root (who reads anything) opening the file fails as it would for a user."""
+    path = csv(small_frame())(tmp)
+    path.chmod(0)
+    if os.geteuid() == 0:
+        real_open = builtins.open
+
+        def denying_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(file, str | os.PathLike) and Path(file) == path:
+                raise PermissionError(13, "Permission denied", str(file))
+            return real_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", denying_open)
+    return path
+
+
+def _parent_not_enterable(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A file in a directory without search permission (simulated for root, who may enter it)."""
+    locked = tmp / "locked"
+    locked.mkdir()
+    path = csv(small_frame())(locked)
+    locked.chmod(0o600)
+    if os.geteuid() == 0:
+        real_stat = pathlib.Path.stat
+
+        def denying_stat(self: pathlib.Path, *args: Any, **kwargs: Any) -> Any:
+            if self == path:
+                raise PermissionError(13, "Permission denied", str(self))
+            return real_stat(self, *args, **kwargs)
+
+        monkeypatch.setattr(pathlib.Path, "stat", denying_stat)
+    return path
+
+
+# ------------------------------------------------------------------------------------ checks
+def recall_at(outputs: Any, k: int, algorithm: str = "pop") -> pd.Series:
+    frame = outputs.results
+    part = frame[(frame["algorithm"] == algorithm) & (frame["metric"] == "recall") & (frame["k"] == k)]
+    return part.set_index("fold")["value"]
+
+
+def expected_full_list_recall(frame: pd.DataFrame, fold_start: int, width: int) -> float:
+    """Recall when the list holds every candidate: |Rel_u ∩ (D_t items − seen_u)| / |Rel_u|."""
+    frame = frame.sort_values("timestamp", kind="stable").drop_duplicates(["user", "item"])
+    train = frame[frame["timestamp"] < fold_start]
+    test = frame[(frame["timestamp"] >= fold_start) & (frame["timestamp"] < fold_start + width)]
+    catalogue = set(train["item"])
+    values = []
+    for user, relevant in test.groupby("user")["item"]:
+        seen = set(train.loc[train["user"] == user, "item"])
+        if not seen:
+            continue  # no history: not eligible
+        relevant = set(relevant)
+        values.append(len(relevant & (catalogue - seen)) / len(relevant))
+    return float(np.mean(values))
+
+
+def check_k_above_catalogue(outputs: Any, ctx: Context) -> None:
+    frame = small_frame()
+    got = recall_at(outputs, 1000)
+    folds = outputs.folds.set_index("fold")
+    assert not folds["skipped"].any()
+    for fold, value in got.items():
+        expected = expected_full_list_recall(frame, int(folds.loc[fold, "t_start"]), DAY)
+        assert value == pytest.approx(expected, abs=1e-12), fold
+    hit = outputs.results[(outputs.results["metric"] == "hit_rate")]["value"]
+    assert ((hit >= 0) & (hit <= 1)).all()
+
+
+def check_all_folds_skipped(reason: str) -> Callable[[Any, Context], None]:
+    def check(outputs: Any, ctx: Context) -> None:
+        assert outputs.folds["skipped"].all()
+        assert outputs.folds["skip_reason"].str.contains(reason, regex=False).all()
+        assert outputs.results["skipped"].all() and outputs.results["value"].isna().all()
+        assert (outputs.summary["n_folds"] == 0).all()
+        assert (outputs.summary["n_skipped"] == len(outputs.folds)).all()
+        assert outputs.summary["mean"].isna().all()
+        assert (Path(ctx.output) / "results.csv").exists()
+
+    return check
+
+
+def check_zero_eligible_fold_skipped(outputs: Any, ctx: Context) -> None:
+    folds = outputs.folds
+    empty = folds[folds["n_eligible"] == 0]
+    assert len(empty) >= 2
+    assert empty["skipped"].all()
+    assert empty["skip_reason"].str.contains("n_eligible=0: no user").all()
+    used = int((~folds["skipped"]).sum())
+    summary = outputs.summary
+    assert (summary["n_folds"] == used).all()
+    assert (summary["n_folds"] + summary["n_skipped"] == len(folds)).all()
+    assert outputs.results.loc[~outputs.results["skipped"], "value"].notna().all()
+
+
+def check_same_results_as_plain(variant: str) -> Callable[[Any, Context], None]:
+    """The run equals the one on the plain, sorted, duplicate-free log, byte for byte."""
+
+    def check(outputs: Any, ctx: Context) -> None:
+        plain = ctx.tmp / "plain.csv"
+        small_frame().to_csv(plain, index=False)
+        reference = run_local(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
+        ours = pd.read_csv(Path(ctx.output) / "results.csv", dtype=str, keep_default_na=False)
+        ref = pd.read_csv(ctx.tmp / "plain-out" / "results.csv", dtype=str, keep_default_na=False)
+        # config_hash = hash of the options (the data path differs) + the data's fingerprint
+        assert (ours["config_hash"].str.split("-").str[1] == ref["config_hash"].str.split("-").str[1]).all()
+        columns = [c for c in ours.columns if c != "config_hash"]
+        assert ours[columns].equals(ref[columns]), variant  # every other cell, as text
+        record = json.loads((Path(ctx.output) / "config.json").read_text())
+        if variant == "duplicates":
+            once = small_frame()
+            removed = 2 * len(once) - len(once.drop_duplicates(["user", "item"]))
+            assert record["data"]["n_duplicates_removed"] == removed
+        assert not reference.folds["skipped"].all()
+
+    return check
+
+
+def check_negative_timestamps(outputs: Any, ctx: Context) -> None:
+    shift = 20_000 * DAY  # a whole number of windows: same alignment, values unchanged
+    plain = ctx.tmp / "plain.csv"
+    small_frame().to_csv(plain, index=False)
+    reference = run_local(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
+    ours, ref = outputs.results, reference.results
+    assert (ours["t_start"] < 0).all() and (ours["t_start"] % DAY == 0).all()
+    assert (ours["t_start"] == ref["t_start"] - shift).all()
+    pd.testing.assert_series_equal(ours["value"], ref["value"])
+    assert (ours["n_eligible"] == ref["n_eligible"]).all()
+
+
+def check_timestamps(expected: list[int]) -> Callable[[Any, Context], None]:
+    def check(log: Any, ctx: Context) -> None:
+        assert sorted(log.timestamp.tolist()) == expected
+
+    return check
+
+
+def check_ids(column: str, expected: list[Any], n_rows: int | None = None) -> Callable[[Any, Context], None]:
+    def check(log: Any, ctx: Context) -> None:
+        ids = (log.user_ids if column == "user" else log.item_ids).tolist()
+        assert ids == expected
+        assert [type(v) for v in ids] == [type(v) for v in expected]
+        if n_rows is not None:
+            assert len(log) == n_rows
+
+    return check
+
+
+def check_loads_like_plain(log: Any, ctx: Context) -> None:
+    plain = ctx.tmp / "plain.csv"
+    small_frame().to_csv(plain, index=False)
+    assert log.fingerprint() == load_log(plain).fingerprint()
+
+
+def check_unicode_run(outputs: Any, ctx: Context) -> None:
+    from data.loaders import load_log as load
+
+    log = load(ctx.data)
+    users = log.user_ids.tolist()
+    assert users == sorted(users)  # code-point order
+    assert {"Zoë", "用户", "😀"} <= set(users)
+    assert not outputs.results.loc[~outputs.results["skipped"], "value"].isna().any()
+
+
+def check_stratum_group_without_users(outputs: Any, ctx: Context) -> None:
+    frame = outputs.results
+    empty = frame[(frame["stratum"] == "B") & (frame["n_users"] == 0)]
+    assert len(empty) > 0
+    assert empty["skipped"].all() and empty["value"].isna().all()
+    assert empty["skip_reason"].str.contains("n_users=0").all()
+    summary = outputs.summary[outputs.summary["stratum"] == "B"]
+    assert (summary["n_folds"] + summary["n_skipped"] == len(outputs.folds)).all()
+
+
+def check_policy_dropped(log: Any, ctx: Context) -> None:
+    assert log.n_dropped_invalid == 1 and len(log) == 2
+    assert log.policy_ids.tolist() == ["A"]
+
+
+def check_train_window_longer_than_history(outputs: Any, ctx: Context) -> None:
+    reference = run_local(ctx.config(output=str(ctx.tmp / "expanding"), train_window=None))
+    pd.testing.assert_series_equal(outputs.results["value"], reference.results["value"])
+
+
+def policy_frame() -> pd.DataFrame:
+    """Policy A users every day; policy B users only on the first day (no B test users later)."""
+    rows_ = []
+    for day in range(4):
+        for user in range(6):
+            rows_.append((f"a{user}", f"i{(user + day) % 5}", T0 + day * DAY + user * 10, "A"))
+    for user in range(3):
+        rows_.append((f"b{user}", f"i{user}", T0 + 5 + user, "B"))
+    return pd.DataFrame(rows_, columns=["user", "item", "timestamp", "policy"])
+
+
+def shifted(frame: pd.DataFrame, seconds: int) -> pd.DataFrame:
+    return frame.assign(timestamp=frame["timestamp"] + seconds)
+
+
+def with_users(frame: pd.DataFrame, users: list[str]) -> pd.DataFrame:
+    mapping = {f"u{i}": name for i, name in enumerate(users)}
+    return frame.assign(user=frame["user"].map(lambda u: mapping.get(u, u)))
+
+
+# ------------------------------------------------------------------------------------ the table
+@dataclass(frozen=True)
+class Case:
+    """One row of the catalogue.
+
+    Attributes:
+        id: the case's name (the pytest id and the docs row).
+        input: what is fed in (for the docs).
+        behaviour: what SW-EVAL does (for the docs).
+        build: writes the input under a temporary directory, returns the data path; builders
+            taking a second argument get the test's monkeypatch.
+        via: ``load`` (load_log), ``run`` (run_local on an EvalConfig) or ``config``
+            (EvalConfig.build only).
+        options: load_log keyword arguments, or EvalConfig fields over RUN_DEFAULTS.
+        error: a regex the SwevalError message must match (``{file}`` = the data path).
+        check: ``check(result, ctx)`` for cases that succeed.
+    """
+
+    id: str
+    input: str
+    behaviour: str
+    build: Callable[..., Path | None] | None = None
+    via: str = "load"
+    options: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    check: Callable[[Any, Context], None] | None = None
+
+
+@dataclass
+class Context:
+    tmp: Path
+    data: Path | None
+    output: str
+    options: dict[str, Any]
+
+    def config(self, **overrides: Any) -> EvalConfig:
+        values = RUN_DEFAULTS | {"data": str(self.data) if self.data else None, "output": self.output}
+        values |= self.options
+        values |= overrides
+        return EvalConfig.build(**{k: v for k, v in values.items() if v is not None or k == "train_window"})
+
+
+PLAIN = csv(small_frame)
+
+CASES: list[Case] = [
+    # ---------------------------------------------------------------- files
+    Case("file-missing", "a path that does not exist",
+         "error: no such file or bundled dataset (lists the bundled ones)",
+         lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or bundled dataset"),
+    Case("file-is-directory", "a directory instead of a file", "error: is a directory",
+         _directory, error=r"{file}: is a directory; pass the log file itself"),
+    Case("file-unreadable", "a file without read permission (chmod 000)",
+         "error: the file is not readable", _unreadable, error=r"{file}: the file is not readable"),
+    Case("file-parent-unreadable", "a file in a directory that may not be entered",
+         "error: cannot access the file (permission denied)", _parent_not_enterable,
+         error=r"{file}: cannot access the file \(.*Permission denied"),
+    Case("file-empty", "a 0-byte file", "error: the file is empty", text(b""),
+         error=r"{file}: the file is empty"),
+    Case("file-blank-lines", "only empty lines", "error: the file is empty", text("\n\n\n"),
+         error=r"{file}: the file is empty"),
+    Case("file-header-only", "a header and no data row", "error: the log is empty (no data rows)",
+         text(rows()), error=r"{file}: the log is empty \(no data rows\)"),
+    Case("gzip-corrupt", "`.csv.gz` that is not gzip data",
+         "error: cannot read the file (not a gzipped file); is it a corrupt gzip?",
+         text(b"\x1f\x8b\x08\x00garbage", name="log.csv.gz"), error=r"{file}: cannot .*gzip"),
+    Case("gzip-truncated", "a gzip file cut in half (interrupted download)",
+         "error: corrupt or truncated gzip", _gzip_truncated,
+         error=r"{file}: cannot parse as csv: corrupt or truncated gzip"),
+    Case("gzip-without-suffix", "gzip data in a file named `.csv`",
+         "recognised by its magic bytes and read like the plain file", _gzip_without_suffix,
+         check=check_loads_like_plain),
+    Case("text-not-utf8", "Latin-1 bytes in a CSV", "error: not UTF-8 text; convert the file",
+         text("user,item,timestamp\nJos\xe9,i1,1704067200\n".encode("latin-1")),
+         error=r"{file}: cannot parse as csv: not UTF-8 text"),
+    Case("text-ragged-rows", "a data row with more fields than the header",
+         "error: cannot parse as csv, naming the line", text(rows("u1,i1,1704067200", "u1,i2,1704067201,x,y")),
+         error=r"{file}: cannot parse as csv \(ParserError: .*line 3"),
+    Case("parquet-corrupt", "a `.parquet` file with garbage inside", "error: cannot read as parquet",
+         text(b"PAR1 not really", name="log.parquet"), error=r"{file}: cannot read as parquet"),
+    Case("text-utf8-bom", "a UTF-8 byte-order mark before the header",
+         "read normally (the BOM is not part of the first column's name)",
+         text(("\ufeff" + small_frame().to_csv(index=False)).encode("utf-8")),
+         check=check_loads_like_plain),
+    # ---------------------------------------------------------------- columns
+    Case("columns-missing", "columns `u,i,t` and no mapping",
+         "error: missing column(s), listing the file's columns and the --*-col options",
+         csv(small_frame().rename(columns={"user": "u", "item": "i", "timestamp": "t"})),
+         error=r"{file}: missing column\(s\) 'user', 'item', 'timestamp'; the data has columns \['u', 'i', 't'\].*--user-col"),
+    Case("columns-renamed-mapped", "columns `uid,iid,when` with --user-col/--item-col/--time-col",
+         "read as user, item and timestamp",
+         csv(small_frame().rename(columns={"user": "uid", "item": "iid", "timestamp": "when"})),
+         options={"user_col": "uid", "item_col": "iid", "time_col": "when"},
+         check=check_loads_like_plain),
+    Case("columns-same-for-two-roles", "--item-col user (the user column for items too)",
+         "error: each role needs its own column (a log of users recommending themselves is no log)",
+         PLAIN, options={"item_col": "user"}, error=r"{file}: column\(s\) 'user' given for several roles \(user, item\)"),
+    Case("columns-semicolon", "a `;`-separated file",
+         "error: missing columns; the message shows the one column `user;item;timestamp` it saw",
+         text("user;item;timestamp\nu1;i1;1704067200\n"),
+         error=r"{file}: missing column\(s\) .*\['user;item;timestamp'\]"),
+    Case("columns-padded-names", "a header `user, item, timestamp` (spaces after commas)",
+         "error: missing columns 'item', 'timestamp', listing `' item'` so the space shows",
+         text("user, item, timestamp\nu1, i1, 1704067200\n"),
+         error=r"{file}: missing column\(s\) 'item', 'timestamp'; the data has columns \['user', ' item', ' timestamp'\]"),
+    Case("policy-column-missing", "--stratify-by policy on a log without that column",
+         "error: missing column 'policy'", PLAIN, via="run", options={"stratify_by": "policy"},
+         error=r"{file}: missing column\(s\) 'policy'"),
+    # ---------------------------------------------------------------- timestamps
+    Case("ts-unparsable", "timestamps `soon` and `x` among ISO dates",
+         "error: unparsable timestamps, naming the column, the count and the rows",
+         text(rows("u1,i1,2024-01-01", "u2,i1,soon", "u3,i1,x")),
+         error=r"{file}: column 'timestamp' has 2 unparsable timestamp\(s\) \(data rows 2, 3, e.g. 'soon'\)"),
+    Case("ts-mixed-epoch-and-iso", "epoch seconds and ISO dates in one column",
+         "error: the column mixes epoch numbers and date text, naming rows of each",
+         text(rows("u1,i1,2024-01-01", "u2,i1,1704067200", "u3,i1,2024-01-02")),
+         error=r"{file}: column 'timestamp' mixes epoch numbers \(data rows 2, .*\) and date/time text \(data rows 1, 3"),
+    Case("ts-mixed-iso-variants", "date only, `T…Z`, space and `+02:00` forms of ISO-8601 in one column",
+         "each parsed exactly and converted to UTC epoch seconds",
+         text(rows("u1,i1,2024-01-01", "u2,i1,2024-01-01T10:00:00Z", "u3,i1,2024-01-01 12:30:00+02:00")),
+         check=check_timestamps([T0, T0 + 10 * 3600 + 0, T0 + 10 * 3600 + 30 * 60])),
+    Case("ts-aware-and-naive", "`2024-01-01T02:00:00+02:00` next to naive `2024-01-01T00:00:00`",
+         "naive times are UTC, aware ones converted: both are 2024-01-01T00:00:00Z",
+         text(rows("u1,i1,2024-01-01T02:00:00+02:00", "u2,i1,2024-01-01T00:00:00")),
+         check=check_timestamps([T0, T0])),
+    Case("ts-aware-datetime-column", "a Parquet datetime column in Europe/Brussels",
+         "converted to UTC",
+         parquet(pd.DataFrame({"user": ["u1"], "item": ["i1"], "timestamp": pd.to_datetime(["2024-01-01 01:00:00"]).tz_localize("Europe/Brussels")})),
+         check=check_timestamps([T0])),
+    Case("ts-zone-abbreviation", "`2024-01-01 02:00:00 CEST` (a zone name, not an offset)",
+         "error: unparsable (zone abbreviations are ambiguous); use an offset",
+         text(rows("u1,i1,2024-01-01 02:00:00 CEST")), error=r"{file}: column 'timestamp' has 1 unparsable"),
+    Case("ts-day-first", "`13/08/2015` (day/month/year)",
+         "error: unparsable; day-first and month-first dates are never guessed",
+         text(rows("u1,i1,13/08/2015", "u2,i1,01/08/2015")), error=r"{file}: column 'timestamp' has 2 unparsable"),
+    Case("ts-ms-read-as-seconds", "epoch milliseconds without --time-unit ms",
+         "error: values too large for seconds (beyond year 5138), naming the rows: pass --time-unit ms",
+         csv(shifted(small_frame(), 0).assign(timestamp=lambda f: f["timestamp"] * 1000)),
+         error=r"{file}: column 'timestamp' has epoch values too large for seconds \(data rows 1, 2, .*pass --time-unit ms"),
+    Case("ts-seconds-read-as-ms", "epoch seconds of 2024 with --time-unit ms",
+         "error: they would be January 1970 as milliseconds: drop --time-unit ms",
+         PLAIN, options={"time_unit": "ms"},
+         error=r"{file}: column 'timestamp' has values like 17040\d+, epoch seconds of 2024-01-01T.*drop --time-unit ms"),
+    Case("ts-seconds-and-ms-mixed", "seconds with one row in milliseconds",
+         "error: names the millisecond row",
+         text(rows("u1,i1,1704067200", "u2,i1,1704067200000", "u3,i1,1704067300")),
+         error=r"{file}: column 'timestamp' has epoch values too large for seconds \(data rows 2, e.g. 1704067200000\)"),
+    Case("ts-yyyymmdd-numbers", "dates written as numbers `20240101`",
+         "error: they look like YYYYMMDD dates, not epoch seconds (they would be 1970-08-23)",
+         text(rows("u1,i1,20240101", "u2,i1,20240102")),
+         error=r"{file}: column 'timestamp' has values like 20240101 that look like YYYYMMDD dates"),
+    Case("ts-negative", "epoch seconds before 1970 (the log shifted 20,000 days back)",
+         "accepted; windows stay aligned to UTC midnight; the values equal the unshifted log's",
+         csv(shifted(small_frame(), -20_000 * DAY)), via="run", check=check_negative_timestamps),
+    Case("ts-outside-ns-range", "ISO dates in 1500 and 2500 (outside pandas' nanosecond range)",
+         "exact epoch seconds, no overflow",
+         text(rows("u1,i1,1500-01-01", "u2,i1,2500-01-01")),
+         check=check_timestamps([-14_831_769_600, 16_725_225_600])),
+    Case("ts-non-finite", "`inf` as a timestamp", "error: non-finite timestamps, naming the row",
+         text(rows("u1,i1,1704067200", "u2,i1,inf")),
+         error=r"{file}: column 'timestamp' has non-finite timestamps \(data rows 2\)"),
+    Case("ts-epoch-as-text", "epoch seconds stored as text (a Parquet string column)",
+         "read as numbers, exactly",
+         parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": ["1704067200", "1704067201"]})),
+         check=check_timestamps([T0, T0 + 1])),
+    Case("ts-missing", "an empty timestamp cell",
+         "error: missing value in column 'timestamp', naming the row; --on-invalid drop drops it",
+         text(rows("u1,i1,1704067200", "u2,i1,")),
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'timestamp' \(data rows 2\).*--on-invalid drop"),
+    # ---------------------------------------------------------------- ids
+    Case("ids-missing", "empty user and item cells",
+         "error: names the columns and the rows, suggests --on-invalid drop",
+         text(rows("u1,i1,1704067200", ",i1,1704067201", "u3,,1704067202")),
+         error=r"{file}: 2 row\(s\) have a missing value in column\(s\) 'user', 'item' \(data rows 2, 3\)"),
+    Case("ids-missing-dropped-row-numbers", "--on-invalid drop, then an unparsable timestamp after the dropped row",
+         "the missing row is dropped and the error names the bad timestamp's row in the file (3), not in what is left",
+         text(rows("u1,i1,2024-01-01", ",i1,2024-01-02", "u3,i1,soon")), options={"on_invalid": "drop"},
+         error=r"{file}: column 'timestamp' has 1 unparsable timestamp\(s\) \(data rows 3, e.g. 'soon'\)"),
+    Case("ids-mixed-int-and-text", "user ids `10`, `9` and `a` in one column",
+         "ids compare as text: string order 10 < 9 < a (numeric order only when every id is an integer)",
+         text(rows("10,i1,1704067200", "9,i1,1704067201", "a,i1,1704067202")),
+         check=check_ids("user", ["10", "9", "a"])),
+    Case("ids-zero-padded-csv", "user ids `01` and `1` in a CSV file",
+         "a CSV column of digits is numbers: both are user 1 (leading zeros are not kept); "
+         "write such ids with a non-digit (`u01`) or as a Parquet string column",
+         text(rows("01,i1,1704067200", "1,i2,1704067201")), check=check_ids("user", [1], n_rows=2)),
+    Case("ids-zero-padded-text", "user ids `01` and `1` in a Parquet string column",
+         "two distinct users, string order",
+         parquet(pd.DataFrame({"user": ["01", "1"], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
+         check=check_ids("user", ["01", "1"])),
+    Case("ids-unicode", "user ids `Zoë`, `用户`, `😀` (UTF-8)",
+         "kept exactly, ordered by code point; the run works",
+         csv(lambda: with_users(small_frame(), ["Zoë", "用户", "😀"])), via="run", check=check_unicode_run),
+    Case("ids-huge-integers", "user ids 2**63, 2**64 − 1 and a 23-digit number",
+         "exact integers in numeric order (no overflow, no wrap to negative)",
+         text(rows("99999999999999999999999,i1,1704067200", "18446744073709551615,i1,1704067201",
+                   "9223372036854775808,i1,1704067202")),
+         check=check_ids("user", [2**63, 2**64 - 1, 99999999999999999999999])),
+    Case("ids-int64-extremes", "user ids −2**63 and 2**63 − 1", "exact, numeric order",
+         text(rows("9223372036854775807,i1,1704067200", "-9223372036854775808,i1,1704067201")),
+         check=check_ids("user", [-(2**63), 2**63 - 1])),
+    Case("ids-huge-read-as-float", "ids 2**53 + 1 and 2**53 in a column with a missing cell, --on-invalid drop",
+         "error: the column was read as floats, which cannot tell such ids apart (they would merge)",
+         text(rows("9007199254740993,i1,1704067200", "9007199254740992,i1,1704067201", ",i1,1704067202")),
+         options={"on_invalid": "drop"},
+         error=r"{file}: column 'user' holds ids read as floating-point numbers beyond 2\*\*53 \(data rows 1, 2"),
+    # ---------------------------------------------------------------- policy column
+    Case("policy-missing-values", "a policy column with an empty cell",
+         "error: names column 'policy' and the row; with --on-invalid drop the row is dropped",
+         text("user,item,timestamp,policy\nu1,i1,1704067200,A\nu2,i1,1704067201,\n"),
+         options={"policy_col": "policy"},
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'policy' \(data rows 2\)"),
+    Case("policy-missing-values-dropped", "the same with --on-invalid drop", "the row is dropped and counted",
+         text("user,item,timestamp,policy\nu1,i1,1704067200,A\nu2,i1,1704067201,\nu3,i2,1704067202,A\n"),
+         options={"policy_col": "policy", "on_invalid": "drop"}, check=check_policy_dropped),
+    Case("stratum-without-users", "stratify mode test, u_min 0: policy B has no test user in any fold",
+         "B's rows are skipped with reason n_users=0 and counted as skipped, never a NaN average",
+         csv(policy_frame), via="run",
+         options={"stratify_by": "policy", "stratify_mode": "test", "u_min": 0, "folds": 3, "k": [2],
+                  "algorithms": ["pop"], "params": {}},
+         check=check_stratum_group_without_users),
+    # ---------------------------------------------------------------- log shapes
+    Case("unsorted-input", "the rows shuffled", "sorted by time once: results.csv byte-identical to the sorted log's",
+         csv(lambda: small_frame().sample(frac=1.0, random_state=3)), via="run",
+         check=check_same_results_as_plain("unsorted")),
+    Case("duplicate-rows", "every row twice", "de-duplicated at load (first): byte-identical results, the count in config.json",
+         csv(lambda: pd.concat([small_frame(), small_frame()])), via="run",
+         check=check_same_results_as_plain("duplicates")),
+    Case("one-instant", "every event at the same second",
+         "runs; every fold is skipped with its reason (no training data before it), the summary says 0 folds used",
+         csv(lambda: small_frame().assign(timestamp=T0 + 3600)), via="run",
+         check=check_all_folds_skipped("n_eligible=0 < u_min=2")),
+    Case("window-larger-than-span", "--window 30D on a 6-day log",
+         "runs; the one window holds the whole log and has no training data: skipped with its reason",
+         PLAIN, via="run", options={"window": "30D", "folds": 1},
+         check=check_all_folds_skipped("n_eligible=0 < u_min=2")),
+    Case("start-after-last-event", "--start 2030-01-01", "error: no fold lies inside the data; choose an earlier --start",
+         PLAIN, via="run", options={"start": "2030-01-01"},
+         error=r"{file}: the first window starts at 2030-01-01T00:00:00Z, after the last event .*earlier --start"),
+    Case("windows-before-first-event", "--start 2000-01-01 with 3 daily folds",
+         "error: the windows end before the first event", PLAIN, via="run",
+         options={"start": "2000-01-01", "folds": 3},
+         error=r"{file}: the windows end at 2000-01-04T00:00:00Z, before the first event"),
+    Case("folds-without-eligible-users", "--u-min 0 and windows starting 4 days before the data",
+         "folds with no eligible user are skipped (n_eligible=0), also with u_min 0; the summary counts them",
+         PLAIN, via="run", options={"u_min": 0, "start": str(T0 - 4 * DAY), "folds": 10},
+         check=check_zero_eligible_fold_skipped),
+    Case("u-min-above-every-fold", "--u-min 1000", "runs; every fold skipped with `n_eligible=… < u_min=1000`",
+         PLAIN, via="run", options={"u_min": 1000}, check=check_all_folds_skipped("< u_min=1000")),
+    Case("train-window-longer-than-history", "--train-window 1000D", "the same numbers as expanding training",
+         PLAIN, via="run", options={"train_window": "1000D"}, check=check_train_window_longer_than_history),
+    # ---------------------------------------------------------------- options
+    Case("k-zero", "--k 0", "error: every k must be ≥ 1", None, via="config", options={"k": [0, 10]},
+         error=r"invalid configuration: k: .*every k must be ≥ 1"),
+    Case("k-above-catalogue", "--k 1000 with 15 items",
+         "lists hold every candidate; Recall@1000 equals the share of relevant items among the candidates, computed independently",
+         PLAIN, via="run", options={"k": [1000]}, check=check_k_above_catalogue),
+    Case("config-unknown-field", "an unknown option `bogus` (config file or code)", "error: names the field",
+         None, via="config", options={"bogus": 1}, error=r"invalid configuration: bogus: Extra inputs are not permitted"),
+    Case("param-unknown", "--set pop-n.bogus=1", "error: names the parameter and lists the known ones",
+         PLAIN, via="run", options={"params": {"pop-n": {"bogus": 1}}},
+         error=r"bad parameters for pop-n: pop-n.bogus: .*\(parameters: n_recent\)"),
+    Case("param-bad-value", "--set pop-n.n_recent=-5", "error: names the parameter and the bound",
+         PLAIN, via="run", options={"params": {"pop-n": {"n_recent": -5}}},
+         error=r"bad parameters for pop-n: pop-n.n_recent: Input should be greater than or equal to 1"),
+    Case("param-for-unlisted-algorithm", "--set svd.factors=3 without svd in --algorithms",
+         "error: names the algorithm", PLAIN, via="run", options={"params": {"svd": {"factors": 3}}},
+         error=r"--set names algorithm\(s\) not in --algorithms: svd"),
+    Case("window-ambiguous-M", "--window 1M", "error: minutes or months? write 30min or 30D",
+         PLAIN, via="run", options={"window": "1M"}, error=r"--window '1M': 'M' is ambiguous"),
+    Case("window-unparsable", "--window '1 fortnight'", "error: not a duration, with examples",
+         PLAIN, via="run", options={"window": "1 fortnight"}, error=r"--window '1 fortnight': not a duration"),
+    Case("window-fraction-of-second", "--window 0.5s", "error: must be a whole number of seconds",
+         PLAIN, via="run", options={"window": "0.5s"}, error=r"--window '0.5s': must be a whole number of seconds"),
+    Case("start-yyyymmdd", "--start 20240101", "error: ambiguous (a date, or epoch seconds in 1970?); write 2024-01-01",
+         PLAIN, via="run", options={"start": "20240101"}, error=r"--start '20240101': ambiguous; write 2024-01-01"),
+    Case("start-unparsable", "--start 'next monday'", "error: not an ISO date/time or epoch seconds",
+         PLAIN, via="run", options={"start": "next monday"}, error=r"--start 'next monday': not an ISO date/time"),
+    Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the output directory",
+         PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the output directory .*Not a directory"),
+]
+
+
+# ------------------------------------------------------------------------------------ the test
+def _ids(cases: list[Case]) -> list[str]:
+    return [case.id for case in cases]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+def test_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = None
+    if case.build is not None:
+        argc = case.build.__code__.co_argcount if hasattr(case.build, "__code__") else 1
+        data = case.build(tmp_path, monkeypatch) if argc == 2 else case.build(tmp_path)
+    options = dict(case.options)
+    output = str(tmp_path / "out")
+    if options.get("output") == "@data":
+        options["output"] = str(data)
+        output = str(data)
+    ctx = Context(tmp=tmp_path, data=data, output=output, options=options)
+
+    def act() -> Any:
+        if case.via == "load":
+            return load_log(data, **options)
+        if case.via == "config":
+            return EvalConfig.build(**(RUN_DEFAULTS | options))
+        return run_local(ctx.config())
+
+    if case.error is not None:
+        with pytest.raises(SwevalError) as caught:
+            act()
+        pattern = case.error.replace("{file}", re.escape(str(data)) if data else "")
+        assert re.search(pattern, str(caught.value), flags=re.DOTALL), str(caught.value)
+        assert "\n" not in str(caught.value).strip(), "one line"
+    else:
+        assert case.check is not None
+        case.check(act(), ctx)
+
+
+# ------------------------------------------------------------------------------------ the CLI
+CLI_CASES = [
+    # (id, input builder, extra CLI args, exit status, message regex)
+    ("cli-corrupt-gzip", text(b"\x1f\x8b\x08\x00garbage", name="log.csv.gz"), [], 2, r"error: .*log\.csv\.gz: cannot .*gzip"),
+    ("cli-unparsable-timestamp", text(rows("u1,i1,2024-01-01", "u2,i1,soon")), [], 2,
+     r"error: .*log\.csv: column 'timestamp' has 1 unparsable timestamp\(s\) \(data rows 2"),
+    ("cli-huge-ids-as-float", text(rows("9007199254740993,i1,1704067200", ",i1,1704067202")),
+     ["--on-invalid", "drop"], 2, r"error: .*column 'user' holds ids read as floating-point"),
+    ("cli-seconds-as-ms", PLAIN, ["--time-unit", "ms"], 2, r"error: .*drop --time-unit ms"),
+    ("cli-folds-not-a-number", PLAIN, ["--folds", "many"], 2, r"Invalid value for '--folds'"),
+    ("cli-config-unknown-field", PLAIN, ["--config", "@config"], 2, r"error: invalid configuration: bogus"),
+    ("cli-every-fold-skipped", PLAIN, ["--u-min", "1000"], 0, r"folds: 0 used, 4 skipped"),
+]
+
+
+def _cli_argv(case: tuple, tmp: Path) -> list[str]:
+    _id, build, extra, _status, _message = case
+    data = build(tmp)
+    extra = list(extra)
+    if "@config" in extra:
+        config = tmp / "eval.toml"
+        config.write_text(f'data = "{data}"\nbogus = 1\n')
+        extra[extra.index("@config")] = str(config)
+    return [
+        sys.executable, "-m", "flows.cli", "run", "--data", str(data), "--algorithms", "pop",
+        "--window", "1D", "--folds", "4", "--k", "5", "--output", str(tmp / "out"),
+        "--no-prefect", "--no-tracking", "--no-progress", *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess]:
+    """Every CLI case, run as concurrent ``sweval run`` processes (each spends ~2 s importing)."""
+    env = os.environ | {"COLUMNS": "200"}
+    pending = []
+    for case in CLI_CASES:
+        argv = _cli_argv(case, tmp_path_factory.mktemp(case[0]))
+        process = subprocess.Popen(
+            argv, cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        pending.append((case[0], argv, process))
+    done = {}
+    for case_id, argv, process in pending:
+        try:
+            stdout, stderr = process.communicate(timeout=180)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        done[case_id] = subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
+    return done
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_cli_case(case: tuple, cli_runs: dict[str, subprocess.CompletedProcess]) -> None:
+    """The same errors through ``sweval run``: exit status 2, one ``error:`` line, no traceback."""
+    case_id, _build, _extra, status, message = case
+    result = cli_runs[case_id]
+    both = result.stdout + result.stderr
+    assert result.returncode == status, both[-3000:]
+    assert re.search(message, both), both[-3000:]
+    assert "Traceback" not in both
+    if status == 2:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert len(errors) <= 1, result.stderr
+
+
+# ------------------------------------------------------------------------------------ the docs
+def markdown_table() -> str:
+    """The catalogue as the Markdown table of docs/reliability.md."""
+
+    def cell(value: str) -> str:
+        return value.replace("|", "\\|")
+
+    lines = ["| case | input | behaviour | test id |", "| --- | --- | --- | --- |"]
+    for case in CASES:
+        lines.append(
+            f"| `{case.id}` | {cell(case.input)} | {cell(case.behaviour)} | "
+            f"`test_catalogue.py::test_case[{case.id}]` |"
+        )
+    for case_id, *_ in CLI_CASES:
+        lines.append(
+            f"| `{case_id}` | {cell(CLI_DOCS[case_id][0])} | {cell(CLI_DOCS[case_id][1])} | "
+            f"`test_catalogue.py::test_cli_case[{case_id}]` |"
+        )
+    return "\n".join(lines)
+
+
+CLI_DOCS = {
+    "cli-corrupt-gzip": ("`sweval run --data log.csv.gz` (garbage inside)", "exit 2, one `error:` line naming the file"),
+    "cli-unparsable-timestamp": ("`sweval run` on a log with `soon` as a timestamp", "exit 2, names file, column and row"),
+    "cli-huge-ids-as-float": ("`sweval run --on-invalid drop` on ids beyond 2**53 with a missing cell", "exit 2, names the column"),
+    "cli-seconds-as-ms": ("`sweval run --time-unit ms` on epoch seconds", "exit 2: drop --time-unit ms"),
+    "cli-folds-not-a-number": ("`sweval run --folds many`", "exit 2, the option parser's usage error"),
+    "cli-config-unknown-field": ("`sweval run --config eval.toml` with `bogus = 1`", "exit 2, names the field"),
+    "cli-every-fold-skipped": ("`sweval run --u-min 1000`", "exit 0; the summary says `folds: 0 used, 4 skipped` and why"),
+}
+
+
+def test_docs_table_lists_every_case() -> None:
+    assert len(CASES) + len(CLI_CASES) >= 30
+    assert len(set(_ids(CASES))) == len(CASES)
+    text_ = DOCS.read_text(encoding="utf-8")
+    assert markdown_table() in text_, (
+        "docs/reliability.md is out of date: regenerate the table with "
+        "`.venv/bin/python tests/reliability/test_catalogue.py`"
+    )
+
+
+if __name__ == "__main__":
+    print(markdown_table())
