@@ -92,3 +92,48 @@ def test_tasks_retry_on_transient_io_errors_only() -> None:
     assert not retry_on_io(None, None, _State(missing))
     assert not retry_on_io(None, None, _State(SwevalError("--window '0D': must be longer")))
     assert not retry_on_io(None, None, _State(ValueError("a bug")))
+
+
+def test_stratified_run_has_one_child_per_algorithm_and_stratum(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    from conftest import log_frame
+
+    frame = log_frame(8)
+    frame["policy"] = ["A" if int(user[1:]) % 2 else "B" for user in frame["user"]]
+    config = make_config(
+        write_log(frame=frame), stratify_by="policy", stratify_mode="test", u_min=2
+    )
+    sliding_window_eval(config=config)
+    results = pd.read_csv(Path(config.output) / "results.csv")
+    assert set(results["stratum"]) == {"all", "A", "B"}
+    _, children = experiment_runs(mlflow_uri, config.experiment)
+    assert sorted(children) == ["pop", "pop [A]", "pop [B]", "pop-n", "pop-n [A]", "pop-n [B]"]
+    client = MlflowClient(mlflow_uri)
+    for algorithm in ("pop", "pop-n"):
+        for stratum in ("A", "B"):
+            child = children[f"{algorithm} [{stratum}]"]
+            assert child.data.tags["sweval.stratum"] == stratum
+            rows = results[(results["algorithm"] == algorithm) & (results["stratum"] == stratum)
+                           & (results["metric"] == "recall") & (results["k"] == 10)
+                           & ~results["skipped"]]
+            history = client.get_metric_history(child.info.run_id, "recall_at_10")
+            assert {m.step: m.value for m in history} == pytest.approx(
+                dict(zip(rows["fold"], rows["value"], strict=True)), rel=1e-9
+            )
+
+
+def test_tracking_uri_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from evaluators.config import EvalConfig
+    from flows.tracking import artifact_root, experiment_name, resolve_tracking_uri
+
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert resolve_tracking_uri(EvalConfig()) == f"sqlite:///{tmp_path / 'home' / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000")
+    assert resolve_tracking_uri(EvalConfig()) == "http://127.0.0.1:5000"
+    assert resolve_tracking_uri(EvalConfig(tracking_uri="sqlite:///x.db")) == "sqlite:///x.db"
+    assert artifact_root("sqlite:////srv/ml/mlflow.db") == Path("/srv/ml/mlartifacts")
+    assert artifact_root("http://127.0.0.1:5000") is None
+    assert experiment_name(EvalConfig(data="movielens-latest-small")) == "sweval/movielens-latest-small"
+    assert experiment_name(EvalConfig(experiment="mine")) == "mine"
