@@ -17,7 +17,7 @@ protocol               split(s)                                               gl
 
 Hold-out protocols (``loocv``, ``leave-last-one-out``)::
 
-    user u (≥ 2 transactions):  ●──────●─────────○──────●        ○ = held out → Rel_u = {item}
+    user u (≥ 2 transactions):  ●──────●─────────○──────●     ○ = held out: Rel_u = {item}
     user v (1 transaction):     ●                               stays in training, not evaluated
     training = D minus the held-out transactions (future ones included: the leak)
     candidates = items of the training data minus u's training items (SPEC §3)
@@ -148,7 +148,9 @@ def item_first_seen(log: InteractionLog) -> NDArray[np.int64]:
     return first
 
 
-def _user_positions(log: InteractionLog) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+def _user_positions(
+    log: InteractionLog,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
     """(positions grouped by user in time order, start of each user's group, count per user)."""
     counts = np.bincount(log.user, minlength=log.n_users).astype(np.int64)
     order = np.argsort(log.user, kind="stable").astype(np.int64)
@@ -245,7 +247,7 @@ def fold_split(log: InteractionLog, fold: Fold, relevance: Relevance) -> Split:
 
 
 def default_cutoff(log: InteractionLog, test_share: float = TEST_SHARE) -> int:
-    """t_c: the start of the last ``test_share`` of the log's time span, ⌈t_min + (1−s)·span⌉."""
+    """t_c: the start of the last ``test_share`` s of the time span, t_min + ⌈(1−s)·span⌉."""
     span = log.t_max - log.t_min
     return log.t_min + int(np.ceil((1.0 - test_share) * span))
 
@@ -274,7 +276,8 @@ class Protocol(ABC):
     def unsupported(self, algorithm: str) -> str | None:
         """Why ``algorithm`` is not evaluated under this protocol, or None."""
         if not self.defines_time and algorithm in TIME_DEPENDENT:
-            return f"{algorithm} needs the global timeline; not defined under {self.name} (SPEC §7)"
+            return (f"{algorithm} needs the global timeline; not defined under {self.name} "
+                    "(SPEC §7)")
         return None
 
     def evaluate(
@@ -587,7 +590,8 @@ def run_protocol(
                 algorithm = build_algorithm(name, dict(params.get(name, {})))
                 unit = protocol.evaluate(log, split, algorithm, ks)
                 payload = {
-                    "rows": unit_rows(split, unit, config_hash=config_hash),  # type: ignore[arg-type]
+                    # a Split quacks like a Fold for the results table
+                    "rows": unit_rows(split, unit, config_hash=config_hash),  # type: ignore
                     "leakage": leakage_rows(protocol.name, split, unit, ks, first_seen),
                     "device": unit.device,
                     "timings": unit.timings,
@@ -595,8 +599,9 @@ def run_protocol(
                 if store is not None:
                     store.save(split.index, name, payload)
             rows += payload["rows"]
-            leaks += [
-                row | {"share_future": np.nan if row["share_future"] is None else row["share_future"]}
+            leaks += [  # a stored NaN share comes back as None
+                row | {"share_future": np.nan if row["share_future"] is None
+                       else row["share_future"]}
                 for row in payload["leakage"]
             ]
             devices[name] = payload["device"]
@@ -646,7 +651,7 @@ def compare_summary(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def table2(summary: pd.DataFrame, *, metric: str = "recall", stratum: str = "all") -> pd.DataFrame:
-    """The paper's Table 2 as a long frame: protocol, k, algorithm, mean, delta (Δ% as a fraction)."""
+    """The paper's Table 2 as a long frame: protocol, k, algorithm, mean, delta (a fraction)."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     columns = ["protocol", "k", "algorithm", "mean", "delta", "std", "n_folds", "n_skipped"]
     return part[columns].reset_index(drop=True)
@@ -654,7 +659,9 @@ def table2(summary: pd.DataFrame, *, metric: str = "recall", stratum: str = "all
 
 def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, list[str]]:
     """Per protocol, the evaluated algorithms by mean metric@k, best first (ties by name)."""
-    part = summary[(summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")]
+    part = summary[
+        (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
+    ]
     out: dict[str, list[str]] = {}
     for protocol, rows in part.groupby("protocol", sort=False):
         rows = rows[rows["mean"].notna()]

@@ -79,6 +79,7 @@ from evaluators.store import UnitStore
 _log = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
+PROTOCOLS_HELP = "Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global."
 DEFAULT_OUTPUT = "runs/compare"
 #: ``sweval run``'s default output; compare writes to :data:`DEFAULT_OUTPUT` instead.
 DEFAULT_RUN_OUTPUT = "runs/latest"
@@ -491,7 +492,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
 
 # ---------------------------------------------------------------------- MLflow
 class _Tracking:
-    """The comparison's MLflow runs: a parent, and per protocol a :class:`flows.tracking.Tracker`."""
+    """The comparison's MLflow runs: a parent; per protocol a :class:`flows.tracking.Tracker`."""
 
     def __init__(self, config: EvalConfig, directory: Path, protocols: list[str],
                  loocv_repeats: int, log: InteractionLog) -> None:
@@ -584,7 +585,8 @@ class _Tracking:
         try:
             client.set_tag(tracker.parent_run_id, "mlflow.parentRunId", parent)
             client.set_tag(tracker.parent_run_id, "sweval.protocol", protocol.name)
-            client.update_run(tracker.parent_run_id, name=f"{protocol.name} ({self.config.dataset_name})")
+            client.update_run(tracker.parent_run_id,
+                              name=f"{protocol.name} ({self.config.dataset_name})")
             for name, value in protocol.describe().items():
                 client.set_tag(tracker.parent_run_id, f"sweval.protocol.{name}", str(value))
             results = run.results.drop(columns="protocol")
@@ -596,7 +598,8 @@ class _Tracking:
                 rows = pooled[pooled["algorithm"] == algorithm]
                 metrics = []
                 for row in rows.itertuples():
-                    metrics.append(Metric(metric_key("future_items", row.k), float(row.n_future), now, 0))
+                    metrics.append(Metric(metric_key("future_items", row.k),
+                                          float(row.n_future), now, 0))
                     if not pd.isna(row.share_future):
                         metrics.append(Metric(metric_key("future_share", row.k),
                                               float(row.share_future), now, 0))
@@ -668,7 +671,7 @@ def _split(text: str | None) -> list[str]:
 
 def compare(
     ctx: typer.Context,
-    protocols: Annotated[str, typer.Option(help="Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global.")] = DEFAULT_PROTOCOLS,
+    protocols: Annotated[str, typer.Option(help=PROTOCOLS_HELP)] = DEFAULT_PROTOCOLS,
     loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
     **options: Any,
 ) -> None:
