@@ -183,8 +183,10 @@ def run(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-
+    from flows.pipeline import precheck
     from flows.summary import print_summary
+
+    precheck(cfg)
 
     if prefect:
         outputs = _run_flow(cfg, rolling=rolling)
@@ -269,7 +271,10 @@ def serve(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
+    from flows.pipeline import precheck
     from flows.serve import serve as serve_deployment
+
+    precheck(cfg)
 
     console.print(
         f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}, cron "

@@ -21,6 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +45,29 @@ def _cache_key(config: EvalConfig, fingerprint: str) -> tuple[str, str]:
     return (config.model_copy(update={"progress": False}).model_dump_json(), fingerprint)
 
 
-def remember(plan: Plan) -> None:
+def remember(plan: Plan, fingerprint: str) -> None:
     """Keep ``plan`` for the fold tasks of this process (the last two plans are kept)."""
     with _PLANS_LOCK:
-        _PLANS[_cache_key(plan.config, plan.log.fingerprint())] = plan
+        _PLANS[_cache_key(plan.config, fingerprint)] = plan
         while len(_PLANS) > _PLANS_KEPT:
             _PLANS.popitem(last=False)
+
+
+def data_fingerprint(plan: Plan, *, rolling: bool) -> str:
+    """What a process loading the data again must find: the whole log's fingerprint, or in
+    rolling mode that of the transactions before the plan's horizon (the log may grow meanwhile;
+    the folds only read what lies before the horizon)."""
+    if not rolling:
+        return plan.log.fingerprint()
+    horizon = plan.folds[-1].t_end
+    return f"prefix:{horizon}:{rolling_mode.prefix_fingerprint(plan.log, horizon)}"
+
+
+def _fingerprint_of(plan: Plan, expected: str) -> str:
+    if expected.startswith("prefix:"):
+        horizon = int(expected.split(":")[1])
+        return f"prefix:{horizon}:{rolling_mode.prefix_fingerprint(plan.log, horizon)}"
+    return plan.log.fingerprint()
 
 
 def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
@@ -63,10 +81,11 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
         plan = _PLANS.get(cache_key)
         if plan is None:
             plan = make_plan(config)
-            if plan.log.fingerprint() != fingerprint:
+            found = _fingerprint_of(plan, fingerprint)
+            if found != fingerprint:
                 raise SwevalError(
                     f"{config.data}: the data changed while the evaluation ran (fingerprint "
-                    f"{plan.log.fingerprint()}, planned on {fingerprint}); rerun to start over."
+                    f"{found}, planned on {fingerprint}); rerun to start over."
                 )
             _PLANS[cache_key] = plan
             while len(_PLANS) > _PLANS_KEPT:
@@ -75,6 +94,34 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
 
 
 # ------------------------------------------------------------------------------------- preparing
+def precheck(config: EvalConfig) -> None:
+    """The cheap checks of :func:`evaluators.run.make_plan`, before any server or data load:
+    algorithm names and parameters, durations and times, that the data file exists. The CLI runs
+    them first, so a typo fails in a second, not after Prefect's temporary server started.
+
+    Raises:
+        SwevalError: the first problem found.
+    """
+    from algorithms.registry import build_algorithm
+    from data.loaders import BUNDLED, resolve_source
+    from evaluators.run import window_spec
+
+    for name in config.algorithms:
+        build_algorithm(name, config.params.get(name))
+    unknown = set(config.params) - set(config.algorithms)
+    if unknown:
+        raise SwevalError(
+            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
+        )
+    window_spec(config)
+    if config.data is not None:
+        path, _ = resolve_source(config.data)
+        if not path.exists():
+            raise SwevalError(
+                f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)})."
+            )
+
+
 @dataclass(frozen=True)
 class Prepared:
     """A validated run, ready to compute.
@@ -91,7 +138,13 @@ class Prepared:
 
     @property
     def fingerprint(self) -> str:
+        """The data fingerprint of the whole log (tracking, config.json)."""
         return self.plan.log.fingerprint()
+
+    @cached_property
+    def task_fingerprint(self) -> str:
+        """What fold tasks check when they load the data again (see :func:`data_fingerprint`)."""
+        return data_fingerprint(self.plan, rolling=self.mode == "rolling")
 
 
 def prepare(
@@ -111,11 +164,11 @@ def prepare(
         step = rolling_mode.plan_rolling(config, log)
         if step is None:
             return None
-        remember(step.plan)
-        return Prepared(plan=step.plan, mode="rolling", step=step)
-    plan = make_plan(config, log)
-    remember(plan)
-    return Prepared(plan=plan)
+        prepared = Prepared(plan=step.plan, mode="rolling", step=step)
+    else:
+        prepared = Prepared(plan=make_plan(config, log))
+    remember(prepared.plan, prepared.task_fingerprint)
+    return prepared
 
 
 # ------------------------------------------------------------------------------------- one fold
@@ -172,6 +225,7 @@ class Evaluation:
         self.tracker = tracker
         self.progress = progress
         self.computed = 0
+        self.tracking_deferred = False
 
     @property
     def key(self) -> str:
@@ -198,7 +252,7 @@ class Evaluation:
             "fold_index": job.fold,
             "names": job.names,
             "key": self.key,
-            "fingerprint": self.prepared.fingerprint,
+            "fingerprint": self.prepared.task_fingerprint,
         }
 
     def start(self) -> None:
@@ -219,8 +273,12 @@ class Evaluation:
                     payload = self.store.load(fold.index, name)
                     rows += payload["rows"]
                     devices[name] = payload["device"]
-        self.tracker.log_rows(rows)
-        self.tracker.set_devices(devices)
+        try:
+            self.tracker.log_rows(rows)
+            self.tracker.set_devices(devices)
+        except SwevalError as exc:
+            _log.warning("MLflow logging deferred to the end of the run: %s", exc)
+            self.tracking_deferred = True
 
     def accept(self, fold: int, payloads: Mapping[str, Mapping[str, Any]]) -> None:
         """Take a finished fold: make sure its units are stored, log them, advance progress."""
@@ -230,9 +288,13 @@ class Evaluation:
                 self.store.save(fold, name, dict(payload))
             rows += payload["rows"]
         self.computed += len(payloads)
-        if self.tracker is not None:
-            self.tracker.log_rows(rows)
-            self.tracker.set_devices({n: p["device"] for n, p in payloads.items()})
+        if self.tracker is not None and not self.tracking_deferred:
+            try:
+                self.tracker.log_rows(rows)
+                self.tracker.set_devices({n: p["device"] for n, p in payloads.items()})
+            except SwevalError as exc:  # keep computing; finish() logs everything or fails
+                _log.warning("MLflow logging deferred to the end of the run: %s", exc)
+                self.tracking_deferred = True
         if self.progress is not None:
             self.progress(len(payloads))
 

@@ -77,9 +77,9 @@ class HideUserErrors(logging.Filter):
 
 
 def hide_user_errors_in_terminal() -> None:
-    """Install :class:`HideUserErrors` on Prefect's console handlers (after Prefect's import)."""
+    """Install :class:`HideUserErrors` on the terminal handlers of the root logger (Prefect's
+    console handler, or ours when logging was configured first); call it after Prefect's import.
+    Prefect's API handlers sit on its own loggers and keep every record."""
     for handler in logging.getLogger().handlers:
-        if type(handler).__name__ == "PrefectConsoleHandler" and not any(
-            isinstance(f, HideUserErrors) for f in handler.filters
-        ):
+        if not any(isinstance(f, HideUserErrors) for f in handler.filters):
             handler.addFilter(HideUserErrors())

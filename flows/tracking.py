@@ -347,20 +347,23 @@ class Tracker:
         try:
             for (algorithm, stratum), folds in grouped.items():
                 run_id = self._child(algorithm, stratum)
-                batch: list[Metric] = []
                 done = self.logged[run_id]
+                batch: list[Metric] = []
+                pending: list[int] = []  # marked done only once MLflow has them
                 for fold in sorted(folds):
                     if fold in done:
                         continue
                     metrics = _fold_metrics(fold, folds[fold])
-                    if len(batch) + len(metrics) > _MAX_BATCH:
+                    if batch and len(batch) + len(metrics) > _MAX_BATCH:
                         self.client.log_batch(run_id, metrics=batch)
-                        batch = []
+                        done.update(pending)
+                        batch, pending = [], []
                     batch += metrics
-                    done.add(fold)
+                    pending.append(fold)
                     n_logged += 1
                 if batch:
                     self.client.log_batch(run_id, metrics=batch)
+                    done.update(pending)
         except Exception as exc:
             raise SwevalError(f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}") from exc
         finally:

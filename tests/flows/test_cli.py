@@ -64,12 +64,14 @@ def test_run_reads_a_config_file_and_explicit_options_win(
         (["--data", "no/such/log.csv"], "no such file"),
         (["--task-runner", "spark"], "task_runner"),
         (["--rolling", "--window", "0D"], "--window"),
+        (["--data", "{log}", "--time-col", "when"], "missing column"),  # inside the flow
     ],
 )
 def test_run_user_errors_exit_2_with_one_line(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], write_log,
 ) -> None:
+    args = [str(write_log(8)) if arg == "{log}" else arg for arg in args]
     code = _sweval(monkeypatch, "run", *args, "--output", tmp_path / "out", "--no-tracking",
                    "--no-progress")
     err = capsys.readouterr().err

@@ -96,3 +96,25 @@ def test_rolling_without_a_complete_window_does_nothing(write_log, make_config) 
     config = make_config(data, start=str(T0 + DAY), tracking=False)
     assert sliding_window_eval(config=config, rolling=True) is None
     assert not (Path(config.output) / "results.csv").exists()
+
+
+def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
+    write_log, make_config
+) -> None:
+    """A Dask worker loads the log itself: in rolling mode, events appended after the plan's
+    horizon do not matter; in batch mode any change is refused."""
+    from data.errors import SwevalError
+    from flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+
+    full = log_frame(8.5)
+    data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])
+    rolling = prepare(make_config(data, tracking=False), rolling=True)
+    batch = prepare(make_config(data, tracking=False, folds=4, output=str(data.parent / "b")))
+    rolling_job = Evaluation(rolling).job_parameters(Evaluation(rolling).jobs()[0])
+    batch_job = Evaluation(batch).job_parameters(Evaluation(batch).jobs()[0])
+    write_log(frame=full)  # the log grows while the run is going
+    _PLANS.clear()  # as on a fresh worker process
+    assert set(compute_fold(**rolling_job)) == {"pop", "pop-n"}
+    _PLANS.clear()
+    with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
+        compute_fold(**batch_job)
