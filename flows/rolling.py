@@ -9,8 +9,8 @@ t_f + tΔ ≤ t_max + 1 s (the complete ones) that the series has not evaluated 
     [  f0    )[  f1    )[  f2    )[  f3    )[  f4 ..│        run 1: f0..f3 complete
     [  f0    )[  f1    )[  f2    )[  f3    )[  f4    )[  f5 ..│  run 2: only f4 is new
 
-After the first run ``--folds`` no longer matters: the number of folds grows with the data. Finished units are kept in the
-output directory's unit store under a key that leaves the fold count out, so a run computes only
+After the first run ``--folds`` no longer matters: the number of folds grows with the data.
+Finished units are kept in the output directory's unit store under a key that leaves the fold count out, so a run computes only
 the new windows. ``<output>/rolling.json`` records how far the series got::
 
     {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "horizon": t_0 + n·tΔ,

@@ -2,12 +2,13 @@
 
 ::
 
-    sliding_window_eval(config, rolling=False)                                   (flow)
-    ├── load-log            load + validate the log once, cut the folds           (task, I/O retries)
-    ├── evaluate-fold[f]    one task per fold with missing units: every missing    (tasks, fanned out
-    │                       algorithm of fold f on the fold's shared training      on the configured
-    │                       matrix; each unit is persisted as it finishes          task runner)
-    └── write-results       results.csv, summary.csv, folds.csv, units.csv, ...  (task, I/O retries)
+    sliding_window_eval(config, rolling=False)                          flow
+    ├── load-log          load + validate the log once, cut the folds   task, I/O retries
+    ├── evaluate-fold[f]  one task per fold with missing units: every   tasks, fanned out on
+    │                     missing algorithm of fold f on the fold's     the configured task
+    │                     shared training matrix; each unit persisted   runner
+    │                     as soon as it is finished
+    └── write-results     results.csv, summary.csv, folds.csv, ...      task, I/O retries
     MLflow logging happens in the flow's thread as each fold's task completes.
 
 Run it::

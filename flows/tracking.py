@@ -253,7 +253,10 @@ class Tracker:
             "sweval.mode": mode,
             "sweval.output_dir": str(Path(config.output).resolve()),
             "sweval.version": _package_version(),
-            **{f"sweval.config.{name}": str(getattr(config, name)) for name in _ORCHESTRATION_FIELDS},
+            **{
+                f"sweval.config.{name}": str(getattr(config, name))
+                for name in _ORCHESTRATION_FIELDS
+            },
         }
         commit, dirty = _git_commit()
         if commit:
@@ -365,7 +368,7 @@ class Tracker:
                     self.client.log_batch(run_id, metrics=batch)
                     done.update(pending)
         except Exception as exc:
-            raise SwevalError(f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}") from exc
+            raise self._error(exc) from exc
         finally:
             self.seconds += time.perf_counter() - started
         return n_logged
@@ -405,7 +408,9 @@ class Tracker:
         try:
             now = _now_ms()
             for (algorithm, stratum), run_id in self.children.items():
-                part = summary[(summary["algorithm"] == algorithm) & (summary["stratum"] == stratum)]
+                part = summary[
+                    (summary["algorithm"] == algorithm) & (summary["stratum"] == stratum)
+                ]
                 metrics = []
                 for row in part.to_dict("records"):
                     key = metric_key(row["metric"], row["k"])
@@ -417,7 +422,9 @@ class Tracker:
                     metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), now, 0))
                 if metrics:
                     self.client.log_batch(run_id, metrics=metrics)
-                mine = results[(results["algorithm"] == algorithm) & (results["stratum"] == stratum)]
+                mine = results[
+                    (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
+                ]
                 self._log_frame(run_id, per_fold_table(mine), "per_fold.csv")
                 self.client.set_terminated(run_id, "FINISHED")
             for path in files:
@@ -427,7 +434,7 @@ class Tracker:
                 self.client.set_tag(self.parent_run_id, "sweval.n_folds", str(n_folds))
             self.client.set_terminated(self.parent_run_id, "FINISHED")
         except Exception as exc:
-            raise SwevalError(f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}") from exc
+            raise self._error(exc) from exc
         finally:
             self.seconds += time.perf_counter() - started
 
@@ -439,6 +446,9 @@ class Tracker:
             self.client.set_terminated(self.parent_run_id, status)
         except Exception as exc:  # the run's own error matters more
             _log.warning("MLflow: could not mark the run %s: %s", status, exc)
+
+    def _error(self, exc: Exception) -> SwevalError:
+        return SwevalError(f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}")
 
     def _log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sweval-mlflow-") as tmp:

@@ -83,7 +83,9 @@ def write_log(tmp_path: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture
-def make_config(tmp_path: Path, mlflow_uri: str, request: pytest.FixtureRequest) -> Callable[..., EvalConfig]:
+def make_config(
+    tmp_path: Path, mlflow_uri: str, request: pytest.FixtureRequest
+) -> Callable[..., EvalConfig]:
     """An EvalConfig for the tiny log: 1-day windows from day 1, u_min 5, pop + pop-n."""
 
     def make(data: Path, **overrides: Any) -> EvalConfig:

@@ -37,7 +37,8 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     assert parent.data.params["window"] == "1D" and parent.data.params["k"] == "5,10"
     client = MlflowClient(mlflow_uri)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    assert {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json"} <= artifacts
+    expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json"}
+    assert expected <= artifacts
     _, children = experiment_runs(mlflow_uri, config.experiment)
     assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
     assert children["pop-n"].data.params["n_recent"] == "1000"
@@ -135,5 +136,6 @@ def test_tracking_uri_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert resolve_tracking_uri(EvalConfig(tracking_uri="sqlite:///x.db")) == "sqlite:///x.db"
     assert artifact_root("sqlite:////srv/ml/mlflow.db") == Path("/srv/ml/mlartifacts")
     assert artifact_root("http://127.0.0.1:5000") is None
-    assert experiment_name(EvalConfig(data="movielens-latest-small")) == "sweval/movielens-latest-small"
+    ml_small = EvalConfig(data="movielens-latest-small")
+    assert experiment_name(ml_small) == "sweval/movielens-latest-small"
     assert experiment_name(EvalConfig(experiment="mine")) == "mine"

@@ -64,8 +64,9 @@ def mlflow_server(mlflow_uri: str, tmp_path: Path) -> Iterator[str]:
 
 
 def _get(url: str, endpoint: str, **query: Any) -> Any:
-    with urllib.request.urlopen(f"{url}{endpoint}?{urllib.parse.urlencode(query)}", timeout=30) as r:
-        body = r.read()
+    address = f"{url}{endpoint}?{urllib.parse.urlencode(query)}"
+    with urllib.request.urlopen(address, timeout=30) as response:
+        body = response.read()
     return json.loads(body) if body[:1] in (b"{", b"[") else body
 
 
