@@ -232,6 +232,36 @@ class Bench:
         out.write_text(json.dumps({"process": proc, "cmd": cmd}, indent=1))
         self.say(f"  -> exit {proc['returncode']}, wall {proc['wall_s']:.1f} s")
 
+    def overhead(self, w: dict[str, Any], algorithm: str = "pop") -> None:
+        """Orchestration and tracking overhead: ``sweval run`` with and without Prefect / MLflow.
+
+        Each variant runs twice: first with an empty ``SWEVAL_HOME`` (fresh Prefect and MLflow
+        databases), then again with the state the first run left (the usual case).
+        """
+        variants = {"prefect+mlflow": [], "mlflow only": ["--no-prefect"],
+                    "bare": ["--no-prefect", "--no-tracking"]}
+        for label, flags in variants.items():
+            home = self.work / f"home-{label.replace(' ', '-').replace('+', '-')}"
+            subprocess.run(["rm", "-rf", str(home)], check=False)
+            for attempt in ("fresh", "warm"):
+                out = self.results / f"overhead__{label.replace(' ', '-')}__{attempt}.json"
+                if self.args.reuse and out.exists():
+                    continue
+                self.say(f"run {out.name}")
+                target = self.work / "cli-output" / f"overhead-{label}-{attempt}"
+                subprocess.run(["rm", "-rf", str(target)], check=False)
+                cmd = [str(ROOT / ".venv" / "bin" / "sweval"), "run", "--data", w["parquet"],
+                       "--window", f"{w['width']}s", "--folds", str(w["folds"]),
+                       "--start", str(w["t0"]), "--algorithms", algorithm,
+                       "--u-min", str(w["u_min"]), "--no-progress", "--output", str(target),
+                       *flags]
+                proc = run_child(cmd, log=out.with_suffix(".log"), timeout=self.args.timeout,
+                                 env={"SWEVAL_HOME": str(home),
+                                      "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db"})
+                out.write_text(json.dumps({"process": proc, "cmd": cmd, "variant": label,
+                                           "attempt": attempt, "algorithm": algorithm}, indent=1))
+                self.say(f"  -> exit {proc['returncode']}, wall {proc['wall_s']:.1f} s")
+
     def cli_imports(self) -> None:
         out = self.results / "cli_imports.json"
         if self.args.reuse and out.exists():
@@ -359,14 +389,16 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
         if load:
             add(f"\n1-min load average before/after the SW-EVAL child: {load[0]:.1f} / {load[1]:.1f}")
         # --- whole processes
-        add("\nWhole process (one process per tool and algorithm): wall s / peak RSS MB / "
-            "imports s / load s\n")
+        add("\nWhole process (one process per tool and algorithm): wall s / CPU s (user+sys) / "
+            "peak RSS MB; peers also: imports s / load s (measured inside)\n")
         head = ["algorithm", "sweval run (CLI)"] + peers
         add("| " + " | ".join(head) + " |")
         add("|" + "---|" * len(head))
         for a in names:
             cli = load_json(res / f"{w['key']}__cli__{a}.json")
-            row = [a, (f"{cli['process']['wall_s']:.1f} / {cli['process']['peak_rss_mb']:.0f}"
+            row = [a, (f"{cli['process']['wall_s']:.1f} / "
+                       f"{cli['process']['user_s'] + cli['process']['sys_s']:.1f} / "
+                       f"{cli['process']['peak_rss_mb']:.0f}"
                        if cli and cli["process"]["returncode"] == 0 else "-")]
             for p in peers:
                 rec = load_json(res / f"{w['key']}__{p}__{a}.json")
@@ -375,8 +407,9 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                     continue
                 pr = rec["process"]
                 partial = "" if rec.get("status") == "ok" else " (partial)"
-                row.append(f"{pr['wall_s']:.1f} / {pr['peak_rss_mb']:.0f} / "
-                           f"{rec.get('import_s', 0):.1f} / {rec.get('load_s', 0):.2f}{partial}")
+                row.append(f"{pr['wall_s']:.1f} / {pr['user_s'] + pr['sys_s']:.1f} / "
+                           f"{pr['peak_rss_mb']:.0f} / {rec.get('import_s', 0):.1f} / "
+                           f"{rec.get('load_s', 0) or 0:.2f}{partial}")
             add("| " + " | ".join(row) + " |")
         # --- floor
         fl = load_json(res / f"{w['key']}__floor.json")
@@ -406,6 +439,27 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
         if notes:
             add("\nPeer Recall@10, native vs canonical (mean over the folds done): ")
             add("\n".join(f"- {n}" for n in notes))
+    # --- orchestration / tracking overhead
+    over = sorted(res.glob("overhead__*.json"))
+    if over:
+        add("\n### sweval run: orchestration and tracking overhead (generated scale 1, 30 folds, "
+            "pop; engine time of pop alone is about 1 s)\n")
+        add("| variant | first run (fresh state) wall s / CPU s / RSS MB | second run |")
+        add("|---|---|---|")
+        by_variant: dict[str, dict[str, Any]] = {}
+        for path in over:
+            rec = load_json(path)
+            if rec:
+                by_variant.setdefault(rec["variant"], {})[rec["attempt"]] = rec["process"]
+        for label, runs in by_variant.items():
+            cells = []
+            for attempt in ("fresh", "warm"):
+                pr = runs.get(attempt)
+                cells.append("-" if pr is None else
+                             f"{pr['wall_s']:.1f} / {pr['user_s'] + pr['sys_s']:.1f} / "
+                             f"{pr['peak_rss_mb']:.0f}" + ("" if pr["returncode"] == 0
+                                                          else f" (exit {pr['returncode']})"))
+            add(f"| {label} | " + " | ".join(cells) + " |")
     # --- scaling
     scaling = sorted(res.glob("scaling__*.json"))
     if scaling:
@@ -459,7 +513,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true",
                    help="MovieLens only, budget 20 s, no scaling, no CLI runs")
     p.add_argument("--skip", default="",
-                   help="comma-separated steps to skip: sweval,cli,floor,peers,scaling")
+                   help="comma-separated steps to skip: sweval,cli,overhead,floor,peers,scaling")
     p.add_argument("--work", default="/tmp/sweval-bench-i8")
     p.add_argument("--venvs", default="/work/bench-venvs")
     p.add_argument("--reuse", action="store_true", help="keep results already in --work")
@@ -485,6 +539,8 @@ def main() -> None:
                 for a in algorithms:
                     if a in NON_LEARNED:
                         bench.cli(w, a)
+                if "overhead" not in skip:
+                    bench.overhead(w)
             if "floor" not in skip:
                 bench.floor(w, skip="" if {"svd", "als"} & set(algorithms) else "svd,als")
             if "peers" not in skip:
