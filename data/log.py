@@ -29,6 +29,8 @@ _log = logging.getLogger(__name__)
 Dedup = Literal["first", "none"]
 OnInvalid = Literal["error", "drop"]
 
+#: The stratum label of the unstratified results (SPEC §6); no policy may be called so.
+ALL_STRATUM = "all"
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
 _MAX_PLAUSIBLE_SECONDS = 10**11
 #: Floats hold every integer up to 2**53 exactly; beyond it distinct ids can merge.
@@ -151,7 +153,15 @@ class InteractionLog:
         user_codes, user_ids = encode_ids(users, source=source, column=user_col)
         item_codes, item_ids = encode_ids(items, source=source, column=item_col)
         if policies is not None:
-            policy_codes, policy_ids = encode_ids(policies.astype(str))
+            labels = policies.astype(str)
+            reserved = np.flatnonzero((labels == ALL_STRATUM).to_numpy())
+            if len(reserved):
+                raise SwevalError(
+                    f"{source}: column {policy_col!r} has the policy {ALL_STRATUM!r} (data rows "
+                    f"{first_rows(_file_rows(labels, reserved))}), the name of the unstratified "
+                    "results: rename that policy."
+                )
+            policy_codes, policy_ids = encode_ids(labels)
         else:
             policy_codes, policy_ids = None, None
 
