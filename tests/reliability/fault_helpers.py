@@ -124,7 +124,11 @@ def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[int, s
         stdout, stderr = process.communicate()
         raise AssertionError(f"timed out after {timeout} s: {stderr[-3000:]}") from None
     finally:
-        kill_group(process)  # whatever it may have started
+        kill_group(process)  # whatever it may have started (an ephemeral API, Dask workers)
+        deadline = time.monotonic() + 15
+        while group_members(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert not group_members(process.pid), f"left behind: {group_members(process.pid)}"
     return process.returncode, stdout, stderr
 
 
