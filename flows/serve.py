@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from prefect.deployments.runner import EntrypointType
+
 from data.errors import SwevalError
 from evaluators.config import EvalConfig
 
@@ -54,6 +56,9 @@ def build_deployment(
     mode = "rolling" if rolling else "full"
     return sliding_window_eval.to_deployment(
         name=name,
+        # A module path, not a file path: the served run then imports ``flows.sliding_window``
+        # under its package name, which Dask workers need to unpickle the fold tasks.
+        entrypoint_type=EntrypointType.MODULE_PATH,
         schedules=[schedule],
         parameters={"config": config.model_dump(mode="json"), "rolling": rolling},
         concurrency_limit=1,
