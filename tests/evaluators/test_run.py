@@ -95,8 +95,10 @@ def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
     ],
 )
 def test_cli_errors_are_one_clear_line(args, message, tmp_path):
+    # (the same through Prefect and MLflow: tests/flows/test_cli.py)
     result = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", *args, "--output", str(tmp_path / "o")],
+        [sys.executable, "-m", "flows.cli", "run", *args, "--output", str(tmp_path / "o"),
+         "--no-prefect", "--no-tracking"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
     assert result.returncode == 2, result.stderr
