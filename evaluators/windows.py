@@ -27,6 +27,11 @@ import pandas as pd
 
 from data.errors import SwevalError
 
+#: Bounds that keep every window boundary a plausible int64 epoch: durations and instants within
+#: 10**11 s (~3,000 years) of 1970, at most 100,000 windows.
+MAX_SECONDS = 10**11
+MAX_FOLDS = 100_000
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 _UNITS = {
     "s": 1, "sec": 1, "second": 1, "seconds": 1,
@@ -64,13 +69,15 @@ def parse_duration(text: str | int, *, option: str = "--window") -> int:
         seconds = int(value)
     if seconds <= 0:
         raise SwevalError(f"{option} {text!r}: must be longer than zero.")
+    if seconds > MAX_SECONDS:
+        raise SwevalError(f"{option} {text!r}: longer than any log (at most {MAX_SECONDS:.0e} s).")
     return seconds
 
 
 def parse_time(text: str | int, *, option: str = "--start") -> int:
     """Parse an instant (ISO date/time, or epoch seconds) into int epoch seconds, UTC."""
     if isinstance(text, int | np.integer):
-        return int(text)
+        return _plausible(int(text), text, option)
     value = str(text).strip()
     if re.fullmatch(r"(19|20|21)\d{6}", value) and _is_yyyymmdd(value):
         raise SwevalError(
@@ -78,7 +85,7 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
             "date (as epoch seconds it would be in 1970)."
         )
     if re.fullmatch(r"-?\d+", value):
-        return int(value)
+        return _plausible(int(value), text, option)
     try:
         stamp = pd.Timestamp(value)
     except (ValueError, TypeError) as exc:
@@ -86,7 +93,17 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
     if pd.isna(stamp):
         raise SwevalError(f"{option} {text!r}: not an ISO date/time or epoch seconds.")
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-    return int(stamp.value // 10**9)
+    # in the Timestamp's own unit (s, ms, us or ns): years beyond 1677..2262 do not fit in ns
+    seconds = np.datetime64(stamp.tz_localize(None).asm8).astype("datetime64[s]").astype(np.int64)
+    return _plausible(int(seconds), text, option)
+
+
+def _plausible(seconds: int, text: object, option: str) -> int:
+    if abs(seconds) > MAX_SECONDS:
+        raise SwevalError(
+            f"{option} {text!r}: too far from 1970 (more than {MAX_SECONDS:.0e} s, about 3,000 years)."
+        )
+    return seconds
 
 
 def _is_yyyymmdd(value: str) -> bool:
@@ -114,6 +131,10 @@ class WindowSpec:
             raise SwevalError(f"window width must be > 0 seconds, got {self.width_s}.")
         if self.n_folds <= 0:
             raise SwevalError(f"--folds must be at least 1, got {self.n_folds}.")
+        if self.n_folds > MAX_FOLDS:
+            raise SwevalError(
+                f"--folds {self.n_folds}: at most {MAX_FOLDS:,} windows; use a wider --window."
+            )
         if self.train_window_s is not None and self.train_window_s <= 0:
             raise SwevalError(f"--train-window must be > 0, got {self.train_window_s} s.")
 
