@@ -82,9 +82,9 @@ def _algorithm_help() -> str:
 def _eval_options(
     data: Annotated[str | None, typer.Option(help="Log file (CSV/TSV/Parquet/MovieLens, gzip ok) or bundled dataset name (movielens-latest-small). Default: a generated log (--scale, --seed).")] = None,
     fmt: Annotated[str, typer.Option("--format", help="auto | csv | parquet | movielens.")] = "auto",
-    user_col: Annotated[str | None, typer.Option(help="User column. [default: user]")] = None,
-    item_col: Annotated[str | None, typer.Option(help="Item column. [default: item]")] = None,
-    time_col: Annotated[str | None, typer.Option(help="Timestamp column. [default: timestamp]")] = None,
+    user_col: Annotated[str | None, typer.Option(help="User column. \\[default: user]")] = None,
+    item_col: Annotated[str | None, typer.Option(help="Item column. \\[default: item]")] = None,
+    time_col: Annotated[str | None, typer.Option(help="Timestamp column. \\[default: timestamp]")] = None,
     policy_col: Annotated[str | None, typer.Option(help="Logging-policy column (kept for stratification).")] = None,
     time_unit: Annotated[str, typer.Option(help="Unit of numeric timestamps: s | ms.")] = "s",
     dedup: Annotated[str, typer.Option(help="first: keep the earliest (user, item) transaction | none: keep repeats.")] = "first",
@@ -103,11 +103,11 @@ def _eval_options(
     algorithms: Annotated[str, typer.Option(help="Comma-separated: pop,pop-n,item-knn,user-knn,svd,als.")] = "pop,pop-n,item-knn,user-knn,svd,als",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).")] = None,
     output: Annotated[str, typer.Option(help="Output directory (results.csv, folds.csv, config.json, ...). Rerunning into it resumes.")] = "runs/latest",
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment. [default: sweval/<dataset>]")] = None,
-    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI. [default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]")] = None,
+    experiment: Annotated[str | None, typer.Option(help="MLflow experiment. \\[default: sweval/<dataset>]")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]")] = None,
     tracking: Annotated[bool, typer.Option("--tracking/--no-tracking", help="Log the run to MLflow.")] = True,
     task_runner: Annotated[str, typer.Option(help="Where the fold tasks run: sequential | threads | dask.")] = "sequential",
-    workers: Annotated[int, typer.Option(help="Threads (threads) or local Dask worker processes (dask). [default: the CPU count]")] = 1,
+    workers: Annotated[int, typer.Option(help="Threads (threads) or local Dask worker processes (dask). \\[default: the CPU count]")] = 1,
     dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786) for --task-runner dask; its workers need this code and the data path. Default: a local cluster.")] = None,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
     config: Annotated[Path | None, typer.Option(help="TOML/YAML/JSON file with these options (the EvalConfig fields); command-line options given explicitly win.")] = None,
@@ -285,7 +285,7 @@ def serve(
 
 @app.command()
 def ui(
-    tracking_uri: Annotated[str | None, typer.Option(help="The MLflow store to show. [default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db]")] = None,
+    tracking_uri: Annotated[str | None, typer.Option(help="The MLflow store to show. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db]")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
 ) -> None:
     """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1)."""

@@ -226,6 +226,7 @@ class Evaluation:
         self.progress = progress
         self.computed = 0
         self.tracking_deferred = False
+        self.report_files: list[Path] = []
 
     @property
     def key(self) -> str:
@@ -299,9 +300,10 @@ class Evaluation:
             self.progress(len(payloads))
 
     def outputs(self) -> Outputs:
-        """Collect the tables from the store and write them to the output directory."""
+        """Collect the tables from the store, write them and the report to the output directory."""
         outputs = collect(self.plan, self.store)
         write_outputs(self.plan, outputs)
+        self.report_files = write_report_quietly(outputs.directory)
         return outputs
 
     def finish(self, outputs: Outputs) -> None:
@@ -312,7 +314,7 @@ class Evaluation:
             directory = Path(outputs.directory)
             files = [directory / name for name in (
                 "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json"
-            )]
+            )] + self.report_files
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,
                 n_folds=len(self.plan.folds),
@@ -321,6 +323,17 @@ class Evaluation:
     def fail(self, exc: BaseException) -> None:
         if self.tracker is not None:
             self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+
+
+def write_report_quietly(directory: str | Path) -> list[Path]:
+    """Write ``report.html`` and its PNG figures; a report problem never fails the run."""
+    from evaluators.report import write_report
+
+    try:
+        return write_report(directory)
+    except (SwevalError, OSError, ValueError) as exc:
+        _log.warning("could not write the HTML report: %s", exc)
+        return []
 
 
 def open_tracker(

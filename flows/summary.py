@@ -15,12 +15,12 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best)."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     ks = sorted(int(k) for k in part["k"].dropna().unique())
-    table = Table(title=title, title_justify="left")
-    table.add_column("algorithm", style="bold")
+    table = Table(title=title, title_justify="left", padding=(0, 1))
+    table.add_column("algorithm", style="bold", no_wrap=True)
     label = LABELS.get(metric, metric)
     for k in ks:
-        table.add_column(f"{label}@{k}", justify="right")
-    table.add_column("folds used/skipped", justify="right")
+        table.add_column(f"{label}@{k}", justify="right", no_wrap=True)
+    table.add_column("folds", justify="right", no_wrap=True)
     for algorithm, rows in part.groupby("algorithm", sort=False):
         cells = [str(algorithm)]
         for k in ks:
@@ -28,9 +28,9 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
             if pd.isna(row["mean"]):
                 cells.append("—")
             elif abs(row["delta"]) < 1e-12:
-                cells.append(f"[bold green]{row['mean']:.4f}[/] [dim]best[/]")
+                cells.append(f"[bold green]{row['mean']:.4f}[/]    ")
             else:
-                cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.1f}%[/]")
+                cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]")
         cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
         table.add_row(*cells)
     return table
@@ -41,7 +41,18 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console = console or Console()
     summary = outputs.summary
     for stratum in summary["stratum"].unique():
-        title = f"Recall@k on {config.dataset_name} — stratum {stratum}, {config.window} windows"
+        part = summary[summary["stratum"] == stratum]
+        if part["n_folds"].max() == 0:
+            console.print(
+                f"stratum {stratum}: every fold skipped (fewer than u_min={config.u_min} "
+                "eligible users)", style="yellow"
+            )
+            continue
+        title = (
+            f"Recall@k on {config.dataset_name}, {config.window} windows"
+            + (f", stratum {stratum}" if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
+            + " — mean over folds, Δ% to the best (green)"
+        )
         console.print(summary_table(summary, metric="recall", stratum=stratum, title=title))
     folds = outputs.folds
     used = int((~folds["skipped"]).sum())
@@ -52,3 +63,5 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
         console.print(f"  skipped: {reason}", style="dim")
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
+    if (outputs.directory / "report.html").exists():
+        console.print(f"report:  {outputs.directory / 'report.html'}")
