@@ -75,6 +75,7 @@ from evaluators.protocols import (
 )
 from evaluators.run import Plan, collect, make_plan, window_spec, write_outputs
 from evaluators.store import UnitStore
+from flows.pipeline import write_report_quietly
 
 _log = logging.getLogger(__name__)
 
@@ -230,6 +231,7 @@ def run_compare(
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
         write_comparison(comparison)
+        write_report_quietly(directory)
         if tracker_group is not None:
             tracker_group.finish(comparison)
     except BaseException as exc:
@@ -644,8 +646,10 @@ class _Tracking:
                         float(row.mean), now, 0))
             for lo in range(0, len(metrics), 900):
                 self.client.log_batch(self.parent_run_id, metrics=metrics[lo : lo + 900])
+            reports = sorted(p.name for p in comparison.directory.glob("report*"))
             for name in ("compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv",
-                         "leakage.csv", "leakage_per_split.csv", "compare.txt", "compare.json"):
+                         "leakage.csv", "leakage_per_split.csv", "compare.txt", "compare.json",
+                         *reports):
                 path = comparison.directory / name
                 if path.exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
