@@ -8,6 +8,8 @@ For every fold f (same bounds as the benchmark), with nothing else in the proces
 - ``svd_fit``: the bare exact truncated SVD with ``factors`` components,
   ``scipy.sparse.linalg.svds(R, k=factors, solver="arpack")`` (ARPACK, as the engine's
   ``eigsh`` on RᵀR); matrices of at most 250k cells use the dense LAPACK SVD, as the engine does;
+- ``svd_fit_gram``: the same decomposition as ARPACK ``eigsh`` on the Gram operator
+  v ↦ Rᵀ(R v) (the engine's formulation, called bare);
 - ``als_fit``: ``implicit.als.AlternatingLeastSquares`` with the same hyper-parameters, under
   ``threadpool_limits(1, "blas")`` as implicit asks;
 - ``svd_score`` / ``als_score``: one dense scoring matmul for the eligible users only
@@ -17,6 +19,7 @@ For every fold f (same bounds as the benchmark), with nothing else in the proces
   the sparse product R_U S for the eligible users;
 - ``userknn_ref``: R_U Rᵀ (sparse), top-n neighbours per row (dense ``argpartition``), W R.
 
+Every part is timed in wall seconds and in process CPU seconds (``<part>_cpu``, all threads).
 Totals are sums over the folds. Usage::
 
     .venv/bin/python benchmarks/floor.py --data LOG.parquet --t0 T0 --width W --n-folds N \
@@ -93,17 +96,22 @@ def main() -> None:
             continue
         t: dict[str, float] = {}
         clock = time.perf_counter()
+        cpu = time.process_time()
         matrix, user_row, cols = compact_csr(user[:lo], item[:lo], n_users, n_items)
         t["csr"] = time.perf_counter() - clock
+        t["csr_cpu"] = time.process_time() - cpu
         rows = user_row[eligible]
 
         clock = time.perf_counter()
+        cpu = time.process_time()
         counts = np.bincount(cols, minlength=matrix.shape[1])
         np.argsort(-counts, kind="stable")
         t["pop"] = time.perf_counter() - clock
+        t["pop_cpu"] = time.process_time() - cpu
 
         if "svd" not in skip:
             clock = time.perf_counter()
+            cpu = time.process_time()
             r64 = matrix.astype(np.float64)
             if matrix.shape[0] * matrix.shape[1] <= DENSE_SVD_CELLS:
                 _, _, vt = np.linalg.svd(r64.toarray(), full_matrices=False)
@@ -115,14 +123,32 @@ def main() -> None:
                 _, _, vt = svds(r64, k=args.svd_factors, solver="arpack", v0=start)
                 v = vt.T
             t["svd_fit"] = time.perf_counter() - clock
+            t["svd_fit_cpu"] = time.process_time() - cpu
+            if matrix.shape[0] * matrix.shape[1] > DENSE_SVD_CELLS:
+                # The same decomposition as eigenvectors of the Gram operator v -> R^T (R v)
+                # (ARPACK eigsh): the engine's formulation, as a bare library call.
+                from scipy.sparse.linalg import LinearOperator, eigsh
+
+                clock = time.perf_counter()
+                cpu = time.process_time()
+                rt = r64.T.tocsr()
+                gram = LinearOperator((r64.shape[1],) * 2, matvec=lambda x: rt @ (r64 @ x),
+                                      dtype=np.float64)
+                start = np.random.default_rng(0).uniform(-1.0, 1.0, r64.shape[1])
+                eigsh(gram, k=args.svd_factors, which="LA", v0=start)
+                t["svd_fit_gram"] = time.perf_counter() - clock
+                t["svd_fit_gram_cpu"] = time.process_time() - cpu
             clock = time.perf_counter()
+            cpu = time.process_time()
             (r64[rows] @ v) @ v.T
             t["svd_score"] = time.perf_counter() - clock
+            t["svd_score_cpu"] = time.process_time() - cpu
 
         if "als" not in skip:
             import implicit.als
 
             clock = time.perf_counter()
+            cpu = time.process_time()
             with threadpool_limits(1, "blas"):
                 model = implicit.als.AlternatingLeastSquares(
                     factors=als_params["factors"], regularization=als_params["regularization"],
@@ -131,20 +157,26 @@ def main() -> None:
                 )
                 model.fit(matrix, show_progress=False)
             t["als_fit"] = time.perf_counter() - clock
+            t["als_fit_cpu"] = time.process_time() - cpu
             clock = time.perf_counter()
+            cpu = time.process_time()
             np.asarray(model.user_factors)[rows] @ np.asarray(model.item_factors).T
             t["als_score"] = time.perf_counter() - clock
+            t["als_score_cpu"] = time.process_time() - cpu
 
         if "knn" not in skip:
             from implicit.nearest_neighbours import CosineRecommender
 
             clock = time.perf_counter()
+            cpu = time.process_time()
             knn = CosineRecommender(K=args.item_neighbors, num_threads=1)
             knn.fit(matrix, show_progress=False)
             (matrix[rows] @ knn.similarity).toarray()
             t["itemknn_ref"] = time.perf_counter() - clock
+            t["itemknn_ref_cpu"] = time.process_time() - cpu
 
             clock = time.perf_counter()
+            cpu = time.process_time()
             item_users = matrix.T.tocsr()
             n = args.user_neighbors
             block = max(1, 8_000_000 // matrix.shape[0])
@@ -158,6 +190,7 @@ def main() -> None:
                                   shape=(len(part), matrix.shape[0]))
                 (w @ matrix).toarray()
             t["userknn_ref"] = time.perf_counter() - clock
+            t["userknn_ref_cpu"] = time.process_time() - cpu
 
         for key, value in t.items():
             totals[key] = totals.get(key, 0.0) + value
