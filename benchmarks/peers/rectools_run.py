@@ -6,7 +6,9 @@ Configuration (matching SPEC §5 as far as RecTools allows):
 - pop-n: ``PopularModel`` with ``begin_from`` set at each fit to the timestamp of the N-th latest
   training interaction (RecTools only has time-based recency: ties at that second are included);
 - item-knn: ``ImplicitItemKNNWrapperModel(CosineRecommender(K=n_neighbors))``;
-- svd: ``PureSVDModel(factors, random_state)``;
+- svd: ``PureSVDModel(factors)`` (scipy ``svds``); ``random_state`` is left unset: with
+  scipy 1.17, RecTools 0.19 passes a ``RandomState`` on to ``svds``, which fails
+  (``TypeError: SeedSequence expects int or sequence of ints ... not RandomState``);
 - als: ``ImplicitALSWrapperModel(AlternatingLeastSquares(factors, regularization, alpha,
   iterations, random_state))``;
 - no user-kNN in RecTools.
@@ -75,7 +77,7 @@ def build(name: str, p: dict):
     if name == "item-knn":
         return ImplicitItemKNNWrapperModel(CosineRecommender(K=p["n_neighbors"]))
     if name == "svd":
-        return PureSVDModel(factors=p["factors"], random_state=p["seed"])
+        return PureSVDModel(factors=p["factors"])  # random_state=seed crashes (see above)
     if name == "als":
         return ImplicitALSWrapperModel(
             AlternatingLeastSquares(
