@@ -1,4 +1,9 @@
-"""Reliability tests: every subprocess gets a temporary SWEVAL_HOME, never ``~/.sweval``."""
+"""Reliability tests: every subprocess gets a temporary SWEVAL_HOME, never ``~/.sweval``.
+
+When tests that need the loopback MLflow server are selected, the server is started as soon as
+collection ends, so that its start (10-20 s, mostly imports) overlaps the catalogue's tests; the
+``mlflow`` fixture of test_faults.py waits for it, and the session's end stops it by process group.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,28 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-reliability-"))
 os.environ.setdefault("SWEVAL_HOME", str(_SESSION_DIR / "sweval"))
 os.environ.setdefault("PREFECT_HOME", str(_SESSION_DIR / "prefect"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    here = Path(__file__).parent
+    wanted = any(
+        "mlflow" in getattr(item, "fixturenames", ()) and here in Path(item.path).parents
+        for item in session.items
+    )
+    if wanted:
+        from fault_helpers import EARLY_MLFLOW, start_mlflow_server
+
+        session.config.stash[EARLY_MLFLOW] = start_mlflow_server(_SESSION_DIR / "mlflow")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    from fault_helpers import EARLY_MLFLOW, stop_group
+
+    server = session.config.stash.get(EARLY_MLFLOW, None)
+    if server is not None:
+        stop_group(server.process)

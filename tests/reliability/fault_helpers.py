@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400
@@ -164,10 +165,13 @@ class MlflowServer:
     log: Path
 
 
-@contextlib.contextmanager
-def mlflow_server(directory: Path, *, timeout_s: float = 240) -> Iterator[MlflowServer]:
-    """``mlflow server`` on 127.0.0.1 (sqlite store in ``directory``), stopped by process group;
-    asserts that nothing of it is left."""
+#: Where conftest.py keeps the server it started early (see its docstring).
+EARLY_MLFLOW = pytest.StashKey[MlflowServer]()
+
+
+def start_mlflow_server(directory: Path) -> MlflowServer:
+    """Start ``mlflow server`` on 127.0.0.1 (sqlite store in ``directory``) in its own process
+    group; :func:`wait_ready` waits for it, :func:`stop_group` stops it."""
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
     log = directory / "server.log"
@@ -184,18 +188,31 @@ def mlflow_server(directory: Path, *, timeout_s: float = 240) -> Iterator[Mlflow
             cwd=directory, env=env, stdout=handle, stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    server = MlflowServer(url=f"http://127.0.0.1:{port}", port=port, process=process, log=log)
+    return MlflowServer(url=f"http://127.0.0.1:{port}", port=port, process=process, log=log)
+
+
+def wait_ready(server: MlflowServer, timeout_s: float = 240) -> MlflowServer:
+    deadline = time.monotonic() + timeout_s
+    while not _http_ok(f"{server.url}/health"):
+        if server.process.poll() is not None:
+            raise AssertionError(f"mlflow server exited: {server.log.read_text()[-3000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"mlflow server not up in {timeout_s} s: {server.log.read_text()[-3000:]}"
+            )
+        time.sleep(0.25)
+    return server
+
+
+@contextlib.contextmanager
+def mlflow_server(directory: Path, *, timeout_s: float = 240) -> Iterator[MlflowServer]:
+    """A ready loopback MLflow server, stopped by process group afterwards (asserting that
+    nothing of it is left)."""
+    server = start_mlflow_server(directory)
     try:
-        deadline = time.monotonic() + timeout_s
-        while not _http_ok(f"{server.url}/health"):
-            if process.poll() is not None:
-                raise AssertionError(f"mlflow server exited: {log.read_text()[-3000:]}")
-            if time.monotonic() > deadline:
-                raise AssertionError(f"mlflow server not up in {timeout_s} s: {log.read_text()[-3000:]}")
-            time.sleep(0.25)
-        yield server
+        yield wait_ready(server, timeout_s)
     finally:
-        stop_group(process)
+        stop_group(server.process)
 
 
 def stop_group(process: subprocess.Popen[Any], grace_s: float = 10) -> None:

@@ -147,7 +147,14 @@ MLFLOW_CLIENT_ENV = {
 
 
 @pytest.fixture(scope="module")
-def mlflow(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def mlflow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The loopback MLflow server: the one conftest.py started early, or one of our own."""
+    from fault_helpers import EARLY_MLFLOW, wait_ready
+
+    early = request.config.stash.get(EARLY_MLFLOW, None)
+    if early is not None:
+        yield wait_ready(early)
+        return
     with mlflow_server(tmp_path_factory.mktemp("mlflow")) as server:
         yield server
 
@@ -213,7 +220,7 @@ def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflo
     journal = tmp_path / "journal.txt"
     env = os.environ | MLFLOW_CLIENT_ENV
     try:
-        process = start_driver(config, journal, delay=0.3, env=env)
+        process = start_driver(config, journal, delay=0.15, env=env)
         deadline = time.monotonic() + 120
         while len(unit_files(output)) < 4:
             assert process.poll() is None, process.stderr.read()[-3000:] if process.stderr else ""
@@ -258,7 +265,7 @@ def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: An
         "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
     }
     try:
-        process = start_driver(config, tmp_path / "journal.txt", delay=0.3, env=env)
+        process = start_driver(config, tmp_path / "journal.txt", delay=0.15, env=env)
         deadline = time.monotonic() + 120
         while len(unit_files(output)) < 4:
             assert process.poll() is None, process.stderr.read()[-3000:] if process.stderr else ""
