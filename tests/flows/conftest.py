@@ -27,10 +27,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from evaluators.config import EvalConfig  # noqa: E402
-
-DAY = 86_400
-T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
-
+from flow_logs import DAY, T0, log_frame  # noqa: E402,F401
 
 @pytest.fixture(scope="session", autouse=True)
 def prefect_api() -> Iterator[str]:
@@ -46,28 +43,6 @@ def prefect_api() -> Iterator[str]:
 def mlflow_uri() -> str:
     """The session's MLflow store."""
     return f"sqlite:///{_SESSION_DIR / 'mlflow' / 'mlflow.db'}"
-
-
-def log_frame(days: float, *, seed: int = 0, quiet_day: int | None = 3) -> pd.DataFrame:
-    """A small log over ``days`` days from T0: 40 users, 30 items with skewed popularity.
-
-    Every user interacts on about half of the days; on ``quiet_day`` only 2 users do, so that
-    day's fold has fewer eligible users than u_min=5 and is skipped.
-    """
-    rng = np.random.default_rng(seed)
-    rows = []
-    popularity = 1.0 / np.arange(1, 31)
-    popularity /= popularity.sum()
-    for day in range(int(np.ceil(days))):
-        users = range(2) if day == quiet_day else range(40)
-        for user in users:
-            if day != quiet_day and rng.random() < 0.5:
-                continue
-            for _ in range(rng.integers(1, 4)):
-                t = T0 + day * DAY + int(rng.integers(0, DAY))
-                if t < T0 + days * DAY:
-                    rows.append((f"u{user}", f"i{rng.choice(30, p=popularity)}", t))
-    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
 
 
 @pytest.fixture

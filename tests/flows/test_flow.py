@@ -98,7 +98,7 @@ def test_tasks_retry_on_transient_io_errors_only() -> None:
 def test_stratified_run_has_one_child_per_algorithm_and_stratum(
     write_log, make_config, mlflow_uri: str
 ) -> None:
-    from conftest import log_frame
+    from flow_logs import log_frame
 
     frame = log_frame(8)
     frame["policy"] = ["A" if int(user[1:]) % 2 else "B" for user in frame["user"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import DAY, T0, log_frame
+from flow_logs import DAY, T0, log_frame
 from flow_helpers import check_mlflow_matches_results, experiment_runs
 
 import flows.pipeline
