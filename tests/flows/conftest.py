@@ -22,7 +22,6 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ["SWEVAL_HOME"] = str(_SESSION_DIR / "sweval")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
