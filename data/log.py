@@ -373,15 +373,18 @@ def normalise_timestamps(
         stamps = values
     else:
         text = values.astype(str)
-        numbers = pd.to_numeric(text.str.strip(), errors="coerce")
-        is_number = numbers.notna().to_numpy()
-        if is_number.all():  # epochs written as text (e.g. a string column of a Parquet file)
-            return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
         try:
             stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
         except (ValueError, TypeError):
             stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
         is_date = stamps.notna().to_numpy()
+        if not is_date.all():  # epochs written as text (a Parquet string column)? mixed?
+            numbers = pd.to_numeric(text.str.strip(), errors="coerce")
+            is_number = numbers.notna().to_numpy()
+            if is_number.all():
+                return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
+        else:
+            is_number = np.zeros(len(text), dtype=bool)
         if is_number.any() and (is_date | is_number).all():
             numeric_rows = _file_rows(values, np.flatnonzero(is_number))
             date_rows = _file_rows(values, np.flatnonzero(~is_number))
