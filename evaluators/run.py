@@ -30,7 +30,7 @@ from evaluators.config import EvalConfig
 from evaluators.engine import evaluate_unit
 from evaluators.folds import Fold, build_folds
 from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
-from evaluators.store import UnitStore
+from evaluators.store import UnitStore, atomic_write_text
 from evaluators.stratify import Strata, build_strata, stratum_rows
 from evaluators.windows import WindowSpec, parse_duration, parse_time
 
@@ -254,17 +254,27 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
 
 
 def write_outputs(plan: Plan, outputs: Outputs) -> None:
-    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv`` and ``config.json``."""
+    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv`` and ``config.json``.
+
+    Each file is written whole or not at all (temporary name, then rename).
+    """
     directory = outputs.directory
+    tables = {
+        "results.csv": outputs.results.to_csv(index=False, float_format="%.10g"),
+        "summary.csv": outputs.summary.to_csv(index=False, float_format="%.10g"),
+        "folds.csv": outputs.folds.to_csv(index=False),
+        "units.csv": outputs.units.to_csv(index=False, float_format="%.4f"),
+        "config.json": run_record(plan, outputs),
+    }
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        outputs.results.to_csv(directory / "results.csv", index=False, float_format="%.10g")
-        outputs.summary.to_csv(directory / "summary.csv", index=False, float_format="%.10g")
-        outputs.folds.to_csv(directory / "folds.csv", index=False)
-        outputs.units.to_csv(directory / "units.csv", index=False, float_format="%.4f")
-        (directory / "config.json").write_text(run_record(plan, outputs))
+        for name, text in tables.items():
+            atomic_write_text(directory / name, text)
     except OSError as exc:
-        raise SwevalError(f"{directory}: cannot write the results ({exc}).") from exc
+        raise SwevalError(
+            f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "
+            "same command to write them."
+        ) from exc
 
 
 def run_record(plan: Plan, outputs: Outputs) -> str:

@@ -38,7 +38,7 @@ class UnitStore:
                 shutil.rmtree(self.directory)
             self.directory.mkdir(parents=True, exist_ok=True)
             if not manifest.exists():
-                _atomic_write(manifest, json.dumps({"key": key}))
+                atomic_write_text(manifest, json.dumps({"key": key}))
         except OSError as exc:
             raise SwevalError(f"{self.directory}: cannot prepare the output directory ({exc}).") from exc
 
@@ -52,7 +52,7 @@ class UnitStore:
         """Persist one finished unit (rows, device, timings) atomically."""
         text = json.dumps(_clean(payload), sort_keys=True)
         try:
-            _atomic_write(self._path(fold, algorithm), text)
+            atomic_write_text(self._path(fold, algorithm), text)
         except OSError as exc:
             raise SwevalError(
                 f"{self.directory}: cannot write results ({exc}); finished units so far are kept, "
@@ -71,13 +71,22 @@ class UnitStore:
         return units
 
 
-def _atomic_write(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it into place.
+
+    A crash or a full disk leaves either the old file, or the new one whole, never a truncated
+    one; the temporary file is removed when the write fails.
+    """
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def _clean(value: Any) -> Any:

@@ -464,7 +464,9 @@ def _fold_metrics(fold: int, rows: list[Mapping[str, Any]]) -> list[Any]:
 
     first = rows[0]
     t_start = int(first["t_start"])
-    timestamp = t_start * 1000
+    # MLflow refuses negative timestamps: windows before 1970 keep their real start in
+    # fold_t_start and are stamped at the epoch.
+    timestamp = max(t_start, 0) * 1000
     metrics = {
         "n_eligible": float(first["n_eligible"]),
         "fold_t_start": float(t_start),

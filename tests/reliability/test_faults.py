@@ -284,14 +284,6 @@ def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: An
 
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="flows/tracking.py _fold_metrics stamps each fold's metrics with t_start * 1000 ms, "
-    "which MLflow rejects when a window starts before 1970 ('Timestamp must be a nonnegative "
-    "long'): a log with negative or small relative epochs cannot be tracked; clamp the metric "
-    "timestamp at 0 (fold_t_start already records the real start)",
-)
 def test_windows_before_1970_can_be_tracked(tmp_path: Path, mlflow: Any) -> None:
     from data.errors import SwevalError
     from flows.execute import execute
@@ -408,25 +400,11 @@ def test_disk_full_while_writing_the_tables_reports_clearly_and_resumes(
     assert (output / "results.csv").read_bytes() == reference
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="evaluators/run.py write_outputs writes results.csv (and summary.csv, ...) in place: "
-    "a full disk leaves a truncated results.csv next to the error; writing each table to a "
-    "temporary name and os.replace-ing it (as UnitStore does for units) would leave none",
-)
 def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: Any) -> None:
     output, _reference, _message = _run_until_tables_do_not_fit(tmp_path, small_disk)
     assert not (output / "results.csv").exists(), (output / "results.csv").stat().st_size
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="evaluators/store.py _atomic_write leaves its partial temporary file "
-    "(units/.fNNNN__ALG.json.PID.tmp) behind when a write fails (disk full), and no later run "
-    "removes it; it should unlink the temporary file before re-raising",
-)
 def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
     from data.errors import SwevalError
     from evaluators.store import UnitStore
