@@ -11,7 +11,8 @@ Configuration (SPEC §5 as far as RecPack allows):
   (the SPEC definition);
 - svd: ``SVD(num_components=factors, seed)``: sklearn ``TruncatedSVD(n_iter=7)`` with scores
   U Σ · Σ Vᵀ (= R V Σ Vᵀ), i.e. PureSVD weighted by Σ: a definition difference;
-- als: RecPack's own torch ``WeightedMatrixFactorization`` (not ``implicit``);
+- als: RecPack's own torch ``WeightedMatrixFactorization(num_components, alpha, iterations,
+  regularization)`` (not ``implicit``; no seed parameter);
 - no POP-N (only via ``delta_in``, a time window) and no user-kNN (only KUNN).
 
 The scenario re-splits the whole interaction matrix at every fold; that is RecPack's cost.
@@ -44,7 +45,7 @@ DEFAULTS = {
     "pop": {},
     "item-knn": {"n_neighbors": 100},
     "svd": {"factors": 50, "seed": 0},
-    "als": {"factors": 64, "iterations": 15, "alpha": 1.0, "seed": 0},
+    "als": {"factors": 64, "iterations": 15, "alpha": 1.0, "regularization": 0.01},
 }
 
 
@@ -57,8 +58,8 @@ def build(name: str, p: dict):
         return SVD(num_components=p["factors"], seed=p["seed"])
     if name == "als":
         return WeightedMatrixFactorization(
-            num_components=p["factors"], alpha=p["alpha"], max_epochs=p["iterations"],
-            seed=p["seed"],
+            num_components=p["factors"], alpha=p["alpha"], iterations=p["iterations"],
+            regularization=p["regularization"],
         )
     raise KeyError(f"RecPack has no {name}")
 
