@@ -208,11 +208,13 @@ class Bench:
                  f"RSS {proc['peak_rss_mb']:.0f} MB")
         return record
 
-    def sweval(self, w: dict[str, Any], algorithms: list[str], tag: str = "") -> None:
+    def sweval(self, w: dict[str, Any], algorithms: list[str], tag: str = "",
+               params: str = "{}") -> None:
         out = self.results / f"{w['key']}__sweval{tag}.json"
         self._run(out, [self.python, "benchmarks/sweval_run.py", "--data", w["parquet"],
                         *fold_args(w), "--algorithms", ",".join(algorithms),
-                        "--u-min", str(w["u_min"])], timeout=self.args.timeout)
+                        "--u-min", str(w["u_min"]), "--params", params],
+                  timeout=self.args.timeout)
 
     def cli(self, w: dict[str, Any], algorithm: str) -> None:
         """``sweval run`` as a user types it, reading the same file, one algorithm."""
@@ -367,10 +369,25 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                 cpu, _ = peer_eval(rec, cpu=True)
                 done = ("" if rec.get("status") == "ok"
                         else f" [{rec.get('folds_done')}/{w['folds']} folds]")
+                recall = fmt_r(rec.get("recall10"))
+                n_done = rec.get("folds_done") or 0
+                if done and n_done and ours["recall10_per_fold"].get(a):
+                    same = ours["recall10_per_fold"][a][:n_done]
+                    recall += f" (ours {sum(same) / len(same):.4f} on those folds)"
                 row += [f"{fmt_s(value, approx)} ({fmt_s(cpu, approx)}){done}",
                         f"{value / mine:.1f}x / {cpu / mine_cpu:.1f}x" if cpu else
-                        f"{value / mine:.1f}x", fmt_r(rec.get("recall10"))]
+                        f"{value / mine:.1f}x", recall]
             add("| " + " | ".join(row) + " |")
+        variant = load_json(res / f"{w['key']}__sweval-userknn-cosine.json")
+        if variant and "per_algorithm" in variant:
+            lk = load_json(res / f"{w['key']}__lenskit__user-knn.json") or {}
+            n_done = lk.get("folds_done") or len(variant["recall10_per_fold"]["user-knn"])
+            same = variant["recall10_per_fold"]["user-knn"][:n_done]
+            add(f"\nuser-knn with weighting=cosine (LensKit's scoring): R@10 "
+                f"{variant['recall10']['user-knn']:.4f} over all folds, "
+                f"{sum(same) / len(same):.4f} over the first {n_done}; eval "
+                f"{ours_per_algorithm(variant, 'user-knn'):.1f} s "
+                f"(CPU {ours_per_algorithm(variant, 'user-knn', cpu=True):.1f} s)")
         # --- SW-EVAL stage split
         add("\nSW-EVAL stages (s): "
             + ", ".join(f"{k} {ours[k + '_s']:.2f}" for k in
@@ -535,6 +552,9 @@ def main() -> None:
         for w in workloads:
             if "sweval" not in skip:
                 bench.sweval(w, algorithms)
+                if "user-knn" in algorithms:  # LensKit's user-kNN weighs by cosine
+                    bench.sweval(w, ["user-knn"], tag="-userknn-cosine",
+                                 params='{"user-knn": {"weighting": "cosine"}}')
             if "cli" not in skip and w["name"] == "gen":
                 for a in algorithms:
                     if a in NON_LEARNED:
