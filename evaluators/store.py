@@ -17,6 +17,7 @@ import logging
 import math
 import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,11 @@ def atomic_write_text(path: Path, text: str) -> None:
     A crash or a full disk leaves either the old file, or the new one whole, never a truncated
     one; the temporary file is removed when the write fails.
     """
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    handle_fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    temporary = Path(name)  # unique per writer: threads of one process may save concurrently
     try:
-        with open(temporary, "w") as handle:
+        os.fchmod(handle_fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
+        with os.fdopen(handle_fd, "w") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

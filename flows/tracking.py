@@ -448,7 +448,11 @@ class Tracker:
             _log.warning("MLflow: could not mark the run %s: %s", status, exc)
 
     def _error(self, exc: Exception) -> SwevalError:
-        return SwevalError(f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}")
+        return SwevalError(
+            f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}. Finished units are kept "
+            f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
+            "and upload the rest."
+        )
 
     def _log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sweval-mlflow-") as tmp:
