@@ -73,7 +73,15 @@ WORKLOADS = {
 # ------------------------------------------------------------------------------ child processes
 def run_child(cmd: list[str], *, log: Path, timeout: float, env: dict[str, str] | None = None,
               cwd: Path = ROOT) -> dict[str, Any]:
-    """Run ``cmd`` in its own process group; wall, peak RSS and CPU times via ``os.wait4``."""
+    """Run ``cmd`` in its own process group; wall and CPU times via ``os.wait4``.
+
+    Peak RSS comes from GNU ``time -f %M`` wrapped around the command: on Linux a process's
+    ``ru_maxrss`` survives ``execve``, so a child forked straight from this (large) driver would
+    report at least the driver's own RSS.
+    """
+    rss_file = log.with_suffix(".maxrss")
+    if Path("/usr/bin/time").exists():
+        cmd = ["/usr/bin/time", "-f", "%M", "-o", str(rss_file), *cmd]
     child_env = dict(os.environ)
     child_env["OPENBLAS_NUM_THREADS"] = "1"
     child_env.setdefault("PYTHONWARNINGS", "ignore")
@@ -101,9 +109,13 @@ def run_child(cmd: list[str], *, log: Path, timeout: float, env: dict[str, str] 
         finally:
             timer.cancel()
         wall = time.perf_counter() - start
+    try:
+        peak_kb = float(rss_file.read_text().split()[-1])
+    except (OSError, ValueError, IndexError):
+        peak_kb = float("nan")  # killed before time wrote it
     return {
         "wall_s": wall,
-        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "peak_rss_mb": peak_kb / 1024,
         "user_s": usage.ru_utime,
         "sys_s": usage.ru_stime,
         "returncode": os.waitstatus_to_exitcode(status),

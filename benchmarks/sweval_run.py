@@ -45,6 +45,17 @@ from evaluators.run import collect, evaluate_fold, make_plan, write_outputs  # n
 IMPORT_S = time.perf_counter() - T_START
 
 
+def peak_rss_mb() -> float:
+    """Peak RSS of this process (VmHWM: unlike ru_maxrss, not inherited across exec)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
@@ -152,7 +163,7 @@ def main() -> None:
         for name, values in record["recall10_per_fold"].items()
     }
     record["devices"] = outputs.devices
-    record["peak_rss_mb_self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    record["peak_rss_mb_self"] = peak_rss_mb()
     Path(args.out).write_text(json.dumps(record, indent=1, default=str))
 
 

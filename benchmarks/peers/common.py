@@ -162,9 +162,20 @@ class Run:
         values = [f["recall10"] for f in rec["folds"]
                   if "recall10" in f and f["recall10"] == f["recall10"]]
         rec["recall10"] = float(np.mean(values)) if values else None
-        rec["peak_rss_mb_self"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rec["peak_rss_mb_self"] = peak_rss_mb()
         with open(self.args.out, "w") as handle:
             json.dump(rec, handle, indent=1, default=_default)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak RSS (VmHWM: unlike ru_maxrss, not inherited across exec)."""
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _default(value: Any) -> Any:
