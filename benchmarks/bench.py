@@ -543,6 +543,8 @@ def main() -> None:
                    help="MovieLens only, budget 20 s, no scaling, no CLI runs")
     p.add_argument("--skip", default="",
                    help="comma-separated steps to skip: sweval,cli,overhead,floor,peers,scaling")
+    p.add_argument("--exclude", default="",
+                   help="peer:algorithm pairs not to run, comma-separated (e.g. recpack:als)")
     p.add_argument("--work", default="/tmp/sweval-bench-i8")
     p.add_argument("--venvs", default="/work/bench-venvs")
     p.add_argument("--reuse", action="store_true", help="keep results already in --work")
@@ -553,6 +555,7 @@ def main() -> None:
         args.workloads, args.budget = "ml", 20.0
         args.skip = ",".join(filter(None, [args.skip, "scaling", "cli"]))
     skip = set(filter(None, args.skip.split(",")))
+    excluded = set(filter(None, args.exclude.split(",")))
     peers = [x for x in args.peers.split(",") if x]
     algorithms = [a for a in args.algorithms.split(",") if a]
     bench = Bench(args)
@@ -578,7 +581,7 @@ def main() -> None:
             if "peers" not in skip:
                 for peer in peers:
                     for a in algorithms:
-                        if a in PEER_ALGORITHMS.get(peer, []):
+                        if a in PEER_ALGORITHMS.get(peer, []) and f"{peer}:{a}" not in excluded:
                             bench.peer(w, peer, a, args.budget)
         if "scaling" not in skip:
             scaling_algorithms = args.scaling_algorithms.split(",")
