@@ -22,7 +22,13 @@ from numpy.typing import NDArray
 from algorithms.base import Algorithm, TrainData
 from data.log import InteractionLog
 from evaluators.folds import Fold
-from evaluators.metrics import Relevance, hit_matrix, per_user_metrics, relevant_sets
+from evaluators.metrics import (
+    RelevantSets,
+    Relevance,
+    hit_matrix,
+    per_user_metrics,
+    relevant_sets,
+)
 
 
 @dataclass(slots=True)
@@ -83,27 +89,59 @@ def evaluate_unit(
         train = fold.train_data(log)
     timings["train_data"] = time.perf_counter() - clock
 
+    eligible = fold.eligible_users if users is None else users
+    relevant = relevant_sets(log, fold.test_lo, fold.test_hi, eligible, relevance)
+    return fit_and_measure(
+        algorithm, train, relevant, ks=ks, n_items=log.n_items, index=fold.index,
+        keep_lists=keep_lists, timings=timings,
+    )
+
+
+def fit_and_measure(
+    algorithm: Algorithm,
+    train: TrainData,
+    relevant: RelevantSets,
+    *,
+    ks: list[int],
+    n_items: int,
+    index: int,
+    keep_lists: bool = False,
+    timings: dict[str, float] | None = None,
+) -> UnitResult:
+    """Fit on ``train``, recommend for ``relevant.users``, measure against their relevant sets.
+
+    The part every protocol shares (SW-EVAL folds here, hold-out splits in
+    :mod:`evaluators.protocols`).
+
+    Args:
+        algorithm: the model (re-fitted).
+        train: the training data.
+        relevant: the evaluated users (all training users) and their relevant items.
+        ks: metric cut-offs.
+        n_items: size of the global item code space.
+        index: the fold or split index recorded in the result.
+        keep_lists: also return the recommended lists.
+        timings: seconds measured so far (``train_data``), extended in place.
+    """
+    timings = {} if timings is None else timings
     clock = time.perf_counter()
     algorithm.fit(train)
     timings["fit"] = time.perf_counter() - clock
 
-    eligible = fold.eligible_users if users is None else users
-    relevant = relevant_sets(log, fold.test_lo, fold.test_hi, eligible, relevance)
     depth = list_length(ks, relevant.sizes)
-
     clock = time.perf_counter()
-    columns = algorithm.recommend(train.rows_of(eligible), depth)
+    columns = algorithm.recommend(train.rows_of(relevant.users), depth)
     timings["recommend"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     recommended = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
-    hits = hit_matrix(recommended, relevant, log.n_items)
+    hits = hit_matrix(recommended, relevant, n_items)
     values = per_user_metrics(hits, relevant.sizes, ks)
     timings["metrics"] = time.perf_counter() - clock
     return UnitResult(
-        fold=fold.index,
+        fold=index,
         algorithm=algorithm.name,
-        users=eligible,
+        users=relevant.users,
         values=values,
         device=algorithm.device,
         timings=timings,

@@ -42,7 +42,6 @@ This module is library code: no orchestration or tracking imports.
 from __future__ import annotations
 
 import logging
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,13 +57,11 @@ from algorithms.base import Algorithm, TrainData
 from algorithms.registry import build_algorithm
 from data.errors import SwevalError
 from data.log import InteractionLog
-from evaluators.engine import UnitResult, evaluate_unit, list_length
+from evaluators.engine import UnitResult, evaluate_unit, fit_and_measure
 from evaluators.folds import Fold, build_folds
 from evaluators.metrics import (
     Relevance,
     RelevantSets,
-    hit_matrix,
-    per_user_metrics,
     relevant_sets,
 )
 from evaluators.results import COLUMNS, results_frame, skipped_rows, summarise, unit_rows
@@ -439,34 +436,9 @@ def evaluate_split(
     Mirrors :func:`evaluators.engine.evaluate_unit` with the split's relevant sets in place of
     a test window; the recommended lists (global item codes, −1 = none) are kept.
     """
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
-    train = split.train
-    timings["train_data"] = time.perf_counter() - clock
-
-    clock = time.perf_counter()
-    algorithm.fit(train)
-    timings["fit"] = time.perf_counter() - clock
-
-    relevant = split.relevant
-    depth = list_length(ks, relevant.sizes)
-    clock = time.perf_counter()
-    columns = algorithm.recommend(train.rows_of(relevant.users), depth)
-    timings["recommend"] = time.perf_counter() - clock
-
-    clock = time.perf_counter()
-    recommended = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
-    hits = hit_matrix(recommended, relevant, log.n_items)
-    values = per_user_metrics(hits, relevant.sizes, ks)
-    timings["metrics"] = time.perf_counter() - clock
-    return UnitResult(
-        fold=split.index,
-        algorithm=algorithm.name,
-        users=relevant.users,
-        values=values,
-        device=algorithm.device,
-        timings=timings,
-        recommended=recommended,
+    return fit_and_measure(
+        algorithm, split.train, split.relevant, ks=ks, n_items=log.n_items, index=split.index,
+        keep_lists=True, timings={"train_data": 0.0},
     )
 
 
