@@ -7,11 +7,10 @@ exactly as the flow does. Useful where no Prefect API can start, and in library-
 
 from __future__ import annotations
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from evaluators.config import EvalConfig
 from evaluators.run import Outputs
 from flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
+from flows.summary import progress_bar
 
 
 def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False) -> Outputs | None:
@@ -33,16 +32,8 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
     try:
         evaluation.start()
         jobs = evaluation.jobs()
-        with Progress(
-            TextColumn("[bold]evaluating[/bold] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            disable=not config.progress,
-            transient=True,
-        ) as progress:
-            bar = progress.add_task(config.dataset_name, total=sum(len(j.names) for j in jobs))
-            evaluation.progress = lambda n: progress.advance(bar, n)
+        with progress_bar(config, sum(len(j.names) for j in jobs)) as advance:
+            evaluation.progress = advance
             for job in jobs:
                 payloads = compute_fold(**evaluation.job_parameters(job))
                 evaluation.accept(job.fold, payloads)

@@ -45,6 +45,7 @@ from flows.pipeline import (
     open_tracker,
     prepare,
 )
+from flows.summary import progress_bar
 
 _log = logging.getLogger(__name__)
 
@@ -155,28 +156,6 @@ def _blas_limits(config: EvalConfig) -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _progress_bar(config: EvalConfig, total: int) -> Iterator[Any]:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(
-        TextColumn("[bold]evaluating[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not config.progress,
-        transient=True,
-    ) as progress:
-        bar = progress.add_task(config.dataset_name, total=total)
-        yield lambda n: progress.advance(bar, n)
-
-
 def _flow_run_name() -> str:
     from prefect.runtime import flow_run
 
@@ -226,7 +205,7 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
                 sum(len(job.names) for job in jobs), len(jobs), plan.config.task_runner,
             )
         errors: list[BaseException] = []
-        with _progress_bar(plan.config, sum(len(job.names) for job in jobs)) as advance:
+        with progress_bar(plan.config, sum(len(job.names) for job in jobs)) as advance:
             evaluation.progress = advance
             if jobs:
                 with _blas_limits(plan.config), task_runner(plan.config) as runner:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -65,3 +68,26 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
+
+
+@contextlib.contextmanager
+def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], None]]:
+    """A transient progress bar over ``total`` units; yields ``advance(n)``."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        TextColumn("[bold]evaluating[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not config.progress,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task(config.dataset_name, total=total)
+        yield lambda n: progress.advance(bar, n)
