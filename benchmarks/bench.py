@@ -228,9 +228,12 @@ class Bench:
                         "--u-min", str(w["u_min"]), "--params", params],
                   timeout=self.args.timeout)
 
-    def cli(self, w: dict[str, Any], algorithm: str) -> None:
-        """``sweval run`` as a user types it, reading the same file, one algorithm."""
-        out = self.results / f"{w['key']}__cli__{algorithm}.json"
+    def cli(self, w: dict[str, Any], algorithm: str, bare: bool = False) -> None:
+        """``sweval run`` as a user types it, reading the same file, one algorithm.
+
+        ``bare`` adds ``--no-prefect --no-tracking`` (no Prefect flow, no MLflow logging).
+        """
+        out = self.results / f"{w['key']}__cli{'-bare' if bare else ''}__{algorithm}.json"
         if self.args.reuse and out.exists():
             return
         self.say(f"run {out.name}")
@@ -238,8 +241,10 @@ class Bench:
         cmd = [str(ROOT / ".venv" / "bin" / "sweval"), "run", "--data", w["parquet"],
                "--window", f"{w['width']}s", "--folds", str(w["folds"]), "--start", str(w["t0"]),
                "--algorithms", algorithm, "--u-min", str(w["u_min"]),
-               "--output", str(self.work / "cli-output" / f"{w['key']}-{algorithm}")]
+               "--output", str(self.work / "cli-output" / f"{w['key']}-{algorithm}-{bare}")]
         subprocess.run(["rm", "-rf", cmd[-1]], check=False)
+        if bare:
+            cmd += ["--no-prefect", "--no-tracking"]
         proc = run_child(cmd, log=out.with_suffix(".log"), timeout=self.args.timeout,
                          env={"SWEVAL_HOME": str(home),
                               "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db"})
@@ -420,15 +425,18 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
         # --- whole processes
         add("\nWhole process (one process per tool and algorithm): wall s / CPU s (user+sys) / "
             "peak RSS MB; peers also: imports s / load s (measured inside)\n")
-        head = ["algorithm", "sweval run (CLI)"] + peers
+        head = ["algorithm", "sweval run (Prefect + MLflow)", "sweval run --no-prefect "
+                "--no-tracking"] + peers
         add("| " + " | ".join(head) + " |")
         add("|" + "---|" * len(head))
         for a in names:
-            cli = load_json(res / f"{w['key']}__cli__{a}.json")
-            row = [a, (f"{cli['process']['wall_s']:.1f} / "
-                       f"{cli['process']['user_s'] + cli['process']['sys_s']:.1f} / "
-                       f"{cli['process']['peak_rss_mb']:.0f}"
-                       if cli and cli["process"]["returncode"] == 0 else "-")]
+            row = [a]
+            for kind in ("cli", "cli-bare"):
+                cli = load_json(res / f"{w['key']}__{kind}__{a}.json")
+                row.append(f"{cli['process']['wall_s']:.1f} / "
+                           f"{cli['process']['user_s'] + cli['process']['sys_s']:.1f} / "
+                           f"{cli['process']['peak_rss_mb']:.0f}"
+                           if cli and cli["process"]["returncode"] == 0 else "-")
             for p in peers:
                 rec = load_json(res / f"{w['key']}__{p}__{a}.json")
                 if rec is None or "process" not in rec:
@@ -574,6 +582,7 @@ def main() -> None:
                 for a in algorithms:
                     if a in NON_LEARNED:
                         bench.cli(w, a)
+                        bench.cli(w, a, bare=True)
                 if "overhead" not in skip:
                     bench.overhead(w)
             if "floor" not in skip:
