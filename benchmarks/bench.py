@@ -498,26 +498,40 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                                                           else f" (exit {pr['returncode']})"))
             add(f"| {label} | " + " | ".join(cells) + " |")
     # --- scaling
-    scaling = sorted(res.glob("scaling__*.json"))
+    scaling = sorted((p for p in res.glob("scaling__*.json") if ".inner" not in p.name),
+                     key=_scaling_key)
     if scaling:
-        add("\n### Scaling (SW-EVAL engine seconds per algorithm; peers: eval seconds)\n")
-        add("| run | interactions | folds | " + " | ".join(NON_LEARNED + ["engine total"]) + " |")
-        add("|---|---|---|" + "---|" * (len(NON_LEARNED) + 1))
+        peer_cols = sorted({p.stem.split("__")[1].rsplit("-s", 1)[0]
+                            for p in res.glob("pscaling__*.json") if ".inner" not in p.name})
+        add("\n### Scaling (generated log; SW-EVAL eval seconds per algorithm as in the main "
+            "table; peers: eval seconds)\n")
+        head = (["run", "interactions", "folds"] + NON_LEARNED
+                + ["SW-EVAL engine total", "engine s / fold"] + peer_cols)
+        add("| " + " | ".join(head) + " |")
+        add("|" + "---|" * len(head))
         for path in scaling:
             rec = load_json(path)
             if not rec or "per_algorithm" not in rec:
                 continue
+            point = path.stem.removeprefix("scaling__")
             cells = [fmt_s(ours_per_algorithm(rec, a)) if a in rec["per_algorithm"] else "-"
                      for a in NON_LEARNED]
-            add(f"| {path.stem.removeprefix('scaling__')} | {rec['data']['n_interactions']:,} | "
-                f"{rec['n_folds_used']} | " + " | ".join(cells) + f" | {rec['engine_s']:.1f} |")
-        peer_scaling = sorted(res.glob("pscaling__*.json"))
-        for path in peer_scaling:
-            rec = load_json(path)
-            if rec:
-                value, approx = peer_eval(rec)
-                add(f"- {path.stem.removeprefix('pscaling__')}: eval {fmt_s(value, approx)} s")
+            peers_cells = []
+            for col in peer_cols:
+                prec = load_json(res / f"pscaling__{col}-{point}.json")
+                value, approx = peer_eval(prec) if prec else (None, False)
+                peers_cells.append(fmt_s(value, approx))
+            add(f"| {point} | {rec['data']['n_interactions']:,} | {rec['n_folds_used']} | "
+                + " | ".join(cells) + f" | {rec['engine_s']:.1f} | "
+                f"{rec['engine_s'] / max(rec['n_folds_used'], 1):.3f} |"
+                + "".join(f" {c} |" for c in peers_cells))
     return "\n".join(lines)
+
+
+def _scaling_key(path: Path) -> tuple[float, int]:
+    point = path.stem.removeprefix("scaling__")  # s<scale>-f<folds>
+    scale, folds = point.removeprefix("s").split("-f")
+    return float(scale), int(folds)
 
 
 def machine() -> str:
@@ -599,8 +613,6 @@ def main() -> None:
             for scale, n_folds in points:
                 w = prepare(bench.work, "gen", scale=scale, n_folds=n_folds)
                 out = bench.results / f"scaling__s{scale:g}-f{n_folds}.json"
-                if args.reuse and out.exists():
-                    continue
                 bench._run(out, [bench.python, "benchmarks/sweval_run.py", "--data", w["parquet"],
                                  *fold_args(w), "--algorithms", ",".join(scaling_algorithms),
                                  "--u-min", str(w["u_min"])], timeout=args.timeout)
@@ -612,7 +624,7 @@ def main() -> None:
                                 bench.results / f"pscaling__{peer}-{a}-s{scale:g}-f{n_folds}.json",
                                 [str(python), f"benchmarks/peers/{peer}_run.py", "--data",
                                  w["npz"], *fold_args(w), "--algorithm", a,
-                                 "--budget", str(args.budget)],
+                                 "--u-min", str(w["u_min"]), "--budget", str(args.budget)],
                                 timeout=max(args.budget * 3, 120) + 300)
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
