@@ -24,8 +24,14 @@ from pydantic import BaseModel, ConfigDict
 
 _log = logging.getLogger(__name__)
 
-#: Dense score blocks are at most this many floats (64 MB): the user batch adapts to the catalogue.
-SCORE_BLOCK_ELEMENTS = 8_000_000
+#: Scores that are sums of floats (kNN, SVD) are rounded to this many decimals before ranking:
+#: far above float64 noise for realistic magnitudes (|score| < 10⁵), far below any real
+#: difference, so mathematically tied scores tie exactly and are ordered by item id.
+SCORE_DECIMALS = 10
+
+#: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
+#: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
+SCORE_BLOCK_ELEMENTS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +117,9 @@ class Algorithm(ABC):
     Config: ClassVar[type[AlgorithmConfig]] = AlgorithmConfig
     #: True when every user gets the same scores (POP, POP-N): ranking is then done once per fold.
     user_independent: ClassVar[bool] = False
-    #: True when the model implements :meth:`score_sparse` (scores ≥ 0, most of them 0, as in
-    #: kNN): ranking then sorts only the stored scores and fills up with 0-score items by id.
+    #: True when the model implements :meth:`score_factors` (scores H @ W ≥ 0, most of them 0,
+    #: as in kNN): ranking then looks only at the positive sums and fills up with 0-score items
+    #: by id, and :meth:`score` defaults to the densified product.
     sparse_scores: ClassVar[bool] = False
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
@@ -141,22 +148,32 @@ class Algorithm(ABC):
     @abstractmethod
     def _fit(self, train: TrainData) -> None: ...
 
-    @abstractmethod
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dense scores (len(rows) × n_items) for the given training rows; higher is better."""
+        if self.sparse_scores:
+            return self.score_sparse(rows).toarray()
+        raise NotImplementedError(f"{self.name} implements neither score nor score_factors")
 
-    def score_sparse(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
-        """Scores as a CSR (len(rows) × n_items): stored entries ≥ 0, unstored entries 0.
+    def score_factors(self, rows: NDArray[np.int64]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """(H, W) with sparse scores ``H @ W`` (len(rows) × n_items), snapped, entries ≥ 0.
 
-        Only used when ``sparse_scores`` is True; must agree with :meth:`score`.
+        Only used when ``sparse_scores`` is True: ranking then runs on the product without
+        materialising it (:func:`top_k_of_product`).
         """
         raise NotImplementedError(f"{self.name} has no sparse scores")
+
+    def score_sparse(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
+        """The sparse scores ``H @ W`` of :meth:`score_factors` as a CSR, snapped."""
+        h, w = self.score_factors(rows)
+        scores = (h @ w).tocsr()
+        snap_scores(scores.data)
+        return scores
 
     def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
         """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.
 
-        Scores are computed in blocks of users so that memory stays bounded whatever the
-        number of users.
+        Dense scores are computed in blocks of users so that memory stays bounded whatever the
+        number of users; sparse ones are ranked straight from their factors.
         """
         if self.train_ is None:
             raise RuntimeError(f"{self.name}: call fit() before recommend()")
@@ -166,19 +183,20 @@ class Algorithm(ABC):
             return out
         if self.user_independent:
             return top_k_global(self.score(rows[:1])[0], train.matrix, rows, k)
-        batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         if self.sparse_scores:
-            for lo in range(0, len(rows), batch):
-                block_rows = rows[lo : lo + batch]
-                scores = self.score_sparse(block_rows)
-                out[lo : lo + batch] = top_k_sparse(scores, train.matrix, block_rows, k)
-            return out
+            h, w = self.score_factors(rows)
+            return top_k_of_product(h, w, train.matrix, rows, k, snap=True)
+        batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
             scores = np.array(self.score(block_rows), dtype=np.float64, copy=True)
-            exclude_seen(scores, train.matrix, block_rows)
-            out[lo : lo + batch] = top_k(scores, k)
+            out[lo : lo + batch] = top_k_unseen(scores, train.matrix, block_rows, k)
         return out
+
+
+def snap_scores(scores: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Round scores to :data:`SCORE_DECIMALS` decimals, in place, and return them."""
+    return np.round(scores, SCORE_DECIMALS, out=scores)
 
 
 def exclude_seen(
@@ -194,31 +212,46 @@ def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
     """The k best columns of every row: score descending, ties by column ascending.
 
     Entries equal to -inf (or NaN) are never returned; rows with fewer than k such entries are
-    padded with -1. Cost: one ``np.partition`` pass plus a sort of the (usually ~k) entries at
-    or above each row's k-th best score, so ties at the cut-off are resolved exactly.
+    padded with -1. Cost per row: one selection (``np.partition``) for the k-th best score,
+    then a sort of the entries at or above it, so ties at the cut-off are resolved exactly.
 
     Args:
-        scores: (n, m) scores.
+        scores: (n, m) scores (not modified).
         k: list length.
 
     Returns:
         (n, k) column indices.
     """
-    n, m = scores.shape
+    n = scores.shape[0]
+    no_seen = np.zeros(n + 1, dtype=np.int64)
+    return _top_k_dense(np.array(scores, dtype=np.float64, copy=True), no_seen, no_seen, k)
+
+
+def top_k_unseen(
+    scores: NDArray[np.float64], matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
+) -> NDArray[np.int64]:
+    """:func:`top_k` of ``scores`` with each row's training columns excluded.
+
+    ``scores`` (len(rows) × n_items, float64, C-contiguous) is used as work space: its seen
+    cells are overwritten with -inf.
+    """
+    seen = matrix[rows]
+    return _top_k_dense(scores, seen.indptr, seen.indices, k)
+
+
+def _top_k_dense(scores, seen_indptr, seen_indices, k: int) -> NDArray[np.int64]:
+    from algorithms.kernels import over_row_chunks, top_k_dense
+
+    n = scores.shape[0]
     out = np.full((n, k), -1, dtype=np.int64)
-    if n == 0 or m == 0 or k == 0:
-        return out
-    scores = np.where(np.isnan(scores), -np.inf, scores)
-    kk = min(k, m)
-    threshold = -np.partition(-scores, kk - 1, axis=1)[:, kk - 1]
-    keep = (scores >= threshold[:, None]) & np.isfinite(scores)
-    row, col = np.nonzero(keep)  # row-major: columns ascending within a row
-    order = np.lexsort((col, -scores[row, col], row))
-    row, col = row[order], col[order]
-    starts = np.searchsorted(row, np.arange(n))
-    rank = np.arange(len(row)) - starts[row]
-    take = rank < k
-    out[row[take], rank[take]] = col[take]
+    if scores.size and k:
+        scores = np.ascontiguousarray(scores)
+
+        def rank(lo: int, hi: int) -> None:
+            block = scores[lo:hi]
+            top_k_dense(block, seen_indptr[lo : hi + 1], seen_indices, k, out[lo:hi])
+
+        over_row_chunks(n, rank)
     return out
 
 
@@ -255,115 +288,52 @@ def top_k_global(
     return out
 
 
-def top_n_mask(
-    indptr: NDArray[np.int64], indices: NDArray[np.int32], data: NDArray[np.float64], n: int
-) -> NDArray[np.bool_]:
-    """Which stored entries of a CSR are among their row's ``n`` largest (ties by column).
+def top_k_of_product(
+    h: sp.csr_matrix,
+    w: sp.csr_matrix,
+    matrix: sp.csr_matrix,
+    rows: NDArray[np.int64],
+    k: int,
+    *,
+    snap: bool,
+) -> NDArray[np.int64]:
+    """:func:`top_k` of the sparse scores ``H @ W`` (entries ≥ 0), seen columns excluded.
 
-    Exact, and without a full multi-key sort: entries of rows longer than ``n`` are sorted by
-    (row, float32(value) descending) with one integer argsort; float32 rounding is monotone, so
-    entries above the n-th entry's float32 value are in, those below are out, and only the
-    entries equal to it are ordered exactly, by (value descending, column ascending).
+    Same result as ``top_k`` on the dense product (through :func:`snap_scores` when ``snap``) with each row's training
+    columns at -inf: the positive unseen scores by (score desc, column asc), then the unseen
+    columns scoring 0 in column order, padded with -1. The product is never materialised: each
+    row's sums live in one dense accumulator (:func:`algorithms.kernels.top_k_weighted_sum`).
 
     Args:
-        indptr, indices, data: the CSR arrays (columns need not be sorted within rows).
-        n: entries to keep per row (n ≥ 1).
-
-    Returns:
-        A boolean mask over the stored entries.
+        h: (len(rows) × t) CSR of weights.
+        w: (t × n_items) CSR.
+        matrix: the training matrix R.
+        rows: the training rows the score rows belong to.
+        k: list length.
+        snap: round the sums before ranking (to make mathematically equal sums tie).
     """
-    lengths = np.diff(indptr)
-    keep = np.ones(len(data), dtype=bool)
-    long_rows = np.flatnonzero(lengths > n)
-    if len(long_rows) == 0:
-        return keep
-    slot = np.full(len(lengths), -1, dtype=np.int64)
-    slot[long_rows] = np.arange(len(long_rows))
-    entries = np.flatnonzero(np.repeat(slot >= 0, lengths))
-    group = np.repeat(slot[long_rows], lengths[long_rows])  # long-row index of each entry
-    values = data[entries]
-    with np.errstate(over="ignore"):  # beyond float32's range: ±inf, still in order
-        rounded = values.astype(np.float32)
-    # Float32 bit patterns without the sign bit sort like the floats; flip for descending order.
-    signed = np.signbit(rounded).any()
-    ranks = _f32_rank(rounded) if signed else rounded.view(np.uint32).astype(np.uint64)
-    flipped = np.uint64(0xFFFFFFFF) - ranks
-    order = np.argsort((group.astype(np.uint64) << np.uint64(32)) | flipped)
-    starts = np.concatenate(([0], np.cumsum(lengths[long_rows])[:-1]))
-    threshold = rounded[order[starts + n - 1]][group]
-    above = rounded > threshold
-    slots = n - np.bincount(group[above], minlength=len(long_rows))
-    tied = np.flatnonzero(rounded == threshold)
-    tied = tied[np.lexsort((indices[entries[tied]], -values[tied], group[tied]))]
-    tied_group = group[tied]
-    rank = np.arange(len(tied)) - np.searchsorted(tied_group, tied_group, side="left")
-    chosen = above
-    chosen[tied[rank < slots[tied_group]]] = True
-    keep[entries[~chosen]] = False
-    return keep
+    from algorithms.kernels import over_row_chunks, top_k_weighted_sum
 
+    n, m = h.shape[0], w.shape[1]
+    out = np.full((n, k), -1, dtype=np.int64)
+    if n == 0 or m == 0 or k == 0:
+        return out
+    h, w = sp.csr_matrix(h, dtype=np.float64), sp.csr_matrix(w, dtype=np.float64)
+    seen = matrix[rows]
 
-def _f32_rank(values: NDArray[np.float32]) -> NDArray[np.uint64]:
-    """An order-preserving uint64 (< 2³²) of float32 values of any sign."""
-    _, inverse = np.unique(values, return_inverse=True)
-    return inverse.astype(np.uint64)
+    def rank(lo: int, hi: int) -> None:  # row slices of the CSRs keep absolute positions
+        top_k_weighted_sum(
+            h.indptr[lo : hi + 1], h.indices, h.data, w.indptr, w.indices, w.data,
+            seen.indptr[lo : hi + 1], seen.indices, k, m, snap, out[lo:hi],
+        )  # fmt: skip
+
+    over_row_chunks(n, rank)
+    return out
 
 
 def top_k_sparse(
     scores: sp.csr_matrix, matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
 ) -> NDArray[np.int64]:
-    """:func:`top_k` for sparse non-negative scores (unstored = 0), seen columns excluded.
-
-    Same result as ``top_k`` on the dense scores with each row's training columns at -inf:
-    the positive unseen entries by (score desc, column asc), then the unseen columns scoring 0
-    in column order, padded with -1.
-
-    Args:
-        scores: (len(rows), n_items) CSR, entries ≥ 0.
-        matrix: the training matrix R.
-        rows: the training rows the score rows belong to.
-        k: list length.
-    """
-    n, m = scores.shape
-    out = np.full((n, k), -1, dtype=np.int64)
-    if n == 0 or m == 0 or k == 0:
-        return out
-    seen = matrix[rows]
-    seen_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(seen.indptr))
-    seen_keys = np.sort(seen_row * m + seen.indices)
-    scores = sp.csr_matrix(scores)
-    row = np.repeat(np.arange(n, dtype=np.int64), np.diff(scores.indptr))
-    col = scores.indices.astype(np.int64)
-    value = np.asarray(scores.data, dtype=np.float64)
-    keys = row * m + col
-    at = np.minimum(np.searchsorted(seen_keys, keys), max(len(seen_keys) - 1, 0))
-    is_seen = seen_keys[at] == keys if len(seen_keys) else np.zeros(len(keys), dtype=bool)
-    good = ~is_seen & (value > 0)  # NaN or negative noise: score 0 like the unstored rest
-    row, col, value = row[good], col[good], value[good]
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(row, minlength=n))))
-    chosen = top_n_mask(indptr, col, value, k)
-    top_row, top_col = row[chosen], col[chosen]
-    order = np.lexsort((top_col, -value[chosen], top_row))
-    top_row, top_col = top_row[order], top_col[order]
-    rank = np.arange(len(top_row)) - np.searchsorted(top_row, top_row, side="left")
-    out[top_row, rank] = top_col
-    # Fill up with 0-score candidates: the smallest columns neither seen nor positive. With the
-    # excluded columns e_0 < e_1 < ... of a row and g_i = e_i - i (non-decreasing), the j-th
-    # free column is j + #{i : g_i <= j}.
-    n_ranked = np.bincount(top_row, minlength=n)
-    need = np.minimum(k - n_ranked, m)  # (j < m keeps each query inside its row's keys)
-    if not need.any():
-        return out
-    short = need > 0
-    positive_keys = (row * m + col)[short[row]]
-    excluded = np.sort(np.concatenate((seen_keys[short[seen_keys // m]], positive_keys)))
-    e_row = excluded // m
-    first = np.searchsorted(e_row, np.arange(n), side="left")
-    gaps = excluded % m - (np.arange(len(excluded)) - first[e_row])
-    gap_keys = e_row * (m + 1) + gaps
-    q_row = np.repeat(np.arange(n, dtype=np.int64), need)
-    j = np.arange(len(q_row)) - np.repeat(np.cumsum(need) - need, need)
-    free = j + np.searchsorted(gap_keys, q_row * (m + 1) + j, side="right") - first[q_row]
-    ok = free < m
-    out[q_row[ok], (n_ranked[q_row] + j)[ok]] = free[ok]
-    return out
+    """:func:`top_k_of_product` for given sparse scores (entries ≥ 0, used as they are)."""
+    identity = sp.identity(scores.shape[0], format="csr", dtype=np.float64)
+    return top_k_of_product(identity, scores, matrix, rows, k, snap=False)

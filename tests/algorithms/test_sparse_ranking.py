@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms.base import exclude_seen, top_k, top_k_sparse, top_n_mask
+from algorithms.base import exclude_seen, top_k, top_k_of_product, top_k_sparse, top_k_unseen
 
 # Small value sets make ties the rule rather than the exception; 1e-300 and 1e300 probe the
 # float32 rounding (they round to 0 and inf), 1 + 2^-40 ties with 1 in float32 but not in fact.
@@ -34,21 +34,54 @@ def reference_top(dense: np.ndarray, n: int) -> np.ndarray:
 
 
 @settings(max_examples=150, deadline=None)
-@given(data=matrices(), n=st.integers(1, 8), shuffle_seed=st.integers(0, 3))
-def test_top_n_mask_matches_reference(data, n, shuffle_seed):
+@given(data=matrices(), k=st.integers(1, 8))
+def test_top_k_matches_reference(data, k):
     dense = np.array(data)
-    csr = sp.csr_matrix(dense)
-    if shuffle_seed:  # columns need not be sorted within rows
-        rng = np.random.default_rng(shuffle_seed)
-        for r in range(csr.shape[0]):
-            lo, hi = csr.indptr[r], csr.indptr[r + 1]
-            perm = lo + rng.permutation(hi - lo)
-            csr.indices[lo:hi], csr.data[lo:hi] = csr.indices[perm], csr.data[perm]
-    mask = top_n_mask(csr.indptr, csr.indices, csr.data, n)
-    rows = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
-    got = np.zeros(dense.shape, dtype=bool)
-    got[rows[mask], csr.indices[mask]] = True
-    np.testing.assert_array_equal(got, reference_top(dense, n))
+    dense[dense == 0] = -np.inf  # -inf cells are never returned
+    expected = np.full((dense.shape[0], k), -1)
+    for r, row in enumerate(dense):
+        cells = sorted((c for c in range(len(row)) if row[c] > -np.inf), key=lambda c: (-row[c], c))
+        expected[r, : len(cells[:k])] = cells[:k]
+    np.testing.assert_array_equal(top_k(dense, k), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=matrices(),
+    seen_bits=st.lists(st.booleans(), min_size=42, max_size=42),
+    k=st.integers(1, 9),
+)
+def test_top_k_unseen_equals_exclude_seen_then_top_k(data, seen_bits, k):
+    scores = np.array(data)
+    n, m = scores.shape
+    matrix = sp.csr_matrix(np.array(seen_bits[: n * m]).reshape(n, m).astype(np.float32))
+    rows = np.arange(n)[::-1].copy()  # rows of R need not be in order
+    expected_scores = scores.copy()
+    exclude_seen(expected_scores, matrix, rows)
+    expected = top_k(expected_scores, k)
+    np.testing.assert_array_equal(top_k_unseen(scores.copy(), matrix, rows, k), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    h_bits=st.lists(st.integers(0, 2), min_size=24, max_size=24),
+    w_data=matrices(max_rows=4, max_cols=7).filter(lambda d: len(d) == 4),
+    seen_bits=st.lists(st.booleans(), min_size=42, max_size=42),
+    k=st.integers(1, 9),
+)
+def test_top_k_of_product_equals_dense_product(h_bits, w_data, seen_bits, k):
+    w = np.array(w_data)
+    w[w > 1e200] = 5.0  # sums of huge values overflow; scores are sums of bounded terms
+    m = w.shape[1]
+    h = np.array(h_bits[:24]).reshape(6, 4).astype(float) / 2
+    matrix = sp.csr_matrix(np.array(seen_bits[: 6 * m]).reshape(6, m).astype(np.float32))
+    rows = np.arange(6)
+    dense = np.round(h @ w, 10)
+    exclude_seen(dense, matrix, rows)
+    dense[dense == 0] = 0.0
+    expected = top_k(dense, k)
+    got = top_k_of_product(sp.csr_matrix(h), sp.csr_matrix(w), matrix, rows, k, snap=True)
+    np.testing.assert_array_equal(got, expected)
 
 
 @settings(max_examples=150, deadline=None)
@@ -78,3 +111,32 @@ def test_top_k_sparse_on_a_subset_of_rows_with_stored_zeros():
     got = top_k_sparse(scores, matrix, np.array([2, 0]), 5)
     # Row 2 saw 0..3: only 4 is left (score 2). Row 0 saw 0, 3: 2 (score 2), 1, 4 (0, by id).
     assert got.tolist() == [[4, -1, -1, -1, -1], [2, 1, 4, -1, -1]]
+
+
+def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch):
+    """Row chunks run in parallel threads: the lists must not depend on how rows are split."""
+    from algorithms.knn import top_cosines
+
+    rng = np.random.default_rng(5)
+    n_users, n_items = 700, 90
+    matrix = sp.random(n_users, n_items, density=0.06, random_state=rng, format="csr")
+    matrix.data[:] = 1.0
+    rows = rng.permutation(n_users)[:500]
+    sizes_u = np.maximum(np.diff(matrix.indptr), 1).astype(float)
+    transposed = matrix.T.tocsr()
+    dense = rng.integers(0, 4, size=(len(rows), n_items)).astype(float)
+
+    def everything():
+        neighbours = top_cosines(rows, matrix, transposed, sizes_u, sizes_u, 7)
+        return (
+            neighbours.toarray(),
+            top_k_of_product(neighbours, matrix, matrix, rows, 12, snap=True),
+            top_k_unseen(dense.copy(), matrix, rows, 12),
+            top_k(dense, 12),
+        )
+
+    monkeypatch.setenv("SWEVAL_KERNEL_THREADS", "1")
+    single = everything()
+    monkeypatch.setenv("SWEVAL_KERNEL_THREADS", "3")
+    for got, expected in zip(everything(), single, strict=True):
+        np.testing.assert_array_equal(got, expected)

@@ -1,0 +1,303 @@
+"""Compiled inner loops of the rankers and the neighbourhood models (numba, ``nogil``).
+
+Every function here is a plain loop over CSR arrays that numpy/scipy can only express with
+large temporaries and full sorts: a per-row top-n with an exact tie rule, and a co-occurrence
+count fused with the cosine and the neighbour selection. They compile on first use and are
+cached on disk (``cache=True``), release the GIL (units can run in threads), and use no
+fast-math, so every float is the IEEE result of the formula in the docstring: two
+mathematically equal cosines are equal floats, and ties are broken by index as SPEC §3 says.
+
+The ordering used throughout is "value descending, index ascending": entry (v, c) comes before
+(v', c') when v > v', or v == v' and c < c'. NaN counts as -inf and -inf is never returned.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
+from typing import TypeVar
+
+import numpy as np
+from numba import njit
+
+from algorithms.base import SCORE_DECIMALS
+
+_SNAP_SCALE = 10.0**SCORE_DECIMALS
+
+#: Rows per chunk below which a kernel call is not split across threads.
+MIN_ROWS_PER_THREAD = 64
+
+_T = TypeVar("_T")
+
+
+def kernel_threads() -> int:
+    """Threads a kernel call may use: ``SWEVAL_KERNEL_THREADS``, else the usable CPUs."""
+    configured = os.environ.get("SWEVAL_KERNEL_THREADS", "").strip()
+    if configured:
+        return max(1, int(configured))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+@cache
+def _pool(threads: int) -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="sweval-kernel")
+
+
+def over_row_chunks(n_rows: int, work: Callable[[int, int], _T]) -> list[_T]:
+    """``[work(lo, hi) for each chunk]`` over contiguous row chunks, run in parallel threads.
+
+    The kernels release the GIL and every row is computed independently, so the result does
+    not depend on the number of threads (:func:`kernel_threads`); it is only faster.
+    """
+    threads = min(kernel_threads(), max(1, n_rows // MIN_ROWS_PER_THREAD))
+    if threads == 1:
+        return [work(0, n_rows)]
+    bounds = np.linspace(0, n_rows, 2 * threads + 1).astype(int)
+    chunks = list(zip(bounds[:-1], bounds[1:], strict=True))
+    return list(_pool(threads).map(lambda c: work(int(c[0]), int(c[1])), chunks))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def snap(value: float) -> float:
+    """``np.round(value, SCORE_DECIMALS)``, bit for bit: ``rint(value · 10¹⁰) / 10¹⁰``."""
+    return np.rint(value * _SNAP_SCALE) / _SNAP_SCALE
+
+
+@njit(cache=True, nogil=True)
+def _quickselect(values, count, kth):
+    """Reorder ``values[:count]`` so that ``values[kth]`` holds the value of rank kth (ascending).
+
+    Hoare's selection with a median-of-three pivot, in place (numba's ``np.partition`` copies
+    its input on every call). No NaN may be present.
+    """
+    lo, hi = 0, count - 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        if values[mid] < values[lo]:
+            values[mid], values[lo] = values[lo], values[mid]
+        if values[hi] < values[lo]:
+            values[hi], values[lo] = values[lo], values[hi]
+        if values[mid] < values[hi]:
+            values[mid], values[hi] = values[hi], values[mid]
+        pivot = values[hi]  # the median of the three
+        i = lo
+        for j in range(lo, hi):
+            if values[j] < pivot:
+                values[i], values[j] = values[j], values[i]
+                i += 1
+        values[i], values[hi] = values[hi], values[i]
+        if i == kth:
+            return
+        if i < kth:
+            lo = i + 1
+        else:
+            hi = i - 1
+
+
+@njit(cache=True, nogil=True)
+def _select(cols, vals, count, n, scratch):
+    """Move the best ``min(n, count)`` of ``cols[:count]``/``vals[:count]`` to the front.
+
+    Best = value descending, column ascending. Only the membership is decided here (the
+    caller sorts what it keeps); returns how many are kept. Entries past the kept ones are
+    left in an undefined state. ``scratch`` holds ≥ count floats.
+    """
+    if n <= 0:
+        return 0
+    if count <= n:
+        return count
+    # The n-th largest value: entries above it are in, entries equal to it compete by column.
+    scratch[:count] = vals[:count]
+    _quickselect(scratch, count, count - n)
+    threshold = scratch[count - n]
+    kept = 0
+    for p in range(count):  # everything strictly above the threshold first
+        if vals[p] > threshold:
+            cols[kept], cols[p] = cols[p], cols[kept]
+            vals[kept], vals[p] = vals[p], vals[kept]
+            kept += 1
+    ties = np.sort(cols[kept:count][vals[kept:count] == threshold])
+    for c in ties[: n - kept]:
+        cols[kept] = c
+        vals[kept] = threshold
+        kept += 1
+    return kept
+
+
+@njit(cache=True, nogil=True)
+def cosine_neighbours(
+    rows, a_indptr, a_indices, b_indptr, b_indices, row_sizes, col_sizes, n, n_cols
+):
+    """Top-n cosine neighbours of the given rows, from co-occurrence counts.
+
+    For each r in ``rows``, with A the rows' sets and B the transposed incidence::
+
+        c(r, s)   = Σ_{t ∈ A_r} [s ∈ B_t]              (the overlap of r and s)
+        cos(r, s) = sqrt(c² / (row_sizes[r] · col_sizes[s]))   for c > 0 and s ≠ r
+
+    keeping the ``n`` best s per row (value descending, s ascending; n = 0 keeps all).
+    Item-kNN passes A = items' users and B = users' items; user-kNN the reverse.
+
+    Returns:
+        (indptr, indices, data) of a len(rows) × n_cols CSR, columns ascending within rows.
+    """
+    n_rows = len(rows)
+    counts = np.zeros(n_cols, dtype=np.int32)
+    touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free write below
+    vals = np.empty(n_cols, dtype=np.float64)
+    scratch = np.empty(n_cols, dtype=np.float64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    capacity = max(16, n_rows * (n if n > 0 else 64))
+    out_cols = np.empty(capacity, dtype=np.int64)
+    out_vals = np.empty(capacity, dtype=np.float64)
+    for q in range(n_rows):
+        r = rows[q]
+        count = 0
+        for p in range(a_indptr[r], a_indptr[r + 1]):
+            t = a_indices[p]
+            for z in range(b_indptr[t], b_indptr[t + 1]):
+                s = b_indices[z]
+                touched[count] = s  # branch-free: kept only when s is new
+                count += counts[s] == 0
+                counts[s] += 1
+        size = 0
+        for p in range(count):
+            s = touched[p]
+            c = float(counts[s])
+            counts[s] = 0
+            if s == r:
+                continue
+            touched[size] = s
+            vals[size] = np.sqrt(c * c / (row_sizes[r] * col_sizes[s]))
+            size += 1
+        kept = _select(touched, vals, size, n if n > 0 else size, scratch)
+        start = indptr[q]
+        if start + kept > len(out_cols):
+            grown = max(2 * len(out_cols), start + kept)
+            out_cols = _grow(out_cols, grown)
+            out_vals = _grow(out_vals, grown)
+        order = np.argsort(touched[:kept])
+        for p in range(kept):
+            out_cols[start + p] = touched[order[p]]
+            out_vals[start + p] = vals[order[p]]
+        indptr[q + 1] = start + kept
+    return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
+
+
+@njit(cache=True, nogil=True)
+def _grow(array, size):
+    out = np.empty(size, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
+
+
+@njit(cache=True, nogil=True)
+def top_k_dense(scores, seen_indptr, seen_indices, k, out):
+    """Top-k columns of each row of dense ``scores``, the row's seen columns excluded.
+
+    Row q of ``out`` gets the k best finite scores of row q (value descending, column
+    ascending), seen columns ``seen_indices[seen_indptr[q]:seen_indptr[q + 1]]`` and NaN/-inf
+    never, padded with -1. ``scores`` is overwritten (seen and NaN cells become -inf).
+    """
+    n_rows, n_cols = scores.shape
+    cols = np.empty(n_cols, dtype=np.int64)
+    vals = np.empty(n_cols, dtype=np.float64)
+    scratch = np.empty(n_cols, dtype=np.float64)
+    for q in range(n_rows):
+        row = scores[q]
+        for p in range(seen_indptr[q], seen_indptr[q + 1]):
+            row[seen_indices[p]] = -np.inf
+        count = 0
+        for c in range(n_cols):
+            v = row[c]
+            if v > -np.inf:  # False for NaN and -inf
+                cols[count] = c
+                vals[count] = v
+                count += 1
+        _write_ranked(cols, vals, count, k, scratch, out[q])
+
+
+@njit(cache=True, nogil=True)
+def _write_ranked(cols, vals, count, k, scratch, out_row):
+    """Select the best k of (cols, vals)[:count] and write them in rank order to ``out_row``."""
+    kept = _select(cols, vals, count, k, scratch)
+    order = np.empty(kept, dtype=np.int64)
+    for p in range(kept):
+        order[p] = p
+    # Rank order: insertion sort on (value desc, column asc); kept ≤ k is small.
+    for p in range(1, kept):
+        o = order[p]
+        z = p - 1
+        while z >= 0 and (
+            vals[order[z]] < vals[o] or (vals[order[z]] == vals[o] and cols[order[z]] > cols[o])
+        ):
+            order[z + 1] = order[z]
+            z -= 1
+        order[z + 1] = o
+    for p in range(kept):
+        out_row[p] = cols[order[p]]
+    for p in range(kept, len(out_row)):
+        out_row[p] = -1
+
+
+@njit(cache=True, nogil=True)
+def top_k_weighted_sum(
+    h_indptr, h_indices, h_data, w_indptr, w_indices, w_data, seen_indptr, seen_indices, k,
+    n_cols, snap_sums, out,
+):
+    """Top-k of sparse scores score(q, ·) = Σ_t H[q, t] · W[t, ·], seen columns excluded.
+
+    The sums are accumulated in the order scipy's sparse product uses (so they are the same
+    floats as ``H @ W``) and, with ``snap_sums``, snapped (:func:`snap`). The positive unseen
+    scores are ranked (value descending, column ascending), then the unseen columns scoring 0
+    follow in column order, then -1 padding.
+    Item-kNN: H = the users' histories, W = the item similarities S. User-kNN: H = the users'
+    neighbour weights, W = R.
+    """
+    n_rows = len(h_indptr) - 1
+    acc = np.zeros(n_cols, dtype=np.float64)
+    hit = np.zeros(n_cols, dtype=np.bool_)
+    excluded = np.zeros(n_cols, dtype=np.bool_)
+    touched = np.empty(n_cols, dtype=np.int64)
+    cols = np.empty(n_cols, dtype=np.int64)
+    vals = np.empty(n_cols, dtype=np.float64)
+    scratch = np.empty(n_cols, dtype=np.float64)
+    for q in range(n_rows):
+        count = 0
+        for p in range(h_indptr[q], h_indptr[q + 1]):
+            t = h_indices[p]
+            weight = h_data[p]
+            for z in range(w_indptr[t], w_indptr[t + 1]):
+                s = w_indices[z]
+                if not hit[s]:
+                    hit[s] = True
+                    touched[count] = s
+                    count += 1
+                acc[s] += weight * w_data[z]
+        for p in range(seen_indptr[q], seen_indptr[q + 1]):
+            excluded[seen_indices[p]] = True
+        size = 0
+        for p in range(count):
+            s = touched[p]
+            v = snap(acc[s]) if snap_sums else acc[s]
+            acc[s] = 0.0
+            hit[s] = False
+            if v > 0 and not excluded[s]:
+                cols[size] = s
+                vals[size] = v
+                size += 1
+                excluded[s] = True  # ranked: not a 0-score filler
+        _write_ranked(cols, vals, size, k, scratch, out[q])
+        filled = min(size, k)
+        c = 0
+        while filled < k and c < n_cols:
+            if not excluded[c]:
+                out[q, filled] = c
+                filled += 1
+            c += 1
+        for p in range(seen_indptr[q], seen_indptr[q + 1]):
+            excluded[seen_indices[p]] = False
+        for p in range(count):  # _select may have overwritten cols: reset from touched
+            excluded[touched[p]] = False
