@@ -193,53 +193,89 @@ def _grow(array, size):
     return out
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _ranks_after(v1, c1, v2, c2):
+    """True when (v1, c1) ranks after (v2, c2): lower value, or equal value and higher column."""
+    return v1 < v2 or (v1 == v2 and c1 > c2)
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap_v, heap_c, size, v, c):
+    """Place (v, c) at the root of the heap ``[:size]`` and restore the heap order."""
+    i = 0
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            break
+        right = child + 1
+        if right < size and _ranks_after(heap_v[right], heap_c[right], heap_v[child], heap_c[child]):
+            child = right
+        if not _ranks_after(heap_v[child], heap_c[child], v, c):
+            break
+        heap_v[i] = heap_v[child]
+        heap_c[i] = heap_c[child]
+        i = child
+    heap_v[i] = v
+    heap_c[i] = c
+
+
+@njit(cache=True, nogil=True)
+def _offer(heap_v, heap_c, size, k, v, c):
+    """Offer (v, c) to the bounded heap of the best k so far (root: the worst kept); new size."""
+    if size < k:
+        i = size
+        while i > 0:
+            parent = (i - 1) >> 1
+            if not _ranks_after(v, c, heap_v[parent], heap_c[parent]):
+                break
+            heap_v[i] = heap_v[parent]
+            heap_c[i] = heap_c[parent]
+            i = parent
+        heap_v[i] = v
+        heap_c[i] = c
+        return size + 1
+    if _ranks_after(heap_v[0], heap_c[0], v, c):  # better than the worst kept: replace it
+        _sift_down(heap_v, heap_c, size, v, c)
+    return size
+
+
+@njit(cache=True, nogil=True)
+def _drain(heap_v, heap_c, size, out_row):
+    """Write the heap's columns best first into ``out_row``, then -1 padding; empties it."""
+    for p in range(size, len(out_row)):
+        out_row[p] = -1
+    while size > 0:
+        size -= 1
+        out_row[size] = heap_c[0]  # the worst kept goes last
+        _sift_down(heap_v, heap_c, size, heap_v[size], heap_c[size])
+
+
 @njit(cache=True, nogil=True)
 def top_k_dense(scores, seen_indptr, seen_indices, k, out):
     """Top-k columns of each row of dense ``scores``, the row's seen columns excluded.
 
     Row q of ``out`` gets the k best finite scores of row q (value descending, column
     ascending), seen columns ``seen_indices[seen_indptr[q]:seen_indptr[q + 1]]`` and NaN/-inf
-    never, padded with -1. ``scores`` is overwritten (seen and NaN cells become -inf).
+    never, padded with -1. ``scores`` is overwritten (seen cells become -inf). One pass per
+    row through a bounded heap: once k are kept, a cell needs one comparison with the worst
+    kept score (columns come in ascending order, so an equal score never displaces it).
     """
     n_rows, n_cols = scores.shape
-    cols = np.empty(n_cols, dtype=np.int64)
-    vals = np.empty(n_cols, dtype=np.float64)
-    scratch = np.empty(n_cols, dtype=np.float64)
+    heap_v = np.empty(k, dtype=np.float64)
+    heap_c = np.empty(k, dtype=np.int64)
     for q in range(n_rows):
         row = scores[q]
         for p in range(seen_indptr[q], seen_indptr[q + 1]):
             row[seen_indices[p]] = -np.inf
-        count = 0
+        size = 0
+        threshold = -np.inf
         for c in range(n_cols):
             v = row[c]
-            if v > -np.inf:  # False for NaN and -inf
-                cols[count] = c
-                vals[count] = v
-                count += 1
-        _write_ranked(cols, vals, count, k, scratch, out[q])
-
-
-@njit(cache=True, nogil=True)
-def _write_ranked(cols, vals, count, k, scratch, out_row):
-    """Select the best k of (cols, vals)[:count] and write them in rank order to ``out_row``."""
-    kept = _select(cols, vals, count, k, scratch)
-    order = np.empty(kept, dtype=np.int64)
-    for p in range(kept):
-        order[p] = p
-    # Rank order: insertion sort on (value desc, column asc); kept ≤ k is small.
-    for p in range(1, kept):
-        o = order[p]
-        z = p - 1
-        while z >= 0 and (
-            vals[order[z]] < vals[o] or (vals[order[z]] == vals[o] and cols[order[z]] > cols[o])
-        ):
-            order[z + 1] = order[z]
-            z -= 1
-        order[z + 1] = o
-    for p in range(kept):
-        out_row[p] = cols[order[p]]
-    for p in range(kept, len(out_row)):
-        out_row[p] = -1
+            if v > threshold:  # False for NaN and -inf
+                size = _offer(heap_v, heap_c, size, k, v, c)
+                if size == k:
+                    threshold = heap_v[0]
+        _drain(heap_v, heap_c, size, out[q])
 
 
 @njit(cache=True, nogil=True)
@@ -261,9 +297,8 @@ def top_k_weighted_sum(
     hit = np.zeros(n_cols, dtype=np.bool_)
     excluded = np.zeros(n_cols, dtype=np.bool_)
     touched = np.empty(n_cols, dtype=np.int64)
-    cols = np.empty(n_cols, dtype=np.int64)
-    vals = np.empty(n_cols, dtype=np.float64)
-    scratch = np.empty(n_cols, dtype=np.float64)
+    heap_v = np.empty(k, dtype=np.float64)
+    heap_c = np.empty(k, dtype=np.int64)
     for q in range(n_rows):
         count = 0
         for p in range(h_indptr[q], h_indptr[q + 1]):
@@ -285,12 +320,10 @@ def top_k_weighted_sum(
             acc[s] = 0.0
             hit[s] = False
             if v > 0 and not excluded[s]:
-                cols[size] = s
-                vals[size] = v
-                size += 1
-                excluded[s] = True  # ranked: not a 0-score filler
-        _write_ranked(cols, vals, size, k, scratch, out[q])
-        filled = min(size, k)
+                size = _offer(heap_v, heap_c, size, k, v, s)
+                excluded[s] = True  # positive: not a 0-score filler
+        filled = size
+        _drain(heap_v, heap_c, size, out[q])
         c = 0
         while filled < k and c < n_cols:
             if not excluded[c]:
@@ -299,5 +332,5 @@ def top_k_weighted_sum(
             c += 1
         for p in range(seen_indptr[q], seen_indptr[q + 1]):
             excluded[seen_indices[p]] = False
-        for p in range(count):  # _select may have overwritten cols: reset from touched
+        for p in range(count):
             excluded[touched[p]] = False
