@@ -59,27 +59,51 @@ class TrainData:
         *,
         n_users: int,
         n_items: int,
+        pairs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
     ) -> TrainData:
         """Build from the time-ordered global codes of the training transactions.
+
+        The CSR is assembled directly from the transactions in (user, item) order: rows are
+        then contiguous, columns ascending within a row, and repeats of a pair adjacent, so
+        one comparison with the neighbour drops them (no COO conversion, no sort per fold).
 
         Args:
             user, item: global codes, one per transaction, time-ordered.
             n_users, n_items: sizes of the global code spaces.
+            pairs: the same transactions' (user, item) codes sorted by (user, item), if the
+                caller has them (a fold filters them from the log's
+                :meth:`data.log.InteractionLog.user_major`); sorted here otherwise.
         """
-        user_present = np.bincount(user, minlength=n_users) > 0
+        if pairs is None:
+            order = np.argsort(user * np.int64(n_items) + item, kind="stable")
+            pairs = (user[order], item[order])
+        pair_user, pair_item = pairs
+        if len(pair_user) > 1:  # repeats of a pair are adjacent: keep the first
+            first = np.empty(len(pair_user), dtype=bool)
+            first[0] = True
+            np.not_equal(pair_item[1:], pair_item[:-1], out=first[1:])
+            first[1:] |= pair_user[1:] != pair_user[:-1]
+            if not first.all():
+                pair_user, pair_item = pair_user[first], pair_item[first]
+        pairs_per_user = np.bincount(pair_user, minlength=n_users)
+        user_present = pairs_per_user > 0
         item_present = np.bincount(item, minlength=n_items) > 0
         user_codes = np.flatnonzero(user_present).astype(np.int64)
         item_codes = np.flatnonzero(item_present).astype(np.int64)
-        user_row = np.cumsum(user_present, dtype=np.int64) - 1
         item_col = np.cumsum(item_present, dtype=np.int64) - 1
-        rows, cols = user_row[user], item_col[item]
+        index_type = np.int32 if max(len(pair_item), len(item_codes)) < 2**31 else np.int64
+        indptr = np.zeros(len(user_codes) + 1, dtype=index_type)
+        np.cumsum(pairs_per_user[user_present], out=indptr[1:])
         matrix = sp.csr_matrix(
-            (np.ones(len(rows), dtype=np.float32), (rows, cols)),
+            (np.ones(len(pair_item), dtype=np.float32), item_col.astype(index_type)[pair_item],
+             indptr),
             shape=(len(user_codes), len(item_codes)),
-        )
-        matrix.sum_duplicates()
-        matrix.data[:] = 1.0
-        return cls(matrix=matrix, user_codes=user_codes, item_codes=item_codes, item_sequence=cols)
+        )  # fmt: skip
+        matrix.has_sorted_indices = True
+        return cls(
+            matrix=matrix, user_codes=user_codes, item_codes=item_codes,
+            item_sequence=item_col[item],
+        )  # fmt: skip
 
     @property
     def n_users(self) -> int:
@@ -261,30 +285,18 @@ def top_k_global(
     """Top-k per row when every row shares the same ``scores``, minus each row's seen columns.
 
     Equivalent to :func:`top_k` on the broadcast scores with seen items set to -inf, but ranks
-    the catalogue once: each user's list is the global ranking with their seen items skipped, so
-    only the first k + (number of items the user has seen) ranks need looking at.
+    the catalogue once: each user's list is the global ranking with their seen items skipped
+    (:func:`algorithms.kernels.top_k_of_ranking`).
     """
-    n = len(rows)
-    out = np.full((n, k), -1, dtype=np.int64)
+    from algorithms.kernels import top_k_of_ranking
+
+    out = np.full((len(rows), k), -1, dtype=np.int64)
     ranking = np.lexsort((np.arange(len(scores)), -scores))  # score desc, column asc
     ranking = ranking[np.isfinite(scores[ranking])]
-    if n == 0 or len(ranking) == 0:
+    if len(rows) == 0 or len(ranking) == 0:
         return out
-    n_seen = np.diff(matrix.indptr)[rows]
-    depth = int(min(len(ranking), k + n_seen.max()))
-    candidates = np.broadcast_to(ranking[:depth], (n, depth))
-    sub = matrix[rows]
-    sub.sort_indices()
-    # seen[j, r]: candidate r of row j is in row j's training items
-    keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(sub.indptr)) * matrix.shape[1]
-    keys = keys + sub.indices
-    wanted = np.arange(n, dtype=np.int64)[:, None] * matrix.shape[1] + candidates
-    pos = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
-    seen = (keys[pos] == wanted) if len(keys) else np.zeros(wanted.shape, dtype=bool)
-    rank = np.cumsum(~seen, axis=1) - 1
-    take = (~seen) & (rank < k)
-    row_index = np.broadcast_to(np.arange(n)[:, None], (n, depth))
-    out[row_index[take], rank[take]] = candidates[take]
+    seen = matrix[rows]
+    top_k_of_ranking(ranking, seen.indptr, seen.indices, matrix.shape[1], k, out)
     return out
 
 

@@ -29,7 +29,6 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from algorithms.base import Algorithm, AlgorithmConfig, TrainData
-from algorithms.kernels import cosine_neighbours, over_row_chunks
 
 
 def top_cosines(
@@ -52,6 +51,8 @@ def top_cosines(
     Returns:
         A len(rows) × n_cols float64 CSR, columns ascending within rows.
     """
+    from algorithms.kernels import cosine_neighbours, over_row_chunks  # numba: import on use
+
     n_cols = col_sizes.shape[0]
     rows = np.asarray(rows, dtype=np.int64)
     pieces = over_row_chunks(

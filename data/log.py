@@ -69,6 +69,7 @@ class InteractionLog:
     n_dropped_invalid: int = 0
     n_duplicates: int = 0
     _fingerprint: list[str] = field(default_factory=list, repr=False, compare=False)
+    _user_major: list[NDArray[np.int64]] = field(default_factory=list, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -238,6 +239,22 @@ class InteractionLog:
             digest.update("\x1f".join(map(str, self.item_ids)).encode())
             self._fingerprint.append(digest.hexdigest()[:16])
         return self._fingerprint[0]
+
+    def user_major(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """(position, user, item) of every transaction, sorted by (user, item, position).
+
+        Computed once and kept. The transactions of any time range [lo, hi), taken from these
+        in order (``lo <= position < hi``), come grouped by user with items ascending: what a
+        training CSR is made of, without a sort per fold.
+        """
+        if not self._user_major:
+            key = self.user * np.int64(max(self.n_items, 1)) + self.item
+            order = np.argsort(key, kind="stable")
+            for array in (order, self.user[order], self.item[order]):
+                array.setflags(write=False)
+                self._user_major.append(array)
+        position, user, item = self._user_major
+        return position, user, item
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a frame with raw ids (``user``, ``item``, ``timestamp``[, ``policy``])."""

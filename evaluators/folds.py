@@ -67,11 +67,15 @@ class Fold:
 
     def train_data(self, log: InteractionLog) -> TrainData:
         """The fold's training data D_{t_f} in compact form."""
+        lo, hi = self.train_lo, self.train_hi
+        position, user, item = log.user_major()
+        inside = position < hi if lo == 0 else (position >= lo) & (position < hi)
         return TrainData.from_codes(
-            log.user[self.train_lo : self.train_hi],
-            log.item[self.train_lo : self.train_hi],
+            log.user[lo:hi],
+            log.item[lo:hi],
             n_users=log.n_users,
             n_items=log.n_items,
+            pairs=(user[inside], item[inside]),
         )
 
     def summary(self) -> dict[str, object]:

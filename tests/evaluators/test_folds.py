@@ -58,6 +58,16 @@ def test_fold_invariants(log, width, n_folds, train_window, u_min):
         # training data exposes only items of D_t
         train = fold.train_data(log)
         assert set(train.item_codes.tolist()) == set(log.item[fold.train_lo : fold.train_hi].tolist())
+        # the binary matrix holds exactly the window's (user, item) pairs, repeats collapsed
+        users = log.user[fold.train_lo : fold.train_hi]
+        items = log.item[fold.train_lo : fold.train_hi]
+        expected = np.zeros((log.n_users, log.n_items), dtype=np.float32)
+        expected[users, items] = 1.0
+        expected = expected[np.ix_(train.user_codes, train.item_codes)]
+        train.matrix.check_format(full_check=True)
+        np.testing.assert_array_equal(train.matrix.toarray(), expected)
+        assert train.matrix.has_canonical_format
+        np.testing.assert_array_equal(train.item_codes[train.item_sequence], items)
     # aligned windows: the last one ends at the first multiple of the width at or after t_max + 1
     assert folds[-1].t_end % width == 0
     assert folds[-1].t_end - width <= log.t_max < folds[-1].t_end
