@@ -39,10 +39,9 @@ def test_exact_path_matches_dense_svd(lib, factors):
     assert checked >= 15
 
 
-def test_lanczos_path_matches_dense_svd(lib, monkeypatch):
-    # The sparse (Lanczos) path on a planted rank-6 structure plus noise.
-    monkeypatch.setattr(svd_module, "DENSE_SVD_CELLS", 0)
-    rng = np.random.default_rng(0)
+def planted(seed: int = 0) -> np.ndarray:
+    """A planted rank-6 structure plus noise, 300 users × 120 items, no empty row or column."""
+    rng = np.random.default_rng(seed)
     users = rng.integers(0, 6, 300)
     items = rng.integers(0, 6, 120)
     affinity = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
@@ -50,6 +49,17 @@ def test_lanczos_path_matches_dense_svd(lib, monkeypatch):
     dense = rng.random(p.shape) < p
     dense[:, 0] |= ~dense.any(axis=1)
     dense[0] |= ~dense.any(axis=0)
+    return dense
+
+
+@pytest.mark.parametrize("shape", ["tall", "wide"])
+@pytest.mark.parametrize("solver", ["lanczos", "dense-gram"])
+def test_sparse_paths_match_dense_svd(lib, monkeypatch, shape, solver):
+    # Tall R: eigenvectors of RᵀR. Wide R (fewer users than items): eigenpairs of R Rᵀ mapped
+    # through Rᵀ. Either side by ARPACK's Lanczos method or by a dense eigh of the Gram matrix.
+    monkeypatch.setattr(svd_module, "DENSE_SVD_CELLS", 0)
+    monkeypatch.setattr(svd_module, "DENSE_GRAM_SIDE", 0 if solver == "lanczos" else 10_000)
+    dense = planted() if shape == "tall" else planted().T.copy()
     expected = reference_scores(dense, 6)
     assert expected is not None
     train = lib.train_from_dense(dense)
@@ -58,6 +68,18 @@ def test_lanczos_path_matches_dense_svd(lib, monkeypatch):
     np.testing.assert_allclose(scores, expected, atol=1e-9)
     again = PureSVD(factors=6, seed=3).fit(train).score(rows)
     np.testing.assert_array_equal(scores, again)
+
+
+def test_wide_rank_deficient_matrix_drops_null_directions(lib, monkeypatch):
+    # 4 users, 8 items, two identical users: rank 3 < 4 users. f = 4 asks for a direction with
+    # σ = 0, which is dropped; the projection still keeps every history exactly.
+    monkeypatch.setattr(svd_module, "DENSE_SVD_CELLS", 0)
+    dense = np.zeros((4, 8), dtype=bool)
+    dense[0, [0, 1, 2]] = dense[1, [0, 1, 2]] = dense[2, [3, 4]] = dense[3, [5, 6, 7]] = True
+    train = lib.train_from_dense(dense)
+    model = PureSVD(factors=4).fit(train)
+    assert model.components_.shape == (8, 3)
+    np.testing.assert_allclose(model.score(np.arange(4)), dense.astype(float), atol=1e-12)
 
 
 def test_factors_clamped_to_rank_bound(lib):
