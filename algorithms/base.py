@@ -223,15 +223,6 @@ def snap_scores(scores: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.round(scores, SCORE_DECIMALS, out=scores)
 
 
-def exclude_seen(
-    scores: NDArray[np.float64], matrix: sp.csr_matrix, rows: NDArray[np.int64]
-) -> None:
-    """Set the scores of each row's training items to -inf, in place."""
-    sub = matrix[rows]
-    block_row = np.repeat(np.arange(len(rows)), np.diff(sub.indptr))
-    scores[block_row, sub.indices] = -np.inf
-
-
 def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
     """The k best columns of every row: score descending, ties by column ascending.
 
@@ -341,11 +332,3 @@ def top_k_of_product(
 
     over_row_chunks(n, rank)
     return out
-
-
-def top_k_sparse(
-    scores: sp.csr_matrix, matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
-) -> NDArray[np.int64]:
-    """:func:`top_k_of_product` for given sparse scores (entries ≥ 0, used as they are)."""
-    identity = sp.identity(scores.shape[0], format="csr", dtype=np.float64)
-    return top_k_of_product(identity, scores, matrix, rows, k, snap=False)

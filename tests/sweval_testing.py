@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 
 from data.log import InteractionLog
 
@@ -15,3 +17,10 @@ def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "tim
     if "policy" in frame.columns:
         kw.setdefault("policy_col", "policy")
     return InteractionLog.from_frame(frame, **kw)
+
+
+def exclude_seen(scores: np.ndarray, matrix: sp.csr_matrix, rows: np.ndarray) -> None:
+    """Reference seen-item filter: set each row's training items to -inf, in place."""
+    sub = matrix[rows]
+    block_row = np.repeat(np.arange(len(rows)), np.diff(sub.indptr))
+    scores[block_row, sub.indices] = -np.inf

@@ -130,7 +130,8 @@ def test_unknown_parameter_is_rejected():
 def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, k):
     import scipy.sparse as sp
 
-    from algorithms.base import exclude_seen, top_k_global
+    from algorithms.base import top_k_global
+    from sweval_testing import exclude_seen
 
     n_items = len(item_scores)
     pairs = [(u, i) for u, i in seen_pairs if i < n_items]
