@@ -65,65 +65,54 @@ def snap(value: float) -> float:
     return np.rint(value * _SNAP_SCALE) / _SNAP_SCALE
 
 
-@njit(cache=True, nogil=True)
-def _quickselect(values, count, kth):
-    """Reorder ``values[:count]`` so that ``values[kth]`` holds the value of rank kth (ascending).
+@njit(cache=True, nogil=True, inline="always")
+def _comes_before(v1, c1, v2, c2):
+    """(v1, c1) ranks before (v2, c2): higher value, or equal value and lower column.
 
-    Hoare's selection with a median-of-three pivot, in place (numba's ``np.partition`` copies
-    its input on every call). No NaN may be present.
+    Written with ``&``/``|`` so that the partition loop below compiles without branches.
     """
-    lo, hi = 0, count - 1
+    return (v1 > v2) | ((v1 == v2) & (c1 < c2))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _swap(cols, vals, a, b):
+    cols[a], cols[b] = cols[b], cols[a]
+    vals[a], vals[b] = vals[b], vals[a]
+
+
+@njit(cache=True, nogil=True)
+def _select_best(cols, vals, count, n):
+    """Reorder ``cols[:count]``/``vals[:count]`` (in step) so that the first n are the best.
+
+    Best = value descending, column ascending: a strict total order (columns are distinct), so
+    the n best are unique and no tie pass is needed. Hoare's selection with a median-of-three
+    pivot and a branch-free Lomuto partition (a mispredicted branch per comparison is what made
+    a plain partition slow). The first n come in no particular order.
+    """
+    lo, hi, kth = 0, count - 1, n - 1
     while hi > lo:
         mid = (lo + hi) >> 1
-        if values[mid] < values[lo]:
-            values[mid], values[lo] = values[lo], values[mid]
-        if values[hi] < values[lo]:
-            values[hi], values[lo] = values[lo], values[hi]
-        if values[mid] < values[hi]:
-            values[mid], values[hi] = values[hi], values[mid]
-        pivot = values[hi]  # the median of the three
+        if _comes_before(vals[mid], cols[mid], vals[lo], cols[lo]):
+            _swap(cols, vals, mid, lo)
+        if _comes_before(vals[hi], cols[hi], vals[lo], cols[lo]):
+            _swap(cols, vals, hi, lo)
+        if _comes_before(vals[mid], cols[mid], vals[hi], cols[hi]):
+            _swap(cols, vals, mid, hi)
+        pivot_c, pivot_v = cols[hi], vals[hi]  # the median of the three
         i = lo
         for j in range(lo, hi):
-            if values[j] < pivot:
-                values[i], values[j] = values[j], values[i]
-                i += 1
-        values[i], values[hi] = values[hi], values[i]
+            c, v = cols[j], vals[j]
+            before = _comes_before(v, c, pivot_v, pivot_c)
+            cols[j], vals[j] = cols[i], vals[i]
+            cols[i], vals[i] = c, v
+            i += before
+        _swap(cols, vals, i, hi)
         if i == kth:
             return
         if i < kth:
             lo = i + 1
         else:
             hi = i - 1
-
-
-@njit(cache=True, nogil=True)
-def _select(cols, vals, count, n, scratch):
-    """Move the best ``min(n, count)`` of ``cols[:count]``/``vals[:count]`` to the front.
-
-    Best = value descending, column ascending. Only the membership is decided here (the
-    caller sorts what it keeps); returns how many are kept. Entries past the kept ones are
-    left in an undefined state. ``scratch`` holds ≥ count floats.
-    """
-    if n <= 0:
-        return 0
-    if count <= n:
-        return count
-    # The n-th largest value: entries above it are in, entries equal to it compete by column.
-    scratch[:count] = vals[:count]
-    _quickselect(scratch, count, count - n)
-    threshold = scratch[count - n]
-    kept = 0
-    for p in range(count):  # everything strictly above the threshold first
-        if vals[p] > threshold:
-            cols[kept], cols[p] = cols[p], cols[kept]
-            vals[kept], vals[p] = vals[p], vals[kept]
-            kept += 1
-    ties = np.sort(cols[kept:count][vals[kept:count] == threshold])
-    for c in ties[: n - kept]:
-        cols[kept] = c
-        vals[kept] = threshold
-        kept += 1
-    return kept
 
 
 @njit(cache=True, nogil=True)
@@ -147,7 +136,7 @@ def cosine_neighbours(
     counts = np.zeros(n_cols, dtype=np.int32)
     touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free write below
     vals = np.empty(n_cols, dtype=np.float64)
-    scratch = np.empty(n_cols, dtype=np.float64)
+    value_of = np.empty(n_cols, dtype=np.float64)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     capacity = max(16, n_rows * (n if n > 0 else 64))
     out_cols = np.empty(capacity, dtype=np.int64)
@@ -163,25 +152,29 @@ def cosine_neighbours(
                 count += counts[s] == 0
                 counts[s] += 1
         size = 0
+        row_size = row_sizes[r]
         for p in range(count):
             s = touched[p]
             c = float(counts[s])
             counts[s] = 0
-            if s == r:
-                continue
-            touched[size] = s
-            vals[size] = np.sqrt(c * c / (row_sizes[r] * col_sizes[s]))
-            size += 1
-        kept = _select(touched, vals, size, n if n > 0 else size, scratch)
+            touched[size] = s  # branch-free: s == r is overwritten by the next one
+            vals[size] = np.sqrt(c * c / (row_size * col_sizes[s]))
+            size += s != r
+        kept = size if n <= 0 or size <= n else n
+        if kept < size:
+            _select_best(touched, vals, size, kept)
         start = indptr[q]
         if start + kept > len(out_cols):
             grown = max(2 * len(out_cols), start + kept)
             out_cols = _grow(out_cols, grown)
             out_vals = _grow(out_vals, grown)
-        order = np.argsort(touched[:kept])
         for p in range(kept):
-            out_cols[start + p] = touched[order[p]]
-            out_vals[start + p] = vals[order[p]]
+            value_of[touched[p]] = vals[p]
+        touched[:kept].sort()
+        for p in range(kept):
+            s = touched[p]
+            out_cols[start + p] = s
+            out_vals[start + p] = value_of[s]
         indptr[q + 1] = start + kept
     return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
 
@@ -320,7 +313,7 @@ def top_k_weighted_sum(
     acc = np.zeros(n_cols, dtype=np.float64)
     hit = np.zeros(n_cols, dtype=np.bool_)
     excluded = np.zeros(n_cols, dtype=np.bool_)
-    touched = np.empty(n_cols, dtype=np.int64)
+    touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free write below
     heap_v = np.empty(k, dtype=np.float64)
     heap_c = np.empty(k, dtype=np.int64)
     for q in range(n_rows):
@@ -330,21 +323,24 @@ def top_k_weighted_sum(
             weight = h_data[p]
             for z in range(w_indptr[t], w_indptr[t + 1]):
                 s = w_indices[z]
-                if not hit[s]:
-                    hit[s] = True
-                    touched[count] = s
-                    count += 1
+                touched[count] = s  # branch-free: kept only when s is new
+                count += not hit[s]
+                hit[s] = True
                 acc[s] += weight * w_data[z]
         for p in range(seen_indptr[q], seen_indptr[q + 1]):
             excluded[seen_indices[p]] = True
         size = 0
+        worst_v, worst_c = np.inf, -1  # the heap's root once it holds k
         for p in range(count):
             s = touched[p]
             v = snap(acc[s]) if snap_sums else acc[s]
             acc[s] = 0.0
             hit[s] = False
             if v > 0 and not excluded[s]:
-                size = _offer(heap_v, heap_c, size, k, v, s)
+                if size < k or _comes_before(v, s, worst_v, worst_c):  # most fail here
+                    size = _offer(heap_v, heap_c, size, k, v, s)
+                    if size == k:
+                        worst_v, worst_c = heap_v[0], heap_c[0]
                 excluded[s] = True  # positive: not a 0-score filler
         filled = size
         _drain(heap_v, heap_c, size, out[q])
