@@ -276,18 +276,37 @@ def top_k_global(
     """Top-k per row when every row shares the same ``scores``, minus each row's seen columns.
 
     Equivalent to :func:`top_k` on the broadcast scores with seen items set to -inf, but ranks
-    the catalogue once: each user's list is the global ranking with their seen items skipped
-    (:func:`algorithms.kernels.top_k_of_ranking`).
-    """
-    from algorithms.kernels import top_k_of_ranking
+    the catalogue once and never walks it per row. With ``ranking`` the finite columns by
+    (score desc, column asc) and s_0 < s_1 < … the ranking positions of a row's seen columns,
+    g_i = s_i − i counts the unseen positions before s_i, and the row's j-th unseen column sits
+    at position::
 
+        p_j = j + #{i : g_i ≤ j}
+
+    (g is non-decreasing, so the count is a ``searchsorted``). All rows are answered by one
+    sort and one ``searchsorted`` over row-offset keys: numpy only, no per-row loop.
+    """
     out = np.full((len(rows), k), -1, dtype=np.int64)
     ranking = np.lexsort((np.arange(len(scores)), -scores))  # score desc, column asc
     ranking = ranking[np.isfinite(scores[ranking])]
-    if len(rows) == 0 or len(ranking) == 0:
+    n_ranked = len(ranking)
+    if len(rows) == 0 or n_ranked == 0 or k == 0:
         return out
+    position_of = np.full(len(scores), n_ranked, dtype=np.int64)  # unranked: past the end
+    position_of[ranking] = np.arange(n_ranked)
     seen = matrix[rows]
-    top_k_of_ranking(ranking, seen.indptr, seen.indices, matrix.shape[1], k, out)
+    seen_row = np.repeat(np.arange(len(rows), dtype=np.int64), np.diff(seen.indptr))
+    stride = np.int64(n_ranked + 1)  # keys row·stride + value keep rows apart
+    seen_keys = np.sort(seen_row * stride + position_of[seen.indices])
+    seen_keys = seen_keys[seen_keys % stride < n_ranked]  # unranked seen columns never show
+    row_start = np.searchsorted(seen_keys, np.arange(len(rows), dtype=np.int64) * stride)
+    index_in_row = np.arange(len(seen_keys)) - row_start[seen_keys // stride]
+    gap_keys = seen_keys - index_in_row  # row·stride + g_i, non-decreasing
+    j = np.arange(k, dtype=np.int64)
+    query = np.arange(len(rows), dtype=np.int64)[:, None] * stride + j
+    position = j + np.searchsorted(gap_keys, query, side="right") - row_start[:, None]
+    found = position < n_ranked
+    out[found] = ranking[position[found]]
     return out
 
 

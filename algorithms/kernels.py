@@ -272,30 +272,6 @@ def top_k_dense(scores, seen_indptr, seen_indices, k, out):
 
 
 @njit(cache=True, nogil=True)
-def top_k_of_ranking(ranking, seen_indptr, seen_indices, n_cols, k, out):
-    """Each row's first k columns of one shared ``ranking``, skipping the row's seen columns.
-
-    For scores that are the same for every user (POP, POP-N): the catalogue is ranked once,
-    and a row only walks it until k unseen columns are found (at most k + |seen| steps).
-    """
-    seen = np.zeros(n_cols, dtype=np.bool_)
-    for q in range(len(seen_indptr) - 1):
-        for p in range(seen_indptr[q], seen_indptr[q + 1]):
-            seen[seen_indices[p]] = True
-        filled = 0
-        for c in ranking:
-            if filled == k:
-                break
-            if not seen[c]:
-                out[q, filled] = c
-                filled += 1
-        for p in range(filled, k):
-            out[q, p] = -1
-        for p in range(seen_indptr[q], seen_indptr[q + 1]):
-            seen[seen_indices[p]] = False
-
-
-@njit(cache=True, nogil=True)
 def top_k_weighted_sum(
     h_indptr, h_indices, h_data, w_indptr, w_indices, w_data, seen_indptr, seen_indices, k,
     n_cols, snap_sums, out,
@@ -354,3 +330,4 @@ def top_k_weighted_sum(
             excluded[seen_indices[p]] = False
         for p in range(count):
             excluded[touched[p]] = False
+

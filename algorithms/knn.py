@@ -133,7 +133,10 @@ class ItemKNN(Algorithm):
         lengths[missing] = np.diff(rows.indptr)
         indptr = np.concatenate(([0], np.cumsum(lengths)))
         scattered = sp.csr_matrix((rows.data, rows.indices, indptr), shape=(n_items, n_items))
-        self.similarity_ = (self.similarity_ + scattered).tocsr()
+        if self.has_row_.any():
+            self.similarity_ = (self.similarity_ + scattered).tocsr()
+        else:  # the usual case: one batch of users per fold
+            self.similarity_ = scattered
         self.has_row_[missing] = True
 
 

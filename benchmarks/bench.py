@@ -407,8 +407,9 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                 f"(CPU {ours_per_algorithm(variant, 'user-knn', cpu=True):.1f} s)")
         # --- SW-EVAL stage split
         add("\nSW-EVAL stages (s): "
-            + ", ".join(f"{k} {ours[k + '_s']:.2f}" for k in
-                        ("import", "load", "plan", "train_data", "persist", "collect", "write"))
+            + ", ".join(f"{k} {ours.get(k + '_s', 0):.2f}" for k in
+                        ("import", "kernel_load", "load", "plan", "train_data", "persist",
+                         "collect", "write"))
             + f"; engine total {ours['engine_s']:.2f} (CPU {ours.get('engine_cpu_s', 0):.2f})"
               f"; child wall "
               f"{ours['process']['wall_s']:.1f}; peak RSS {ours['process']['peak_rss_mb']:.0f} MB\n")

@@ -121,13 +121,15 @@ def test_unknown_parameter_is_rejected():
         build_algorithm("popp")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, -np.inf, np.nan]), min_size=1, max_size=12),
     st.lists(st.tuples(st.integers(0, 5), st.integers(0, 11)), max_size=40),
+    st.lists(st.integers(0, 5), max_size=8),
     st.integers(1, 14),
 )
-def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, k):
+def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, rows, k):
+    """Shared scores (ties, -inf and NaN included), any rows in any order, any k."""
     import scipy.sparse as sp
 
     from algorithms.base import top_k_global
@@ -138,7 +140,8 @@ def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, k)
     rows_, cols_ = (zip(*pairs) if pairs else ((), ()))
     matrix = sp.csr_matrix((np.ones(len(pairs)), (list(rows_), list(cols_))), shape=(6, n_items))
     matrix.sum_duplicates()
-    rows = np.arange(6)
-    scores = np.broadcast_to(np.array(item_scores, dtype=float), (6, n_items)).copy()
+    rows = np.array(rows, dtype=np.int64)
+    scores = np.broadcast_to(np.array(item_scores, dtype=float), (len(rows), n_items)).copy()
     exclude_seen(scores, matrix, rows)
-    assert top_k_global(np.array(item_scores, dtype=float), matrix, rows, k).tolist() == top_k(scores, k).tolist()
+    expected = top_k(scores, k).tolist()
+    assert top_k_global(np.array(item_scores, dtype=float), matrix, rows, k).tolist() == expected
