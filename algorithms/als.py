@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
 from data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
@@ -72,6 +72,15 @@ class ALSConfig(AlgorithmConfig):
         description="auto: GPU when implicit reports CUDA, else CPU; cpu; gpu (error without "
         "CUDA)",
     )
+    warm_start: bool = Field(
+        default=False,
+        description="DEVIATION from the protocol, for speed: start each fold from the previous "
+        "fitted fold's factors (new users and items: random) and run warm_iterations sweeps "
+        "instead of iterations; Recall changes (benchmarks/RESULTS.md); CPU only",
+    )
+    warm_iterations: int = Field(
+        default=3, ge=1, description="ALS sweeps of a warm-started fold (the first fold: iterations)"
+    )
 
 
 class ALS(Algorithm):
@@ -91,6 +100,11 @@ class ALS(Algorithm):
     different defaults), training loss and progress bars are off, and CPU fits run under
     ``threadpool_limits(1, "blas")`` as implicit asks. The device is resolved once, at
     construction (:func:`resolve_device`); :attr:`device` reports the one that ran.
+
+    ``warm_start`` (off by default) is a labelled deviation for speed: fold f starts from
+    the factors of the previous fitted fold (rows matched by global user/item code, new ones
+    drawn as implicit draws them) and runs ``warm_iterations`` sweeps. The engine carries the
+    state (:mod:`evaluators.warm`), so folds then run in order.
     """
 
     name: ClassVar[str] = "als"
@@ -110,22 +124,61 @@ class ALS(Algorithm):
         import implicit.als
 
         cfg = self.config
+        warm = self.warm_ if cfg.warm_start else None
+        if cfg.warm_start and self.resolved_device_ == "gpu":
+            raise SwevalError(
+                "--set als.warm_start=true runs on the CPU only: add --set als.device=cpu."
+            )
         with threadpool_limits(1, "blas"):
             model = implicit.als.AlternatingLeastSquares(
                 factors=cfg.factors,
                 regularization=cfg.regularization,
                 alpha=cfg.alpha,
-                iterations=cfg.iterations,
+                iterations=cfg.iterations if warm is None else cfg.warm_iterations,
                 calculate_training_loss=False,
                 random_state=cfg.seed,
                 use_gpu=self.resolved_device_ == "gpu",
             )
+            if warm is not None:
+                rng = np.random.default_rng(cfg.seed)
+                model.user_factors = _carry_over(
+                    warm["user_codes"], warm["user_factors"], train.user_codes, rng
+                )
+                model.item_factors = _carry_over(
+                    warm["item_codes"], warm["item_factors"], train.item_codes, rng
+                )
             model.fit(train.matrix.astype(np.float32), show_progress=False)
         self.user_factors_ = _to_numpy(model.user_factors)
         self.item_factors_ = _to_numpy(model.item_factors)
 
+    def warm_state(self) -> WarmState:
+        if self.train_ is None:
+            raise RuntimeError("als: call fit() before warm_state()")
+        return {
+            "user_codes": self.train_.user_codes,
+            "item_codes": self.train_.item_codes,
+            "user_factors": self.user_factors_.astype(np.float32),
+            "item_factors": self.item_factors_.astype(np.float32),
+        }
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return self.user_factors_[rows] @ self.item_factors_.T
+
+
+def _carry_over(
+    old_codes: NDArray[np.int64],
+    old_factors: NDArray[np.float32],
+    codes: NDArray[np.int64],
+    rng: np.random.Generator,
+) -> NDArray[np.float32]:
+    """Factors for ``codes``: the old row where the code had one, else implicit's CPU initial
+    draw (uniform on [0, 0.01))."""
+    factors = rng.random((len(codes), old_factors.shape[1]), dtype=np.float32) * np.float32(0.01)
+    where = np.searchsorted(old_codes, codes)
+    known = where < len(old_codes)
+    known[known] = old_codes[where[known]] == codes[known]
+    factors[known] = old_factors[where[known]]
+    return factors
 
 
 def _to_numpy(factors: Any) -> NDArray[np.float64]:

@@ -123,6 +123,11 @@ class TrainData:
         return rows.astype(np.int64)
 
 
+#: A model's learned state carried from one fold to the next (warm start): named arrays, with
+#: the global user and item codes their rows belong to.
+WarmState = dict[str, NDArray[Any]]
+
+
 class AlgorithmConfig(BaseModel):
     """Base of every algorithm's hyper-parameters: immutable, no unknown keys."""
 
@@ -151,6 +156,21 @@ class Algorithm(ABC):
             raise TypeError("pass either a config object or keyword parameters, not both")
         self.config = config if config is not None else self.Config(**params)
         self.train_: TrainData | None = None
+        #: The previous fold's :meth:`warm_state`, set by the engine before ``fit`` when
+        #: :attr:`warm_starts` (None on the first fitted fold).
+        self.warm_: WarmState | None = None
+
+    @property
+    def warm_starts(self) -> bool:
+        """True when the config asks to start from the previous fold's model (a deviation)."""
+        return bool(getattr(self.config, "warm_start", False))
+
+    def warm_state(self) -> WarmState:
+        """What the next fold's fit starts from: arrays keyed by name, with global codes.
+
+        Only models with a ``warm_start`` option implement it.
+        """
+        raise NotImplementedError(f"{self.name} cannot warm-start")
 
     @property
     def device(self) -> str:

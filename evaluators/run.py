@@ -32,6 +32,7 @@ from evaluators.folds import Fold, build_folds
 from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from evaluators.store import UnitStore, atomic_write_text
 from evaluators.stratify import Strata, build_strata, stratum_rows
+from evaluators.warm import WarmStore
 from evaluators.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
@@ -67,6 +68,11 @@ class Plan:
 
     def algorithm(self, name: str) -> Algorithm:
         return build_algorithm(name, self.config.params.get(name))
+
+    @property
+    def warm_starts(self) -> bool:
+        """True when some algorithm warm-starts: then folds must be evaluated in order."""
+        return any(self.algorithm(name).warm_starts for name in self.config.algorithms)
 
     def store(self) -> UnitStore:
         return UnitStore(self.config.output, self.key)
@@ -118,8 +124,20 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     Raises:
         SwevalError: any problem with the data or the options.
     """
+    warm = []
     for name in config.algorithms:
-        build_algorithm(name, config.params.get(name))  # unknown names/params fail now
+        if build_algorithm(name, config.params.get(name)).warm_starts:  # bad names fail here
+            warm.append(name)
+    if warm and config.stratify_by is not None:
+        raise SwevalError(
+            f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
+            "refit their models cold)."
+        )
+    if warm and config.task_runner == "dask":
+        raise SwevalError(
+            f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
+            "disk: use --task-runner sequential or threads."
+        )
     unknown = set(config.params) - set(config.algorithms)
     if unknown:
         raise SwevalError(
@@ -161,12 +179,17 @@ def evaluate_fold(
         raise ValueError(f"fold {fold.index} is skipped: {fold.skip_reason}")
     config = plan.config
     train = fold.train_data(plan.log)
+    warm = WarmStore(config.output)
     payloads = {}
     for name in names:
+        algorithm = plan.algorithm(name)
+        if algorithm.warm_starts:
+            algorithm.warm_ = warm.load(name, fold.index)
         unit = evaluate_unit(
-            plan.log, fold, plan.algorithm(name), ks=config.k, relevance=config.relevance,
-            train=train,
+            plan.log, fold, algorithm, ks=config.k, relevance=config.relevance, train=train
         )
+        if algorithm.warm_starts:
+            warm.save(name, fold.index, algorithm.warm_state())
         rows = unit_rows(fold, unit, config_hash=plan.key)
         if plan.strata is not None:
             rows += stratum_rows(

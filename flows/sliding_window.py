@@ -209,10 +209,14 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
             evaluation.progress = advance
             if jobs:
                 with _blas_limits(plan.config), task_runner(plan.config) as runner:
-                    futures = {
-                        runner.submit(evaluate_fold, evaluation.job_parameters(job)): job
-                        for job in jobs
-                    }
+                    futures: dict[Any, Any] = {}
+                    previous: list[Any] = []
+                    for job in jobs:  # warm starts chain the folds: each waits for the last
+                        future = runner.submit(
+                            evaluate_fold, evaluation.job_parameters(job), wait_for=previous
+                        )
+                        futures[future] = job
+                        previous = [future] if plan.warm_starts else []
                     for future in as_completed(list(futures)):
                         try:
                             payloads = future.result()

@@ -124,3 +124,39 @@ def test_auto_uses_the_gpu_when_available(lib):
     assert isinstance(model.user_factors_, np.ndarray)
     rows = np.arange(model.train_.n_users)
     np.testing.assert_array_equal(model.recommend(rows, 1)[:, 0], rows)
+
+
+# ------------------------------------------------------------------ warm start (a deviation)
+def test_carry_over_keeps_known_rows_and_draws_new_ones():
+    from algorithms.als import _carry_over
+
+    old_codes = np.array([2, 5, 9])
+    old = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
+    carried = _carry_over(old_codes, old, np.array([1, 5, 9, 12]), np.random.default_rng(0))
+    np.testing.assert_array_equal(carried[1:3], old[1:3])
+    for row in (carried[0], carried[3]):  # new codes: implicit's initial draw, in [0, 0.01)
+        assert ((row >= 0) & (row < 0.01)).all()
+
+
+def test_warm_start_continues_from_the_previous_factors(lib):
+    """One warm sweep from converged factors stays at the optimum; one cold sweep does not."""
+    train = lib.train_from_dense(block_matrix())
+    converged = ALS(factors=8, iterations=30, device="cpu").fit(train)
+    rows = np.arange(train.n_users)
+    target = converged.score(rows)
+
+    warm = ALS(factors=8, iterations=30, warm_start=True, warm_iterations=1, device="cpu")
+    warm.warm_ = converged.warm_state()
+    warm.fit(train)
+    cold = ALS(factors=8, iterations=1, device="cpu").fit(train)
+    warm_gap = np.abs(warm.score(rows) - target).max()
+    cold_gap = np.abs(cold.score(rows) - target).max()
+    assert warm_gap < 0.01 < cold_gap
+
+
+def test_warm_start_without_state_is_the_cold_fit(lib):
+    train = lib.train_from_dense(block_matrix())
+    rows = np.arange(train.n_users)
+    cold = ALS(factors=8, iterations=5, device="cpu").fit(train)
+    first = ALS(factors=8, iterations=5, warm_start=True, device="cpu").fit(train)
+    np.testing.assert_array_equal(first.score(rows), cold.score(rows))

@@ -109,3 +109,52 @@ def test_cli_errors_are_one_clear_line(args, message, tmp_path):
 def test_config_errors_are_sweval_errors():
     with pytest.raises(SwevalError, match="folds"):
         EvalConfig.build(folds=0)
+
+
+# ------------------------------------------------------------------ warm start (a deviation)
+def warm_config(tmp_path: Path, name: str, **overrides) -> EvalConfig:
+    return small_config(
+        tmp_path, output=str(tmp_path / name), algorithms=["als"], folds=5, u_min=2,
+        params={"als": {"factors": 8, "iterations": 6, "warm_start": True, "warm_iterations": 2,
+                        "device": "cpu"}},
+        **overrides,
+    )
+
+
+def test_warm_start_chains_folds_and_a_resumed_run_matches(tmp_path):
+    config = warm_config(tmp_path, "warm")
+    warm = run_local(config).results
+    cold_params = {"als": {"factors": 8, "iterations": 6, "device": "cpu"}}
+    cold = run_local(small_config(
+        tmp_path, output=str(tmp_path / "cold"), algorithms=["als"], folds=5, u_min=2,
+        params=cold_params,
+    )).results
+    values = ["fold", "metric", "k", "value"]
+    warm_v = warm[warm.stratum == "all"][values].dropna().reset_index(drop=True)
+    cold_v = cold[cold.stratum == "all"][values].dropna().reset_index(drop=True)
+    fitted = sorted(warm_v.fold.unique())
+    assert len(fitted) >= 3
+    first, later = warm_v.fold == fitted[0], warm_v.fold > fitted[0]
+    # The first fitted fold has no state to start from: it is the cold fit, to the bit.
+    pd.testing.assert_frame_equal(warm_v[first], cold_v[first])
+    assert not warm_v[later].value.equals(cold_v[later].value)
+    # Only the two newest states are kept.
+    states = sorted(p.name for p in (Path(config.output) / "units" / "warm").iterdir())
+    assert states == [f"als__f{fitted[-2]:04d}.npz", f"als__f{fitted[-1]:04d}.npz"]
+
+    # A crash after the last fold's state was saved but before its unit was: the rerun starts
+    # that fold from its predecessor's state again and computes the same numbers.
+    (Path(config.output) / "units" / f"f{fitted[-1]:04d}__als.json").unlink()
+    (Path(config.output) / "results.csv").unlink()
+    resumed = run_local(config).results
+    pd.testing.assert_frame_equal(resumed, warm)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"task_runner": "dask"}, "--task-runner sequential or threads"),
+     ({"stratify_by": "policy", "data": None, "scale": 0.05}, "--stratify-by")],
+)
+def test_warm_start_refuses_what_it_cannot_chain(tmp_path, overrides, message):
+    with pytest.raises(SwevalError, match=message):
+        make_plan(warm_config(tmp_path, "bad", **overrides))

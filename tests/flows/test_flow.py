@@ -66,6 +66,23 @@ def test_threads_runner_and_no_prefect_path_give_the_same_table(
     assert (tmp_path / "local" / "results.csv").read_text() == expected
 
 
+def test_warm_start_in_the_threads_runner_chains_the_folds_like_the_local_run(
+    write_log, make_config, tmp_path: Path
+) -> None:
+    """With two workers, warm-started folds still run in order, each from its predecessor."""
+    data = write_log(8)
+    params = {"als": {"factors": 4, "iterations": 4, "warm_start": True, "warm_iterations": 1,
+                      "device": "cpu"}}
+    common = dict(tracking=False, algorithms=["pop", "als"], params=params, u_min=2)
+    threads = make_config(
+        data, output=str(tmp_path / "thr"), task_runner="threads", workers=2, **common
+    )
+    sliding_window_eval(config=threads)
+    execute(make_config(data, output=str(tmp_path / "local"), **common))
+    expected = (tmp_path / "local" / "results.csv").read_text()
+    assert (tmp_path / "thr" / "results.csv").read_text() == expected
+
+
 def test_flow_accepts_a_plain_dict_as_its_configuration(write_log, make_config) -> None:
     config = make_config(write_log(8), tracking=False)
     outputs = sliding_window_eval(config=config.model_dump(mode="json"))
