@@ -38,6 +38,8 @@ def top_cosines(
     row_sizes: NDArray[np.float64],
     col_sizes: NDArray[np.float64],
     n: int,
+    *,
+    sort_columns: bool = True,
 ) -> sp.csr_matrix:
     """Row r of the result holds the ``n`` largest cos(rows[r], s), s ≠ rows[r] (0 keeps all).
 
@@ -47,9 +49,10 @@ def top_cosines(
         col_sets_t: CSR whose row t lists the columns s with t ∈ X_s (the transposed incidence).
         row_sizes, col_sizes: |X_r| per row and |X_s| per column (never 0 where used).
         n: neighbours per row.
+        sort_columns: columns ascending within rows (else the same entries in any order).
 
     Returns:
-        A len(rows) × n_cols float64 CSR, columns ascending within rows.
+        A len(rows) × n_cols float64 CSR.
     """
     from algorithms.kernels import cosine_neighbours, over_row_chunks  # numba: import on use
 
@@ -59,14 +62,16 @@ def top_cosines(
         len(rows),
         lambda lo, hi: cosine_neighbours(
             rows[lo:hi], row_sets.indptr, row_sets.indices, col_sets_t.indptr,
-            col_sets_t.indices, row_sizes, col_sizes, n, n_cols,
+            col_sets_t.indices, row_sizes, col_sizes, n, n_cols, sort_columns,
         ),
     )  # fmt: skip
     lengths = np.concatenate([np.diff(indptr) for indptr, _, _ in pieces])
     indptr = np.concatenate(([0], np.cumsum(lengths)))
     indices = np.concatenate([piece[1] for piece in pieces])
     data = np.concatenate([piece[2] for piece in pieces])
-    return sp.csr_matrix((data, indices, indptr), shape=(len(rows), n_cols))
+    result = sp.csr_matrix((data, indices, indptr), shape=(len(rows), n_cols))
+    result.has_sorted_indices = sort_columns
+    return result
 
 
 # ---------------------------------------------------------------------------------- item-kNN
@@ -111,6 +116,7 @@ class ItemKNN(Algorithm):
     def similarity(self, items: NDArray[np.int64] | None = None) -> sp.csr_matrix:
         """The pruned similarity matrix S (all rows, or only ``items``' rows filled in)."""
         self._ensure_rows(np.arange(self.matrix_.shape[1]) if items is None else items)
+        self.similarity_.sort_indices()
         return self.similarity_
 
     def score_factors(self, rows: NDArray[np.int64]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
@@ -124,8 +130,9 @@ class ItemKNN(Algorithm):
         if len(missing) == 0:
             return
         sizes = self.item_sizes_
-        rows = top_cosines(
-            missing, self.item_users_, self.matrix_, sizes, sizes, self.config.n_neighbors
+        rows = top_cosines(  # unsorted rows: the ranking sums each column once per history item
+            missing, self.item_users_, self.matrix_, sizes, sizes, self.config.n_neighbors,
+            sort_columns=False,
         )
         # Scatter the new rows into an n_items × n_items matrix; rows are disjoint from the cache.
         n_items = self.matrix_.shape[1]
@@ -133,6 +140,7 @@ class ItemKNN(Algorithm):
         lengths[missing] = np.diff(rows.indptr)
         indptr = np.concatenate(([0], np.cumsum(lengths)))
         scattered = sp.csr_matrix((rows.data, rows.indices, indptr), shape=(n_items, n_items))
+        scattered.has_sorted_indices = False
         if self.has_row_.any():
             self.similarity_ = (self.similarity_ + scattered).tocsr()
         else:  # the usual case: one batch of users per fold
