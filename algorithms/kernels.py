@@ -115,6 +115,14 @@ def _select_best(cols, vals, count, n):
             hi = i - 1
 
 
+#: A row whose co-occurrence walk visits at least this share of the columns counts into the
+#: dense array and then scans every column (cheaper than tracking the touched ones).
+DENSE_ROW_SHARE = 0.5
+
+#: Selection samples this many candidates per kept neighbour to bound the threshold first.
+SAMPLE_PER_KEPT = 4
+
+
 @njit(cache=True, nogil=True)
 def cosine_neighbours(
     rows, a_indptr, a_indices, b_indptr, b_indices, row_sizes, col_sizes, n, n_cols,
@@ -130,6 +138,11 @@ def cosine_neighbours(
     keeping the ``n`` best s per row (value descending, s ascending; n = 0 keeps all).
     Item-kNN passes A = items' users and B = users' items; user-kNN the reverse.
 
+    Per row: the counts go into a dense array, tracking the columns touched unless the walk
+    visits most columns anyway (:data:`DENSE_ROW_SHARE`: then every column is scanned). With
+    many more candidates than n, a strided sample's n-th best (a lower bound of the true n-th
+    best in the same order) first discards most of them (:func:`_keep_at_least`).
+
     Returns:
         (indptr, indices, data) of a len(rows) × n_cols CSR; columns ascending within rows
         with ``sort_columns``, else in no particular order (the same set: sorting is a fifth
@@ -137,34 +150,54 @@ def cosine_neighbours(
     """
     n_rows = len(rows)
     counts = np.zeros(n_cols, dtype=np.int32)
-    touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free write below
-    vals = np.empty(n_cols, dtype=np.float64)
+    touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free writes below
+    vals = np.empty(n_cols + 1, dtype=np.float64)
     value_of = np.empty(n_cols, dtype=np.float64)
+    sample_cols = np.empty(max(1, SAMPLE_PER_KEPT * n), dtype=np.int64)
+    sample_vals = np.empty(max(1, SAMPLE_PER_KEPT * n), dtype=np.float64)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     capacity = max(16, n_rows * (n if n > 0 else 64))
     out_cols = np.empty(capacity, dtype=np.int64)
     out_vals = np.empty(capacity, dtype=np.float64)
     for q in range(n_rows):
         r = rows[q]
-        count = 0
-        for p in range(a_indptr[r], a_indptr[r + 1]):
-            t = a_indices[p]
-            for z in range(b_indptr[t], b_indptr[t + 1]):
-                s = b_indices[z]
-                touched[count] = s  # branch-free: kept only when s is new
-                count += counts[s] == 0
-                counts[s] += 1
-        size = 0
         row_size = row_sizes[r]
-        for p in range(count):
-            s = touched[p]
-            c = float(counts[s])
-            counts[s] = 0
-            touched[size] = s  # branch-free: s == r is overwritten by the next one
-            vals[size] = np.sqrt(c * c / (row_size * col_sizes[s]))
-            size += s != r
+        visits = 0
+        for p in range(a_indptr[r], a_indptr[r + 1]):
+            visits += b_indptr[a_indices[p] + 1] - b_indptr[a_indices[p]]
+        size = 0
+        if visits >= DENSE_ROW_SHARE * n_cols:
+            for p in range(a_indptr[r], a_indptr[r + 1]):
+                t = a_indices[p]
+                for z in range(b_indptr[t], b_indptr[t + 1]):
+                    counts[b_indices[z]] += 1
+            for s in range(n_cols):
+                c = float(counts[s])
+                counts[s] = 0
+                touched[size] = s  # branch-free: kept only when c > 0 and s != r
+                # (the max only guards the discarded c = 0 entries of empty columns)
+                vals[size] = np.sqrt(c * c / max(row_size * col_sizes[s], 1.0))
+                size += (c > 0) & (s != r)
+        else:
+            count = 0
+            for p in range(a_indptr[r], a_indptr[r + 1]):
+                t = a_indices[p]
+                for z in range(b_indptr[t], b_indptr[t + 1]):
+                    s = b_indices[z]
+                    touched[count] = s  # branch-free: kept only when s is new
+                    count += counts[s] == 0
+                    counts[s] += 1
+            for p in range(count):
+                s = touched[p]
+                c = float(counts[s])
+                counts[s] = 0
+                touched[size] = s  # branch-free: s == r is overwritten by the next one
+                vals[size] = np.sqrt(c * c / (row_size * col_sizes[s]))
+                size += s != r
         kept = size if n <= 0 or size <= n else n
         if kept < size:
+            if size > 2 * SAMPLE_PER_KEPT * kept:
+                size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
             _select_best(touched, vals, size, kept)
         start = indptr[q]
         if start + kept > len(out_cols):
@@ -182,6 +215,29 @@ def cosine_neighbours(
             out_vals[start + p] = vals[p]
         indptr[q + 1] = start + kept
     return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
+
+
+@njit(cache=True, nogil=True)
+def _keep_at_least(cols, vals, count, n, sample_cols, sample_vals):
+    """Drop entries that cannot be among the n best; returns how many are left (≥ n).
+
+    The n-th best x of any n or more of the entries comes at or after the n-th best of all
+    of them (the n entries at or before x in the sample are entries too), so every entry
+    strictly after x can go. The sample takes every (count // m)-th entry, m = len(sample).
+    """
+    m = len(sample_cols)
+    stride = count // m
+    for p in range(m):
+        sample_cols[p] = cols[p * stride]
+        sample_vals[p] = vals[p * stride]
+    _select_best(sample_cols, sample_vals, m, n)
+    bound_c, bound_v = sample_cols[n - 1], sample_vals[n - 1]
+    left = 0
+    for p in range(count):
+        c, v = cols[p], vals[p]
+        cols[left], vals[left] = c, v  # branch-free: kept unless after the bound
+        left += _comes_before(v, c, bound_v, bound_c) | (c == bound_c)
+    return left
 
 
 @njit(cache=True, nogil=True)

@@ -157,3 +157,33 @@ def test_top_cosines_with_many_ties(data, n):
             expected[r, i] = value
     np.testing.assert_allclose(got, expected, atol=1e-15)
     np.testing.assert_array_equal(got != 0, expected != 0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", range(6))
+def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
+    """Rows with far more candidates than n (the sampled threshold pre-filter) and rows whose
+    walk covers most columns (the dense count), with many exact ties from copied columns."""
+    from algorithms.kernels import DENSE_ROW_SHARE, SAMPLE_PER_KEPT
+
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((12, 120)) < rng.uniform(0.25, 0.5)).astype(float)
+    dense[:, 60:90] = dense[:, 0:30]  # equal columns: equal cosines, ties by id
+    sizes = dense.sum(axis=0)
+    items = np.flatnonzero(sizes > 0)
+    incidence = sp.csr_matrix(dense)
+    candidates = ((dense.T @ dense)[items] > 0).sum(axis=1) - 1
+    walks = (dense[:, items] * dense.sum(axis=1)[:, None]).sum(axis=0)
+    assert (candidates > 2 * SAMPLE_PER_KEPT * n).any()  # the pre-filter runs
+    assert (walks >= DENSE_ROW_SHARE * dense.shape[1]).any()  # and the dense count
+    expected = np.zeros((len(items), dense.shape[1]))
+    for r, j in enumerate(items):
+        sims = [(cosine(dense[:, j], dense[:, i]), i) for i in range(dense.shape[1]) if i != j]
+        for value, i in top_neighbours(sims, n):
+            expected[r, i] = value
+    for sort_columns in (True, False):
+        got = top_cosines(items, incidence.T.tocsr(), incidence, sizes, sizes, n,
+                          sort_columns=sort_columns)
+        assert got.has_sorted_indices == sort_columns
+        np.testing.assert_allclose(got.toarray(), expected, atol=1e-15)
+        np.testing.assert_array_equal(got.toarray() != 0, expected != 0)
