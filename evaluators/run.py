@@ -30,7 +30,7 @@ from evaluators.config import EvalConfig
 from evaluators.engine import evaluate_unit
 from evaluators.folds import Fold, build_folds
 from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
-from evaluators.store import UnitStore, atomic_write_text
+from evaluators.store import UnitStore, atomic_write_text, code_fingerprint
 from evaluators.stratify import Strata, build_strata, stratum_rows
 from evaluators.warm import WarmStore
 from evaluators.windows import WindowSpec, parse_duration, parse_time
@@ -152,7 +152,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         strata = build_strata(
             log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
         )
-    key = f"{config.result_hash()}-{log.fingerprint()}"
+    key = f"{config.result_hash()}-{log.fingerprint()}-{code_fingerprint()}"
     return Plan(config=config, log=log, folds=folds, key=key, strata=strata)
 
 

@@ -6,12 +6,14 @@ Layout under the output directory::
     units/f0003__item-knn.json     rows and timings of one finished (fold, algorithm) unit
 
 Each unit file is written to a temporary name and renamed into place, so a kill leaves either
-the whole unit or nothing. A manifest whose key differs from the current run's (the config or
-the data changed) makes the store start fresh.
+the whole unit or nothing. A manifest whose key differs from the current run's (the config,
+the data or the evaluation code changed: :func:`code_fingerprint`) makes the store start fresh.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import math
@@ -24,6 +26,24 @@ from typing import Any
 from data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
+
+#: The packages whose code can change a number in the results.
+_RESULT_PACKAGES = ("algorithms", "data", "evaluators")
+
+
+@functools.cache
+def code_fingerprint(root: Path = Path(__file__).resolve().parents[1]) -> str:
+    """A hash of the source of every module that computes results (part of every run key).
+
+    Units finished by other code (an upgrade, a local fix) are then recomputed, never mixed
+    with new ones in one table.
+    """
+    digest = hashlib.sha256()
+    for package in _RESULT_PACKAGES:
+        for path in sorted((root / package).glob("*.py")):
+            digest.update(f"{package}/{path.name}\0".encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 class UnitStore:

@@ -41,6 +41,7 @@ from data.errors import SwevalError
 from data.log import InteractionLog
 from evaluators.config import EvalConfig
 from evaluators.run import Plan, make_plan, window_spec
+from evaluators.store import code_fingerprint
 from evaluators.windows import parse_time
 
 _log = logging.getLogger(__name__)
@@ -49,8 +50,10 @@ STATE_FILE = "rolling.json"
 
 
 def rolling_key(config: EvalConfig) -> str:
-    """The unit-store key of a rolling series: the result hash with the fold count left out."""
-    return "rolling-" + config.model_copy(update={"folds": 1}).result_hash()
+    """The unit-store key of a rolling series: the result hash with the fold count left out,
+    and the evaluation code's fingerprint."""
+    result_hash = config.model_copy(update={"folds": 1}).result_hash()
+    return f"rolling-{result_hash}-{code_fingerprint()}"
 
 
 def prefix_fingerprint(log: InteractionLog, horizon: int) -> str:

@@ -158,3 +158,31 @@ def test_warm_start_chains_folds_and_a_resumed_run_matches(tmp_path):
 def test_warm_start_refuses_what_it_cannot_chain(tmp_path, overrides, message):
     with pytest.raises(SwevalError, match=message):
         make_plan(warm_config(tmp_path, "bad", **overrides))
+
+
+def test_code_fingerprint_follows_the_result_code_only(tmp_path):
+    import shutil
+
+    from evaluators.store import code_fingerprint
+
+    for package in ("algorithms", "data", "evaluators"):
+        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+    before = code_fingerprint(tmp_path)
+    (tmp_path / "data" / "README.md").write_text("not code")
+    assert code_fingerprint.__wrapped__(tmp_path) == before
+    with (tmp_path / "algorithms" / "knn.py").open("a") as handle:
+        handle.write("\n# a local fix\n")
+    assert code_fingerprint.__wrapped__(tmp_path) != before
+
+
+def test_units_of_other_code_are_recomputed_not_resumed(tmp_path, monkeypatch):
+    import evaluators.run
+
+    config = small_config(tmp_path)
+    run_local(config)
+    store = make_plan(config).store()
+    assert all(store.has(fold, name) for fold, name in make_plan(config).units)
+    monkeypatch.setattr(evaluators.run, "code_fingerprint", lambda: "other-code")
+    plan = make_plan(config)
+    assert plan.store().has(*plan.units[0]) is False  # the store started fresh
+    assert run_units(plan, plan.store()) == len(plan.units)
