@@ -405,6 +405,19 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                 f"{sum(same) / len(same):.4f} over the first {n_done}; eval "
                 f"{ours_per_algorithm(variant, 'user-knn'):.1f} s "
                 f"(CPU {ours_per_algorithm(variant, 'user-knn', cpu=True):.1f} s)")
+        warm = load_json(res / f"{w['key']}__sweval-als-warm.json")
+        if warm and "per_algorithm" in warm and "als" in ours["per_algorithm"]:
+            exact_k = ours.get("recall_at_k", {}).get("als", {})
+            warm_k = warm.get("recall_at_k", {}).get("als", {})
+            add("\nDeviation `als.warm_start=true` (3 sweeps from the previous fold's factors "
+                "instead of 15 from random): eval "
+                f"{ours_per_algorithm(warm, 'als'):.1f} s vs exact "
+                f"{ours_per_algorithm(ours, 'als'):.1f} s "
+                f"({ours_per_algorithm(ours, 'als') / ours_per_algorithm(warm, 'als'):.1f}x "
+                "faster); Recall@k exact → warm (Δ%): " + ", ".join(
+                    f"@{k} {exact_k[k]:.4f} → {warm_k[k]:.4f} "
+                    f"({100 * (warm_k[k] / exact_k[k] - 1):+.1f}%)"
+                    for k in sorted(exact_k, key=int) if k in warm_k))
         # --- SW-EVAL stage split
         add("\nSW-EVAL stages (s): "
             + ", ".join(f"{k} {ours.get(k + '_s', 0):.2f}" for k in
@@ -593,6 +606,9 @@ def main() -> None:
                 if "user-knn" in algorithms:  # LensKit's user-kNN weighs by cosine
                     bench.sweval(w, ["user-knn"], tag="-userknn-cosine",
                                  params='{"user-knn": {"weighting": "cosine"}}')
+                if "als" in algorithms:  # the warm-start deviation, against the exact run
+                    bench.sweval(w, ["als"], tag="-als-warm",
+                                 params='{"als": {"warm_start": true}}')
             if "cli" not in skip and w["name"] == "gen":
                 for a in algorithms:
                     if a in NON_LEARNED:

@@ -188,6 +188,13 @@ def main() -> None:
         name: float(np.nanmean(values)) if values else None
         for name, values in record["recall10_per_fold"].items()
     }
+    recall = results[(results["metric"] == "recall") & (results["stratum"] == "all")
+                     & ~results["skipped"].astype(bool)]
+    record["recall_at_k"] = {  # macro mean over folds, every k
+        name: {int(k): float(group[value_col].mean())
+               for k, group in recall[recall["algorithm"] == name].groupby("k")}
+        for name in names
+    }
     record["devices"] = outputs.devices
     record["peak_rss_mb_self"] = peak_rss_mb()
     Path(args.out).write_text(json.dumps(record, indent=1, default=str))
