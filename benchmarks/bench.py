@@ -494,7 +494,7 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
     over = sorted(res.glob("overhead__*.json"))
     if over:
         add("\n### sweval run: orchestration and tracking overhead (generated scale 1, 30 folds, "
-            "pop; engine time of pop alone is about 1 s)\n")
+            "pop; its own engine time is in the main table)\n")
         add("| variant | first run (fresh state) wall s / CPU s / RSS MB | second run |")
         add("|---|---|---|")
         by_variant: dict[str, dict[str, Any]] = {}
