@@ -87,7 +87,8 @@ def _select_best(cols, vals, count, n):
     Best = value descending, column ascending: a strict total order (columns are distinct), so
     the n best are unique and no tie pass is needed. Hoare's selection with a median-of-three
     pivot and a branch-free Lomuto partition (a mispredicted branch per comparison is what made
-    a plain partition slow). The first n come in no particular order.
+    a plain partition slow). The first n − 1 come in no particular order; position n − 1 holds
+    the n-th best itself (the selection ends with it in its sorted place).
     """
     lo, hi, kth = 0, count - 1, n - 1
     while hi > lo:
