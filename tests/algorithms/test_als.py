@@ -160,3 +160,10 @@ def test_warm_start_without_state_is_the_cold_fit(lib):
     cold = ALS(factors=8, iterations=5, device="cpu").fit(train)
     first = ALS(factors=8, iterations=5, warm_start=True, device="cpu").fit(train)
     np.testing.assert_array_equal(first.score(rows), cold.score(rows))
+
+
+def test_warm_start_on_the_gpu_is_refused_clearly(lib):
+    model = ALS(factors=4, warm_start=True, device="cpu")
+    model.resolved_device_ = "gpu"  # as on a CUDA machine; the check comes before any GPU call
+    with pytest.raises(SwevalError, match="warm_start=true runs on the CPU only"):
+        model.fit(lib.train_from_dense(block_matrix()))
