@@ -140,9 +140,12 @@ def cosine_neighbours(
     Item-kNN passes A = items' users and B = users' items; user-kNN the reverse.
 
     Per row: the counts go into a dense array, tracking the columns touched unless the walk
-    visits most columns anyway (:data:`DENSE_ROW_SHARE`: then every column is scanned). With
-    many more candidates than n, a strided sample's n-th best (a lower bound of the true n-th
-    best in the same order) first discards most of them (:func:`_keep_at_least`).
+    visits most columns anyway (:data:`DENSE_ROW_SHARE`: then every column is scanned). The
+    selection runs on the squared cosines c² / (a·b), and square roots are taken only for the
+    winners and near-ties (:func:`_keep_near`), so every returned value is the same float as
+    ``sqrt(c² / (a·b))``. With many more candidates than n, a strided sample's n-th best (a
+    lower bound of the true n-th best in the same order) first discards most of them
+    (:func:`_keep_at_least`).
 
     Returns:
         (indptr, indices, data) of a len(rows) × n_cols CSR; columns ascending within rows
@@ -172,13 +175,15 @@ def cosine_neighbours(
                 t = a_indices[p]
                 for z in range(b_indptr[t], b_indptr[t + 1]):
                     counts[b_indices[z]] += 1
-            for s in range(n_cols):
+            counts[r] = 0  # never its own neighbour
+            for s in range(n_cols):  # the columns with a count, without a branch
+                touched[size] = s
+                size += counts[s] > 0
+            for p in range(size):
+                s = touched[p]
                 c = float(counts[s])
                 counts[s] = 0
-                touched[size] = s  # branch-free: kept only when c > 0 and s != r
-                # (the max only guards the discarded c = 0 entries of empty columns)
-                vals[size] = np.sqrt(c * c / max(row_size * col_sizes[s], 1.0))
-                size += (c > 0) & (s != r)
+                vals[p] = c * c / (row_size * col_sizes[s])  # the squared cosine
         else:
             count = 0
             for p in range(a_indptr[r], a_indptr[r + 1]):
@@ -193,12 +198,17 @@ def cosine_neighbours(
                 c = float(counts[s])
                 counts[s] = 0
                 touched[size] = s  # branch-free: s == r is overwritten by the next one
-                vals[size] = np.sqrt(c * c / (row_size * col_sizes[s]))
+                vals[size] = c * c / (row_size * col_sizes[s])  # the squared cosine
                 size += s != r
         kept = size if n <= 0 or size <= n else n
-        if kept < size:
+        if kept < size:  # select on the squared cosines, then take square roots of few
             if size > 2 * SAMPLE_PER_KEPT * kept:
                 size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
+            _select_best(touched, vals, size, kept)
+            size = _keep_near(touched, vals, size, kept)
+        for p in range(size):
+            vals[p] = np.sqrt(vals[p])
+        if kept < size:
             _select_best(touched, vals, size, kept)
         start = indptr[q]
         if start + kept > len(out_cols):
@@ -216,6 +226,29 @@ def cosine_neighbours(
             out_vals[start + p] = vals[p]
         indptr[q + 1] = start + kept
     return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
+
+
+#: Relative margin below the n-th best squared cosine within which an entry's cosine could
+#: still round to the n-th best cosine (sqrt halves relative gaps: 2⁻⁵⁰ would do; 10⁻¹⁴ is safe).
+SQUARE_MARGIN = 1e-14
+
+
+@njit(cache=True, nogil=True)
+def _keep_near(cols, vals, count, n):
+    """After :func:`_select_best` on squared cosines: keep the n best and the entries whose
+    square lies within :data:`SQUARE_MARGIN` below the n-th best; returns how many are left.
+
+    sqrt is monotone, so nothing below that margin can reach the n-th best cosine (its root is
+    at least two ulps smaller), while entries just below it may round to an equal cosine and
+    then win on column: they go through the final selection on the cosines themselves.
+    """
+    floor = vals[n - 1] * (1.0 - SQUARE_MARGIN)
+    left = n
+    for p in range(n, count):
+        c, v = cols[p], vals[p]
+        cols[left], vals[left] = c, v  # branch-free: kept when v >= floor
+        left += v >= floor
+    return left
 
 
 @njit(cache=True, nogil=True)

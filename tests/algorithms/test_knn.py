@@ -187,3 +187,22 @@ def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
         assert got.has_sorted_indices == sort_columns
         np.testing.assert_allclose(got.toarray(), expected, atol=1e-15)
         np.testing.assert_array_equal(got.toarray() != 0, expected != 0)
+
+
+def test_selection_on_squares_keeps_entries_whose_cosine_ties_after_rounding():
+    """Two squared cosines one ulp apart can have the same square root: the cosines then tie
+    and the lower column must win, though its square was smaller."""
+    from algorithms.kernels import _keep_near, _select_best
+
+    low = next(q for q in np.linspace(0.1, 0.9, 1000)
+               if np.sqrt(q) == np.sqrt(np.nextafter(q, 1.0)))
+    high = np.nextafter(low, 1.0)
+    cols = np.array([5, 2, 9], dtype=np.int64)
+    vals = np.array([high, low, 0.01])
+    _select_best(cols, vals, 3, 1)
+    assert cols[0] == 5  # by squares, column 5 is ahead
+    left = _keep_near(cols, vals, 3, 1)
+    assert left == 2 and set(cols[:2]) == {2, 5}  # the near-tie stays, 0.01 goes
+    vals[:left] = np.sqrt(vals[:left])
+    _select_best(cols, vals, left, 1)
+    assert cols[0] == 2  # equal cosines: the lower column
