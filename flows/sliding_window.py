@@ -211,12 +211,13 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
                 with _blas_limits(plan.config), task_runner(plan.config) as runner:
                     futures: dict[Any, Any] = {}
                     previous: list[Any] = []
-                    for job in jobs:  # warm starts chain the folds: each waits for the last
+                    chained = plan.warm_starts  # warm starts: each fold waits for the last
+                    for job in jobs:
                         future = runner.submit(
                             evaluate_fold, evaluation.job_parameters(job), wait_for=previous
                         )
                         futures[future] = job
-                        previous = [future] if plan.warm_starts else []
+                        previous = [future] if chained else []
                     for future in as_completed(list(futures)):
                         try:
                             payloads = future.result()
