@@ -30,6 +30,8 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
             row = rows[rows["k"] == k].iloc[0]
             if pd.isna(row["mean"]):
                 cells.append("—")
+            elif pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
+                cells.append(f"{row['mean']:.4f}    ")
             elif abs(row["delta"]) < 1e-12:
                 cells.append(f"[bold green]{row['mean']:.4f}[/]    ")
             else:
