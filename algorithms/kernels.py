@@ -229,7 +229,8 @@ def cosine_neighbours(
 
 
 #: Relative margin below the n-th best squared cosine within which an entry's cosine could
-#: still round to the n-th best cosine (sqrt halves relative gaps: 2⁻⁵⁰ would do; 10⁻¹⁴ is safe).
+#: still round to the n-th best cosine (sqrt halves relative gaps: 2⁻⁵⁰ would do; 10⁻¹⁴ is
+#: safe).
 SQUARE_MARGIN = 1e-14
 
 
@@ -281,12 +282,6 @@ def _grow(array, size):
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _ranks_after(v1, c1, v2, c2):
-    """True when (v1, c1) ranks after (v2, c2): lower value, or equal value and higher column."""
-    return v1 < v2 or (v1 == v2 and c1 > c2)
-
-
 @njit(cache=True, nogil=True)
 def _sift_down(heap_v, heap_c, size, v, c):
     """Place (v, c) at the root of the heap ``[:size]`` and restore the heap order."""
@@ -295,10 +290,12 @@ def _sift_down(heap_v, heap_c, size, v, c):
         child = 2 * i + 1
         if child >= size:
             break
-        right = child + 1
-        if right < size and _ranks_after(heap_v[right], heap_c[right], heap_v[child], heap_c[child]):
+        right = child + 1  # the root is the worst entry: follow the worse child
+        if right < size and _comes_before(
+            heap_v[child], heap_c[child], heap_v[right], heap_c[right]
+        ):
             child = right
-        if not _ranks_after(heap_v[child], heap_c[child], v, c):
+        if not _comes_before(v, c, heap_v[child], heap_c[child]):
             break
         heap_v[i] = heap_v[child]
         heap_c[i] = heap_c[child]
@@ -314,7 +311,7 @@ def _offer(heap_v, heap_c, size, k, v, c):
         i = size
         while i > 0:
             parent = (i - 1) >> 1
-            if not _ranks_after(v, c, heap_v[parent], heap_c[parent]):
+            if not _comes_before(heap_v[parent], heap_c[parent], v, c):
                 break
             heap_v[i] = heap_v[parent]
             heap_c[i] = heap_c[parent]
@@ -322,7 +319,7 @@ def _offer(heap_v, heap_c, size, k, v, c):
         heap_v[i] = v
         heap_c[i] = c
         return size + 1
-    if _ranks_after(heap_v[0], heap_c[0], v, c):  # better than the worst kept: replace it
+    if _comes_before(v, c, heap_v[0], heap_c[0]):  # better than the worst kept: replace it
         _sift_down(heap_v, heap_c, size, v, c)
     return size
 
@@ -401,17 +398,15 @@ def top_k_weighted_sum(
         for p in range(seen_indptr[q], seen_indptr[q + 1]):
             excluded[seen_indices[p]] = True
         size = 0
-        worst_v, worst_c = np.inf, -1  # the heap's root once it holds k
         for p in range(count):
             s = touched[p]
             v = snap(acc[s]) if snap_sums else acc[s]
             acc[s] = 0.0
             hit[s] = False
             if v > 0 and not excluded[s]:
-                if size < k or _comes_before(v, s, worst_v, worst_c):  # most fail here
+                # Compared with the worst kept here, before any call: most candidates stop.
+                if size < k or _comes_before(v, s, heap_v[0], heap_c[0]):
                     size = _offer(heap_v, heap_c, size, k, v, s)
-                    if size == k:
-                        worst_v, worst_c = heap_v[0], heap_c[0]
                 excluded[s] = True  # positive: not a 0-score filler
         filled = size
         _drain(heap_v, heap_c, size, out[q])
