@@ -79,7 +79,9 @@ class ALSConfig(AlgorithmConfig):
         "instead of iterations; Recall changes (benchmarks/RESULTS.md); CPU only",
     )
     warm_iterations: int = Field(
-        default=3, ge=1, description="ALS sweeps of a warm-started fold (the first fold: iterations)"
+        default=3,
+        ge=1,
+        description="ALS sweeps of a warm-started fold (the first fold: iterations)",
     )
 
 

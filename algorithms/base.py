@@ -247,8 +247,8 @@ def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
     """The k best columns of every row: score descending, ties by column ascending.
 
     Entries equal to -inf (or NaN) are never returned; rows with fewer than k such entries are
-    padded with -1. Cost per row: one selection (``np.partition``) for the k-th best score,
-    then a sort of the entries at or above it, so ties at the cut-off are resolved exactly.
+    padded with -1. Cost per row: one pass through a bounded heap of the best k
+    (:func:`algorithms.kernels.top_k_dense`), ties at the cut-off resolved exactly.
 
     Args:
         scores: (n, m) scores (not modified).
@@ -341,9 +341,9 @@ def top_k_of_product(
 ) -> NDArray[np.int64]:
     """:func:`top_k` of the sparse scores ``H @ W`` (entries ≥ 0), seen columns excluded.
 
-    Same result as ``top_k`` on the dense product (through :func:`snap_scores` when ``snap``) with each row's training
-    columns at -inf: the positive unseen scores by (score desc, column asc), then the unseen
-    columns scoring 0 in column order, padded with -1. The product is never materialised: each
+    Same result as ``top_k`` on the dense product (through :func:`snap_scores` when ``snap``)
+    with each row's training columns at -inf: the positive unseen scores by (score desc, column
+    asc), then the unseen columns scoring 0 in column order, padded with -1. The product is never materialised: each
     row's sums live in one dense accumulator (:func:`algorithms.kernels.top_k_weighted_sum`).
 
     Args:

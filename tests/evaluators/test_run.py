@@ -166,7 +166,9 @@ def test_code_fingerprint_follows_the_result_code_only(tmp_path):
     from evaluators.store import code_fingerprint
 
     for package in ("algorithms", "data", "evaluators"):
-        shutil.copytree(REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     before = code_fingerprint(tmp_path)
     (tmp_path / "data" / "README.md").write_text("not code")
     assert code_fingerprint.__wrapped__(tmp_path) == before
