@@ -20,8 +20,9 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from data.errors import SwevalError
 
@@ -92,8 +93,8 @@ class UnitStore:
         return units
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it into place.
+def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it into place.
 
     A crash or a full disk leaves either the old file, or the new one whole, never a truncated
     one; the temporary file is removed when the write fails.
@@ -102,14 +103,19 @@ def atomic_write_text(path: Path, text: str) -> None:
     temporary = Path(name)  # unique per writer: threads of one process may save concurrently
     try:
         os.fchmod(handle_fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
-        with os.fdopen(handle_fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(handle_fd, "wb") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """:func:`atomic_write` of ``text`` in UTF-8."""
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def _clean(value: Any) -> Any:

@@ -8,20 +8,19 @@ configuration or the data change)::
 Fold f starts from the newest state of a fold before f: the previous fitted fold, whatever
 ran or crashed in between, so a resumed run computes the same numbers as an uninterrupted
 one. Saving fold f's state removes the states older than fold f's predecessor (a rerun of f
-still finds it). Files are written to a temporary name and renamed into place.
+still finds it). Files are written atomically (:func:`evaluators.store.atomic_write`).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from algorithms.base import WarmState
 from data.errors import SwevalError
+from evaluators.store import atomic_write
 
 _FILE = re.compile(r"^(?P<algorithm>.+)__f(?P<fold>\d{4,})\.npz$")
 
@@ -59,14 +58,7 @@ class WarmStore:
     def save(self, algorithm: str, fold: int, state: WarmState) -> None:
         """Persist the state after fitting ``fold``; drop states no rerun can need."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self.directory, suffix=".tmp")
-        try:
-            with os.fdopen(handle, "wb") as stream:
-                np.savez(stream, **state)
-            os.replace(temporary, self._path(algorithm, fold))
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        atomic_write(self._path(algorithm, fold), lambda stream: np.savez(stream, **state))
         earlier = [f for f in self._folds(algorithm) if f < fold]
         for old in earlier[:-1]:  # keep fold's predecessor: a rerun of fold starts from it
             self._path(algorithm, old).unlink(missing_ok=True)
