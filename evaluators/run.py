@@ -72,7 +72,7 @@ class Plan:
     @property
     def warm_starts(self) -> bool:
         """True when some algorithm warm-starts: then folds must be evaluated in order."""
-        return any(self.algorithm(name).warm_starts for name in self.config.algorithms)
+        return bool(warm_starting(self.config))
 
     def store(self) -> UnitStore:
         return UnitStore(self.config.output, self.key)
@@ -118,16 +118,21 @@ def window_spec(config: EvalConfig) -> WindowSpec:
     )
 
 
+def warm_starting(config: EvalConfig) -> list[str]:
+    """The configured algorithms that start each fold from the previous fold's model."""
+    return [
+        name for name in config.algorithms
+        if build_algorithm(name, config.params.get(name)).warm_starts
+    ]  # fmt: skip
+
+
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     """Validate everything that can be validated before computing: data, windows, algorithms.
 
     Raises:
         SwevalError: any problem with the data or the options.
     """
-    warm = []
-    for name in config.algorithms:
-        if build_algorithm(name, config.params.get(name)).warm_starts:  # bad names fail here
-            warm.append(name)
+    warm = warm_starting(config)  # builds every algorithm: bad names and params fail here
     if warm and config.stratify_by is not None:
         raise SwevalError(
             f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
