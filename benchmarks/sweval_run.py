@@ -177,8 +177,9 @@ def main() -> None:
     record["n_folds_used"] = int(sum(not f.skipped for f in plan.folds))
     record["eligible_per_fold"] = [int(f.n_eligible) for f in plan.folds]
     results = outputs.results
-    sel = results[(results["metric"] == "recall") & (results["k"] == 10)
-                  & (results["stratum"] == "all") & ~results["skipped"].astype(bool)]
+    recall = results[(results["metric"] == "recall") & (results["stratum"] == "all")
+                     & ~results["skipped"].astype(bool)]
+    sel = recall[recall["k"] == 10]
     value_col = "value" if "value" in sel.columns else sel.columns[-1]
     record["recall10_per_fold"] = {
         name: [float(v) for v in sel[sel["algorithm"] == name].sort_values("fold")[value_col]]
@@ -188,8 +189,6 @@ def main() -> None:
         name: float(np.nanmean(values)) if values else None
         for name, values in record["recall10_per_fold"].items()
     }
-    recall = results[(results["metric"] == "recall") & (results["stratum"] == "all")
-                     & ~results["skipped"].astype(bool)]
     record["recall_at_k"] = {  # macro mean over folds, every k
         name: {int(k): float(group[value_col].mean())
                for k, group in recall[recall["algorithm"] == name].groupby("k")}
