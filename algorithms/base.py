@@ -343,8 +343,9 @@ def top_k_of_product(
 
     Same result as ``top_k`` on the dense product (through :func:`snap_scores` when ``snap``)
     with each row's training columns at -inf: the positive unseen scores by (score desc, column
-    asc), then the unseen columns scoring 0 in column order, padded with -1. The product is never materialised: each
-    row's sums live in one dense accumulator (:func:`algorithms.kernels.top_k_weighted_sum`).
+    asc), then the unseen columns scoring 0 in column order, padded with -1. The product is
+    never materialised: each row's sums live in one dense accumulator
+    (:func:`algorithms.kernels.top_k_weighted_sum`).
 
     Args:
         h: (len(rows) × t) CSR of weights.

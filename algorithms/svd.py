@@ -48,9 +48,10 @@ class PureSVD(Algorithm):
     ARPACK's Lanczos method (``scipy.sparse.linalg.eigsh``) on the operator v ↦ Rᵀ(R v) (or
     R(Rᵀ v)), started from a vector drawn with ``seed`` (so a seed gives the same floats;
     other seeds agree to ~1e-10), or densely by LAPACK when that side is small. Small matrices
-    (≤ :data:`DENSE_SVD_CELLS` cells) use the dense LAPACK SVD. Both run with one BLAS thread. ``f`` is clamped to
-    ``min(n_users, n_items)``, the rank bound of R; at full rank the projection keeps every
-    history as it is, so every unseen item scores 0 and the list falls back to item id order.
+    (≤ :data:`DENSE_SVD_CELLS` cells) use the dense LAPACK SVD. Both run with one BLAS thread.
+    ``f`` is clamped to ``min(n_users, n_items)``, the rank bound of R; at full rank the
+    projection keeps every history as it is, so every unseen item scores 0 and the list falls
+    back to item id order.
     """
 
     name: ClassVar[str] = "svd"
