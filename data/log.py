@@ -69,7 +69,9 @@ class InteractionLog:
     n_dropped_invalid: int = 0
     n_duplicates: int = 0
     _fingerprint: list[str] = field(default_factory=list, repr=False, compare=False)
-    _user_major: list[NDArray[np.int64]] = field(default_factory=list, repr=False, compare=False)
+    _user_major: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -246,15 +248,19 @@ class InteractionLog:
         Computed once and kept. The transactions of any time range [lo, hi), taken from these
         in order (``lo <= position < hi``), come grouped by user with items ascending: what a
         training CSR is made of, without a sort per fold.
+
+        Fold tasks call this from several threads at once. The memo is filled with a single
+        ``append`` of the finished tuple (atomic under the GIL); threads that raced each append
+        an equal tuple and all read the first.
         """
         if not self._user_major:
             key = self.user * np.int64(max(self.n_items, 1)) + self.item
             order = np.argsort(key, kind="stable")
-            for array in (order, self.user[order], self.item[order]):
+            arrays = (order, self.user[order], self.item[order])
+            for array in arrays:
                 array.setflags(write=False)
-                self._user_major.append(array)
-        position, user, item = self._user_major
-        return position, user, item
+            self._user_major.append(arrays)
+        return self._user_major[0]
 
     def to_frame(self) -> pd.DataFrame:
         """The log as a frame with raw ids (``user``, ``item``, ``timestamp``[, ``policy``])."""

@@ -173,3 +173,48 @@ def test_bad_files_give_clear_errors(tmp_path, setup, message):
     setup(path)
     with pytest.raises(SwevalError, match=message):
         load_log(path)
+
+
+def test_user_major_is_safe_when_many_threads_ask_first() -> None:
+    """Fold tasks in the threads runner all ask a fresh log for its user-major order at once.
+
+    The memo once filled itself array by array, so two racing threads left six arrays behind
+    and every later caller crashed on unpacking (seen in CI). Every thread must get the same
+    three arrays, and so must a caller after them.
+    """
+    import threading
+
+    rng = np.random.default_rng(3)
+    n = 300_000
+    frame = pd.DataFrame(
+        {
+            "user": rng.integers(0, 5_000, n),
+            "item": rng.integers(0, 2_000, n),
+            "timestamp": np.sort(rng.integers(0, 10**6, n)),
+        }
+    )
+    for attempt in range(5):
+        log = InteractionLog.from_frame(frame, dedup="none")
+        barrier = threading.Barrier(8)
+        results: list[object] = []
+        errors: list[BaseException] = []
+
+        def ask() -> None:
+            barrier.wait()
+            try:
+                results.append(log.user_major())
+            except BaseException as error:  # pragma: no cover - the failure being tested
+                errors.append(error)
+
+        threads = [threading.Thread(target=ask) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, f"attempt {attempt}: {errors[0]!r}"
+        position, user, item = log.user_major()
+        for got in results:
+            assert len(got) == 3
+            np.testing.assert_array_equal(got[0], position)
+        key = user * log.n_items + item
+        assert np.all(np.diff(key) >= 0)
