@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
+from algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState, unit_threads
 from data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
@@ -100,7 +100,9 @@ class ALS(Algorithm):
 
     Every hyper-parameter is passed to implicit explicitly (its CPU and GPU classes have
     different defaults), training loss and progress bars are off, and CPU fits run under
-    ``threadpool_limits(1, "blas")`` as implicit asks. The device is resolved once, at
+    ``threadpool_limits(1, "blas")`` as implicit asks, with :data:`~algorithms.base.unit_threads`
+    OpenMP threads (all cores unless fold tasks share the process); every row's solve is done
+    whole by one thread, so the factors do not depend on it. The device is resolved once, at
     construction (:func:`resolve_device`); :attr:`device` reports the one that ran.
 
     ``warm_start`` (off by default) is a labelled deviation for speed: fold f starts from
@@ -131,6 +133,9 @@ class ALS(Algorithm):
             raise SwevalError(
                 "--set als.warm_start=true runs on the CPU only: add --set als.device=cpu."
             )
+        on_gpu = self.resolved_device_ == "gpu"
+        # implicit's GPU class takes no thread count; on the CPU, 0 means every core.
+        threads = {} if on_gpu else {"num_threads": unit_threads.get() or 0}
         with threadpool_limits(1, "blas"):
             model = implicit.als.AlternatingLeastSquares(
                 factors=cfg.factors,
@@ -139,7 +144,8 @@ class ALS(Algorithm):
                 iterations=cfg.iterations if warm is None else cfg.warm_iterations,
                 calculate_training_loss=False,
                 random_state=cfg.seed,
-                use_gpu=self.resolved_device_ == "gpu",
+                use_gpu=on_gpu,
+                **threads,
             )
             if warm is not None:
                 rng = np.random.default_rng(cfg.seed)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -28,6 +29,11 @@ _log = logging.getLogger(__name__)
 #: far above float64 noise for realistic magnitudes (|score| < 10⁵), far below any real
 #: difference, so mathematically tied scores tie exactly and are ordered by item id.
 SCORE_DECIMALS = 10
+
+#: Threads a unit may give a library that starts its own pool per call (implicit's OpenMP ALS
+#: fit); None: the library's default, every core. The threads runner sets it in each fold task,
+#: so that fold tasks running side by side share the cores instead of each taking all of them.
+unit_threads: ContextVar[int | None] = ContextVar("unit_threads", default=None)
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.

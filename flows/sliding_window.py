@@ -35,6 +35,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from algorithms.base import unit_threads
 from data.errors import SwevalError
 from evaluators.config import EvalConfig
 from evaluators.run import Outputs
@@ -87,7 +88,11 @@ def evaluate_fold(
     config: EvalConfig, fold_index: int, names: list[str], key: str, fingerprint: str
 ) -> dict[str, dict[str, Any]]:
     """Every missing algorithm of one fold (units are persisted one by one)."""
-    return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
+    token = unit_threads.set(threads_per_task(config))
+    try:
+        return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
+    finally:
+        unit_threads.reset(token)
 
 
 @task(name="write-results", **_TASK_OPTIONS)
@@ -102,7 +107,7 @@ def task_runner(config: EvalConfig) -> TaskRunner[Any]:
     Raises:
         SwevalError: ``dask`` without prefect-dask installed.
     """
-    workers = config.workers if config.workers > 1 else (os.cpu_count() or 1)
+    workers = worker_count(config)
     if config.task_runner == "dask":
         try:
             from prefect_dask import DaskTaskRunner
@@ -144,15 +149,49 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def worker_count(config: EvalConfig) -> int:
+    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is left at 1."""
+    return config.workers if config.workers > 1 else usable_cpus()
+
+
+def threads_per_task(config: EvalConfig) -> int | None:
+    """BLAS and OpenMP threads each fold task may use, or None for the libraries' own defaults.
+
+    Only the threads runner puts several fold tasks in one process. Each then gets an equal
+    share of the CPUs (at least one): ``usable_cpus() // worker_count(config)``. Without it, two
+    concurrent ALS fits on two cores ran four OpenMP threads, and an idle OpenBLAS pool can spin
+    against the other task (and before this, the default ``--workers`` set no limit at all).
+    Dask workers are separate processes started with one thread each
+    (:func:`_worker_env`); the sequential runner leaves the libraries their defaults. implicit's
+    factors do not depend on it: each user's and item's solve is done whole by one thread
+    (tested bit for bit).
+    """
+    if config.task_runner != "threads":
+        return None
+    return max(1, usable_cpus() // worker_count(config))
+
+
 @contextlib.contextmanager
 def _blas_limits(config: EvalConfig) -> Iterator[None]:
-    """One BLAS thread per task while several tasks share this process."""
-    if config.task_runner == "threads" and config.workers != 1:
-        from threadpoolctl import threadpool_limits
+    """Cap BLAS at :func:`threads_per_task` while fold tasks share this process.
 
-        with threadpool_limits(limits=1, user_api="blas"):
-            yield
-    else:
+    OpenBLAS's thread count is process-wide, so it is set once, around all the tasks (a limit
+    entered and restored by each task would be undone by the first to finish). The algorithms'
+    own ``threadpool_limits(1, "blas")`` then nest inside it consistently. OpenMP's count is
+    per thread and reaches the tasks through :data:`~algorithms.base.unit_threads`.
+    """
+    threads = threads_per_task(config)
+    if threads is None:
+        yield
+        return
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="blas"):
         yield
 
 

@@ -94,7 +94,39 @@ def test_hyper_parameters_reach_implicit(lib, monkeypatch):
         "random_state": 4,
         "calculate_training_loss": False,
         "use_gpu": False,
+        "num_threads": 0,  # every core: no fold tasks share this process
     }
+
+
+def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, monkeypatch):
+    """Fold tasks sharing a process give each ALS fit a share of the cores (unit_threads).
+
+    implicit solves each user's and item's factors whole in one OpenMP thread, so the factors
+    must be bit-identical whatever the count: checked on a matrix large enough to be split.
+    """
+    import implicit.als
+
+    from algorithms.base import unit_threads
+
+    train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
+    every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)
+
+    seen = {}
+    real = implicit.als.AlternatingLeastSquares
+
+    def spy(**kwargs):
+        seen.update(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(implicit.als, "AlternatingLeastSquares", spy)
+    token = unit_threads.set(1)
+    try:
+        one_thread = ALS(factors=16, iterations=4, device="cpu").fit(train)
+    finally:
+        unit_threads.reset(token)
+    assert seen["num_threads"] == 1
+    np.testing.assert_array_equal(one_thread.user_factors_, every_core.user_factors_)
+    np.testing.assert_array_equal(one_thread.item_factors_, every_core.item_factors_)
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")

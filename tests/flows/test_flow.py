@@ -156,3 +156,38 @@ def test_tracking_uri_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     ml_small = EvalConfig(data="movielens-latest-small")
     assert experiment_name(ml_small) == "sweval/movielens-latest-small"
     assert experiment_name(EvalConfig(experiment="mine")) == "mine"
+
+
+def test_fold_tasks_sharing_a_process_share_its_cores(
+    write_log, make_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The threads runner gives each fold task cpus // workers threads; others leave defaults.
+
+    The budget is set inside the task (OpenMP's thread count is per thread) and removed after it.
+    """
+    import flows.sliding_window as module
+    from algorithms.base import unit_threads
+
+    data = write_log(8)
+    monkeypatch.setattr(module, "usable_cpus", lambda: 8)
+    budgets = {
+        (runner, workers): module.threads_per_task(
+            make_config(data, task_runner=runner, workers=workers)
+        )
+        for runner in ("sequential", "threads", "dask")
+        for workers in (1, 3, 16)
+    }
+    assert budgets == {
+        ("sequential", 1): None, ("sequential", 3): None, ("sequential", 16): None,
+        ("threads", 1): 1,  # --workers left at 1: one task per usable CPU
+        ("threads", 3): 2,
+        ("threads", 16): 1,
+        ("dask", 1): None, ("dask", 3): None, ("dask", 16): None,
+    }
+
+    seen = []
+    monkeypatch.setattr(module, "compute_fold", lambda *a, **k: seen.append(unit_threads.get()))
+    config = make_config(data, task_runner="threads", workers=3)
+    module.evaluate_fold.fn(config, 1, ["pop"], key="k", fingerprint="f")
+    assert seen == [2]
+    assert unit_threads.get() is None
