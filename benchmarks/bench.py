@@ -25,7 +25,12 @@ the generated log at scale 1, 30 daily folds, u_min 100; k = 5, 10, 15, 20 every
    load excluded); slow peers stop after ``--budget`` seconds of evaluation and their total is
    extrapolated from the folds done (marked ``~``);
 7. scaling: SW-EVAL (and, with ``--scaling-peers``, peers) for ``--folds-list`` at scale 1 and
-   for ``--scales`` at 30 folds.
+   for ``--scales`` at 30 folds;
+8. the ALS duel (``--duel-repeats`` N, default 3): ALS is implicit's fits and little else, for us
+   and for every peer, and the same fits vary by ±30 % between processes on a shared VM (see
+   RESULTS.md). One process each cannot decide "at least as fast as the fastest peer", so SW-EVAL's
+   ALS, the bare fits (floor) and each ``--duel-peers`` run N times, interleaved, the order
+   rotated every repetition; the report compares medians and gives every repetition's ratios.
 
 Every child writes JSON under ``<work>/results``; the report is built from those files, so a
 long run can be resumed (``--reuse``) or reprinted (``--report-only``). The environment of every
@@ -41,6 +46,7 @@ import math
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -221,8 +227,8 @@ class Bench:
         return record
 
     def sweval(self, w: dict[str, Any], algorithms: list[str], tag: str = "",
-               params: str = "{}") -> None:
-        out = self.results / f"{w['key']}__sweval{tag}.json"
+               params: str = "{}", out: Path | None = None) -> None:
+        out = out or self.results / f"{w['key']}__sweval{tag}.json"
         self._run(out, [self.python, "benchmarks/sweval_run.py", "--data", w["parquet"],
                         *fold_args(w), "--algorithms", ",".join(algorithms),
                         "--u-min", str(w["u_min"]), "--params", params],
@@ -289,8 +295,8 @@ class Bench:
                          log=out.with_suffix(".log"), timeout=120)
         out.write_text(json.dumps({"process": proc}, indent=1))
 
-    def floor(self, w: dict[str, Any], skip: str = "") -> None:
-        out = self.results / f"{w['key']}__floor.json"
+    def floor(self, w: dict[str, Any], skip: str = "", out: Path | None = None) -> None:
+        out = out or self.results / f"{w['key']}__floor.json"
         if self.args.reuse and out.exists():
             return
         self.say(f"run {out.name}")
@@ -300,9 +306,10 @@ class Bench:
         inner = load_json(out.with_suffix(".inner.json")) or {"status": "failed"}
         out.write_text(json.dumps(inner | {"process": proc}, indent=1))
 
-    def peer(self, w: dict[str, Any], peer: str, algorithm: str, budget: float) -> None:
+    def peer(self, w: dict[str, Any], peer: str, algorithm: str, budget: float,
+             out: Path | None = None) -> None:
         python = Path(self.args.venvs) / peer / "bin" / "python"
-        out = self.results / f"{w['key']}__{peer}__{algorithm}.json"
+        out = out or self.results / f"{w['key']}__{peer}__{algorithm}.json"
         if not python.exists():
             if not out.exists():
                 out.write_text(json.dumps({"status": f"not installed ({python} missing)"}))
@@ -313,6 +320,66 @@ class Bench:
                         *fold_args(w), "--algorithm", algorithm, "--u-min", str(w["u_min"]),
                         "--budget", str(budget)],
                   timeout=max(budget * 2, 120) + 120, env=env)
+
+
+    def duel(self, w: dict[str, Any], repeats: int, peers: list[str]) -> None:
+        """ALS only: SW-EVAL, the bare fits and ``peers``, ``repeats`` times, interleaved.
+
+        Repetition r runs the contenders in the order rotated by r, so a slow stretch of the
+        machine hits each of them in turn. Files: ``<w>__duel-r<r>__<contender>.json``.
+        """
+        contenders = ["sweval", "floor", *peers]
+        for r in range(1, repeats + 1):
+            order = contenders[(r - 1) % len(contenders):] + contenders[:(r - 1) % len(contenders)]
+            for name in order:
+                out = self.results / f"{w['key']}__duel-r{r}__{name}.json"
+                if name == "sweval":
+                    self.sweval(w, ["als"], out=out)
+                elif name == "floor":
+                    self.floor(w, skip="svd,knn", out=out)
+                else:
+                    self.peer(w, name, "als", self.args.budget * 10, out=out)
+
+
+def duel_report(bench: Bench, w: dict[str, Any]) -> list[str]:
+    """The ALS duel's table: every repetition's seconds and ratios, then the medians."""
+    res = bench.results
+    runs = sorted({int(p.name.split("__duel-r")[1].split("__")[0])
+                   for p in res.glob(f"{w['key']}__duel-r*__*.json") if ".inner" not in p.name})
+    if not runs:
+        return []
+    peers = sorted({p.stem.split("__")[-1] for p in res.glob(f"{w['key']}__duel-r*__*.json")
+                    if ".inner" not in p.name} - {"sweval", "floor"})
+    rows, columns = [], {"ours": [], "bare": [], **{p: [] for p in peers}}
+    for r in runs:
+        ours = load_json(res / f"{w['key']}__duel-r{r}__sweval.json") or {}
+        floor = load_json(res / f"{w['key']}__duel-r{r}__floor.json") or {}
+        mine = ours_per_algorithm(ours, "als") if "per_algorithm" in ours else None
+        bare = floor.get("totals", {}).get("als_fit")
+        theirs = {}
+        for p in peers:
+            rec = load_json(res / f"{w['key']}__duel-r{r}__{p}.json") or {}
+            value, approx = peer_eval(rec)
+            theirs[p] = None if approx else value
+        for key, value in (("ours", mine), ("bare", bare), *theirs.items()):
+            if value is not None:
+                columns[key].append(value)
+        rows.append((str(r), mine, bare, theirs))
+    median = {k: statistics.median(v) if v else None for k, v in columns.items()}
+    rows.append(("median", median["ours"], median["bare"], {p: median[p] for p in peers}))
+    lines = [f"\nALS duel, {len(runs)} interleaved repetitions (one process each; eval seconds "
+             "as in the main table; bare = the floor's implicit fits alone):\n"]
+    head = ["repetition", "SW-EVAL", "bare fits", "SW-EVAL / bare"]
+    for p in peers:
+        head += [p, f"{p} / SW-EVAL"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, mine, bare, theirs in rows:
+        cells = [label, fmt_s(mine), fmt_s(bare),
+                 f"{mine / bare:.2f}x" if mine and bare else "-"]
+        for p in peers:
+            cells += [fmt_s(theirs[p]), f"{theirs[p] / mine:.2f}x" if mine and theirs[p] else "-"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 # ------------------------------------------------------------------------------ the report
@@ -360,6 +427,7 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
             f"{w['n_items']:,} items; t0 = {w['t0']}, u_min = {w['u_min']})\n")
         if ours is None or "per_algorithm" not in ours:
             add(f"SW-EVAL run missing or failed: {ours and ours.get('status')}\n")
+            lines += duel_report(bench, w)
             continue
         names = [a for a in algorithms if a in ours["per_algorithm"]]
         # --- main table: evaluation seconds, speed-up, Recall@10
@@ -418,6 +486,7 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
                     f"@{k} {exact_k[k]:.4f} → {warm_k[k]:.4f} "
                     f"({100 * (warm_k[k] / exact_k[k] - 1):+.1f}%)"
                     for k in sorted(exact_k, key=int) if k in warm_k))
+        lines += duel_report(bench, w)
         # --- SW-EVAL stage split
         add("\nSW-EVAL stages (s): "
             + ", ".join(f"{k} {ours.get(k + '_s', 0):.2f}" for k in
@@ -575,10 +644,13 @@ def main() -> None:
     p.add_argument("--budget", type=float, default=150.0,
                    help="seconds of evaluation after which a slow peer stops (then extrapolated)")
     p.add_argument("--timeout", type=float, default=3600.0, help="hard limit per SW-EVAL child")
+    p.add_argument("--duel-repeats", type=int, default=3,
+                   help="ALS duel repetitions per workload (0: none; see step 8)")
+    p.add_argument("--duel-peers", default="rectools", help="peers in the ALS duel")
     p.add_argument("--quick", action="store_true",
                    help="MovieLens only, budget 20 s, no scaling, no CLI runs")
     p.add_argument("--skip", default="",
-                   help="comma-separated steps to skip: sweval,cli,overhead,floor,peers,scaling")
+                   help="comma-separated steps to skip: sweval,cli,overhead,floor,peers,duel,scaling")
     p.add_argument("--exclude", default="",
                    help="peer:algorithm pairs not to run, comma-separated (e.g. recpack:als)")
     p.add_argument("--work", default="/tmp/sweval-bench-i8")
@@ -623,6 +695,9 @@ def main() -> None:
                     for a in algorithms:
                         if a in PEER_ALGORITHMS.get(peer, []) and f"{peer}:{a}" not in excluded:
                             bench.peer(w, peer, a, args.budget)
+            if "duel" not in skip and "als" in algorithms:
+                bench.duel(w, args.duel_repeats,
+                           [x for x in args.duel_peers.split(",") if x in peers])
         if "scaling" not in skip:
             scaling_algorithms = args.scaling_algorithms.split(",")
             points = [(1.0, int(n)) for n in args.folds_list.split(",")]
