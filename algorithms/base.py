@@ -13,6 +13,7 @@ ranking is by score descending, ties by column ascending (:func:`top_k`).
 from __future__ import annotations
 
 import logging
+import os
 from abc import ABC, abstractmethod
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -29,6 +30,11 @@ _log = logging.getLogger(__name__)
 #: far above float64 noise for realistic magnitudes (|score| < 10⁵), far below any real
 #: difference, so mathematically tied scores tie exactly and are ordered by item id.
 SCORE_DECIMALS = 10
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
 
 #: Threads a unit may give a library that starts its own pool per call (implicit's OpenMP ALS
 #: fit); None: the library's default, every core. The threads runner sets it in each fold task,

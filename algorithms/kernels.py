@@ -22,7 +22,7 @@ from typing import TypeVar
 import numpy as np
 from numba import njit
 
-from algorithms.base import SCORE_DECIMALS
+from algorithms.base import SCORE_DECIMALS, usable_cpus
 
 _SNAP_SCALE = 10.0**SCORE_DECIMALS
 
@@ -37,7 +37,7 @@ def kernel_threads() -> int:
     configured = os.environ.get("SWEVAL_KERNEL_THREADS", "").strip()
     if configured:
         return max(1, int(configured))
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return usable_cpus()
 
 
 @cache

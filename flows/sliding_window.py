@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from algorithms.base import unit_threads
+from algorithms.base import unit_threads, usable_cpus
 from data.errors import SwevalError
 from evaluators.config import EvalConfig
 from evaluators.run import Outputs
@@ -147,11 +146,6 @@ def _worker_env() -> dict[str, str]:
     if context is not None and context.client is not None:
         env["PREFECT_API_URL"] = str(context.client.api_url).rstrip("/")
     return env
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def worker_count(config: EvalConfig) -> int:
