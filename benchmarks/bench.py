@@ -350,7 +350,7 @@ def duel_report(bench: Bench, w: dict[str, Any]) -> list[str]:
         return []
     peers = sorted({p.stem.split("__")[-1] for p in res.glob(f"{w['key']}__duel-r*__*.json")
                     if ".inner" not in p.name} - {"sweval", "floor"})
-    rows, columns = [], {"ours": [], "bare": [], **{p: [] for p in peers}}
+    rows, columns = [], {"ours": [], "bare": [], "inside": [], **{p: [] for p in peers}}
     for r in runs:
         ours = load_json(res / f"{w['key']}__duel-r{r}__sweval.json") or {}
         floor = load_json(res / f"{w['key']}__duel-r{r}__floor.json") or {}
@@ -364,18 +364,24 @@ def duel_report(bench: Bench, w: dict[str, Any]) -> list[str]:
         for key, value in (("ours", mine), ("bare", bare), *theirs.items()):
             if value is not None:
                 columns[key].append(value)
-        rows.append((str(r), mine, bare, theirs))
+        inside = ours.get("als_library_fit_s")
+        if inside is not None:
+            columns["inside"].append(inside)
+        rows.append((str(r), mine, bare, theirs, inside))
     median = {k: statistics.median(v) if v else None for k, v in columns.items()}
-    rows.append(("median", median["ours"], median["bare"], {p: median[p] for p in peers}))
+    rows.append(("median", median["ours"], median["bare"], {p: median[p] for p in peers},
+                 median["inside"]))
     lines = [f"\nALS duel, {len(runs)} interleaved repetitions (one process each; eval seconds "
              "as in the main table; bare = the floor's implicit fits alone):\n"]
-    head = ["repetition", "SW-EVAL", "bare fits", "SW-EVAL / bare"]
+    head = ["repetition", "SW-EVAL", "bare fits", "SW-EVAL / bare",
+            "implicit's fit calls in SW-EVAL's process", "SW-EVAL / those"]
     for p in peers:
         head += [p, f"{p} / SW-EVAL"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for label, mine, bare, theirs in rows:
+    for label, mine, bare, theirs, inside in rows:
         cells = [label, fmt_s(mine), fmt_s(bare),
-                 f"{mine / bare:.2f}x" if mine and bare else "-"]
+                 f"{mine / bare:.2f}x" if mine and bare else "-", fmt_s(inside),
+                 f"{mine / inside:.3f}x" if mine and inside else "-"]
         for p in peers:
             cells += [fmt_s(theirs[p]), f"{theirs[p] / mine:.2f}x" if mine and theirs[p] else "-"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -539,9 +545,12 @@ def report(bench: Bench, workloads: list[dict[str, Any]], peers: list[str],
             for a, fit, score in (("svd", "svd_fit", "svd_score"), ("als", "als_fit", "als_score")):
                 if a in ours["per_algorithm"] and fit in t:
                     mine = ours["per_algorithm"][a]["unit_wall"] + ours["train_data_s"]
+                    inside = ours.get(f"{a}_library_fit_s")
                     add(f"- {a}: SW-EVAL {mine:.1f} s (units + training matrices) vs bare fits "
                         f"{t[fit]:.1f} s -> {mine / t[fit]:.3f}x (floor incl. csr + scoring "
-                        f"{t[fit] + t[score] + t['csr']:.1f} s)")
+                        f"{t[fit] + t[score] + t['csr']:.1f} s)"
+                        + (f"; vs implicit's fit calls inside SW-EVAL's process {inside:.1f} s "
+                           f"-> {mine / inside:.3f}x" if inside else ""))
         # --- canonical vs native recall of peers
         notes = []
         for p in peers:
