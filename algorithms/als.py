@@ -156,8 +156,11 @@ class ALS(Algorithm):
                     warm["item_codes"], warm["item_factors"], train.item_codes, rng
                 )
             model.fit(train.matrix.astype(np.float32), show_progress=False)
+        # implicit keeps float32 factors; scores are float64. Only the scored users' rows are
+        # converted (in score): converting every user's row took 0.085 s a fold at scale 1
+        # (96 MB of fresh float64), 3.6 % of the fit, for the ~1 % of users that are scored.
         self.user_factors_ = _to_numpy(model.user_factors)
-        self.item_factors_ = _to_numpy(model.item_factors)
+        self.item_factors_ = _to_numpy(model.item_factors).astype(np.float64)
 
     def warm_state(self) -> WarmState:
         if self.train_ is None:
@@ -165,12 +168,12 @@ class ALS(Algorithm):
         return {
             "user_codes": self.train_.user_codes,
             "item_codes": self.train_.item_codes,
-            "user_factors": self.user_factors_.astype(np.float32),
+            "user_factors": self.user_factors_,
             "item_factors": self.item_factors_.astype(np.float32),
         }
 
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
-        return self.user_factors_[rows] @ self.item_factors_.T
+        return self.user_factors_[rows].astype(np.float64) @ self.item_factors_.T
 
 
 def _carry_over(
@@ -189,8 +192,8 @@ def _carry_over(
     return factors
 
 
-def _to_numpy(factors: Any) -> NDArray[np.float64]:
-    """Factors as a float64 numpy array (GPU models hold ``implicit.gpu.Matrix`` objects)."""
+def _to_numpy(factors: Any) -> NDArray[np.float32]:
+    """Factors as a float32 numpy array (GPU models hold ``implicit.gpu.Matrix`` objects)."""
     if hasattr(factors, "to_numpy"):
         factors = factors.to_numpy()
-    return np.ascontiguousarray(factors, dtype=np.float64)
+    return np.ascontiguousarray(factors, dtype=np.float32)
