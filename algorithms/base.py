@@ -12,9 +12,11 @@ ranking is by score descending, ties by column ascending (:func:`top_k`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -40,6 +42,20 @@ def usable_cpus() -> int:
 #: fit); None: the library's default, every core. The threads runner sets it in each fold task,
 #: so that fold tasks running side by side share the cores instead of each taking all of them.
 unit_threads: ContextVar[int | None] = ContextVar("unit_threads", default=None)
+
+
+@contextlib.contextmanager
+def thread_budget(threads: int | None) -> Iterator[None]:
+    """Set :data:`unit_threads` for the units run inside the block (None: library defaults).
+
+    Callers use this rather than the variable itself: a ContextVar cannot be pickled, and Dask
+    pickles a task's function together with the globals it names.
+    """
+    token = unit_threads.set(threads)
+    try:
+        yield
+    finally:
+        unit_threads.reset(token)
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.

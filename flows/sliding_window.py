@@ -34,7 +34,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from algorithms.base import unit_threads, usable_cpus
+from algorithms.base import thread_budget, usable_cpus
 from data.errors import SwevalError
 from evaluators.config import EvalConfig
 from evaluators.run import Outputs
@@ -87,11 +87,8 @@ def evaluate_fold(
     config: EvalConfig, fold_index: int, names: list[str], key: str, fingerprint: str
 ) -> dict[str, dict[str, Any]]:
     """Every missing algorithm of one fold (units are persisted one by one)."""
-    token = unit_threads.set(threads_per_task(config))
-    try:
+    with thread_budget(threads_per_task(config)):
         return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
-    finally:
-        unit_threads.reset(token)
 
 
 @task(name="write-results", **_TASK_OPTIONS)

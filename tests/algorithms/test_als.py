@@ -106,7 +106,7 @@ def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, monkey
     """
     import implicit.als
 
-    from algorithms.base import unit_threads
+    from algorithms.base import thread_budget, unit_threads
 
     train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
     every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)
@@ -119,11 +119,9 @@ def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, monkey
         return real(**kwargs)
 
     monkeypatch.setattr(implicit.als, "AlternatingLeastSquares", spy)
-    token = unit_threads.set(1)
-    try:
+    with thread_budget(1):
         one_thread = ALS(factors=16, iterations=4, device="cpu").fit(train)
-    finally:
-        unit_threads.reset(token)
+    assert unit_threads.get() is None
     assert seen["num_threads"] == 1
     np.testing.assert_array_equal(one_thread.user_factors_, every_core.user_factors_)
     np.testing.assert_array_equal(one_thread.item_factors_, every_core.item_factors_)
