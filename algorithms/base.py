@@ -33,6 +33,7 @@ _log = logging.getLogger(__name__)
 #: difference, so mathematically tied scores tie exactly and are ordered by item id.
 SCORE_DECIMALS = 10
 
+
 def usable_cpus() -> int:
     """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -56,6 +57,7 @@ def thread_budget(threads: int | None) -> Iterator[None]:
         yield
     finally:
         unit_threads.reset(token)
+
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.

@@ -371,8 +371,8 @@ def duel_report(bench: Bench, w: dict[str, Any]) -> list[str]:
     median = {k: statistics.median(v) if v else None for k, v in columns.items()}
     rows.append(("median", median["ours"], median["bare"], {p: median[p] for p in peers},
                  median["inside"]))
-    lines = [f"\nALS duel, {len(runs)} interleaved repetitions (one process each; eval seconds "
-             "as in the main table; bare = the floor's implicit fits alone):\n"]
+    lines = [(f"\nALS duel, {len(runs)} interleaved repetitions (one process each; eval seconds "
+              "as in the main table; bare = the floor's implicit fits alone):\n")]
     head = ["repetition", "SW-EVAL", "bare fits", "SW-EVAL / bare",
             "implicit's fit calls in SW-EVAL's process", "SW-EVAL / those"]
     for p in peers:

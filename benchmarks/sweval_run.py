@@ -80,7 +80,7 @@ def time_library_fits(clock: list[float]) -> None:
     cls = implicit.cpu.als.AlternatingLeastSquares
     original = cls.fit
 
-    def timed_fit(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def timed_fit(self, *args, **kwargs):
         wall, cpu = time.perf_counter(), time.process_time()
         try:
             return original(self, *args, **kwargs)

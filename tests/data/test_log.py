@@ -175,6 +175,28 @@ def test_bad_files_give_clear_errors(tmp_path, setup, message):
         load_log(path)
 
 
+def _ask_user_major_at_once(log: InteractionLog, n_threads: int) -> list[object]:
+    """``log.user_major()`` from ``n_threads`` threads released together by a barrier."""
+    import threading
+
+    barrier = threading.Barrier(n_threads)
+    results: list[object] = []
+
+    def ask() -> None:
+        barrier.wait()
+        try:
+            results.append(log.user_major())
+        except Exception as error:  # noqa: BLE001 - the failure under test, asserted on below
+            results.append(error)
+
+    threads = [threading.Thread(target=ask) for _ in range(n_threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
 def test_user_major_is_safe_when_many_threads_ask_first() -> None:
     """Fold tasks in the threads runner all ask a fresh log for its user-major order at once.
 
@@ -182,8 +204,6 @@ def test_user_major_is_safe_when_many_threads_ask_first() -> None:
     and every later caller crashed on unpacking (seen in CI). Every thread must get the same
     three arrays, and so must a caller after them.
     """
-    import threading
-
     rng = np.random.default_rng(3)
     n = 300_000
     frame = pd.DataFrame(
@@ -195,22 +215,8 @@ def test_user_major_is_safe_when_many_threads_ask_first() -> None:
     )
     for attempt in range(5):
         log = InteractionLog.from_frame(frame, dedup="none")
-        barrier = threading.Barrier(8)
-        results: list[object] = []
-        errors: list[BaseException] = []
-
-        def ask() -> None:
-            barrier.wait()
-            try:
-                results.append(log.user_major())
-            except BaseException as error:  # pragma: no cover - the failure being tested
-                errors.append(error)
-
-        threads = [threading.Thread(target=ask) for _ in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        results = _ask_user_major_at_once(log, 8)
+        errors = [r for r in results if isinstance(r, Exception)]
         assert not errors, f"attempt {attempt}: {errors[0]!r}"
         position, user, item = log.user_major()
         for got in results:
