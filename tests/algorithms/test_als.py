@@ -73,17 +73,25 @@ def test_fit_does_not_warn_about_blas_threads(lib, monkeypatch):
             ALS(factors=4, iterations=2, device="cpu").fit(train)
 
 
-def test_hyper_parameters_reach_implicit(lib, monkeypatch):
+@pytest.fixture
+def implicit_arguments(monkeypatch):
+    """The keyword arguments of the latest ``implicit.als.AlternatingLeastSquares(...)`` call."""
     import implicit.als
 
     seen = {}
     real = implicit.als.AlternatingLeastSquares
 
     def spy(**kwargs):
+        seen.clear()
         seen.update(kwargs)
         return real(**kwargs)
 
     monkeypatch.setattr(implicit.als, "AlternatingLeastSquares", spy)
+    return seen
+
+
+def test_hyper_parameters_reach_implicit(lib, implicit_arguments):
+    seen = implicit_arguments
     params = {"factors": 5, "regularization": 0.5, "alpha": 3.0, "iterations": 2, "seed": 4}
     ALS(**params, device="cpu").fit(lib.train_from_dense(block_matrix()))
     assert seen == {
@@ -98,31 +106,21 @@ def test_hyper_parameters_reach_implicit(lib, monkeypatch):
     }
 
 
-def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, monkeypatch):
+def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, implicit_arguments):
     """Fold tasks sharing a process give each ALS fit a share of the cores (unit_threads).
 
     implicit solves each user's and item's factors whole in one OpenMP thread, so the factors
     must be bit-identical whatever the count: checked on a matrix large enough to be split.
     """
-    import implicit.als
-
     from algorithms.base import thread_budget, unit_threads
 
     train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
     every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)
 
-    seen = {}
-    real = implicit.als.AlternatingLeastSquares
-
-    def spy(**kwargs):
-        seen.update(kwargs)
-        return real(**kwargs)
-
-    monkeypatch.setattr(implicit.als, "AlternatingLeastSquares", spy)
     with thread_budget(1):
         one_thread = ALS(factors=16, iterations=4, device="cpu").fit(train)
     assert unit_threads.get() is None
-    assert seen["num_threads"] == 1
+    assert implicit_arguments["num_threads"] == 1
     np.testing.assert_array_equal(one_thread.user_factors_, every_core.user_factors_)
     np.testing.assert_array_equal(one_thread.item_factors_, every_core.item_factors_)
 
