@@ -170,23 +170,16 @@ def cosine_neighbours(
         visits = 0
         for p in range(a_indptr[r], a_indptr[r + 1]):
             visits += b_indptr[a_indices[p] + 1] - b_indptr[a_indices[p]]
-        size = 0
+        count = 0  # the columns with a count go to touched[:count]
         if visits >= DENSE_ROW_SHARE * n_cols:
             for p in range(a_indptr[r], a_indptr[r + 1]):
                 t = a_indices[p]
                 for z in range(b_indptr[t], b_indptr[t + 1]):
                     counts[b_indices[z]] += 1
-            counts[r] = 0  # never its own neighbour
-            for s in range(n_cols):  # the columns with a count, without a branch
-                touched[size] = s
-                size += counts[s] > 0
-            for p in range(size):
-                s = touched[p]
-                c = float(counts[s])
-                counts[s] = 0
-                vals[p] = c * c / (row_size * col_sizes[s])  # the squared cosine
+            for s in range(n_cols):  # found by a scan, without a branch
+                touched[count] = s
+                count += counts[s] > 0
         else:
-            count = 0
             for p in range(a_indptr[r], a_indptr[r + 1]):
                 t = a_indices[p]
                 for z in range(b_indptr[t], b_indptr[t + 1]):
@@ -194,13 +187,14 @@ def cosine_neighbours(
                     touched[count] = s  # branch-free: kept only when s is new
                     count += counts[s] == 0
                     counts[s] += 1
-            for p in range(count):
-                s = touched[p]
-                c = float(counts[s])
-                counts[s] = 0
-                touched[size] = s  # branch-free: s == r is overwritten by the next one
-                vals[size] = c * c / (row_size * col_sizes[s])  # the squared cosine
-                size += s != r
+        size = 0
+        for p in range(count):
+            s = touched[p]
+            c = float(counts[s])
+            counts[s] = 0
+            touched[size] = s  # branch-free: s == r (never its own neighbour) is overwritten
+            vals[size] = c * c / (row_size * col_sizes[s])  # the squared cosine
+            size += s != r
         kept = size if n <= 0 or size <= n else n
         if kept < size:  # select on the squared cosines, then take square roots of few
             if size > 2 * SAMPLE_PER_KEPT * kept:
