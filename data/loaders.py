@@ -20,6 +20,7 @@ import logging
 import os
 import stat
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -73,8 +74,9 @@ def load_log(
     path, suggested = resolve_source(str(path_or_name))
     if fmt == "auto":
         fmt = suggested if suggested != "auto" else detect_format(path)
-    frame = read_frame(path, fmt)
     default_cols = ("user", "item", "timestamp")
+    id_cols = [user_col or default_cols[0], item_col or default_cols[1]]
+    frame = read_frame(path, fmt, text_columns=id_cols + ([policy_col] if policy_col else []))
     return InteractionLog.from_frame(
         frame,
         user_col=user_col or default_cols[0],
@@ -144,8 +146,14 @@ def _first_line(path: Path) -> str:
         raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
 
 
-def read_frame(path: Path, fmt: Format) -> pd.DataFrame:
-    """Read the raw frame of a log file in the given format (no validation beyond parsing)."""
+def read_frame(path: Path, fmt: Format, *, text_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Read the raw frame of a log file in the given format (no validation beyond parsing).
+
+    In CSV/TSV files the ``text_columns`` (the id columns) are read as the text written in the
+    file, stripped of surrounding spaces: parsed as numbers, ``01`` and ``1`` would become the
+    same id. :func:`data.log.encode_ids` still orders a column numerically when every id spells
+    an integer without padding.
+    """
     _check_file(path)
     try:
         if fmt == "parquet":
@@ -157,7 +165,14 @@ def read_frame(path: Path, fmt: Format) -> pd.DataFrame:
             if not first.strip():
                 raise SwevalError(f"{path}: the file is empty.")
             sep = "\t" if first.count("\t") > first.count(",") else ","
-            return pd.read_csv(path, sep=sep, compression=_compression(path))
+            frame = pd.read_csv(
+                path, sep=sep, compression=_compression(path),
+                dtype=dict.fromkeys(text_columns, str),
+            )  # fmt: skip
+            for column in text_columns:
+                if column in frame.columns:
+                    frame[column] = _stripped(frame[column])
+            return frame
     except SwevalError:
         raise
     except pd.errors.EmptyDataError as exc:
@@ -180,6 +195,12 @@ def read_frame(path: Path, fmt: Format) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
         raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet or movielens.")
+
+
+def _stripped(values: pd.Series) -> pd.Series:
+    """Cells without their surrounding spaces; a cell of spaces only is missing, like an empty one."""
+    stripped = values.str.strip()
+    return stripped.mask(stripped == "")
 
 
 def _compression(path: Path) -> str | None:

@@ -317,7 +317,7 @@ def encode_ids(
         SwevalError: whole-number float ids beyond 2**53, which floating point cannot hold
             exactly (distinct ids may already have merged when the file was parsed).
     """
-    array = values.to_numpy()
+    array = values if isinstance(values.dtype, pd.StringDtype) else values.to_numpy()
     if pd.api.types.is_bool_dtype(values.dtype):
         array = array.astype(np.int64)
     elif pd.api.types.is_float_dtype(values.dtype):
@@ -329,8 +329,8 @@ def encode_ids(
                     f"{source}: column {column!r} holds ids read as floating-point numbers "
                     f"beyond 2**53 (data rows {first_rows(_file_rows(values, inexact))}, e.g. "
                     f"{array[inexact[0]]:.0f}), which cannot be told apart exactly: distinct ids "
-                    "may have merged. Such a column is read as floats when it has missing or "
-                    "decimal values: fix those rows in the file so the ids read as integers."
+                    "may have merged. Store the ids as integers or as text (a floating-point "
+                    "column of ids usually comes from a missing or decimal value in it)."
                 )
             array = array.astype(np.int64)
         else:
@@ -342,6 +342,8 @@ def encode_ids(
             array = np.array([int(v) for v in array], dtype=object)  # beyond int64: exact ints
         else:
             array = array.astype(np.int64)
+    elif isinstance(values.dtype, pd.StringDtype):
+        pass  # factorized as it is (pyarrow-backed text): no Python str per row
     else:
         array = values.astype(str).to_numpy(dtype=object)
     codes, uniques = pd.factorize(array, sort=False)
@@ -367,9 +369,10 @@ def _file_rows(values: pd.Series, positions: NDArray[np.int64]) -> NDArray[np.in
 
 
 def _all_int_like(values: pd.Series) -> bool:
-    """True when every value is an int or a string spelling an int without padding (``"7"``)."""
+    """True when every value is an int or a string spelling an int without padding (``"7"``;
+    not ``"07"`` or ``"-0"``, which would merge with ``"7"`` and ``"0"`` as numbers)."""
     as_str = values.astype(str)
-    return bool(as_str.str.fullmatch(r"-?(0|[1-9][0-9]*)").all())
+    return bool(as_str.str.fullmatch(r"0|-?[1-9][0-9]*").all())
 
 
 def normalise_timestamps(

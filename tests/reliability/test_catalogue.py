@@ -100,6 +100,13 @@ def parquet(frame: pd.DataFrame, name: str = "log.parquet") -> Callable[[Path], 
     return build
 
 
+#: Ids beyond 2**53 in a float column (a missing cell made it one): 2**53 + 1 is already 2**53.
+HUGE_FLOAT_IDS = pd.DataFrame({
+    "user": [float(2**53 + 1), float(2**53), float("nan")], "item": ["i1", "i1", "i1"],
+    "timestamp": [1704067200, 1704067201, 1704067202],
+})
+
+
 def rows(*lines: str) -> str:
     return "user,item,timestamp\n" + "".join(f"{line}\n" for line in lines)
 
@@ -510,9 +517,18 @@ CASES: list[Case] = [
          text(rows("10,i1,1704067200", "9,i1,1704067201", "a,i1,1704067202")),
          check=check_ids("user", ["10", "9", "a"])),
     Case("ids-zero-padded-csv", "user ids `01` and `1` in a CSV file",
-         "a CSV column of digits is numbers: both are user 1 (leading zeros are not kept); "
-         "write such ids with a non-digit (`u01`) or as a Parquet string column",
-         text(rows("01,i1,1704067200", "1,i2,1704067201")), check=check_ids("user", [1], n_rows=2)),
+         "two distinct users, string order: ids are read as the text in the file, never merged as numbers",
+         text(rows("01,i1,1704067200", "1,i2,1704067201")), check=check_ids("user", ["01", "1"])),
+    Case("ids-minus-zero-csv", "user ids `0` and `-0` in a CSV file",
+         "two distinct users, string order (`-0` is not an integer spelling: it would merge with `0`)",
+         text(rows("0,i1,1704067200", "-0,i2,1704067201")), check=check_ids("user", ["-0", "0"])),
+    Case("ids-spaces-csv", "user ids ` 10` and `9 ` (spaces around the cells)",
+         "the spaces are CSV layout, not part of the id: users 9 and 10, numeric order",
+         text(rows(" 10,i1,1704067200", "9 ,i1,1704067201")), check=check_ids("user", [9, 10])),
+    Case("ids-blank-csv", "a user cell holding only spaces",
+         "missing, like an empty cell: error naming the column and the row",
+         text(rows("u1,i1,1704067200", "  ,i1,1704067201")),
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
     Case("ids-zero-padded-text", "user ids `01` and `1` in a Parquet string column",
          "two distinct users, string order",
          parquet(pd.DataFrame({"user": ["01", "1"], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
@@ -528,10 +544,13 @@ CASES: list[Case] = [
     Case("ids-int64-extremes", "user ids −2**63 and 2**63 − 1", "exact, numeric order",
          text(rows("9223372036854775807,i1,1704067200", "-9223372036854775808,i1,1704067201")),
          check=check_ids("user", [-(2**63), 2**63 - 1])),
-    Case("ids-huge-read-as-float", "ids 2**53 + 1 and 2**53 in a column with a missing cell, --on-invalid drop",
-         "error: the column was read as floats, which cannot tell such ids apart (they would merge)",
+    Case("ids-huge-with-missing-csv", "CSV ids 2**53 + 1 and 2**53 in a column with a missing cell, --on-invalid drop",
+         "exact integers: CSV ids are read as text, so a missing cell does not turn the column into floats",
          text(rows("9007199254740993,i1,1704067200", "9007199254740992,i1,1704067201", ",i1,1704067202")),
-         options={"on_invalid": "drop"},
+         options={"on_invalid": "drop"}, check=check_ids("user", [2**53, 2**53 + 1])),
+    Case("ids-huge-read-as-float", "a Parquet float column of ids beyond 2**53 with a missing cell, --on-invalid drop",
+         "error: floats cannot tell such ids apart (they may already have merged in the file)",
+         parquet(HUGE_FLOAT_IDS), options={"on_invalid": "drop"},
          error=r"{file}: column 'user' holds ids read as floating-point numbers beyond 2\*\*53 \(data rows 1, 2"),
     # ---------------------------------------------------------------- policy column
     Case("policy-missing-values", "a policy column with an empty cell",
@@ -669,8 +688,7 @@ CLI_CASES = [
     ("cli-corrupt-gzip", text(b"\x1f\x8b\x08\x00garbage", name="log.csv.gz"), [], 2, r"error: .*log\.csv\.gz: cannot .*gzip"),
     ("cli-unparsable-timestamp", text(rows("u1,i1,2024-01-01", "u2,i1,soon")), [], 2,
      r"error: .*log\.csv: column 'timestamp' has 1 unparsable timestamp\(s\) \(data rows 2"),
-    ("cli-huge-ids-as-float", text(rows("9007199254740993,i1,1704067200", ",i1,1704067202")),
-     ["--on-invalid", "drop"], 2, r"error: .*column 'user' holds ids read as floating-point"),
+    ("cli-huge-ids-as-float", parquet(HUGE_FLOAT_IDS), ["--on-invalid", "drop"], 2, r"error: .*column 'user' holds ids read as floating-point"),
     ("cli-seconds-as-ms", PLAIN, ["--time-unit", "ms"], 2, r"error: .*drop --time-unit ms"),
     ("cli-folds-not-a-number", PLAIN, ["--folds", "many"], 2, r"Invalid value for '--folds'"),
     ("cli-config-unknown-field", PLAIN, ["--config", "@config"], 2, r"error: invalid configuration: bogus"),
@@ -754,7 +772,7 @@ def markdown_table() -> str:
 CLI_DOCS = {
     "cli-corrupt-gzip": ("`sweval run --data log.csv.gz` (garbage inside)", "exit 2, one `error:` line naming the file"),
     "cli-unparsable-timestamp": ("`sweval run` on a log with `soon` as a timestamp", "exit 2, names file, column and row"),
-    "cli-huge-ids-as-float": ("`sweval run --on-invalid drop` on ids beyond 2**53 with a missing cell", "exit 2, names the column"),
+    "cli-huge-ids-as-float": ("`sweval run --on-invalid drop` on a Parquet float column of ids beyond 2**53 with a missing cell", "exit 2, names the column"),
     "cli-seconds-as-ms": ("`sweval run --time-unit ms` on epoch seconds", "exit 2: drop --time-unit ms"),
     "cli-folds-not-a-number": ("`sweval run --folds many`", "exit 2, the option parser's usage error"),
     "cli-config-unknown-field": ("`sweval run --config eval.toml` with `bogus = 1`", "exit 2, names the field"),
