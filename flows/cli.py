@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import json
 import logging
@@ -209,8 +210,10 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     try:
         from flows.settings import hide_user_errors_in_terminal
         from flows.sliding_window import sliding_window_eval
+        from flows.startup import prepare_side_by_side
 
         hide_user_errors_in_terminal()
+        prepare_side_by_side(cfg)
         return sliding_window_eval(config=cfg, rolling=rolling)
     except SwevalError:
         raise
@@ -355,8 +358,23 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
+def entry_point() -> None:
+    """The ``sweval`` console script: :func:`main`, then an exit without the long final sweep.
+
+    Before the interpreter shuts down, every object still alive is moved out of the garbage
+    collector's reach (``gc.freeze``). The collections that otherwise run while Prefect, MLflow
+    and their dependencies are torn down cost about 1.1 s at every exit (2 cores). Nothing else is
+    skipped: atexit handlers (Prefect stopping its temporary server, logging's flush), thread
+    joins and the flushing of open files happen as usual.
+    """
+    try:
+        main()
+    finally:
+        gc.freeze()
+
+
 def main() -> None:
-    """Console-script entry point: user errors become one clear line and exit status 2."""
+    """Run the command line: user errors become one clear line and exit status 2."""
     try:
         app(standalone_mode=False)
     except SwevalError as exc:
@@ -394,4 +412,4 @@ app.command(name="compare")(_with_eval_options(_compare))
 
 
 if __name__ == "__main__":
-    main()
+    entry_point()

@@ -162,13 +162,7 @@ class Tracker:
         started = time.perf_counter()
         uri = resolve_tracking_uri(config)
         try:
-            from mlflow import MlflowClient
-
-            _quiet_mlflow_logging()
-
-            if uri.startswith("sqlite:///"):
-                Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-            client = MlflowClient(tracking_uri=uri)
+            client = open_client(uri)
             experiment_id = _experiment(client, experiment_name(config), artifact_root(uri))
             state_path = Path(config.output) / STATE_FILE
             state = _read_state(state_path)
@@ -596,6 +590,22 @@ def _git_commit() -> tuple[str | None, bool]:
     except (OSError, subprocess.SubprocessError):
         return None, False
     return head or None, dirty
+
+
+def open_client(uri: str) -> Any:
+    """An ``MlflowClient`` on ``uri`` (a SQLite store's folder is created first).
+
+    MLflow keeps one store object per URI for the process, so the first call pays for importing
+    MLflow and for the store's set-up (its schema check, or its creation on the first run) and
+    later calls are cheap: :mod:`flows.startup` makes that first call while Prefect's temporary
+    server starts.
+    """
+    from mlflow import MlflowClient
+
+    _quiet_mlflow_logging()
+    if uri.startswith("sqlite:///"):
+        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return MlflowClient(tracking_uri=uri)
 
 
 def _quiet_mlflow_logging() -> None:
