@@ -91,3 +91,23 @@ def test_serve_needs_a_prefect_server(
 
 def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _sweval(monkeypatch, "run", "--no-such-option") == 2
+
+
+def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sweval` is flows.cli:entry_point, which runs main() and then gc.freeze(), errors included."""
+    import gc
+    import tomllib
+
+    from flows.cli import entry_point
+
+    scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["sweval"] == "flows.cli:entry_point"
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr(sys, "argv", ["sweval", "run", "--folds", "many"])
+    with pytest.raises(SystemExit) as exited:
+        entry_point()
+    assert exited.value.code == 2 and frozen == [True]
+    assert "Invalid value for '--folds'" in capsys.readouterr().err
