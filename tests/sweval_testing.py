@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
@@ -24,3 +26,20 @@ def exclude_seen(scores: np.ndarray, matrix: sp.csr_matrix, rows: np.ndarray) ->
     sub = matrix[rows]
     block_row = np.repeat(np.arange(len(rows)), np.diff(sub.indptr))
     scores[block_row, sub.indices] = -np.inf
+
+
+def group_members(pgid: int) -> list[str]:
+    """Live (non-zombie) processes of process group ``pgid``, as ``pid command`` lines."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state != "Z":
+            members.append(f"{entry.name} {stat[: stat.rindex(')') + 1]}")
+    return members

@@ -16,6 +16,7 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
+from sweval_testing import group_members
 
 from flows.startup import prepare_side_by_side
 
@@ -112,17 +113,4 @@ def test_the_default_command_runs_on_the_ephemeral_api_and_leaves_nothing_runnin
         ).fetchone()[0]
     assert flow_runs == [("COMPLETED",)]
     assert fold_tasks == 6  # fold 2 of the tiny log has too few users and is skipped
-    assert _live_members(process.pid) == [], "the temporary server outlived the command"
-
-
-def _live_members(group: int) -> list[str]:
-    """Live processes of process group ``group`` (``pid command`` lines)."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            if fields[0] != "Z" and int(fields[2]) == group:
-                members.append(f"{stat.parent.name} {(stat.parent / 'cmdline').read_text()}")
-        except (OSError, IndexError, ValueError):
-            continue
-    return members
+    assert group_members(process.pid) == [], "the temporary server outlived the command"

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sweval_testing import group_members
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400
@@ -131,23 +132,6 @@ def finish(process: subprocess.Popen[str], timeout: float = 180) -> tuple[int, s
             time.sleep(0.05)
     assert not group_members(process.pid), f"left behind: {group_members(process.pid)}"
     return process.returncode, stdout, stderr
-
-
-def group_members(pgid: int) -> list[str]:
-    """Live (non-zombie) processes of process group ``pgid``, as ``pid command`` lines."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        state, pgrp = fields[0], int(fields[2])
-        if pgrp == pgid and state != "Z":
-            members.append(f"{entry.name} {stat[: stat.rindex(')') + 1]}")
-    return members
 
 
 def free_port() -> int:
