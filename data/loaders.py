@@ -74,14 +74,14 @@ def load_log(
     path, suggested = resolve_source(str(path_or_name))
     if fmt == "auto":
         fmt = suggested if suggested != "auto" else detect_format(path)
-    default_cols = ("user", "item", "timestamp")
-    id_cols = [user_col or default_cols[0], item_col or default_cols[1]]
-    frame = read_frame(path, fmt, text_columns=id_cols + ([policy_col] if policy_col else []))
+    user_col, item_col, time_col = user_col or "user", item_col or "item", time_col or "timestamp"
+    id_cols = [user_col, item_col] + ([policy_col] if policy_col else [])
+    frame = read_frame(path, fmt, text_columns=id_cols)
     return InteractionLog.from_frame(
         frame,
-        user_col=user_col or default_cols[0],
-        item_col=item_col or default_cols[1],
-        time_col=time_col or default_cols[2],
+        user_col=user_col,
+        item_col=item_col,
+        time_col=time_col,
         policy_col=policy_col,
         time_unit=time_unit,
         dedup=dedup,

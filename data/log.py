@@ -317,7 +317,8 @@ def encode_ids(
         SwevalError: whole-number float ids beyond 2**53, which floating point cannot hold
             exactly (distinct ids may already have merged when the file was parsed).
     """
-    array = values if isinstance(values.dtype, pd.StringDtype) else values.to_numpy()
+    text = isinstance(values.dtype, pd.StringDtype)  # pyarrow-backed: factorized as it is,
+    array = values if text else values.to_numpy()  # without a Python str per row
     if pd.api.types.is_bool_dtype(values.dtype):
         array = array.astype(np.int64)
     elif pd.api.types.is_float_dtype(values.dtype):
@@ -342,9 +343,7 @@ def encode_ids(
             array = np.array([int(v) for v in array], dtype=object)  # beyond int64: exact ints
         else:
             array = array.astype(np.int64)
-    elif isinstance(values.dtype, pd.StringDtype):
-        pass  # factorized as it is (pyarrow-backed text): no Python str per row
-    else:
+    elif not text:
         array = values.astype(str).to_numpy(dtype=object)
     codes, uniques = pd.factorize(array, sort=False)
     uniques = np.asarray(uniques)
