@@ -34,8 +34,8 @@ def prepare_side_by_side(config: EvalConfig) -> None:
 
             open_client(resolve_tracking_uri(config))
         import evaluators.report  # noqa: F401  (matplotlib: the report at the end of the flow)
-    except Exception as exc:  # noqa: BLE001  (the flow opens the store again and reports it)
-        _log.debug("start-up: MLflow set-up failed early: %s", exc)
+    except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
+        _log.debug("start-up: the early set-up failed: %s", exc)
     finally:
         if server is not None:
             server.join()
