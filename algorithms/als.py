@@ -10,8 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState, unit_threads
-from data.errors import SwevalError
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState, unit_threads
+from sweval.data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
 

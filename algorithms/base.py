@@ -305,7 +305,7 @@ def top_k_unseen(
 
 
 def _top_k_dense(scores, seen_indptr, seen_indices, k: int) -> NDArray[np.int64]:
-    from algorithms.kernels import over_row_chunks, top_k_dense
+    from sweval.algorithms.kernels import over_row_chunks, top_k_dense
 
     n = scores.shape[0]
     out = np.full((n, k), -1, dtype=np.int64)
@@ -385,7 +385,7 @@ def top_k_of_product(
         k: list length.
         snap: round the sums before ranking (to make mathematically equal sums tie).
     """
-    from algorithms.kernels import over_row_chunks, top_k_weighted_sum
+    from sweval.algorithms.kernels import over_row_chunks, top_k_weighted_sum
 
     n, m = h.shape[0], w.shape[1]
     out = np.full((n, k), -1, dtype=np.int64)

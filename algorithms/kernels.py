@@ -22,7 +22,7 @@ from typing import TypeVar
 import numpy as np
 from numba import njit
 
-from algorithms.base import SCORE_DECIMALS, usable_cpus
+from sweval.algorithms.base import SCORE_DECIMALS, usable_cpus
 
 _SNAP_SCALE = 10.0**SCORE_DECIMALS
 

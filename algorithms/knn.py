@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
 
 
 def top_cosines(
@@ -54,7 +54,7 @@ def top_cosines(
     Returns:
         A len(rows) × n_cols float64 CSR.
     """
-    from algorithms.kernels import cosine_neighbours, over_row_chunks  # numba: import on use
+    from sweval.algorithms.kernels import cosine_neighbours, over_row_chunks  # numba: import on use
 
     n_cols = col_sizes.shape[0]
     rows = np.asarray(rows, dtype=np.int64)

@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from algorithms.als import ALS
-from algorithms.base import Algorithm
-from algorithms.knn import ItemKNN, UserKNN
-from algorithms.popularity import Pop, PopN
-from algorithms.svd import PureSVD
-from data.errors import SwevalError
+from sweval.algorithms.als import ALS
+from sweval.algorithms.base import Algorithm
+from sweval.algorithms.knn import ItemKNN, UserKNN
+from sweval.algorithms.popularity import Pop, PopN
+from sweval.algorithms.svd import PureSVD
+from sweval.data.errors import SwevalError
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     cls.name: cls for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS)

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from algorithms.base import Algorithm, AlgorithmConfig, TrainData, snap_scores
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, snap_scores
 
 #: Matrices with at most this many cells are decomposed with the dense LAPACK SVD (Lanczos is
 #: faster beyond, for the usual f ≪ min(n_users, n_items)).

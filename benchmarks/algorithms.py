@@ -37,11 +37,11 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from algorithms.registry import ALGORITHMS, build_algorithm  # noqa: E402
-from data.log import InteractionLog  # noqa: E402
-from evaluators.engine import evaluate_unit  # noqa: E402
-from evaluators.folds import Fold, build_folds  # noqa: E402
-from evaluators.windows import WindowSpec  # noqa: E402
+from sweval.algorithms.registry import ALGORITHMS, build_algorithm  # noqa: E402
+from sweval.data.log import InteractionLog  # noqa: E402
+from sweval.evaluators.engine import evaluate_unit  # noqa: E402
+from sweval.evaluators.folds import Fold, build_folds  # noqa: E402
+from sweval.evaluators.windows import WindowSpec  # noqa: E402
 
 DAY = 86_400
 ML100K = Path("/work/shared/data/movielens-100k/u.data.gz")
@@ -64,7 +64,7 @@ class Tally:
 def load_workload(name: str, scale: float, seed: int) -> tuple[InteractionLog, WindowSpec] | None:
     """The log and window spec of a workload, or None when it cannot be built here."""
     if name in ("movielens", "movielens-100k"):
-        from data.loaders import load_log
+        from sweval.data.loaders import load_log
 
         if name == "movielens":
             return load_log("movielens-latest-small"), WindowSpec(width_s=7 * DAY, n_folds=30)
@@ -73,7 +73,7 @@ def load_workload(name: str, scale: float, seed: int) -> tuple[InteractionLog, W
             return None
         return load_log(ML100K, fmt="movielens"), WindowSpec(width_s=7 * DAY, n_folds=30)
     try:
-        from data.synthetic import generate_log
+        from sweval.data.synthetic import generate_log
     except ImportError as exc:
         print(f"[synthetic] skipped: data.synthetic.generate_log is not available ({exc})")
         return None

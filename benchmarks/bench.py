@@ -164,14 +164,14 @@ def prepare(work: Path, name: str, scale: float | None = None, n_folds: int | No
         import numpy as np
         import pandas as pd
 
-        from data.log import InteractionLog
-        from data.loaders import load_log
+        from sweval.data.log import InteractionLog
+        from sweval.data.loaders import load_log
 
         clock = time.perf_counter()
         if name == "ml":
             log = load_log("movielens-latest-small")
         else:
-            from data.synthetic import generate_log
+            from sweval.data.synthetic import generate_log
 
             frame = generate_log(scale=spec["scale"], seed=0)
             log = InteractionLog.from_frame(frame, policy_col="policy", source=tag)
@@ -291,7 +291,7 @@ class Bench:
         out = self.results / "cli_imports.json"
         if self.args.reuse and out.exists():
             return
-        proc = run_child([self.python, "-c", "import flows.cli, evaluators.run, algorithms.registry"],
+        proc = run_child([self.python, "-c", "import sweval.flows.cli, sweval.evaluators.run, sweval.algorithms.registry"],
                          log=out.with_suffix(".log"), timeout=120)
         out.write_text(json.dumps({"process": proc}, indent=1))
 

@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from data.loaders import load_log  # noqa: E402
-from evaluators import folds as folds_module  # noqa: E402
-from evaluators.config import EvalConfig  # noqa: E402
-from evaluators.run import collect, evaluate_fold, make_plan, write_outputs  # noqa: E402
+from sweval.data.loaders import load_log  # noqa: E402
+from sweval.evaluators import folds as folds_module  # noqa: E402
+from sweval.evaluators.config import EvalConfig  # noqa: E402
+from sweval.evaluators.run import collect, evaluate_fold, make_plan, write_outputs  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 
@@ -56,8 +56,8 @@ def load_kernels() -> None:
     same specialisations — index dtypes, array layouts — get loaded as in the run)."""
     import scipy.sparse as sp
 
-    from algorithms.base import top_k_of_product, top_k_unseen
-    from algorithms.knn import top_cosines
+    from sweval.algorithms.base import top_k_of_product, top_k_unseen
+    from sweval.algorithms.knn import top_cosines
 
     matrix = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 1]], dtype=np.float32))
     rows = np.arange(2, dtype=np.int64)

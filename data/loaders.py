@@ -26,8 +26,8 @@ from typing import Literal
 
 import pandas as pd
 
-from data.errors import SwevalError
-from data.log import Dedup, InteractionLog, OnInvalid
+from sweval.data.errors import SwevalError
+from sweval.data.log import Dedup, InteractionLog, OnInvalid
 
 _log = logging.getLogger(__name__)
 

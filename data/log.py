@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from data.errors import SwevalError, first_rows
+from sweval.data.errors import SwevalError, first_rows
 
 _log = logging.getLogger(__name__)
 

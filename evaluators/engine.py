@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from algorithms.base import Algorithm, TrainData
-from data.log import InteractionLog
-from evaluators.folds import Fold
-from evaluators.metrics import (
+from sweval.algorithms.base import Algorithm, TrainData
+from sweval.data.log import InteractionLog
+from sweval.evaluators.folds import Fold
+from sweval.evaluators.metrics import (
     RelevantSets,
     Relevance,
     hit_matrix,

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from algorithms.base import TrainData
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.windows import WindowSpec
+from sweval.algorithms.base import TrainData
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.windows import WindowSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,8 +22,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from data.errors import SwevalError
-from data.log import InteractionLog
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
 
 Relevance = Literal["all", "first"]
 METRICS: tuple[str, ...] = ("recall", "hit_rate", "ndcg", "r_precision")

@@ -53,20 +53,20 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from algorithms.base import Algorithm, TrainData
-from algorithms.registry import build_algorithm
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.engine import UnitResult, evaluate_unit, fit_and_measure
-from evaluators.folds import Fold, build_folds
-from evaluators.metrics import (
+from sweval.algorithms.base import Algorithm, TrainData
+from sweval.algorithms.registry import build_algorithm
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import UnitResult, evaluate_unit, fit_and_measure
+from sweval.evaluators.folds import Fold, build_folds
+from sweval.evaluators.metrics import (
     Relevance,
     RelevantSets,
     relevant_sets,
 )
-from evaluators.results import COLUMNS, results_frame, skipped_rows, summarise, unit_rows
-from evaluators.store import UnitStore
-from evaluators.windows import WindowSpec
+from sweval.evaluators.results import COLUMNS, results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.store import UnitStore
+from sweval.evaluators.windows import WindowSpec
 
 _log = logging.getLogger(__name__)
 

@@ -49,9 +49,9 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from data.errors import SwevalError  # noqa: E402
-from evaluators.metrics import LABELS  # noqa: E402
-from evaluators.results import summarise  # noqa: E402
+from sweval.data.errors import SwevalError  # noqa: E402
+from sweval.evaluators.metrics import LABELS  # noqa: E402
+from sweval.evaluators.results import summarise  # noqa: E402
 
 _log = logging.getLogger(__name__)
 
@@ -369,7 +369,7 @@ def table_html(
 
 def _colours(algorithms: Sequence[str]) -> dict[str, Any]:
     """One colour per algorithm, the same in every report: registry order first, then the rest."""
-    from algorithms.registry import ALGORITHMS
+    from sweval.algorithms.registry import ALGORITHMS
 
     known = list(ALGORITHMS)
     extra = [a for a in algorithms if a not in ALGORITHMS]

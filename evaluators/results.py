@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from evaluators.engine import UnitResult
-from evaluators.folds import Fold
+from sweval.evaluators.engine import UnitResult
+from sweval.evaluators.folds import Fold
 
 COLUMNS = [
     "fold", "t_start", "t_end", "algorithm", "stratum", "metric", "k", "value",

@@ -21,19 +21,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from algorithms.base import Algorithm
-from algorithms.registry import build_algorithm
-from data.errors import SwevalError
-from data.loaders import load_log
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.engine import evaluate_unit
-from evaluators.folds import Fold, build_folds
-from evaluators.results import results_frame, skipped_rows, summarise, unit_rows
-from evaluators.store import UnitStore, atomic_write_text, code_fingerprint
-from evaluators.stratify import Strata, build_strata, stratum_rows
-from evaluators.warm import WarmStore
-from evaluators.windows import WindowSpec, parse_duration, parse_time
+from sweval.algorithms.base import Algorithm
+from sweval.algorithms.registry import build_algorithm
+from sweval.data.errors import SwevalError
+from sweval.data.loaders import load_log
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.engine import evaluate_unit
+from sweval.evaluators.folds import Fold, build_folds
+from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.store import UnitStore, atomic_write_text, code_fingerprint
+from sweval.evaluators.stratify import Strata, build_strata, stratum_rows
+from sweval.evaluators.warm import WarmStore
+from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Plan:
 def load_data(config: EvalConfig) -> InteractionLog:
     """The run's log: the file or bundled dataset of ``config.data``, else a generated one."""
     if config.data is None:
-        from data.synthetic import generate_log
+        from sweval.data.synthetic import generate_log
 
         if config.stratify_by not in (None, "policy"):
             raise SwevalError(
@@ -309,7 +309,7 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
     """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
     import json
 
-    from algorithms.registry import default_params
+    from sweval.algorithms.registry import default_params
 
     record = {
         "config": plan.config.model_dump(),

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from data.errors import SwevalError
+from sweval.data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
 

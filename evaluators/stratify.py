@@ -25,14 +25,14 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from algorithms.base import Algorithm
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.engine import UnitResult, evaluate_unit
-from evaluators.folds import Fold, build_folds
-from evaluators.metrics import Relevance
-from evaluators.results import skipped_rows, unit_rows
-from evaluators.windows import WindowSpec
+from sweval.algorithms.base import Algorithm
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import UnitResult, evaluate_unit
+from sweval.evaluators.folds import Fold, build_folds
+from sweval.evaluators.metrics import Relevance
+from sweval.evaluators.results import skipped_rows, unit_rows
+from sweval.evaluators.windows import WindowSpec
 
 Mode = Literal["subset", "test"]
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from algorithms.base import WarmState
-from data.errors import SwevalError
-from evaluators.store import atomic_write
+from sweval.algorithms.base import WarmState
+from sweval.data.errors import SwevalError
+from sweval.evaluators.store import atomic_write
 
 _FILE = re.compile(r"^(?P<algorithm>.+)__f(?P<fold>\d{4,})\.npz$")
 

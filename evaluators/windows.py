@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from data.errors import SwevalError
+from sweval.data.errors import SwevalError
 
 #: Bounds that keep every window boundary a plausible int64 epoch: durations and instants within
 #: 10**11 s (~3,000 years) of 1970, at most 100,000 windows.

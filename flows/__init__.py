@@ -5,6 +5,6 @@ Importing the package sets SW-EVAL's Prefect defaults in the environment where t
 :mod:`flows.settings`): every entry point imports this package before Prefect.
 """
 
-from flows.settings import apply_env_defaults
+from sweval.flows.settings import apply_env_defaults
 
 apply_env_defaults()

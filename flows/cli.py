@@ -19,15 +19,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from flows.settings import apply_env_defaults  # before anything imports Prefect or numpy
+from sweval.flows.settings import apply_env_defaults  # before anything imports Prefect or numpy
 
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from data.errors import SwevalError  # noqa: E402
+from sweval.data.errors import SwevalError  # noqa: E402
 
 if TYPE_CHECKING:
-    from evaluators.config import EvalConfig
+    from sweval.evaluators.config import EvalConfig
 
 app = typer.Typer(
     add_completion=False,
@@ -68,7 +68,7 @@ def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _algorithm_help() -> str:
-    from algorithms.registry import ALGORITHMS
+    from sweval.algorithms.registry import ALGORITHMS
 
     lines = []
     for name, cls in ALGORITHMS.items():
@@ -138,7 +138,7 @@ def _with_eval_options(func: Any) -> Any:
 
 def build_config(ctx: typer.Context, options: dict[str, Any]) -> EvalConfig:
     """The EvalConfig of the shared options (a --config file, overridden by explicit options)."""
-    from evaluators.config import EvalConfig
+    from sweval.evaluators.config import EvalConfig
 
     values: dict[str, Any] = {
         "data": options["data"], "format": options["fmt"], "user_col": options["user_col"],
@@ -184,15 +184,15 @@ def run(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-    from flows.pipeline import precheck
-    from flows.summary import print_summary
+    from sweval.flows.pipeline import precheck
+    from sweval.flows.summary import print_summary
 
     precheck(cfg)
 
     if prefect:
         outputs = _run_flow(cfg, rolling=rolling)
     else:
-        from flows.execute import execute
+        from sweval.flows.execute import execute
 
         outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
     if outputs is None:
@@ -208,9 +208,9 @@ def run(
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
     try:
-        from flows.settings import hide_user_errors_in_terminal
-        from flows.sliding_window import sliding_window_eval
-        from flows.startup import prepare_side_by_side
+        from sweval.flows.settings import hide_user_errors_in_terminal
+        from sweval.flows.sliding_window import sliding_window_eval
+        from sweval.flows.startup import prepare_side_by_side
 
         hide_user_errors_in_terminal()
         prepare_side_by_side(cfg)
@@ -221,7 +221,7 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
         import httpx
 
         if isinstance(exc, httpx.HTTPError) or "Prefect API" in str(exc):
-            from flows.serve import api_url
+            from sweval.flows.serve import api_url
 
             where = api_url() or "the ephemeral API (PREFECT_HOME=" + os.environ.get("PREFECT_HOME", "?") + ")"
             raise SwevalError(
@@ -274,8 +274,8 @@ def serve(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-    from flows.pipeline import precheck
-    from flows.serve import serve as serve_deployment
+    from sweval.flows.pipeline import precheck
+    from sweval.flows.serve import serve as serve_deployment
 
     precheck(cfg)
 
@@ -294,8 +294,8 @@ def ui(
     """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1)."""
     import subprocess
 
-    from evaluators.config import EvalConfig
-    from flows.tracking import resolve_tracking_uri, server_command, server_env
+    from sweval.evaluators.config import EvalConfig
+    from sweval.flows.tracking import resolve_tracking_uri, server_command, server_env
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
@@ -332,7 +332,7 @@ def generate(
     bias: Annotated[float, typer.Option(help="Share of clicks driven by the user's A/B bucket policy (presentation bias), 0..1.")] = 0.3,
 ) -> None:
     """Write a synthetic retail-like log with an A/B ``policy`` column."""
-    from data.synthetic import generate_log
+    from sweval.data.synthetic import generate_log
 
     _setup_logging(False)
     if scale <= 0:
@@ -406,10 +406,10 @@ def _click_exceptions() -> Any:
     return exceptions
 
 
-from flows.report_cli import report as _report  # noqa: E402
+from sweval.flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
-from flows.compare import compare as _compare  # noqa: E402
+from sweval.flows.compare import compare as _compare  # noqa: E402
 app.command(name="compare")(_with_eval_options(_compare))
 
 

@@ -52,11 +52,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.metrics import LABELS
-from evaluators.protocols import (
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.protocols import (
     COMPARE_COLUMNS,
     LOOCV,
     LeaveLastOneOut,
@@ -73,9 +73,9 @@ from evaluators.protocols import (
     run_protocol,
     table2,
 )
-from evaluators.run import Plan, collect, make_plan, window_spec, write_outputs
-from evaluators.store import UnitStore
-from flows.pipeline import write_report_quietly
+from sweval.evaluators.run import Plan, collect, make_plan, window_spec, write_outputs
+from sweval.evaluators.store import UnitStore
+from sweval.flows.pipeline import write_report_quietly
 
 _log = logging.getLogger(__name__)
 
@@ -313,7 +313,7 @@ def write_comparison(comparison: Comparison) -> None:
 
 
 def _write_record(comparison: Comparison) -> None:
-    from algorithms.registry import default_params
+    from sweval.algorithms.registry import default_params
 
     log = comparison.log
     record = {
@@ -575,7 +575,7 @@ class _Tracking:
         """Log one protocol like ``sweval run`` does, as a child of the comparison run."""
         from mlflow.entities import Metric
 
-        from flows.tracking import Tracker, metric_key
+        from sweval.flows.tracking import Tracker, metric_key
 
         sub = self.config.model_copy(update={"output": str(self.directory / protocol.name)})
         mode = "batch" if protocol.name == "sw-eval" else protocol.name
@@ -619,7 +619,7 @@ class _Tracking:
         """Log the comparison's metrics and files on the parent run and close it."""
         from mlflow.entities import Metric
 
-        from flows.tracking import metric_key
+        from sweval.flows.tracking import metric_key
 
         if self.parent_run_id is None:
             return None
@@ -679,7 +679,7 @@ def compare(
     loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
     **options: Any,
 ) -> None:
-    from flows.cli import _setup_logging, build_config
+    from sweval.flows.cli import _setup_logging, build_config
 
     _setup_logging(options["verbose"])
     cfg = build_config(ctx, options)

@@ -7,10 +7,10 @@ exactly as the flow does. Useful where no Prefect API can start, and in library-
 
 from __future__ import annotations
 
-from evaluators.config import EvalConfig
-from evaluators.run import Outputs
-from flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
-from flows.summary import progress_bar
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import Outputs
+from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
+from sweval.flows.summary import progress_bar
 
 
 def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False) -> Outputs | None:

@@ -25,13 +25,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.results import skipped_rows
-from evaluators.run import Outputs, Plan, collect, evaluate_fold, make_plan, write_outputs
-from evaluators.store import UnitStore
-from flows import rolling as rolling_mode
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.results import skipped_rows
+from sweval.evaluators.run import Outputs, Plan, collect, evaluate_fold, make_plan, write_outputs
+from sweval.evaluators.store import UnitStore
+from sweval.flows import rolling as rolling_mode
 
 _log = logging.getLogger(__name__)
 
@@ -102,9 +102,9 @@ def precheck(config: EvalConfig) -> None:
     Raises:
         SwevalError: the first problem found.
     """
-    from algorithms.registry import build_algorithm
-    from data.loaders import BUNDLED, resolve_source
-    from evaluators.run import window_spec
+    from sweval.algorithms.registry import build_algorithm
+    from sweval.data.loaders import BUNDLED, resolve_source
+    from sweval.evaluators.run import window_spec
 
     for name in config.algorithms:
         build_algorithm(name, config.params.get(name))
@@ -158,7 +158,7 @@ def prepare(
     """
     if rolling:
         if log is None:
-            from evaluators.run import load_data
+            from sweval.evaluators.run import load_data
 
             log = load_data(config)
         step = rolling_mode.plan_rolling(config, log)
@@ -327,7 +327,7 @@ class Evaluation:
 
 def write_report_quietly(directory: str | Path) -> list[Path]:
     """Write ``report.html`` and its PNG figures; a report problem never fails the run."""
-    from evaluators.report import write_report
+    from sweval.evaluators.report import write_report
 
     try:
         return write_report(directory)
@@ -343,7 +343,7 @@ def open_tracker(
     config = prepared.plan.config
     if not config.tracking:
         return None
-    from flows.tracking import Tracker
+    from sweval.flows.tracking import Tracker
 
     return Tracker.open(
         config,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from data.errors import SwevalError
+from sweval.data.errors import SwevalError
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -42,7 +42,7 @@ def report(
     log_artifacts: Annotated[bool, typer.Option("--log-artifacts/--no-log-artifacts", help="For a run id: log the report to that run as artifacts under report/.")] = True,
 ) -> None:
     """Write the HTML report (paper-style tables, Recall@k against k, Recall@k per fold) + PNGs."""
-    from evaluators.report import write_report
+    from sweval.evaluators.report import write_report
 
     chosen = [m.strip() for m in metrics.split(",") if m.strip()] or ["recall"]
     path = Path(target)
@@ -77,7 +77,7 @@ def report_from_run(
     Raises:
         SwevalError: unknown run, or neither it nor its parent has a results table.
     """
-    from evaluators.report import write_report
+    from sweval.evaluators.report import write_report
 
     client = _client(tracking_uri)
     holder = run_id
@@ -119,7 +119,7 @@ def resolve_tracking_uri(tracking_uri: str | None) -> str | None:
     ``sweval run`` logs to)."""
     if tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"):
         return tracking_uri or os.environ["MLFLOW_TRACKING_URI"]
-    from flows.settings import default_tracking_uri
+    from sweval.flows.settings import default_tracking_uri
 
     return default_tracking_uri()
 

@@ -37,12 +37,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.run import Plan, make_plan, window_spec
-from evaluators.store import code_fingerprint
-from evaluators.windows import parse_time
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import Plan, make_plan, window_spec
+from sweval.evaluators.store import code_fingerprint
+from sweval.evaluators.windows import parse_time
 
 _log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def read_state(output: Path) -> dict[str, Any]:
 
 def reset(output: Path) -> None:
     """Forget a rolling series: its units, its MLflow run record and its state."""
-    from flows.tracking import STATE_FILE as TRACKING_FILE
+    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
 
     try:
         shutil.rmtree(output / "units", ignore_errors=True)

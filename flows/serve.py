@@ -17,8 +17,8 @@ from typing import Any
 
 from prefect.deployments.runner import EntrypointType
 
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
 
 DEFAULT_NAME = "rolling"
 DEFAULT_CRON = "0 3 * * *"
@@ -42,7 +42,7 @@ def build_deployment(
     """
     from prefect.schedules import Cron
 
-    from flows.sliding_window import sliding_window_eval
+    from sweval.flows.sliding_window import sliding_window_eval
 
     if rolling and config.start is None:
         raise SwevalError(

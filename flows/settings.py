@@ -1,6 +1,6 @@
 """Environment defaults for Prefect and MLflow, and the places SW-EVAL keeps its local state.
 
-Every entry point (``sweval``, ``python -m flows.sliding_window``, the test suite) calls
+Every entry point (``sweval``, ``python -m sweval.flows.sliding_window``, the test suite) calls
 :func:`apply_env_defaults` before Prefect is imported. Values already in the environment win.
 
 Local state lives under ``SWEVAL_HOME`` (default ``~/.sweval``), whatever the working directory::
@@ -68,7 +68,7 @@ class HideUserErrors(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from data.errors import SwevalError
+        from sweval.data.errors import SwevalError
 
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, SwevalError):

@@ -14,7 +14,7 @@
 Run it::
 
     sweval run --config eval.toml                      (the usual way; ephemeral Prefect API)
-    python -m flows.sliding_window --config eval.toml  (the same, without the CLI's summary)
+    python -m sweval.flows.sliding_window --config eval.toml  (the same, without the CLI's summary)
     prefect deployment run 'sliding-window-eval/nightly-rolling'   (a deployed schedule)
 
 The task runner comes from ``config.task_runner``: ``sequential`` (one thread), ``threads``
@@ -34,18 +34,18 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from algorithms.base import thread_budget, usable_cpus
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
-from evaluators.run import Outputs
-from flows.pipeline import (
+from sweval.algorithms.base import thread_budget, usable_cpus
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import Outputs
+from sweval.flows.pipeline import (
     Evaluation,
     Prepared,
     compute_fold,
     open_tracker,
     prepare,
 )
-from flows.summary import progress_bar
+from sweval.flows.summary import progress_bar
 
 _log = logging.getLogger(__name__)
 
@@ -269,12 +269,12 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m flows.sliding_window --config FILE [--rolling]``: run the flow once."""
+    """``python -m sweval.flows.sliding_window --config FILE [--rolling]``: run the flow once."""
     import argparse
 
-    from flows.settings import apply_env_defaults
+    from sweval.flows.settings import apply_env_defaults
 
-    parser = argparse.ArgumentParser(prog="python -m flows.sliding_window")
+    parser = argparse.ArgumentParser(prog="python -m sweval.flows.sliding_window")
     parser.add_argument("--config", required=True, help="TOML/YAML/JSON EvalConfig file")
     parser.add_argument("--rolling", action="store_true", help="evaluate new complete windows")
     args = parser.parse_args(argv)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from evaluators.config import EvalConfig
+from sweval.evaluators.config import EvalConfig
 
 _log = logging.getLogger(__name__)
 
@@ -30,10 +30,10 @@ def prepare_side_by_side(config: EvalConfig) -> None:
     server = _start_temporary_server()
     try:
         if config.tracking:
-            from flows.tracking import open_client, resolve_tracking_uri
+            from sweval.flows.tracking import open_client, resolve_tracking_uri
 
             open_client(resolve_tracking_uri(config))
-        import evaluators.report  # noqa: F401  (matplotlib: the report at the end of the flow)
+        import sweval.evaluators.report  # noqa: F401  (matplotlib: the report at the end of the flow)
     except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
         _log.debug("start-up: the early set-up failed: %s", exc)
     finally:

@@ -9,9 +9,9 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from evaluators.config import EvalConfig
-from evaluators.metrics import LABELS
-from evaluators.run import Outputs
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.run import Outputs
 
 
 def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: str) -> Table:

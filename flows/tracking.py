@@ -48,9 +48,9 @@ from typing import Any
 
 import pandas as pd
 
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
-from flows.settings import default_tracking_uri, sweval_home
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.flows.settings import default_tracking_uri, sweval_home
 
 _log = logging.getLogger(__name__)
 
@@ -512,7 +512,7 @@ def _flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
-    from algorithms.registry import default_params
+    from sweval.algorithms.registry import default_params
 
     try:
         params = default_params(algorithm) | config.params.get(algorithm, {})

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from data.log import InteractionLog
+from sweval.data.log import InteractionLog
 
 DAY = 86_400
 

@@ -8,10 +8,10 @@ import warnings
 import numpy as np
 import pytest
 
-import algorithms.als as als_module
-from algorithms.als import ALS, cuda_available
-from algorithms.registry import build_algorithm
-from data.errors import SwevalError
+import sweval.algorithms.als as als_module
+from sweval.algorithms.als import ALS, cuda_available
+from sweval.algorithms.registry import build_algorithm
+from sweval.data.errors import SwevalError
 
 HAS_CUDA = cuda_available()
 DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)] if HAS_CUDA else ["cpu"]
@@ -112,7 +112,7 @@ def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, implic
     implicit solves each user's and item's factors whole in one OpenMP thread, so the factors
     must be bit-identical whatever the count: checked on a matrix large enough to be split.
     """
-    from algorithms.base import thread_budget, unit_threads
+    from sweval.algorithms.base import thread_budget, unit_threads
 
     train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
     every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)
@@ -134,7 +134,7 @@ def test_gpu_without_cuda_is_a_user_error():
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
 def test_auto_falls_back_to_cpu_and_says_so_once(lib, monkeypatch, caplog):
     monkeypatch.setattr(als_module, "_fallback_announced", False)
-    with caplog.at_level(logging.INFO, logger="algorithms.als"):
+    with caplog.at_level(logging.INFO, logger="sweval.algorithms.als"):
         first = build_algorithm("als", {"device": "auto", "factors": 4, "iterations": 2})
         second = build_algorithm("als", {"device": "auto"})
     assert first.device == second.device == "cpu"
@@ -156,7 +156,7 @@ def test_auto_uses_the_gpu_when_available(lib):
 
 # ------------------------------------------------------------------ warm start (a deviation)
 def test_carry_over_keeps_known_rows_and_draws_new_ones():
-    from algorithms.als import _carry_over
+    from sweval.algorithms.als import _carry_over
 
     old_codes = np.array([2, 5, 9])
     old = np.arange(6, dtype=np.float32).reshape(3, 2) + 1

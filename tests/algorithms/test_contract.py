@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from algorithms.registry import ALGORITHMS, build_algorithm
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.engine import evaluate_unit
-from evaluators.folds import build_folds
-from evaluators.windows import WindowSpec
+from sweval.algorithms.registry import ALGORITHMS, build_algorithm
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import evaluate_unit
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.windows import WindowSpec
 
 DAY = 86_400
 

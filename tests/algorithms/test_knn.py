@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms.knn import ItemKNN, UserKNN, top_cosines
+from sweval.algorithms.knn import ItemKNN, UserKNN, top_cosines
 
 #: Seeds 89 (user-kNN) and 234 (item-kNN) give candidates whose scores tie exactly but whose
 #: float sums differ in the last bit (terms added in another order): without the models' score
@@ -164,7 +164,7 @@ def test_top_cosines_with_many_ties(data, n):
 def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
     """Rows with far more candidates than n (the sampled threshold pre-filter) and rows whose
     walk covers most columns (the dense count), with many exact ties from copied columns."""
-    from algorithms.kernels import DENSE_ROW_SHARE, SAMPLE_PER_KEPT
+    from sweval.algorithms.kernels import DENSE_ROW_SHARE, SAMPLE_PER_KEPT
 
     rng = np.random.default_rng(seed)
     dense = (rng.random((12, 120)) < rng.uniform(0.25, 0.5)).astype(float)
@@ -192,7 +192,7 @@ def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
 def test_selection_on_squares_keeps_entries_whose_cosine_ties_after_rounding():
     """Two squared cosines one ulp apart can have the same square root: the cosines then tie
     and the lower column must win, though its square was smaller."""
-    from algorithms.kernels import _keep_near, _select_best
+    from sweval.algorithms.kernels import _keep_near, _select_best
 
     low = next(q for q in np.linspace(0.1, 0.9, 1000)
                if np.sqrt(q) == np.sqrt(np.nextafter(q, 1.0)))

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms.base import top_k
-from algorithms.registry import build_algorithm
+from sweval.algorithms.base import top_k
+from sweval.algorithms.registry import build_algorithm
 from sweval_testing import DAY
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.engine import evaluate_unit
-from evaluators.folds import build_folds
-from evaluators.windows import WindowSpec
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import evaluate_unit
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.windows import WindowSpec
 
 
 def reference_lists(log: InteractionLog, fold, algorithm: str, k: int, n_recent: int) -> dict:
@@ -132,7 +132,7 @@ def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, ro
     """Shared scores (ties, -inf and NaN included), any rows in any order, any k."""
     import scipy.sparse as sp
 
-    from algorithms.base import top_k_global
+    from sweval.algorithms.base import top_k_global
     from sweval_testing import exclude_seen
 
     n_items = len(item_scores)

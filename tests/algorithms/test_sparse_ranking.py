@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms.base import top_k, top_k_of_product, top_k_unseen
+from sweval.algorithms.base import top_k, top_k_of_product, top_k_unseen
 from sweval_testing import exclude_seen
 
 # Small value sets make ties the rule rather than the exception; 1e-300 and 1e300 probe the
@@ -122,7 +122,7 @@ def test_top_k_sparse_on_a_subset_of_rows_with_stored_zeros():
 
 def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch):
     """Row chunks run in parallel threads: the lists must not depend on how rows are split."""
-    from algorithms.knn import top_cosines
+    from sweval.algorithms.knn import top_cosines
 
     rng = np.random.default_rng(5)
     n_users, n_items = 700, 90

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import algorithms.svd as svd_module
-from algorithms.svd import PureSVD
+import sweval.algorithms.svd as svd_module
+from sweval.algorithms.svd import PureSVD
 
 
 def reference_scores(dense: np.ndarray, factors: int) -> np.ndarray | None:

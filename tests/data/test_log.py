@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from sweval_testing import make_log
-from data.errors import SwevalError
-from data.loaders import load_log
-from data.log import InteractionLog
+from sweval.data.errors import SwevalError
+from sweval.data.loaders import load_log
+from sweval.data.log import InteractionLog
 
 
 def test_dedup_first_keeps_earliest_pair_with_ties_by_row_order():

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.synthetic import POLICIES, generate_log
+from sweval.data.synthetic import POLICIES, generate_log
 
 SCALE = 0.02
 DAY = 86_400

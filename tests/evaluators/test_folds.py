@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweval_testing import DAY, make_log
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.folds import build_folds
-from evaluators.windows import WindowSpec, parse_duration, parse_time
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
 
 @st.composite

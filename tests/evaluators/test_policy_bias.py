@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.log import InteractionLog
-from data.synthetic import generate_log
-from evaluators.config import EvalConfig
-from evaluators.run import collect, make_plan, run_units
+from sweval.data.log import InteractionLog
+from sweval.data.synthetic import generate_log
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import collect, make_plan, run_units
 
 
 def effects(table: pd.DataFrame, folds: np.ndarray) -> tuple[float, float]:

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweval_testing import DAY, make_log
-from algorithms.registry import ALGORITHMS
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.protocols import (
+from sweval.algorithms.registry import ALGORITHMS
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.protocols import (
     LOOCV,
     LeaveLastOneOut,
     SlidingWindow,
@@ -31,8 +31,8 @@ from evaluators.protocols import (
     rankings,
     run_protocol,
 )
-from evaluators.run import make_plan, run_local
-from evaluators.windows import WindowSpec
+from sweval.evaluators.run import make_plan, run_local
+from sweval.evaluators.windows import WindowSpec
 
 KS = [1, 2]
 
@@ -242,8 +242,8 @@ def naive_future_count(log: InteractionLog, run, k: int) -> int:
 @settings(max_examples=40, deadline=None)
 @given(log=random_logs(), seed=st.integers(0, 50))
 def test_holdout_leakage_matches_brute_force(log, seed):
-    from evaluators.protocols import evaluate_split, future_items
-    from algorithms.registry import build_algorithm
+    from sweval.evaluators.protocols import evaluate_split, future_items
+    from sweval.algorithms.registry import build_algorithm
 
     for protocol in (LeaveLastOneOut(), LOOCV(repeats=1)):
         for split in protocol.splits(log):

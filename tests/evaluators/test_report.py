@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from data.errors import SwevalError
-from evaluators.report import (
+from sweval.data.errors import SwevalError
+from sweval.evaluators.report import (
     _over_time_panels,
     figure_over_time,
     figure_vs_k,
@@ -23,7 +23,7 @@ from evaluators.report import (
     protocol_groups,
     write_report,
 )
-from evaluators.results import results_frame
+from sweval.evaluators.results import results_frame
 
 DAY = 86_400
 T0 = 1_600_000_000
@@ -262,8 +262,8 @@ def test_compare_table_has_protocol_blocks(tmp_path):
 
 
 def test_report_of_a_real_run_matches_its_summary_csv(tmp_path):
-    from evaluators.config import EvalConfig
-    from evaluators.run import run_local
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.run import run_local
 
     config = EvalConfig.build(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, algorithms=["pop", "pop-n"],
@@ -295,7 +295,7 @@ def test_errors_name_the_problem(tmp_path, report_dir):
 
 
 def test_cli_report_of_a_directory(tmp_path, report_dir):
-    from flows.cli import app
+    from sweval.flows.cli import app
 
     out = tmp_path / "copy"
     shutil.copytree(report_dir, out)
@@ -335,7 +335,7 @@ class FakeClient:
 
 
 def test_report_of_an_mlflow_child_run_uses_its_parent(tmp_path, report_dir, monkeypatch):
-    from flows import report_cli
+    from sweval.flows import report_cli
 
     client = FakeClient(report_dir)
     monkeypatch.setattr(report_cli, "_client", lambda uri: client)

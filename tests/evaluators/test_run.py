@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
-from evaluators.run import collect, make_plan, run_local, run_units, write_outputs
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import collect, make_plan, run_local, run_units, write_outputs
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def test_resume_recomputes_only_missing_units(tmp_path):
     store = plan.store()
     # "crash" after the first fold's units
     first_fold = next(f for f in plan.folds if not f.skipped)
-    from evaluators.run import evaluate_fold
+    from sweval.evaluators.run import evaluate_fold
 
     for name, payload in evaluate_fold(plan, first_fold, config.algorithms).items():
         store.save(first_fold.index, name, payload)
@@ -97,7 +97,7 @@ def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
 def test_cli_errors_are_one_clear_line(args, message, tmp_path):
     # (the same through Prefect and MLflow: tests/flows/test_cli.py)
     result = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "run", *args, "--output", str(tmp_path / "o"),
+        [sys.executable, "-m", "sweval.flows.cli", "run", *args, "--output", str(tmp_path / "o"),
          "--no-prefect", "--no-tracking"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
@@ -163,7 +163,7 @@ def test_warm_start_refuses_what_it_cannot_chain(tmp_path, overrides, message):
 def test_code_fingerprint_follows_the_result_code_only(tmp_path):
     import shutil
 
-    from evaluators.store import code_fingerprint
+    from sweval.evaluators.store import code_fingerprint
 
     for package in ("algorithms", "data", "evaluators"):
         shutil.copytree(
@@ -178,13 +178,13 @@ def test_code_fingerprint_follows_the_result_code_only(tmp_path):
 
 
 def test_units_of_other_code_are_recomputed_not_resumed(tmp_path, monkeypatch):
-    import evaluators.run
+    import sweval.evaluators.run
 
     config = small_config(tmp_path)
     run_local(config)
     store = make_plan(config).store()
     assert all(store.has(fold, name) for fold, name in make_plan(config).units)
-    monkeypatch.setattr(evaluators.run, "code_fingerprint", lambda: "other-code")
+    monkeypatch.setattr(sweval.evaluators.run, "code_fingerprint", lambda: "other-code")
     plan = make_plan(config)
     assert plan.store().has(*plan.units[0]) is False  # the store started fresh
     assert run_units(plan, plan.store()) == len(plan.units)

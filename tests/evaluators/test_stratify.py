@@ -6,13 +6,13 @@ import pandas as pd
 import pytest
 
 from sweval_testing import DAY
-from data.errors import SwevalError
-from data.log import InteractionLog
-from evaluators.config import EvalConfig
-from evaluators.folds import build_folds
-from evaluators.run import run_local
-from evaluators.stratify import build_strata, groups_by_test_policy
-from evaluators.windows import WindowSpec
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.run import run_local
+from sweval.evaluators.stratify import build_strata, groups_by_test_policy
+from sweval.evaluators.windows import WindowSpec
 
 # Day 0 is history, day 1 is the test window.
 #   user 1: history A, tests A          -> stratum A (both modes)

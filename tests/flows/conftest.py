@@ -25,7 +25,7 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from evaluators.config import EvalConfig  # noqa: E402
+from sweval.evaluators.config import EvalConfig  # noqa: E402
 from flow_logs import DAY, T0, log_frame  # noqa: E402,F401
 
 @pytest.fixture(scope="session", autouse=True)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 from mlflow import MlflowClient
 
-from flows.tracking import metric_key
+from sweval.flows.tracking import metric_key
 
 
 def experiment_runs(uri: str, name: str) -> tuple[list[Any], dict[str, Any]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import flows.serve
-from flows.cli import main
+import sweval.flows.serve
+from sweval.flows.cli import main
 
 
 def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -82,7 +82,7 @@ def test_run_user_errors_exit_2_with_one_line(
 def test_serve_needs_a_prefect_server(
     write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(flows.serve, "api_url", lambda: None)
+    monkeypatch.setattr(sweval.flows.serve, "api_url", lambda: None)
     code = _sweval(monkeypatch, "serve", "--data", write_log(8), "--start", "2024-01-02",
                    "--output", tmp_path / "out")
     assert code == 2
@@ -100,10 +100,10 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     import gc
     import tomllib
 
-    from flows.cli import entry_point
+    from sweval.flows.cli import entry_point
 
     scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["sweval"] == "flows.cli:entry_point"
+    assert scripts["sweval"] == "sweval.flows.cli:entry_point"
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     monkeypatch.setattr(sys, "argv", ["sweval", "run", "--folds", "many"])

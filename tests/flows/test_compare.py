@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
-from evaluators.run import run_local
-from flows.compare import print_comparison, run_compare
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import run_local
+from sweval.flows.compare import print_comparison, run_compare
 
 REPO = Path(__file__).resolve().parents[2]
 PROTOCOLS = ["sw-eval", "loocv", "leave-last-one-out", "temporal-global"]
@@ -30,8 +30,8 @@ def prefect_api():
 def log():
     """A small generated log (3.7k interactions, 30 days): new items keep arriving, so the
     hold-out protocols do recommend future items."""
-    from data.log import InteractionLog
-    from data.synthetic import generate_log
+    from sweval.data.log import InteractionLog
+    from sweval.data.synthetic import generate_log
 
     frame = generate_log(scale=0.02, seed=1, days=30)
     return InteractionLog.from_frame(frame, policy_col="policy", source="generated-small")
@@ -144,7 +144,7 @@ def test_errors():
 
 
 def sweval(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
 
 

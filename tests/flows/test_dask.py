@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.sliding_window import sliding_window_eval
+from sweval.flows.sliding_window import sliding_window_eval
 
 pytest.importorskip("prefect_dask", reason="the dask extra is not installed")
 

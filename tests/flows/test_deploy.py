@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from data.errors import SwevalError
-from evaluators.config import EvalConfig
-from flows.serve import build_deployment
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.flows.serve import build_deployment
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,9 @@ import pytest
 from flow_helpers import check_mlflow_matches_results, experiment_runs
 from mlflow import MlflowClient
 
-from data.errors import SwevalError
-from flows.execute import execute
-from flows.sliding_window import retry_on_io, sliding_window_eval
+from sweval.data.errors import SwevalError
+from sweval.flows.execute import execute
+from sweval.flows.sliding_window import retry_on_io, sliding_window_eval
 
 
 def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
@@ -142,8 +142,8 @@ def test_stratified_run_has_one_child_per_algorithm_and_stratum(
 
 
 def test_tracking_uri_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from evaluators.config import EvalConfig
-    from flows.tracking import artifact_root, experiment_name, resolve_tracking_uri
+    from sweval.evaluators.config import EvalConfig
+    from sweval.flows.tracking import artifact_root, experiment_name, resolve_tracking_uri
 
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -165,8 +165,8 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
 
     The budget is set inside the task (OpenMP's thread count is per thread) and removed after it.
     """
-    import flows.sliding_window as module
-    from algorithms.base import unit_threads
+    import sweval.flows.sliding_window as module
+    from sweval.algorithms.base import unit_threads
 
     data = write_log(8)
     monkeypatch.setattr(module, "usable_cpus", lambda: 8)

@@ -18,8 +18,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from flows.sliding_window import sliding_window_eval
-from flows.tracking import server_command, server_env
+from sweval.flows.sliding_window import sliding_window_eval
+from sweval.flows.tracking import server_command, server_env
 
 
 def _free_port() -> int:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from flow_helpers import check_mlflow_matches_results
 
-import flows.pipeline
-from flows.sliding_window import sliding_window_eval
+import sweval.flows.pipeline
+from sweval.flows.sliding_window import sliding_window_eval
 
 UNITS_GLOB = "f*__*.json"
 
@@ -24,13 +24,13 @@ UNITS_GLOB = "f*__*.json"
 def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """Record every (fold, algorithm) unit the flow computes in this process."""
     computed: list[tuple[int, str]] = []
-    original = flows.pipeline.evaluate_fold
+    original = sweval.flows.pipeline.evaluate_fold
 
     def counting(plan, fold, names, **kwargs):
         computed.extend((fold.index, name) for name in names)
         return original(plan, fold, names, **kwargs)
 
-    monkeypatch.setattr(flows.pipeline, "evaluate_fold", counting)
+    monkeypatch.setattr(sweval.flows.pipeline, "evaluate_fold", counting)
     return computed
 
 
@@ -40,7 +40,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 ) -> None:
     data = write_log(8)
     config = make_config(data)
-    original = flows.pipeline.evaluate_fold
+    original = sweval.flows.pipeline.evaluate_fold
 
     def failing(plan, fold, names, **kwargs):
         if fold.index == 4:
@@ -48,7 +48,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
         return original(plan, fold, names, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(flows.pipeline, "evaluate_fold", failing)
+        patch.setattr(sweval.flows.pipeline, "evaluate_fold", failing)
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
     units = Path(config.output) / "units"
@@ -75,13 +75,13 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 
 _SLOW_RUN = """
 import sys, time
-import evaluators.run as run
+import sweval.evaluators.run as run
 original = run.evaluate_unit
 def slow(*args, **kwargs):
     time.sleep(0.4)
     return original(*args, **kwargs)
 run.evaluate_unit = slow
-from flows.cli import main
+from sweval.flows.cli import main
 sys.argv = ["sweval", "run", "--config", sys.argv[1]]
 main()
 """
@@ -145,8 +145,8 @@ def test_mlflow_outage_during_the_run_is_caught_up_at_the_end(
     write_log, make_config, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch,
     count_units: list[tuple[int, str]],
 ) -> None:
-    from data.errors import SwevalError
-    from flows.tracking import Tracker
+    from sweval.data.errors import SwevalError
+    from sweval.flows.tracking import Tracker
 
     calls = {"n": 0}
     original = Tracker.log_rows

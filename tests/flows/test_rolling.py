@@ -11,20 +11,20 @@ import pytest
 from flow_logs import DAY, T0, log_frame
 from flow_helpers import check_mlflow_matches_results, experiment_runs
 
-import flows.pipeline
-from flows.sliding_window import sliding_window_eval
+import sweval.flows.pipeline
+from sweval.flows.sliding_window import sliding_window_eval
 
 
 @pytest.fixture
 def computed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     units: list[tuple[int, str]] = []
-    original = flows.pipeline.evaluate_fold
+    original = sweval.flows.pipeline.evaluate_fold
 
     def counting(plan, fold, names, **kwargs):
         units.extend((fold.index, name) for name in names)
         return original(plan, fold, names, **kwargs)
 
-    monkeypatch.setattr(flows.pipeline, "evaluate_fold", counting)
+    monkeypatch.setattr(sweval.flows.pipeline, "evaluate_fold", counting)
     return units
 
 
@@ -103,8 +103,8 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
 ) -> None:
     """A Dask worker loads the log itself: in rolling mode, events appended after the plan's
     horizon do not matter; in batch mode any change is refused."""
-    from data.errors import SwevalError
-    from flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+    from sweval.data.errors import SwevalError
+    from sweval.flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
 
     full = log_frame(8.5)
     data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])

@@ -18,7 +18,7 @@ from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from sweval_testing import group_members
 
-from flows.startup import prepare_side_by_side
+from sweval.flows.startup import prepare_side_by_side
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -90,7 +90,7 @@ def test_the_default_command_runs_on_the_ephemeral_api_and_leaves_nothing_runnin
     env |= {"PREFECT_HOME": str(home), "COLUMNS": "200"}
     output = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", "run", "--data", str(data), "--window", "1D",
+        [sys.executable, "-m", "sweval.flows.cli", "run", "--data", str(data), "--window", "1D",
          "--folds", "7", "--k", "5,10", "--u-min", "5", "--algorithms", "pop,pop-n",
          "--output", str(output), "--tracking-uri", mlflow_uri,
          "--experiment", "test/default-command", "--no-progress"],

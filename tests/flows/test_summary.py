@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.console import Console
 
-from flows.summary import summary_table
+from sweval.flows.summary import summary_table
 
 
 def render(summary: pd.DataFrame) -> str:

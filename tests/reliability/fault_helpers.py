@@ -39,7 +39,7 @@ if os.environ.get("SWEVAL_TEST_DISK_QUOTA"):  # a simulated full disk (see Small
     from fault_helpers import install_quota
     quota, root = os.environ["SWEVAL_TEST_DISK_QUOTA"].split(":", 1)
     install_quota(int(quota), root)
-import evaluators.run as run
+import sweval.evaluators.run as run
 original = run.evaluate_unit
 
 def note(what, fold, algorithm):
@@ -54,7 +54,7 @@ def traced(log, fold, algorithm, **kwargs):
     return result
 
 run.evaluate_unit = traced
-from flows.cli import main
+from sweval.flows.cli import main
 sys.argv = ["sweval", "run", "--config", config, "--no-prefect", *sys.argv[4:]]
 main()
 """
@@ -300,7 +300,7 @@ class Relay:
 
 
 def write_config(path: Path, **values: Any) -> Path:
-    from evaluators.config import EvalConfig
+    from sweval.evaluators.config import EvalConfig
 
     path.write_text(EvalConfig.build(**values).to_json())
     return path

@@ -6,7 +6,7 @@ a documented behaviour that a check below verifies. None may raise anything else
 or produce a silently wrong number.
 
 Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.run_local``; a
-handful go through the real command line (``python -m flows.cli run --no-prefect``).
+handful go through the real command line (``python -m sweval.flows.cli run --no-prefect``).
 
 The table in docs/reliability.md is generated from ``CASES``::
 
@@ -32,10 +32,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from data.errors import SwevalError
-from data.loaders import load_log
-from evaluators.config import EvalConfig
-from evaluators.run import run_local
+from sweval.data.errors import SwevalError
+from sweval.data.loaders import load_log
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.run import run_local
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "reliability.md"
@@ -285,7 +285,7 @@ def check_loads_like_plain(log: Any, ctx: Context) -> None:
 
 
 def check_unicode_run(outputs: Any, ctx: Context) -> None:
-    from data.loaders import load_log as load
+    from sweval.data.loaders import load_log as load
 
     log = load(ctx.data)
     users = log.user_ids.tolist()
@@ -705,7 +705,7 @@ def _cli_argv(case: tuple, tmp: Path) -> list[str]:
         config.write_text(f'data = "{data}"\nbogus = 1\n')
         extra[extra.index("@config")] = str(config)
     return [
-        sys.executable, "-m", "flows.cli", "run", "--data", str(data), "--algorithms", "pop",
+        sys.executable, "-m", "sweval.flows.cli", "run", "--data", str(data), "--algorithms", "pop",
         "--window", "1D", "--folds", "4", "--k", "5", "--output", str(tmp / "out"),
         "--no-prefect", "--no-tracking", "--no-progress", *extra,
     ]

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from evaluators.config import EvalConfig
+from sweval.evaluators.config import EvalConfig
 from fault_helpers import (
     DAY,
     REPO as REPO_ROOT,
@@ -56,7 +56,7 @@ def base_options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
 
 def reference_results(options: dict[str, Any], output: Path) -> bytes:
     """results.csv of an uninterrupted in-process run (the same code path as --no-prefect)."""
-    from flows.execute import execute
+    from sweval.flows.execute import execute
 
     execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False})))
     return (output / "results.csv").read_bytes()
@@ -164,7 +164,7 @@ def check_mlflow_holds_results(url: str, experiment: str, output: Path) -> str:
     metric, valued as in results.csv. Returns the parent's run id."""
     from mlflow import MlflowClient
 
-    from flows.tracking import metric_key
+    from sweval.flows.tracking import metric_key
 
     client = MlflowClient(url)
     found = client.get_experiment_by_name(experiment)
@@ -285,8 +285,8 @@ def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: An
 
 
 def test_windows_before_1970_can_be_tracked(tmp_path: Path, mlflow: Any) -> None:
-    from data.errors import SwevalError
-    from flows.execute import execute
+    from sweval.data.errors import SwevalError
+    from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"
     frame = log_frame()
@@ -363,9 +363,9 @@ def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, smal
 
 def _run_until_tables_do_not_fit(tmp_path: Path, small_disk: Any) -> tuple[Path, bytes, str]:
     """Every unit fits, results.csv only half: the in-process run fails writing the tables."""
-    from data.errors import SwevalError
+    from sweval.data.errors import SwevalError
     from fault_helpers import install_quota
-    from flows.execute import execute
+    from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
@@ -393,7 +393,7 @@ def test_disk_full_while_writing_the_tables_reports_clearly_and_resumes(
     kept = unit_files(output)
     assert len(kept) == 18
     small_disk.free_up()
-    from flows.execute import execute
+    from sweval.flows.execute import execute
 
     execute(EvalConfig.build(**base_options(tmp_path / "log.csv", output)))
     assert_unchanged(kept, unit_files(output), "rerun after freeing space")
@@ -406,8 +406,8 @@ def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: A
 
 
 def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
-    from data.errors import SwevalError
-    from evaluators.store import UnitStore
+    from sweval.data.errors import SwevalError
+    from sweval.evaluators.store import UnitStore
     from fault_helpers import install_quota
 
     store = UnitStore(small_disk.path / "out", "key")
@@ -428,10 +428,10 @@ def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
 #: Prefect API for all of them), each into ``<output>/<NAME>``.
 FLOW_DRIVER = r"""
 import json, os, sys
-from flows.settings import apply_env_defaults
+from sweval.flows.settings import apply_env_defaults
 apply_env_defaults()
-from evaluators.config import EvalConfig
-from flows.sliding_window import sliding_window_eval
+from sweval.evaluators.config import EvalConfig
+from sweval.flows.sliding_window import sliding_window_eval
 base = json.loads(open(sys.argv[1]).read())
 for spec in sys.argv[2:]:
     name, runner, workers = spec.split(":")
@@ -453,8 +453,8 @@ ALL_SIX = {
 
 
 def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Path) -> None:
-    from evaluators.run import run_local
-    from flows.execute import execute
+    from sweval.evaluators.run import run_local
+    from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)

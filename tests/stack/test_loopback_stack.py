@@ -418,7 +418,7 @@ def test_deployment_run_completes_on_dask_and_logs_to_mlflow(topology: Stack) ->
             "the deployment's flow runs load flows/sliding_window.py as a script (module "
             "`sliding_window`), so Dask workers cannot unpickle its tasks: flows/serve.py must "
             "build the deployment with entrypoint_type=EntrypointType.MODULE_PATH "
-            "(entrypoint flows.sliding_window.sliding_window_eval)", pytrace=False,
+            "(entrypoint sweval.flows.sliding_window.sliding_window_eval)", pytrace=False,
         )
     assert flow_run.state.is_completed(), f"{flow_run.state}\n{serve.log_tail()}"
     _check_mlflow_runs(

@@ -1,0 +1,66 @@
+"""The wheel installs one import package, ``sweval``, and works without the checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed")
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(out), str(REPO)],
+                   check=True, capture_output=True, timeout=300)
+    (path,) = out.glob("sweval-*.whl")
+    return path
+
+
+def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {name.split("/")[0] for name in names}
+    assert top_level == {"sweval", next(n for n in top_level if n.endswith(".dist-info"))}
+    for package in ("data", "evaluators", "algorithms", "flows"):
+        assert f"sweval/{package}/__init__.py" in names
+    assert "sweval/data/bundled/movielens-latest-small/ratings.csv.gz" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "sweval = sweval.flows.cli:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path: Path) -> None:
+    """A new venv holds the wheel alone; its dependencies come from this environment's
+    site-packages on PYTHONPATH (where ``.pth`` files, the checkout's editable hook among them,
+    are not read)."""
+    target = tmp_path / "venv"
+    venv.create(target, with_pip=False)
+    python = target / "bin" / "python"
+    subprocess.run([shutil.which("uv") or "uv", "pip", "install", "--no-deps", "--python",
+                    str(python), str(wheel)], check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
+    found = subprocess.run(
+        [str(python), "-c", "import sweval.flows.cli, sweval.data.loaders as l;"
+         "print(sweval.flows.cli.__file__); print(l.BUNDLED)"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert found.returncode == 0, found.stderr
+    cli_file, bundled = found.stdout.splitlines()
+    assert Path(cli_file).is_relative_to(target)
+    assert "movielens-latest-small" in bundled
+    shadow = subprocess.run([str(python), "-c", "import flows"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert shadow.returncode != 0, "a top-level 'flows' package was installed"
+    assert sys.version_info >= (3, 11)
