@@ -107,8 +107,8 @@ class ALS(Algorithm):
 
     ``warm_start`` (off by default) is a labelled deviation for speed: fold f starts from
     the factors of the previous fitted fold (rows matched by global user/item code, new ones
-    drawn as implicit draws them) and runs ``warm_iterations`` sweeps. The engine carries the
-    state (:mod:`evaluators.warm`), so folds then run in order.
+    drawn as implicit draws them) and runs ``warm_iterations`` sweeps. The engine keeps the
+    state with the fold's unit (:mod:`evaluators.store`), so folds then run in order.
     """
 
     name: ClassVar[str] = "als"
@@ -121,6 +121,10 @@ class ALS(Algorithm):
     @property
     def device(self) -> str:
         return self.resolved_device_
+
+    def key_params(self) -> dict[str, Any]:
+        """The config with ``device`` resolved: CPU and GPU factors differ, ``auto`` is either."""
+        return super().key_params() | {"device": self.resolved_device_}
 
     def _fit(self, train: TrainData) -> None:
         from threadpoolctl import threadpool_limits

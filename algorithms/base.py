@@ -195,6 +195,11 @@ class Algorithm(ABC):
         """True when the config asks to start from the previous fold's model (a deviation)."""
         return bool(getattr(self.config, "warm_start", False))
 
+    def key_params(self) -> dict[str, Any]:
+        """The hyper-parameters that determine the model's numbers, as JSON values (part of
+        every unit key): the validated config, defaults filled in."""
+        return self.config.model_dump(mode="json")
+
     def warm_state(self) -> WarmState:
         """What the next fold's fit starts from: arrays keyed by name, with global codes.
 

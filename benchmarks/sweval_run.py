@@ -1,8 +1,8 @@
 """SW-EVAL stage by stage, in a child process of the driver (so its peak RSS is its own).
 
 Runs the same library functions as ``sweval run`` (``evaluators.run``): ``load_log`` →
-``make_plan`` → ``evaluate_fold`` per fold (+ ``UnitStore.save`` per unit, as ``run_units`` does)
-→ ``collect`` → ``write_outputs``, and times every stage:
+``make_plan`` → ``run_fold`` per fold (each unit saved in a fresh unit store as it finishes) →
+``collect`` (measuring every unit's lists) → ``write_outputs``, and times every stage:
 
 - ``import_s``: importing SW-EVAL (from the first line of this script);
 - ``kernel_load_s``: numba's start-up and the loading of the compiled kernels from its disk
@@ -12,15 +12,16 @@ Runs the same library functions as ``sweval run`` (``evaluators.run``): ``load_l
 - ``load_s``: ``load_log`` of the shared file (read + validate + sort + de-duplicate + encode);
 - ``plan_s``: ``make_plan`` with the loaded log (fold bounds, eligible users);
 - ``train_data_s``: building each fold's training CSR (``Fold.train_data``, timed by wrapping it);
-- per algorithm: ``fit``, ``recommend``, ``metrics`` (the engine's own ``units.csv`` timings) and
+- per algorithm: ``fit``, ``recommend`` (the engine's own ``units.csv`` timings), ``metrics``
+  (measured in ``collect``) and
   ``unit_wall``/``unit_cpu`` (wall and CPU time of the whole unit, measured between ``on_unit`` callbacks, so it also
   covers the relevant sets, result rows and anything else the engine does per unit);
-- ``persist_s``: ``UnitStore.save`` of every unit (the resume store);
+- ``persist_s``: ``UnitStore.save`` of every unit (lists as Parquet, the unit record);
 - ``als_library_fit_s`` (with ALS): time inside implicit's own ``fit`` calls, this process
   (:func:`time_library_fits`): the floor measured without cross-process noise;
 - ``collect_s`` and ``write_s``: assembling and writing the result tables.
 
-``engine_s`` = plan + every evaluate_fold + persist + collect (the work after the data is loaded
+``engine_s`` = plan + every run_fold (persisting included) + collect (the work after the data is loaded
 and before files are written); ``engine_cpu_s`` is the process CPU time of the same span (the
 benchmark machine may be shared: CPU time is the contention-robust figure). Usage (from the repository root)::
 
@@ -46,7 +47,7 @@ import numpy as np  # noqa: E402
 from sweval.data.loaders import load_log  # noqa: E402
 from sweval.evaluators import folds as folds_module  # noqa: E402
 from sweval.evaluators.config import EvalConfig  # noqa: E402
-from sweval.evaluators.run import collect, evaluate_fold, make_plan, write_outputs  # noqa: E402
+from sweval.evaluators.run import collect, make_plan, run_fold, unit_store, write_outputs  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 
@@ -154,12 +155,23 @@ def main() -> None:
         clock = time.perf_counter()
         plan = make_plan(config, log)
         record["plan_s"] = time.perf_counter() - clock
-        store = plan.store()
+        store = unit_store(config)
+        save = store.save
+        persist = 0.0
+
+        def timed_save(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            nonlocal persist
+            clock = time.perf_counter()
+            try:
+                return save(*args, **kwargs)
+            finally:
+                persist += time.perf_counter() - clock
+
+        store.save = timed_save  # type: ignore[method-assign]
 
         per_algo = {n: {"fit": 0.0, "recommend": 0.0, "metrics": 0.0, "unit_wall": 0.0,
                         "unit_cpu": 0.0} for n in names}
         per_fold_wall = []
-        persist = 0.0
         evaluate_total = 0.0
         for fold in plan.folds:
             if fold.skipped:
@@ -167,30 +179,29 @@ def main() -> None:
             train_before = list(train_clock)
             marks = []
             fold_clock = (time.perf_counter(), time.process_time())
-            payloads = evaluate_fold(
-                plan, fold, names,
-                on_unit=lambda name, payload: marks.append(
-                    (time.perf_counter(), time.process_time())
+            computed = run_fold(
+                plan, fold.index, store,
+                on_unit=lambda unit, lists: marks.append(
+                    (time.perf_counter(), time.process_time(), unit.spec.name, lists.timings)
                 ),
             )
+            assert len(computed) == len(names)
             evaluate_total += time.perf_counter() - fold_clock[0]
             fold_train = [train_clock[0] - train_before[0], train_clock[1] - train_before[1]]
-            starts = [fold_clock] + marks[:-1]
-            for name, start, end in zip(names, starts, marks):
+            starts = [fold_clock] + [mark[:2] for mark in marks[:-1]]
+            for start, (wall, cpu, name, timings) in zip(starts, marks):
                 first = name == names[0]
-                per_algo[name]["unit_wall"] += end[0] - start[0] - (fold_train[0] if first else 0)
-                per_algo[name]["unit_cpu"] += end[1] - start[1] - (fold_train[1] if first else 0)
-                for stage in ("fit", "recommend", "metrics"):
-                    per_algo[name][stage] += payloads[name]["timings"][stage]
-            clock = time.perf_counter()
-            for name, payload in payloads.items():
-                store.save(fold.index, name, payload)
-            persist += time.perf_counter() - clock
+                per_algo[name]["unit_wall"] += wall - start[0] - (fold_train[0] if first else 0)
+                per_algo[name]["unit_cpu"] += cpu - start[1] - (fold_train[1] if first else 0)
+                for stage in ("fit", "recommend"):
+                    per_algo[name][stage] += timings[stage]
             per_fold_wall.append(marks[-1][0] - fold_clock[0])
 
         clock = time.perf_counter()
         outputs = collect(plan, store)
         record["collect_s"] = time.perf_counter() - clock
+        for name, seconds in outputs.units.groupby("algorithm")["metrics_s"].sum().items():
+            per_algo[name]["metrics"] = float(seconds)
         record["engine_cpu_s"] = time.process_time() - engine_cpu
         clock = time.perf_counter()
         write_outputs(plan, outputs)
@@ -202,7 +213,7 @@ def main() -> None:
     record["persist_s"] = persist
     if "als" in names:
         record["als_library_fit_s"], record["als_library_fit_cpu_s"] = library_fit
-    record["engine_s"] = record["plan_s"] + evaluate_total + persist + record["collect_s"]
+    record["engine_s"] = record["plan_s"] + evaluate_total + record["collect_s"]
     record["per_algorithm"] = per_algo
     record["per_fold_wall"] = per_fold_wall
     record["n_folds_used"] = int(sum(not f.skipped for f in plan.folds))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,6 +73,7 @@ class InteractionLog:
     _user_major: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = field(
         default_factory=list, repr=False, compare=False
     )
+    _row_hashes: list[NDArray[np.uint64]] = field(default_factory=list, repr=False, compare=False)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -241,6 +243,36 @@ class InteractionLog:
             digest.update("\x1f".join(map(str, self.item_ids)).encode())
             self._fingerprint.append(digest.hexdigest()[:16])
         return self._fingerprint[0]
+
+    def prefix_fingerprints(self, times: Sequence[int]) -> dict[int, str]:
+        """Per time t, a content hash of the transactions before t: ``{t: hash of D_t}``.
+
+        Only raw ids, timestamps and policies are hashed, row by row in log order, never codes:
+        codes shift when new ids arrive, raw ids do not. So D_t hashes alike in a log and in the
+        same log grown by later transactions (a fold's numbers depend only on what lies before
+        its end). One pass over the log for all the times.
+        """
+        if not self._row_hashes:
+            columns = [
+                pd.util.hash_array(np.asarray(self.user_ids))[self.user],
+                pd.util.hash_array(np.asarray(self.item_ids))[self.item],
+                self.timestamp.astype(np.uint64),
+            ]
+            if self.policy is not None and self.policy_ids is not None:
+                columns.append(pd.util.hash_array(np.asarray(self.policy_ids))[self.policy])
+            self._row_hashes.append(np.ascontiguousarray(np.column_stack(columns)))
+        rows = self._row_hashes[0]
+        digest = hashlib.sha256(f"{rows.shape[1]}".encode())
+        done = 0
+        found: dict[int, str] = {}
+        for t in sorted(set(int(t) for t in times)):
+            end = self.position(t)
+            digest.update(rows[done:end].tobytes())
+            done = end
+            copy = digest.copy()
+            copy.update(f"\x1f{end}".encode())
+            found[t] = copy.hexdigest()[:16]
+        return found
 
     def user_major(self) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
         """(position, user, item) of every transaction, sorted by (user, item, position).

@@ -21,8 +21,8 @@ from sweval.data.errors import SwevalError
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
-    "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
-    "tracking",
+    "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
+    "progress", "tracking",
 }
 
 
@@ -64,6 +64,11 @@ class EvalConfig(BaseModel):
 
     # where and how
     output: str = "runs/latest"
+    cache: str | None = Field(
+        default=None,
+        description="unit store shared by runs and commands (default: $SWEVAL_CACHE, else "
+        "<output>/units)",
+    )
     experiment: str | None = None
     tracking_uri: str | None = None
     task_runner: Literal["sequential", "threads", "dask"] = "sequential"

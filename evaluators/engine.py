@@ -1,14 +1,15 @@
-"""Evaluating one (fold, algorithm) unit: fit on D_{t_f}, recommend for U_f, measure.
+"""Computing and measuring one unit: fit on a split's training data, rank, keep the lists.
 
-The unit is the grain of parallelism, persistence and resume: a unit's result depends only on
-the log, the fold bounds, the algorithm's config and the metric options, never on other units.
+A unit's numbers come in two steps, so that stored lists serve every later k::
 
-Timeline of a unit::
+    compute_lists(split, algorithm, depth)   fit on the training data (nothing at or after t_f),
+                                             top-``depth`` lists for the evaluated users,
+                                             seen items excluded, SPEC tie-break -> UnitLists
+    measure(lists, relevant, ks)             Recall/HitRate/NDCG@k and R-precision per user,
+                                             from the first list_length(ks) columns
 
-    fold.train_data(log)      D_{t_f}: positions [train_lo, train_hi), compact index space
-    algorithm.fit(train)      sees nothing at or after t_f
-    algorithm.recommend(U_f)  top-K columns, seen items excluded, SPEC tie-break
-    metrics                   against Rel_u from positions [test_lo, test_hi)
+``depth`` is :func:`list_length`: long enough for every k and for R-precision's |Rel_u|, so any
+k ≤ depth is measured from the same lists, exactly as if they had been ranked for it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import Algorithm, TrainData
+from sweval.algorithms.base import Algorithm, TrainData, WarmState
 from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.metrics import (
@@ -32,17 +33,40 @@ from sweval.evaluators.metrics import (
 
 
 @dataclass(slots=True)
-class UnitResult:
-    """Per-user metric values of one algorithm on one fold.
+class UnitLists:
+    """The ranked lists of one unit: what the unit store keeps.
 
     Attributes:
-        fold: the fold index.
-        algorithm: the registry name.
+        users: global codes of the evaluated users, ascending.
+        items: (n_users, depth) global item codes, best first, −1 = no more candidates.
+        device: where the model ran.
+        timings: seconds spent in ``train_data``, ``fit``, ``recommend``.
+        warm_state: the fitted model's state, for the next fold's warm start (or None).
+    """
+
+    users: NDArray[np.int64]
+    items: NDArray[np.int64]
+    device: str = "cpu"
+    timings: dict[str, float] = field(default_factory=dict)
+    warm_state: WarmState | None = None
+
+    @property
+    def depth(self) -> int:
+        return int(self.items.shape[1])
+
+
+@dataclass(slots=True)
+class UnitResult:
+    """Per-user metric values of one algorithm on one split.
+
+    Attributes:
+        fold: the fold or split index.
+        algorithm: the algorithm's label.
         users: global codes of the evaluated (eligible) users, ascending.
         values: ``{(metric, k): per-user values}`` aligned with ``users``.
         device: where the model ran.
         timings: seconds spent in ``train_data``, ``fit``, ``recommend``, ``metrics``.
-        recommended: the top-K global item codes per user (kept only when asked for).
+        recommended: the top-K global item codes per user.
     """
 
     fold: int
@@ -60,6 +84,76 @@ def list_length(ks: list[int], n_relevant: NDArray[np.int64]) -> int:
     return max(max(ks), longest)
 
 
+def compute_lists(
+    algorithm: Algorithm,
+    train: TrainData,
+    users: NDArray[np.int64],
+    depth: int,
+    *,
+    timings: dict[str, float] | None = None,
+) -> UnitLists:
+    """Fit ``algorithm`` on ``train`` and rank ``depth`` items for each of ``users``.
+
+    Args:
+        algorithm: the model (re-fitted; ``warm_`` set beforehand for a warm start).
+        train: the training data.
+        users: global codes of the users to rank for, ascending.
+        depth: list length.
+        timings: seconds measured so far (``train_data``), extended.
+    """
+    timings = dict(timings or {})
+    clock = time.perf_counter()
+    algorithm.fit(train)
+    timings["fit"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    columns = algorithm.recommend(train.rows_of(users), depth)
+    timings["recommend"] = time.perf_counter() - clock
+    items = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
+    return UnitLists(
+        users=users,
+        items=items.astype(np.int64, copy=False),
+        device=algorithm.device,
+        timings=timings,
+        warm_state=algorithm.warm_state() if algorithm.warm_starts else None,
+    )
+
+
+def measure(
+    lists: UnitLists,
+    relevant: RelevantSets,
+    ks: list[int],
+    *,
+    n_items: int,
+    index: int,
+    algorithm: str,
+) -> UnitResult:
+    """Every metric per user from a unit's lists (their first :func:`list_length` columns).
+
+    Raises:
+        ValueError: the lists are shorter than the metrics need, or rank other users.
+    """
+    if not np.array_equal(lists.users, relevant.users):
+        raise ValueError("the lists rank other users than the split evaluates")
+    depth = list_length(ks, relevant.sizes)
+    if lists.depth < depth:
+        raise ValueError(f"the lists hold {lists.depth} items, the metrics need {depth}")
+    clock = time.perf_counter()
+    recommended = lists.items[:, :depth]
+    hits = hit_matrix(recommended, relevant, n_items)
+    values = per_user_metrics(hits, relevant.sizes, ks)
+    timings = dict(lists.timings) | {"metrics": time.perf_counter() - clock}
+    return UnitResult(
+        fold=index,
+        algorithm=algorithm,
+        users=relevant.users,
+        values=values,
+        device=lists.device,
+        timings=timings,
+        recommended=recommended,
+    )
+
+
 def evaluate_unit(
     log: InteractionLog,
     fold: Fold,
@@ -71,7 +165,8 @@ def evaluate_unit(
     users: NDArray[np.int64] | None = None,
     keep_lists: bool = False,
 ) -> UnitResult:
-    """Fit ``algorithm`` on the fold's training data and measure it on the fold's test window.
+    """Fit ``algorithm`` on a fold's training data and measure it on the fold's test window,
+    without a store (tests, benchmarks and diagnostics).
 
     Args:
         log: the whole log.
@@ -79,71 +174,22 @@ def evaluate_unit(
         algorithm: a fresh or previously fitted model (it is re-fitted).
         ks: metric cut-offs.
         relevance: ``all`` or ``first`` (SPEC §4).
-        train: the fold's training data when the caller already built it (shared by algorithms).
+        train: the fold's training data when the caller already built it.
         users: evaluate only these eligible users (default: all of U_f).
-        keep_lists: also return the recommended lists (for diagnostics).
+        keep_lists: also return the recommended lists.
     """
-    timings: dict[str, float] = {}
     clock = time.perf_counter()
     if train is None:
         train = fold.train_data(log)
-    timings["train_data"] = time.perf_counter() - clock
-
+    timings = {"train_data": time.perf_counter() - clock}
     eligible = fold.eligible_users if users is None else users
     relevant = relevant_sets(log, fold.test_lo, fold.test_hi, eligible, relevance)
-    return fit_and_measure(
-        algorithm, train, relevant, ks=ks, n_items=log.n_items, index=fold.index,
-        keep_lists=keep_lists, timings=timings,
+    lists = compute_lists(
+        algorithm, train, relevant.users, list_length(ks, relevant.sizes), timings=timings
     )
-
-
-def fit_and_measure(
-    algorithm: Algorithm,
-    train: TrainData,
-    relevant: RelevantSets,
-    *,
-    ks: list[int],
-    n_items: int,
-    index: int,
-    keep_lists: bool = False,
-    timings: dict[str, float] | None = None,
-) -> UnitResult:
-    """Fit on ``train``, recommend for ``relevant.users``, measure against their relevant sets.
-
-    The part every protocol shares (SW-EVAL folds here, hold-out splits in
-    :mod:`evaluators.protocols`).
-
-    Args:
-        algorithm: the model (re-fitted).
-        train: the training data.
-        relevant: the evaluated users (all training users) and their relevant items.
-        ks: metric cut-offs.
-        n_items: size of the global item code space.
-        index: the fold or split index recorded in the result.
-        keep_lists: also return the recommended lists.
-        timings: seconds measured so far (``train_data``), extended in place.
-    """
-    timings = {} if timings is None else timings
-    clock = time.perf_counter()
-    algorithm.fit(train)
-    timings["fit"] = time.perf_counter() - clock
-
-    depth = list_length(ks, relevant.sizes)
-    clock = time.perf_counter()
-    columns = algorithm.recommend(train.rows_of(relevant.users), depth)
-    timings["recommend"] = time.perf_counter() - clock
-
-    clock = time.perf_counter()
-    recommended = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
-    hits = hit_matrix(recommended, relevant, n_items)
-    values = per_user_metrics(hits, relevant.sizes, ks)
-    timings["metrics"] = time.perf_counter() - clock
-    return UnitResult(
-        fold=index,
-        algorithm=algorithm.name,
-        users=relevant.users,
-        values=values,
-        device=algorithm.device,
-        timings=timings,
-        recommended=recommended if keep_lists else None,
+    result = measure(
+        lists, relevant, ks, n_items=log.n_items, index=fold.index, algorithm=algorithm.name
     )
+    if not keep_lists:
+        result.recommended = None
+    return result

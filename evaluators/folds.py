@@ -36,6 +36,7 @@ class Fold:
         eligible_users: global codes of U_f, ascending.
         n_test_users: distinct users with a test transaction (eligible or not).
         skip_reason: why the fold is skipped, or None.
+        train_start: the start of a sliding training window, t_f − L, or None (all history).
     """
 
     index: int
@@ -48,6 +49,7 @@ class Fold:
     eligible_users: NDArray[np.int64]
     n_test_users: int
     skip_reason: str | None = None
+    train_start: int | None = None
 
     @property
     def n_train(self) -> int:
@@ -151,6 +153,7 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
                 eligible_users=eligible,
                 n_test_users=len(test_users),
                 skip_reason=reason,
+                train_start=None if spec.train_window_s is None else t_start - spec.train_window_s,
             )
         )
     return folds

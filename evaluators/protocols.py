@@ -42,10 +42,10 @@ This module is library code: no orchestration or tracking imports.
 from __future__ import annotations
 
 import logging
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from itertools import combinations
 from typing import Any, ClassVar
 
@@ -53,19 +53,21 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import Algorithm, TrainData
-from sweval.algorithms.registry import build_algorithm
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.engine import UnitResult, evaluate_unit, fit_and_measure
+from sweval.evaluators.engine import UnitResult, measure
 from sweval.evaluators.folds import Fold, build_folds
-from sweval.evaluators.metrics import (
-    Relevance,
-    RelevantSets,
-    relevant_sets,
-)
+from sweval.evaluators.metrics import Relevance
 from sweval.evaluators.results import COLUMNS, results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.splits import (
+    Split,
+    fold_splits,
+    holdout_positions,
+    holdout_split,
+    item_first_seen,
+)
 from sweval.evaluators.store import UnitStore
+from sweval.evaluators.units import AlgorithmSpec, compute_unit, plan_units
 from sweval.evaluators.windows import WindowSpec
 
 _log = logging.getLogger(__name__)
@@ -81,166 +83,6 @@ LEAKAGE_COLUMNS = [
     "protocol", "fold", "algorithm", "k", "n_lists", "n_recommended", "n_future",
     "share_future", "n_lists_with_future",
 ]
-
-
-# ---------------------------------------------------------------------- splits
-@dataclass(eq=False)
-class Split:
-    """One train/test split of a protocol.
-
-    Quacks like a :class:`~evaluators.folds.Fold` for :mod:`evaluators.results` (``index``,
-    ``t_start``, ``t_end``, ``n_eligible``, ``skip_reason``).
-
-    Attributes:
-        index: fold index (``sw-eval``), repetition seed (``loocv``) or 0.
-        t_start, t_end: the span the test instances come from, [t_start, t_end).
-        relevant: the evaluated users (ascending global codes) and their Rel_u.
-        reference_time: per evaluated user, the time of the test instance (leakage diagnostic).
-        skip_reason: why the split is not evaluated (too few users), or None.
-        fold: the engine's fold, for fold-based protocols.
-        make_train: builds the training data (lazily: resumed or skipped splits never need it).
-    """
-
-    index: int
-    t_start: int
-    t_end: int
-    relevant: RelevantSets
-    reference_time: NDArray[np.int64]
-    make_train: Callable[[], TrainData]
-    skip_reason: str | None = None
-    fold: Fold | None = None
-
-    @property
-    def users(self) -> NDArray[np.int64]:
-        return self.relevant.users
-
-    @property
-    def n_eligible(self) -> int:
-        return len(self.relevant.users)
-
-    @property
-    def skipped(self) -> bool:
-        return self.skip_reason is not None
-
-    @cached_property
-    def train(self) -> TrainData:
-        return self.make_train()
-
-    def summary(self) -> dict[str, object]:
-        return {
-            "fold": self.index,
-            "t_start": self.t_start,
-            "t_end": self.t_end,
-            "n_eligible": self.n_eligible,
-            "skipped": self.skipped,
-            "skip_reason": self.skip_reason or "",
-        }
-
-
-def item_first_seen(log: InteractionLog) -> NDArray[np.int64]:
-    """First timestamp of every item code in the whole log (int64 max for absent codes)."""
-    first = np.full(log.n_items, np.iinfo(np.int64).max, dtype=np.int64)
-    codes, positions = np.unique(log.item, return_index=True)  # the log is time-sorted
-    first[codes] = log.timestamp[positions]
-    return first
-
-
-def _user_positions(
-    log: InteractionLog,
-) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-    """(positions grouped by user in time order, start of each user's group, count per user)."""
-    counts = np.bincount(log.user, minlength=log.n_users).astype(np.int64)
-    order = np.argsort(log.user, kind="stable").astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    return order, starts, counts
-
-
-def holdout_positions(log: InteractionLog, how: str, seed: int | None = None) -> NDArray[np.int64]:
-    """Log positions of the held-out transactions, one per user with ≥ 2 transactions.
-
-    Args:
-        log: the log.
-        how: ``last``: each user's latest transaction (ties in t: the later row, i.e. the later
-            log position); ``random``: one uniformly random transaction per user, drawn as
-            ``np.random.default_rng(seed).integers(0, n_u)`` over the users in code order, the
-            index counting the user's transactions in log (time) order.
-        seed: the repetition's seed (``random`` only).
-
-    Returns:
-        positions, ordered by user code (so the users are ascending).
-    """
-    order, starts, counts = _user_positions(log)
-    users = np.flatnonzero(counts >= 2)
-    if how == "last":
-        offset = counts[users] - 1
-    elif how == "random":
-        rng = np.random.default_rng(seed)
-        offset = rng.integers(0, counts[users]) if len(users) else np.zeros(0, dtype=np.int64)
-    else:
-        raise ValueError(f"unknown hold-out rule {how!r}")
-    return order[starts[users] + offset]
-
-
-def holdout_split(
-    log: InteractionLog, held: NDArray[np.int64], *, index: int, u_min: int
-) -> Split:
-    """The split that trains on D minus ``held`` and tests on the held-out transactions.
-
-    Args:
-        log: the log.
-        held: positions of the held-out transactions, at most one per user, in user-code order.
-        index: the split's label.
-        u_min: the split is skipped with fewer evaluated users.
-    """
-    users = log.user[held]
-    if len(users) > 1 and not (np.diff(users) > 0).all():
-        raise ValueError("held-out positions must be one per user, in user-code order")
-    relevant = RelevantSets(
-        users=users.astype(np.int64),
-        indptr=np.arange(len(users) + 1, dtype=np.int64),
-        items=log.item[held].astype(np.int64),
-    )
-    reference_time = log.timestamp[held].astype(np.int64)
-
-    def make_train() -> TrainData:
-        keep = np.ones(len(log), dtype=bool)
-        keep[held] = False
-        return TrainData.from_codes(
-            log.user[keep], log.item[keep], n_users=log.n_users, n_items=log.n_items
-        )
-
-    reason = None
-    if len(users) < u_min:
-        reason = f"n_eligible={len(users)} < u_min={u_min}"
-    return Split(
-        index=index,
-        t_start=log.t_min,
-        t_end=log.t_max + 1,
-        relevant=relevant,
-        reference_time=reference_time,
-        make_train=make_train,
-        skip_reason=reason,
-    )
-
-
-def fold_split(log: InteractionLog, fold: Fold, relevance: Relevance) -> Split:
-    """The split of an engine fold; the reference time of a user is their first test transaction."""
-    users = fold.eligible_users
-    test_user = log.user[fold.test_lo : fold.test_hi]
-    codes, first = np.unique(test_user, return_index=True)  # time order: first = earliest
-    earliest = log.timestamp[fold.test_lo + first]
-    reference_time = earliest[np.searchsorted(codes, users)] if len(users) else earliest[:0]
-    relevant = relevant_sets(log, fold.test_lo, fold.test_hi, users, relevance)
-    return Split(
-        index=fold.index,
-        t_start=fold.t_start,
-        t_end=fold.t_end,
-        relevant=relevant,
-        reference_time=reference_time.astype(np.int64),
-        make_train=lambda: fold.train_data(log),
-        skip_reason=fold.skip_reason,
-        fold=fold,
-    )
 
 
 def default_cutoff(log: InteractionLog, test_share: float = TEST_SHARE) -> int:
@@ -277,12 +119,6 @@ class Protocol(ABC):
                     "(SPEC §7)")
         return None
 
-    def evaluate(
-        self, log: InteractionLog, split: Split, algorithm: Algorithm, ks: list[int]
-    ) -> UnitResult:
-        """Fit on the split's training data and measure on its relevant sets (lists kept)."""
-        return evaluate_split(log, split, algorithm, ks)
-
 
 class _FoldProtocol(Protocol):
     """A protocol whose splits are engine folds, evaluated by the engine itself."""
@@ -296,17 +132,7 @@ class _FoldProtocol(Protocol):
     def folds(self, log: InteractionLog) -> list[Fold]: ...
 
     def splits(self, log: InteractionLog) -> Iterator[Split]:
-        for fold in self.folds(log):
-            yield fold_split(log, fold, self.relevance)
-
-    def evaluate(
-        self, log: InteractionLog, split: Split, algorithm: Algorithm, ks: list[int]
-    ) -> UnitResult:
-        assert split.fold is not None
-        return evaluate_unit(
-            log, split.fold, algorithm, ks=ks, relevance=self.relevance, train=split.train,
-            keep_lists=True,
-        )
+        yield from fold_splits(log, self.folds(log), self.relevance)
 
 
 class SlidingWindow(_FoldProtocol):
@@ -378,7 +204,8 @@ class LeaveLastOneOut(Protocol):
         self.u_min = u_min
 
     def splits(self, log: InteractionLog) -> Iterator[Split]:
-        yield holdout_split(log, holdout_positions(log, "last"), index=0, u_min=self.u_min)
+        yield holdout_split(log, holdout_positions(log, "last"), index=0, u_min=self.u_min,
+                            definition={"kind": self.name})
 
 
 class LOOCV(Protocol):
@@ -401,7 +228,8 @@ class LOOCV(Protocol):
     def splits(self, log: InteractionLog) -> Iterator[Split]:
         for seed in self.seeds:
             held = holdout_positions(log, "random", seed=seed)
-            yield holdout_split(log, held, index=seed, u_min=self.u_min)
+            yield holdout_split(log, held, index=seed, u_min=self.u_min,
+                                definition={"kind": self.name, "seed": seed})
 
     def describe(self) -> dict[str, Any]:
         return {"repeats": self.repeats, "seeds": self.seeds}
@@ -428,20 +256,6 @@ def parse_protocols(names: Sequence[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------- evaluation
-def evaluate_split(
-    log: InteractionLog, split: Split, algorithm: Algorithm, ks: list[int]
-) -> UnitResult:
-    """The engine's unit steps on an arbitrary split: fit, recommend (batched), measure.
-
-    Mirrors :func:`evaluators.engine.evaluate_unit` with the split's relevant sets in place of
-    a test window; the recommended lists (global item codes, −1 = none) are kept.
-    """
-    return fit_and_measure(
-        algorithm, split.train, split.relevant, ks=ks, n_items=log.n_items, index=split.index,
-        keep_lists=True, timings={"train_data": 0.0},
-    )
-
-
 def future_items(
     recommended: NDArray[np.int64],
     reference_time: NDArray[np.int64],
@@ -525,7 +339,7 @@ def run_protocol(
     store: UnitStore | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ProtocolRun:
-    """Evaluate every algorithm under ``protocol``: one model per (split, algorithm).
+    """Evaluate every algorithm under ``protocol``: one unit per (split, algorithm).
 
     Args:
         log: the log.
@@ -534,53 +348,50 @@ def run_protocol(
         ks: metric cut-offs.
         params: hyper-parameters per algorithm.
         config_hash: written to the ``config_hash`` column.
-        store: finished units are saved here and not recomputed (payload: ``rows``,
-            ``leakage``, ``device``, ``timings``; compatible with :func:`evaluators.run.collect`).
+        store: the unit store: units found there are not recomputed, new ones are saved (the
+            ``sw-eval`` units are those of ``sweval run``). Default: a temporary store.
         progress: called with 1 after each unit.
     """
+    if store is None:
+        with tempfile.TemporaryDirectory(prefix="sweval-units-") as directory:
+            return run_protocol(log, protocol, algorithms, ks=ks, params=params,
+                                config_hash=config_hash, store=UnitStore(directory),
+                                progress=progress)
     params = params or {}
+    specs = [AlgorithmSpec.of(name, dict(params.get(name, {}))) for name in algorithms]
     first_seen = item_first_seen(log)
     rows: list[dict[str, object]] = []
     leaks: list[dict[str, object]] = []
     units: list[dict[str, object]] = []
     split_rows: list[dict[str, object]] = []
     devices: dict[str, str] = {}
+    chains: dict[str, str | None] = {}
     for split in protocol.splits(log):
         split_rows.append(split.summary())
-        for name in algorithms:
-            reason = split.skip_reason or protocol.unsupported(name)
+        supported = [spec for spec in specs if protocol.unsupported(spec.name) is None]
+        planned = {unit.spec.name: unit
+                   for unit in plan_units([split], supported, ks, previous=chains)}
+        for spec in specs:
+            reason = split.skip_reason or protocol.unsupported(spec.name)
             if reason is not None:
-                rows += skipped_rows(split, name, ks, reason=reason, n_users=split.n_eligible,
-                                     config_hash=config_hash)
+                rows += skipped_rows(split, spec.name, ks, reason=reason,  # type: ignore[arg-type]
+                                     n_users=split.n_eligible, config_hash=config_hash)
                 continue
-            payload = None
-            if store is not None and store.has(split.index, name):
-                payload = store.load(split.index, name)
-                if "leakage" not in payload:  # a unit of ``sweval run``: no lists were kept
-                    payload = None
-            if payload is None:
-                algorithm = build_algorithm(name, dict(params.get(name, {})))
-                unit = protocol.evaluate(log, split, algorithm, ks)
-                payload = {
-                    # a Split quacks like a Fold for the results table
-                    "rows": unit_rows(split, unit, config_hash=config_hash),  # type: ignore
-                    "leakage": leakage_rows(protocol.name, split, unit, ks, first_seen),
-                    "device": unit.device,
-                    "timings": unit.timings,
-                }
-                if store is not None:
-                    store.save(split.index, name, payload)
-            rows += payload["rows"]
-            leaks += [  # a stored NaN share comes back as None
-                row | {"share_future": np.nan if row["share_future"] is None
-                       else row["share_future"]}
-                for row in payload["leakage"]
-            ]
-            devices[name] = payload["device"]
+            unit = planned[spec.name]
+            if store.has(unit.key, depth=unit.depth):
+                lists = store.load(unit.key, split.log)
+            else:
+                lists = compute_unit(unit, store)
+            result = measure(lists, split.relevant, ks, n_items=log.n_items, index=split.index,
+                             algorithm=spec.name)
+            rows += unit_rows(split, result, config_hash=config_hash)  # type: ignore[arg-type]
+            leaks += leakage_rows(protocol.name, split, result, ks, first_seen)
+            devices[spec.name] = result.device
             units.append(
-                {"protocol": protocol.name, "fold": split.index, "algorithm": name,
-                 "device": payload["device"]}
-                | {f"{stage}_s": seconds for stage, seconds in payload["timings"].items()}
+                {"protocol": protocol.name, "fold": split.index, "algorithm": spec.name,
+                 "device": result.device}
+                | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
+                | {"unit_key": unit.key}
             )
             if progress is not None:
                 progress(1)

@@ -1,41 +1,48 @@
-"""A whole sliding-window evaluation, as plain functions the flows (and tests) compose.
+"""A whole sliding-window evaluation as a plan of units, as plain functions the flows compose.
 
 ::
 
-    plan = make_plan(config)                 load + validate the log, cut folds, check algorithms
-    for fold in plan.folds:                  (the Prefect flow fans these out as tasks)
-        evaluate_fold(plan, fold, names)     one TrainData per fold, one unit per algorithm
-    outputs = write_outputs(plan, store)     results.csv, folds.csv, units.csv, config.json
+    plan = make_plan(config)                  load + validate the log, cut folds, plan the units
+    store = unit_store(config)                <output>/units, or the shared --cache
+    for fold in plan.folds:                   (the Prefect flow fans these out as tasks)
+        run_fold(plan, fold.index, store)     compute the fold's units the store lacks
+    outputs = collect(plan, store)            measure every unit's lists at the run's k
+    write_outputs(plan, outputs)              results.csv, folds.csv, units.csv, config.json
 
-Units already in the :class:`~evaluators.store.UnitStore` are not recomputed.
+A unit (one fold × one algorithm configuration, :mod:`evaluators.units`) already in the store is
+never recomputed, whichever command or run computed it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from sweval.algorithms.base import Algorithm
-from sweval.algorithms.registry import build_algorithm
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import evaluate_unit
+from sweval.evaluators.engine import UnitLists, UnitResult, measure
 from sweval.evaluators.folds import Fold, build_folds
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
-from sweval.evaluators.store import UnitStore, atomic_write_text, code_fingerprint
-from sweval.evaluators.stratify import Strata, build_strata, stratum_rows
-from sweval.evaluators.warm import WarmStore
+from sweval.evaluators.splits import Split, fold_splits
+from sweval.evaluators.store import UnitStore, atomic_write_text
+from sweval.evaluators.stratify import Strata, build_strata, group_rows
+from sweval.evaluators.units import AlgorithmSpec, Unit, code_version, compute_unit, plan_units
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
+
+#: Where units go without --cache: the environment's shared store, else <output>/units.
+CACHE_ENV = "SWEVAL_CACHE"
 
 
 @dataclass(frozen=True)
@@ -46,8 +53,13 @@ class Plan:
         config: the validated configuration.
         log: the loaded log.
         folds: every fold, skipped ones included.
-        key: the run key: result-relevant config hash + data fingerprint.
+        key: the run key (result-relevant options + data fingerprint + evaluation code), for
+            config.json, the results' ``config_hash`` column and MLflow.
         strata: the policy strata when ``config.stratify_by`` is set.
+        specs: the algorithm configurations, in display order.
+        splits: one split per fold (the unstratified ``all`` stratum).
+        stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
+        units: every unit the run needs, fold by fold.
     """
 
     config: EvalConfig
@@ -55,27 +67,38 @@ class Plan:
     folds: list[Fold]
     key: str
     strata: Strata | None = None
+    specs: list[AlgorithmSpec] = field(default_factory=list)
+    splits: list[Split] = field(default_factory=list)
+    stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
+    units: list[Unit] = field(default_factory=list)
 
-    @property
-    def units(self) -> list[tuple[int, str]]:
-        """Every (fold, algorithm) unit that needs computing (skipped folds need none)."""
+    def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
+        """The units of one fold (every stratum), optionally of some algorithms only."""
         return [
-            (fold.index, name)
-            for fold in self.folds
-            if not fold.skipped
-            for name in self.config.algorithms
+            unit for unit in self.units
+            if unit.split.index == fold and (names is None or unit.spec.name in names)
         ]
 
-    def algorithm(self, name: str) -> Algorithm:
-        return build_algorithm(name, self.config.params.get(name))
+    def unit(self, split: Split, name: str) -> Unit:
+        """The unit of ``name`` on ``split`` (a split of this plan, not skipped)."""
+        return self._unit_index[(id(split), name)]
+
+    @cached_property
+    def _unit_index(self) -> dict[tuple[int, str], Unit]:
+        return {(id(unit.split), unit.spec.name): unit for unit in self.units}
 
     @property
     def warm_starts(self) -> bool:
         """True when some algorithm warm-starts: then folds must be evaluated in order."""
-        return bool(warm_starting(self.config))
+        return any(spec.warm_starts for spec in self.specs)
 
-    def store(self) -> UnitStore:
-        return UnitStore(self.config.output, self.key)
+
+def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
+    """The run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else ``default``
+    (``<output>/units``)."""
+    fallback = default if default is not None else Path(config.output) / "units"
+    directory = config.cache or os.environ.get(CACHE_ENV) or fallback
+    return UnitStore(Path(directory).expanduser()).prepare()
 
 
 def load_data(config: EvalConfig) -> InteractionLog:
@@ -118,21 +141,28 @@ def window_spec(config: EvalConfig) -> WindowSpec:
     )
 
 
-def warm_starting(config: EvalConfig) -> list[str]:
-    """The configured algorithms that start each fold from the previous fold's model."""
-    return [
-        name for name in config.algorithms
-        if build_algorithm(name, config.params.get(name)).warm_starts
-    ]  # fmt: skip
+def algorithm_specs(config: EvalConfig) -> list[AlgorithmSpec]:
+    """The validated algorithm configurations of ``config``.
+
+    Raises:
+        SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
+    """
+    unknown = set(config.params) - set(config.algorithms)
+    if unknown:
+        raise SwevalError(
+            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
+        )
+    return [AlgorithmSpec.of(name, config.params.get(name)) for name in config.algorithms]
 
 
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
-    """Validate everything that can be validated before computing: data, windows, algorithms.
+    """Validate everything that can be validated before computing, and plan the units.
 
     Raises:
         SwevalError: any problem with the data or the options.
     """
-    warm = warm_starting(config)  # builds every algorithm: bad names and params fail here
+    specs = algorithm_specs(config)
+    warm = [spec.name for spec in specs if spec.warm_starts]
     if warm and config.stratify_by is not None:
         raise SwevalError(
             f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
@@ -143,73 +173,72 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
             "disk: use --task-runner sequential or threads."
         )
-    unknown = set(config.params) - set(config.algorithms)
-    if unknown:
-        raise SwevalError(
-            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
-        )
     spec = window_spec(config)
     if log is None:
         log = load_data(config)
     folds = build_folds(log, spec, u_min=config.u_min)
+    splits = fold_splits(log, folds, config.relevance)
+    units = plan_units(splits, specs, config.k)
     strata = None
+    stratum_splits: dict[str, list[Split]] = {}
     if config.stratify_by is not None:
         strata = build_strata(
             log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
         )
-    key = f"{config.result_hash()}-{log.fingerprint()}-{code_fingerprint()}"
-    return Plan(config=config, log=log, folds=folds, key=key, strata=strata)
+        for label in strata.logs:
+            stratum_splits[label] = fold_splits(
+                strata.logs[label], strata.folds[label], config.relevance,
+                stratum=label, stratify_mode="subset",
+            )
+            units += plan_units(stratum_splits[label], specs, config.k)
+    key = run_key(config, log, specs)
+    return Plan(
+        config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
+        splits=splits, stratum_splits=stratum_splits, units=units,
+    )
 
 
-def evaluate_fold(
+def run_key(config: EvalConfig, log: InteractionLog, specs: list[AlgorithmSpec]) -> str:
+    """The run's key: its result-relevant options, the data, and the code of its algorithms."""
+    import hashlib
+
+    code = hashlib.sha256(" ".join(code_version(s.name) for s in specs).encode()).hexdigest()
+    return f"{config.result_hash()}-{log.fingerprint()}-{code[:12]}"
+
+
+def run_fold(
     plan: Plan,
-    fold: Fold,
-    names: list[str],
+    fold: int,
+    store: UnitStore,
+    names: list[str] | None = None,
     *,
-    on_unit: Callable[[str, dict[str, Any]], None] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Evaluate the named algorithms on one fold, sharing the fold's training data.
+    on_unit: Callable[[Unit, UnitLists], None] | None = None,
+) -> dict[str, UnitLists]:
+    """Compute the units of one fold that ``store`` lacks, sharing the fold's training data.
 
     Args:
         plan: the run plan.
-        fold: a non-skipped fold of the plan.
-        names: the algorithms to evaluate, in order.
-        on_unit: optional callable ``on_unit(algorithm, payload)``, called as soon as each
-            algorithm's unit is finished (the flow persists it there, before the next one runs).
+        fold: the fold's index.
+        store: where finished units are (and go, one by one, as soon as each is finished).
+        names: only these algorithms (default: all).
+        on_unit: called with each computed unit.
 
     Returns:
-        ``{algorithm: payload}`` with payload keys ``rows``, ``device`` and ``timings``.
+        ``{unit key: lists}`` of the units computed here.
     """
-    if fold.skipped:
-        raise ValueError(f"fold {fold.index} is skipped: {fold.skip_reason}")
-    config = plan.config
-    train = fold.train_data(plan.log)
-    warm = WarmStore(config.output)
-    payloads = {}
-    for name in names:
-        algorithm = plan.algorithm(name)
-        if algorithm.warm_starts:
-            algorithm.warm_ = warm.load(name, fold.index)
-        unit = evaluate_unit(
-            plan.log, fold, algorithm, ks=config.k, relevance=config.relevance, train=train
-        )
-        if algorithm.warm_starts:
-            warm.save(name, fold.index, algorithm.warm_state())
-        rows = unit_rows(fold, unit, config_hash=plan.key)
-        if plan.strata is not None:
-            rows += stratum_rows(
-                plan.strata, plan.log, fold, unit, lambda name=name: plan.algorithm(name),
-                ks=config.k, relevance=config.relevance, u_min=config.u_min,
-                config_hash=plan.key,
-            )
-        payloads[name] = {
-            "rows": rows,
-            "device": unit.device,
-            "timings": unit.timings,
-        }
+    computed: dict[str, UnitLists] = {}
+    for unit in plan.units_of(fold, names):
+        if store.has(unit.key, depth=unit.depth):
+            continue
+        computed[unit.key] = compute_unit(unit, store)
         if on_unit is not None:
-            on_unit(name, payloads[name])
-    return payloads
+            on_unit(unit, computed[unit.key])
+    return computed
+
+
+def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
+    """The plan's units the store does not hold (or holds with too short lists)."""
+    return [unit for unit in plan.units if not store.has(unit.key, depth=unit.depth)]
 
 
 def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
@@ -222,16 +251,9 @@ def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
     """
     computed = 0
     for fold in plan.folds:
-        if fold.skipped:
-            continue
-        missing = [name for name in plan.config.algorithms if not store.has(fold.index, name)]
-        if not missing:
-            continue
-        for name, payload in evaluate_fold(plan, fold, missing).items():
-            store.save(fold.index, name, payload)
-            computed += 1
-            if progress is not None:
-                progress(1)
+        done = run_fold(plan, fold.index, store,
+                        on_unit=None if progress is None else lambda *_: progress(1))
+        computed += len(done)
     return computed
 
 
@@ -245,31 +267,23 @@ class Outputs:
     folds: pd.DataFrame
     units: pd.DataFrame
     devices: dict[str, str]
+    n_reused: int = 0
+    n_computed: int = 0
 
 
 def collect(plan: Plan, store: UnitStore) -> Outputs:
-    """Assemble the tables from the finished units (every unit must be there)."""
+    """Assemble the tables from the finished units, measured at the run's k (every unit must
+    be in the store)."""
     rows: list[dict[str, Any]] = []
-    unit_records = []
+    unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     for fold in plan.folds:
-        for name in plan.config.algorithms:
-            if fold.skipped:
-                labels = ["all"] + (plan.strata.labels if plan.strata is not None else [])
-                for label in labels:
-                    rows += skipped_rows(
-                        fold, name, plan.config.k, stratum=label, config_hash=plan.key
-                    )
-                continue
-            if not store.has(fold.index, name):
-                raise RuntimeError(f"unit (fold {fold.index}, {name}) has not been computed")
-            payload = store.load(fold.index, name)
-            rows += payload["rows"]
-            devices[name] = payload["device"]
-            unit_records.append(
-                {"fold": fold.index, "algorithm": name, "device": payload["device"]}
-                | {f"{stage}_s": seconds for stage, seconds in payload["timings"].items()}
-            )
+        for spec in plan.specs:
+            fold_rows, record = algorithm_rows(plan, fold.index, spec.name, store)
+            rows += fold_rows
+            if record is not None:
+                devices[spec.name] = record["device"]
+                unit_records.append(record)
     results = results_frame(rows, plan.config.algorithms)
     return Outputs(
         directory=Path(plan.config.output),
@@ -279,6 +293,73 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
         units=pd.DataFrame(unit_records),
         devices=devices,
     )
+
+
+def algorithm_rows(
+    plan: Plan, fold_index: int, name: str, store: UnitStore
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
+    (None for a skipped fold)."""
+    config = plan.config
+    fold = plan.folds[fold_index]
+    if fold.skipped:
+        labels = ["all", *(plan.strata.labels if plan.strata is not None else [])]
+        return [
+            row for label in labels
+            for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key)
+        ], None
+    unit = plan.unit(plan.splits[fold_index], name)
+    result = measure_unit(plan, unit, store)
+    rows = unit_rows(fold, result, config_hash=plan.key)
+    if plan.strata is not None:
+        rows += stratum_rows(plan, fold, result, name, store)
+    record = (
+        {"fold": fold.index, "algorithm": name, "device": result.device}
+        | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
+        | {"unit_key": unit.key}
+    )
+    return rows, record
+
+
+def measure_unit(plan: Plan, unit: Unit, store: UnitStore) -> UnitResult:
+    """A stored unit's per-user metrics at the run's k.
+
+    Raises:
+        RuntimeError: the unit has not been computed.
+    """
+    if not store.has(unit.key, depth=unit.depth):
+        raise RuntimeError(
+            f"unit (fold {unit.split.index}, {unit.spec.name}) has not been computed"
+        )
+    lists = store.load(unit.key, unit.split.log)
+    return measure(
+        lists, unit.split.relevant, plan.config.k, n_items=unit.split.log.n_items,
+        index=unit.split.index, algorithm=unit.spec.name,
+    )
+
+
+def stratum_rows(
+    plan: Plan, fold: Fold, result: UnitResult, name: str, store: UnitStore
+) -> list[dict[str, Any]]:
+    """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
+    (mode ``test``) or the stratum's own units (mode ``subset``)."""
+    assert plan.strata is not None
+    config = plan.config
+    if plan.strata.mode == "test":
+        return group_rows(
+            plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
+            config_hash=plan.key,
+        )
+    rows: list[dict[str, Any]] = []
+    for label in plan.strata.labels:
+        split = plan.stratum_splits[label][fold.index]
+        sub_fold = plan.strata.folds[label][fold.index]
+        if split.skipped:
+            rows += skipped_rows(sub_fold, name, config.k, stratum=label, config_hash=plan.key)
+            continue
+        sub_result = measure_unit(plan, plan.unit(split, name), store)
+        rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key)
+    return rows
 
 
 def write_outputs(plan: Plan, outputs: Outputs) -> None:
@@ -309,14 +390,9 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
     """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
     import json
 
-    from sweval.algorithms.registry import default_params
-
     record = {
         "config": plan.config.model_dump(),
-        "resolved_params": {
-            name: default_params(name) | plan.config.params.get(name, {})
-            for name in plan.config.algorithms
-        },
+        "resolved_params": {spec.name: spec.canonical for spec in plan.specs},
         "devices": outputs.devices,
         "data": {
             "source": plan.log.source,
@@ -345,8 +421,11 @@ def _json_default(value: Any) -> Any:
 def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:
     """Plan, compute every missing unit and write the outputs, in this process (no Prefect)."""
     plan = make_plan(config, log)
-    store = plan.store()
-    run_units(plan, store)
-    outputs = collect(plan, store)
+    store = unit_store(config)
+    n_missing = len(missing_units(plan, store))
+    computed = run_units(plan, store)
+    outputs = replace(
+        collect(plan, store), n_reused=len(plan.units) - n_missing, n_computed=computed
+    )
     write_outputs(plan, outputs)
     return outputs

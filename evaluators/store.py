@@ -1,98 +1,242 @@
-"""Persisting finished units so that a crashed or killed run resumes where it stopped.
+"""The unit store: finished units under their content-addressed keys, never thrown away.
 
-Layout under the output directory::
+Layout under the store's directory (``<output>/units`` by default, or a shared ``--cache``)::
 
-    units/manifest.json            {"key": <config hash + data fingerprint>}
-    units/f0003__item-knn.json     rows and timings of one finished (fold, algorithm) unit
+    3f/3f9c.../unit.json        what the unit is (its key's inputs), device, timings, depth,
+                                mean metrics of the run that computed it; written last: a unit
+                                exists once this file does
+    3f/3f9c.../lists.parquet    per evaluated user (raw id), the top-K items (raw ids), best first
+    3f/3f9c.../warm.npz         the fitted model's state, for warm-starting algorithms only
 
-Each unit file is written to a temporary name and renamed into place, so a kill leaves either
-the whole unit or nothing. A manifest whose key differs from the current run's (the config,
-the data or the evaluation code changed: :func:`code_fingerprint`) makes the store start fresh.
+Lists hold raw ids, not codes: codes shift when a log grows, ids do not, so a window's unit
+serves the same window of a longer log. Every file is written to a temporary name and renamed
+into place, so a kill leaves each file whole or absent, and two processes writing the same unit
+write the same bytes. Nothing is deleted because a configuration changed; only
+:meth:`UnitStore.prune` (``sweval cache prune``) deletes, on request.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import logging
-import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import UnitLists
 
 _log = logging.getLogger(__name__)
 
-#: The packages whose code can change a number in the results.
-_RESULT_PACKAGES = ("algorithms", "data", "evaluators")
+UNIT_FILE = "unit.json"
+LISTS_FILE = "lists.parquet"
+WARM_FILE = "warm.npz"
 
 
-@functools.cache
-def code_fingerprint(root: Path = Path(__file__).resolve().parents[1]) -> str:
-    """A hash of the source of every module that computes results (part of every run key).
+@dataclass(frozen=True)
+class StoredUnit:
+    """One entry of the store, as :meth:`UnitStore.entries` lists it."""
 
-    Units finished by other code (an upgrade, a local fix) are then recomputed, never mixed
-    with new ones in one table.
-    """
-    digest = hashlib.sha256()
-    for package in _RESULT_PACKAGES:
-        for path in sorted((root / package).glob("*.py")):
-            digest.update(f"{package}/{path.name}\0".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
+    key: str
+    path: Path
+    record: dict[str, Any]
+    size_bytes: int
+    modified: float
+
+
+@dataclass(frozen=True)
+class UnitFiles:
+    """A finished unit in raw ids, ready to be written to any store (what a fold task on
+    another machine sends back: its log's codes may differ from the flow's)."""
+
+    table: pa.Table
+    depth: int
+    device: str
+    timings: dict[str, float]
+    warm_state: dict[str, np.ndarray] | None = None
+
+    @classmethod
+    def of(cls, lists: UnitLists, log: InteractionLog) -> UnitFiles:
+        return cls(
+            table=lists_table(lists, log), depth=lists.depth, device=lists.device,
+            timings=dict(lists.timings), warm_state=lists.warm_state,
+        )
 
 
 class UnitStore:
-    """Finished units of one run configuration, on disk."""
+    """Finished units, by key, in one directory (created on first write)."""
 
-    def __init__(self, output_dir: str | Path, key: str) -> None:
-        self.directory = Path(output_dir) / "units"
-        self.key = key
-        manifest = self.directory / "manifest.json"
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def _unit_dir(self, key: str) -> Path:
+        return self.directory / key[:2] / key
+
+    def prepare(self) -> UnitStore:
+        """Create the store's directory now, so an unusable one fails before any work.
+
+        Raises:
+            SwevalError: the directory cannot be created (e.g. a file is in the way).
+        """
         try:
-            if manifest.exists() and json.loads(manifest.read_text()).get("key") != key:
-                _log.info("configuration or data changed: discarding %s", self.directory)
-                shutil.rmtree(self.directory)
             self.directory.mkdir(parents=True, exist_ok=True)
-            if not manifest.exists():
-                atomic_write_text(manifest, json.dumps({"key": key}))
-        except OSError as exc:
-            raise SwevalError(f"{self.directory}: cannot prepare the output directory ({exc}).") from exc
-
-    def _path(self, fold: int, algorithm: str) -> Path:
-        return self.directory / f"f{fold:04d}__{algorithm}.json"
-
-    def has(self, fold: int, algorithm: str) -> bool:
-        return self._path(fold, algorithm).exists()
-
-    def save(self, fold: int, algorithm: str, payload: dict[str, Any]) -> None:
-        """Persist one finished unit (rows, device, timings) atomically."""
-        text = json.dumps(_clean(payload), sort_keys=True)
-        try:
-            atomic_write_text(self._path(fold, algorithm), text)
         except OSError as exc:
             raise SwevalError(
-                f"{self.directory}: cannot write results ({exc}); finished units so far are kept, "
-                "rerun the same command once the problem is fixed to resume."
+                f"{self.directory}: cannot prepare the output directory ({exc})."
+            ) from exc
+        return self
+
+    def has(self, key: str, *, depth: int = 0) -> bool:
+        """Whether the unit is finished, with lists of at least ``depth`` items."""
+        try:
+            record = json.loads((self._unit_dir(key) / UNIT_FILE).read_text())
+        except (OSError, ValueError):
+            return False
+        return int(record.get("depth", 0)) >= depth
+
+    def record(self, key: str) -> dict[str, Any]:
+        return json.loads((self._unit_dir(key) / UNIT_FILE).read_text())
+
+    def save(self, key: str, lists: UnitLists, log: InteractionLog, record: dict[str, Any]) -> None:
+        """Persist one finished unit (lists in ``log``'s codes); see :meth:`write`."""
+        self.write(key, UnitFiles.of(lists, log), record)
+
+    def write(self, key: str, files: UnitFiles, record: dict[str, Any]) -> None:
+        """Persist one finished unit: its lists, its warm state, then its record.
+
+        Raises:
+            SwevalError: the store cannot be written (finished units stay).
+        """
+        directory = self._unit_dir(key)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            parquet = pa.BufferOutputStream()
+            pq.write_table(files.table, parquet)
+            atomic_write(directory / LISTS_FILE, lambda stream: stream.write(parquet.getvalue()))
+            if files.warm_state is not None:
+                state = files.warm_state
+                atomic_write(directory / WARM_FILE, lambda stream: np.savez(stream, **state))
+            full = record | {
+                "key": key,
+                "depth": files.depth,
+                "n_users": files.table.num_rows,
+                "device": files.device,
+                "timings": files.timings,
+                "created": time.time(),
+            }
+            atomic_write_text(directory / UNIT_FILE, json.dumps(full, indent=1, default=str))
+        except OSError as exc:
+            raise SwevalError(
+                f"{self.directory}: cannot write a finished unit ({exc}); finished units so far "
+                "are kept, rerun the same command once the problem is fixed to resume."
             ) from exc
 
-    def load(self, fold: int, algorithm: str) -> dict[str, Any]:
-        return _restore(json.loads(self._path(fold, algorithm).read_text()))
+    def load(self, key: str, log: InteractionLog) -> UnitLists:
+        """The unit's lists in ``log``'s codes, with its device, timings and warm state.
 
-    def finished(self) -> list[tuple[int, str]]:
-        """(fold, algorithm) of every finished unit."""
-        units = []
-        for path in sorted(self.directory.glob("f*__*.json")):
-            fold, algorithm = path.stem.split("__", 1)
-            units.append((int(fold[1:]), algorithm))
-        return units
+        Raises:
+            SwevalError: an unreadable unit, or lists whose ids ``log`` does not have.
+        """
+        directory = self._unit_dir(key)
+        try:
+            record = json.loads((directory / UNIT_FILE).read_text())
+            table = pq.read_table(directory / LISTS_FILE)
+            warm = None
+            if (directory / WARM_FILE).exists():
+                with np.load(directory / WARM_FILE) as arrays:
+                    warm = {name: arrays[name] for name in arrays.files}
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise SwevalError(
+                f"{directory}: unreadable unit ({exc}); delete that directory to recompute it."
+            ) from exc
+        users, items = lists_from_table(table, log, depth=int(record["depth"]), where=directory)
+        return UnitLists(
+            users=users, items=items, device=record.get("device", "cpu"),
+            timings={k: float(v) for k, v in record.get("timings", {}).items()},
+            warm_state=warm,
+        )
+
+    def entries(self) -> Iterator[StoredUnit]:
+        """Every finished unit in the store."""
+        if not self.directory.is_dir():
+            return
+        for record_path in sorted(self.directory.glob(f"??/*/{UNIT_FILE}")):
+            try:
+                record = json.loads(record_path.read_text())
+                stat = record_path.stat()
+                size = sum(p.stat().st_size for p in record_path.parent.iterdir() if p.is_file())
+            except (OSError, ValueError):
+                continue
+            yield StoredUnit(
+                key=record_path.parent.name, path=record_path.parent, record=record,
+                size_bytes=size, modified=stat.st_mtime,
+            )
+
+    def remove(self, key: str) -> None:
+        """Delete one unit (its record first, so a half-deleted unit is never read)."""
+        directory = self._unit_dir(key)
+        (directory / UNIT_FILE).unlink(missing_ok=True)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
+# ------------------------------------------------------------------------------ lists as ids
+def _id_array(ids: Any) -> pa.Array:
+    try:
+        return pa.array(ids)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: compare as text
+        return pa.array(np.asarray(ids).astype(str))
+
+
+def lists_table(lists: UnitLists, log: InteractionLog) -> pa.Table:
+    """The lists as a table: ``user`` (raw id) and ``items`` (raw ids, best first)."""
+    valid = lists.items >= 0
+    offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int32)
+    flat = lists.items[valid]
+    items = pa.ListArray.from_arrays(
+        pa.array(offsets), _id_array(np.asarray(log.item_ids)[flat])
+    )
+    return pa.table({"user": _id_array(np.asarray(log.user_ids)[lists.users]), "items": items})
+
+
+def _codes(ids: pa.Array, vocabulary: Any) -> np.ndarray:
+    known = pd.Index(np.asarray(vocabulary))
+    values = ids.to_numpy(zero_copy_only=False)
+    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
+        if known.dtype != object:
+            known = pd.Index(known.astype(str))
+    return known.get_indexer(values)
+
+
+def lists_from_table(
+    table: pa.Table, log: InteractionLog, *, depth: int, where: Path
+) -> tuple[np.ndarray, np.ndarray]:
+    """(user codes, (n, depth) item codes padded with −1) of a stored lists table."""
+    users = _codes(table.column("user").combine_chunks(), log.user_ids)
+    column = table.column("items").combine_chunks()
+    offsets = column.offsets.to_numpy()
+    flat = _codes(column.values, log.item_ids)
+    if (users < 0).any() or (flat < 0).any():
+        raise SwevalError(f"{where}: the unit ranks ids this log does not have; delete it.")
+    lengths = np.diff(offsets)
+    items = np.full((len(users), depth), -1, dtype=np.int64)
+    rows = np.repeat(np.arange(len(users)), lengths)
+    columns = np.arange(len(flat)) - np.repeat(offsets[:-1], lengths)
+    items[rows, columns] = flat
+    return users.astype(np.int64), items
+
+
+# ------------------------------------------------------------------------------ atomic files
 def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Call ``write(stream)`` on a temporary file beside ``path``, then rename it into place.
 
@@ -116,23 +260,3 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """:func:`atomic_write` of ``text`` in UTF-8."""
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
-
-
-def _clean(value: Any) -> Any:
-    """JSON cannot hold NaN portably: store it as null."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
-    return value
-
-
-def _restore(payload: dict[str, Any]) -> dict[str, Any]:
-    for row in payload.get("rows", []):
-        if row.get("value") is None:
-            row["value"] = math.nan
-    return payload

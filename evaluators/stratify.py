@@ -18,19 +18,16 @@ U_f, so a fold skipped for ``all`` is skipped for every stratum too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import Algorithm
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.engine import UnitResult, evaluate_unit
+from sweval.evaluators.engine import UnitResult
 from sweval.evaluators.folds import Fold, build_folds
-from sweval.evaluators.metrics import Relevance
 from sweval.evaluators.results import skipped_rows, unit_rows
 from sweval.evaluators.windows import WindowSpec
 
@@ -118,52 +115,30 @@ def groups_by_test_policy(
     return groups
 
 
-def stratum_rows(
+def group_rows(
     strata: Strata,
     log: InteractionLog,
     fold: Fold,
     all_unit: UnitResult,
-    make_algorithm: Callable[[], Algorithm],
     *,
     ks: list[int],
-    relevance: Relevance,
     u_min: int,
     config_hash: str,
 ) -> list[dict[str, object]]:
-    """The rows of every policy stratum for one (fold, algorithm) unit.
-
-    Args:
-        strata: the run's strata.
-        log: the whole log.
-        fold: the fold (of the whole log).
-        all_unit: the unit's unstratified result (mode ``test`` regroups its per-user values).
-        make_algorithm: builds a fresh model (mode ``subset`` fits one per stratum).
-        ks, relevance, u_min, config_hash: the run's options.
-    """
+    """Mode ``test``: the rows of every policy group of one (fold, algorithm) unit, from the
+    unstratified unit's per-user values (groups with fewer than u_min users are skipped)."""
     rows: list[dict[str, object]] = []
-    if strata.mode == "test":
-        groups = groups_by_test_policy(log, fold, all_unit.users, strata.labels)
-        for label, mask in groups.items():
-            size = int(mask.sum())
-            if size < u_min:
-                rows += skipped_rows(
-                    fold, all_unit.algorithm, ks, stratum=label, n_users=size,
-                    reason=f"n_eligible={size} < u_min={u_min}", config_hash=config_hash,
-                )
-            else:
-                group_rows = unit_rows(fold, all_unit, groups={label: mask}, config_hash=config_hash)
-                for row in group_rows:
-                    row["n_eligible"] = size
-                rows += group_rows
-        return rows
-    for label in strata.labels:
-        sub_log = strata.logs[label]
-        sub_fold = strata.folds[label][fold.index]
-        if sub_fold.skipped:
+    groups = groups_by_test_policy(log, fold, all_unit.users, strata.labels)
+    for label, mask in groups.items():
+        size = int(mask.sum())
+        if size < u_min:
             rows += skipped_rows(
-                sub_fold, all_unit.algorithm, ks, stratum=label, config_hash=config_hash
+                fold, all_unit.algorithm, ks, stratum=label, n_users=size,
+                reason=f"n_eligible={size} < u_min={u_min}", config_hash=config_hash,
             )
-            continue
-        unit = evaluate_unit(sub_log, sub_fold, make_algorithm(), ks=ks, relevance=relevance)
-        rows += unit_rows(sub_fold, unit, stratum=label, config_hash=config_hash)
+        else:
+            group = unit_rows(fold, all_unit, groups={label: mask}, config_hash=config_hash)
+            for row in group:
+                row["n_eligible"] = size
+            rows += group
     return rows

@@ -104,6 +104,7 @@ def _eval_options(
     algorithms: Annotated[str, typer.Option(help="Comma-separated: pop,pop-n,item-knn,user-knn,svd,als.")] = "pop,pop-n,item-knn,user-knn,svd,als",
     set_: Annotated[list[str] | None, typer.Option("--set", help="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).")] = None,
     output: Annotated[str, typer.Option(help="Output directory (results.csv, folds.csv, config.json, ...). Rerunning into it resumes.")] = "runs/latest",
+    cache: Annotated[str | None, typer.Option(help="Unit store shared by runs and commands: a finished (fold, algorithm) unit is reused by every run that needs it. \\[default: $SWEVAL_CACHE, else <output>/units]")] = None,
     experiment: Annotated[str | None, typer.Option(help="MLflow experiment. \\[default: sweval/<dataset>]")] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]")] = None,
     tracking: Annotated[bool, typer.Option("--tracking/--no-tracking", help="Log the run to MLflow.")] = True,
@@ -153,6 +154,7 @@ def build_config(ctx: typer.Context, options: dict[str, Any]) -> EvalConfig:
         "stratify_by": options["stratify_by"], "stratify_mode": options["stratify_mode"],
         "algorithms": _split(options["algorithms"]),
         "params": parse_settings(options["set_"] or []), "output": options["output"],
+        "cache": options["cache"],
         "experiment": options["experiment"], "tracking_uri": options["tracking_uri"],
         "tracking": options["tracking"], "task_runner": options["task_runner"],
         "workers": options["workers"], "dask_address": options["dask_address"],
@@ -411,6 +413,9 @@ app.command(name="report")(_report)
 
 from sweval.flows.compare import compare as _compare  # noqa: E402
 app.command(name="compare")(_with_eval_options(_compare))
+
+from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
+app.add_typer(_cache_app, name="cache")
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ from sweval.evaluators.protocols import (
     run_protocol,
     table2,
 )
-from sweval.evaluators.run import Plan, collect, make_plan, window_spec, write_outputs
+from sweval.evaluators.run import Plan, collect, make_plan, unit_store, window_spec, write_outputs
 from sweval.evaluators.store import UnitStore
 from sweval.flows.pipeline import write_report_quietly
 
@@ -193,6 +193,7 @@ def run_compare(
     built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan)
              for name in protocols]
     names = list(config.algorithms)
+    store = unit_store(config, default=directory / "units")
     tracker_group = _Tracking.open(config, directory, protocols, loocv_repeats, log) \
         if config.tracking else None
     runs: dict[str, ProtocolRun] = {}
@@ -213,11 +214,8 @@ def run_compare(
             for protocol in built:
                 task = progress.add_task(protocol.name, total=count_units(log, protocol, names))
                 clock = time.perf_counter()
-                if protocol.name == "sw-eval":
-                    key, store = plan.key, plan.store()
-                else:
-                    key = _protocol_key(protocol, config, log.fingerprint())
-                    store = UnitStore(directory / protocol.name, key)
+                key = plan.key if protocol.name == "sw-eval" else \
+                    _protocol_key(protocol, config, log.fingerprint())
                 run = run_protocol(
                     log, protocol, names, ks=config.k, params=config.params, config_hash=key,
                     store=store, progress=lambda n, task=task: progress.advance(task, n),

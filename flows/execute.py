@@ -7,10 +7,14 @@ exactly as the flow does. Useful where no Prefect API can start, and in library-
 
 from __future__ import annotations
 
+import logging
+
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import Outputs
 from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
 from sweval.flows.summary import progress_bar
+
+_log = logging.getLogger(__name__)
 
 
 def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False) -> Outputs | None:
@@ -31,12 +35,13 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
     evaluation = Evaluation(prepared, tracker=tracker)
     try:
         evaluation.start()
+        _log.info("%s", evaluation.log_line())
         jobs = evaluation.jobs()
         with progress_bar(config, sum(len(j.names) for j in jobs)) as advance:
             evaluation.progress = advance
             for job in jobs:
                 payloads = compute_fold(**evaluation.job_parameters(job))
-                evaluation.accept(job.fold, payloads)
+                evaluation.accept(job, payloads)
         outputs = evaluation.outputs()
         evaluation.finish(outputs)
     except BaseException as exc:

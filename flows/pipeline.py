@@ -28,9 +28,19 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.results import skipped_rows
-from sweval.evaluators.run import Outputs, Plan, collect, evaluate_fold, make_plan, write_outputs
-from sweval.evaluators.store import UnitStore
+from sweval.evaluators.store import UnitFiles
+from sweval.evaluators.run import (
+    Outputs,
+    Plan,
+    algorithm_rows,
+    collect,
+    make_plan,
+    missing_units,
+    run_fold,
+    unit_store,
+    write_outputs,
+)
+from sweval.evaluators.units import describe
 from sweval.flows import rolling as rolling_mode
 
 _log = logging.getLogger(__name__)
@@ -102,17 +112,10 @@ def precheck(config: EvalConfig) -> None:
     Raises:
         SwevalError: the first problem found.
     """
-    from sweval.algorithms.registry import build_algorithm
     from sweval.data.loaders import BUNDLED, resolve_source
-    from sweval.evaluators.run import window_spec
+    from sweval.evaluators.run import algorithm_specs, window_spec
 
-    for name in config.algorithms:
-        build_algorithm(name, config.params.get(name))
-    unknown = set(config.params) - set(config.algorithms)
-    if unknown:
-        raise SwevalError(
-            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
-        )
+    algorithm_specs(config)
     window_spec(config)
     if config.data is not None:
         path, _ = resolve_source(config.data)
@@ -174,23 +177,18 @@ def prepare(
 # ------------------------------------------------------------------------------------- one fold
 def compute_fold(
     config: EvalConfig, fold_index: int, names: list[str], *, key: str, fingerprint: str
-) -> dict[str, dict[str, Any]]:
-    """Evaluate ``names`` on one fold and persist each unit as soon as it is finished.
-
-    Units already in the store (an earlier attempt of this task) are loaded, not recomputed.
+) -> dict[str, UnitFiles]:
+    """Compute the named algorithms' missing units of one fold, each saved in the unit store
+    as soon as it is finished (units an earlier attempt finished are not recomputed).
 
     Returns:
-        ``{algorithm: payload}`` for every name.
+        ``{unit key: files}`` of the units computed here, in raw ids (the flow saves them too
+        when this ran where its store is not shared, and its log's codes may differ).
     """
     plan = plan_for(config, fingerprint, key)
-    store = UnitStore(config.output, key)
-    fold = plan.folds[fold_index]
-    done = {name: store.load(fold_index, name) for name in names if store.has(fold_index, name)}
-    todo = [name for name in names if name not in done]
-    computed = evaluate_fold(
-        plan, fold, todo, on_unit=lambda name, payload: store.save(fold_index, name, payload)
-    )
-    return {name: done[name] if name in done else computed[name] for name in names}
+    computed = run_fold(plan, fold_index, unit_store(config), names)
+    logs = {unit.key: unit.split.log for unit in plan.units_of(fold_index, names)}
+    return {key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()}
 
 
 @dataclass(frozen=True)
@@ -221,9 +219,10 @@ class Evaluation:
         self.prepared = prepared
         self.plan = prepared.plan
         self.config = prepared.plan.config
-        self.store = UnitStore(self.config.output, self.plan.key)
+        self.store = unit_store(self.config)
         self.tracker = tracker
         self.progress = progress
+        self.missing = missing_units(self.plan, self.store)
         self.computed = 0
         self.tracking_deferred = False
         self.report_files: list[Path] = []
@@ -232,19 +231,22 @@ class Evaluation:
     def key(self) -> str:
         return self.plan.key
 
-    def jobs(self) -> list[FoldJob]:
-        """One job per non-skipped fold that still misses units, in fold order."""
-        jobs = []
-        for fold in self.plan.folds:
-            if fold.skipped:
-                continue
-            missing = [n for n in self.config.algorithms if not self.store.has(fold.index, n)]
-            if missing:
-                jobs.append(FoldJob(fold.index, missing))
-        return jobs
+    @property
+    def reused(self) -> int:
+        """Units of the plan that were already in the store when the run started."""
+        return len(self.plan.units) - len(self.missing)
 
-    def n_todo(self) -> int:
-        return sum(len(job.names) for job in self.jobs())
+    def jobs(self) -> list[FoldJob]:
+        """One job per fold that still misses units, in fold order, with the algorithms whose
+        units (any stratum) are missing."""
+        todo: dict[int, list[str]] = {}
+        for unit in self.missing:
+            names = todo.setdefault(unit.split.index, [])
+            if unit.spec.name not in names:
+                names.append(unit.spec.name)
+        order = {spec.name: i for i, spec in enumerate(self.plan.specs)}
+        return [FoldJob(fold, sorted(names, key=order.__getitem__))
+                for fold, names in sorted(todo.items())]
 
     def job_parameters(self, job: FoldJob) -> dict[str, Any]:
         """The keyword arguments of :func:`compute_fold` for ``job``."""
@@ -256,24 +258,31 @@ class Evaluation:
             "fingerprint": self.prepared.task_fingerprint,
         }
 
-    def start(self) -> None:
-        """Log to MLflow what earlier attempts already finished (skipped folds included)."""
-        if self.tracker is None:
-            return
+    def log_line(self) -> str:
+        return f"reused {self.reused} units, computed {len(self.missing)}"
+
+    def _rows(self, fold: int, names: list[str]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
         rows: list[Mapping[str, Any]] = []
         devices = {}
-        labels = ["all"] + (self.plan.strata.labels if self.plan.strata is not None else [])
+        for name in names:
+            fold_rows, record = algorithm_rows(self.plan, fold, name, self.store)
+            rows += fold_rows
+            if record is not None:
+                devices[name] = record["device"]
+        return rows, devices
+
+    def start(self) -> None:
+        """Log to MLflow what is already finished (skipped folds included)."""
+        if self.tracker is None:
+            return
+        pending = {(unit.split.index, unit.spec.name) for unit in self.missing}
+        rows: list[Mapping[str, Any]] = []
+        devices = {}
         for fold in self.plan.folds:
-            for name in self.config.algorithms:
-                if fold.skipped:
-                    for label in labels:
-                        rows += skipped_rows(
-                            fold, name, self.config.k, stratum=label, config_hash=self.key
-                        )
-                elif self.store.has(fold.index, name):
-                    payload = self.store.load(fold.index, name)
-                    rows += payload["rows"]
-                    devices[name] = payload["device"]
+            done = [spec.name for spec in self.plan.specs if (fold.index, spec.name) not in pending]
+            fold_rows, fold_devices = self._rows(fold.index, done)
+            rows += fold_rows
+            devices |= fold_devices
         try:
             self.tracker.log_rows(rows)
             self.tracker.set_devices(devices)
@@ -281,27 +290,29 @@ class Evaluation:
             _log.warning("MLflow logging deferred to the end of the run: %s", exc)
             self.tracking_deferred = True
 
-    def accept(self, fold: int, payloads: Mapping[str, Mapping[str, Any]]) -> None:
+    def accept(self, job: FoldJob, computed: Mapping[str, UnitFiles]) -> None:
         """Take a finished fold: make sure its units are stored, log them, advance progress."""
-        rows: list[Mapping[str, Any]] = []
-        for name, payload in payloads.items():
-            if not self.store.has(fold, name):  # the worker may not share our filesystem
-                self.store.save(fold, name, dict(payload))
-            rows += payload["rows"]
-        self.computed += len(payloads)
+        for unit in self.plan.units_of(job.fold, job.names):
+            if unit.key in computed and not self.store.has(unit.key, depth=unit.depth):
+                # the worker may not share our filesystem
+                self.store.write(unit.key, computed[unit.key], describe(unit))
+        self.computed += len(computed)
         if self.tracker is not None and not self.tracking_deferred:
             try:
+                rows, devices = self._rows(job.fold, job.names)
                 self.tracker.log_rows(rows)
-                self.tracker.set_devices({n: p["device"] for n, p in payloads.items()})
+                self.tracker.set_devices(devices)
             except SwevalError as exc:  # keep computing; finish() logs everything or fails
                 _log.warning("MLflow logging deferred to the end of the run: %s", exc)
                 self.tracking_deferred = True
         if self.progress is not None:
-            self.progress(len(payloads))
+            self.progress(len(job.names))
 
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
-        outputs = collect(self.plan, self.store)
+        outputs = replace(
+            collect(self.plan, self.store), n_reused=self.reused, n_computed=self.computed
+        )
         write_outputs(self.plan, outputs)
         self.report_files = write_report_quietly(outputs.directory)
         return outputs

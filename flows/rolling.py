@@ -10,16 +10,17 @@ t_f + tΔ ≤ t_max + 1 s (the complete ones) that the series has not evaluated 
     [  f0    )[  f1    )[  f2    )[  f3    )[  f4    )[  f5 ..│  run 2: only f4 is new
 
 After the first run ``--folds`` no longer matters: the number of folds grows with the data.
-Finished units are kept in the output directory's unit store under a key that leaves the fold count out, so a run computes only
-the new windows. ``<output>/rolling.json`` records how far the series got::
+Units are content-addressed (:mod:`evaluators.units`): a window's key covers only the
+transactions before its end, so a run finds every earlier window's unit in the store and computes
+only the new windows. ``<output>/rolling.json`` records how far the series got::
 
     {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "horizon": t_0 + n·tΔ,
      "prefix_fingerprint": hash of every transaction before the horizon}
 
 The results of the evaluated folds depend only on transactions before the horizon. If those
 changed (rewritten history, late events inserted before the horizon, a different configuration),
-the series starts over: the unit store and the MLflow run record are discarded and a new parent
-run begins. Otherwise the same MLflow parent run and child runs receive the new steps, so the
+the series starts over: the MLflow run record is dropped and a new parent run begins (the changed
+windows get new unit keys by themselves; no unit is deleted). Otherwise the same MLflow parent run and child runs receive the new steps, so the
 MLflow UI shows one growing time series per algorithm.
 """
 
@@ -29,7 +30,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,6 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import Plan, make_plan, window_spec
-from sweval.evaluators.store import code_fingerprint
 from sweval.evaluators.windows import parse_time
 
 _log = logging.getLogger(__name__)
@@ -50,10 +49,13 @@ STATE_FILE = "rolling.json"
 
 
 def rolling_key(config: EvalConfig) -> str:
-    """The unit-store key of a rolling series: the result hash with the fold count left out,
-    and the evaluation code's fingerprint."""
+    """The key of a rolling series (its MLflow parent run and ``rolling.json``): the result
+    hash with the fold count left out, and the code of its algorithms."""
+    from sweval.evaluators.units import code_version
+
     result_hash = config.model_copy(update={"folds": 1}).result_hash()
-    return f"rolling-{result_hash}-{code_fingerprint()}"
+    code = hashlib.sha256(" ".join(map(code_version, config.algorithms)).encode()).hexdigest()
+    return f"rolling-{result_hash}-{code[:12]}"
 
 
 def prefix_fingerprint(log: InteractionLog, horizon: int) -> str:
@@ -93,7 +95,7 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
     Without ``config.start``, the first run of a series fixes t_0 so that it evaluates the last
     ``config.folds`` complete windows; later runs keep that t_0 (from ``rolling.json``).
 
-    Resets the output directory's series (units, MLflow record, state) when the configuration
+    Resets the output directory's series (MLflow record, state) when the configuration
     or the data before the previous horizon changed.
 
     Raises:
@@ -174,11 +176,10 @@ def read_state(output: Path) -> dict[str, Any]:
 
 
 def reset(output: Path) -> None:
-    """Forget a rolling series: its units, its MLflow run record and its state."""
+    """Forget a rolling series: its MLflow run record and its state (units stay in the store)."""
     from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
 
     try:
-        shutil.rmtree(output / "units", ignore_errors=True)
         for name in (STATE_FILE, TRACKING_FILE):
             (output / name).unlink(missing_ok=True)
     except OSError as exc:

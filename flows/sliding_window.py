@@ -228,6 +228,7 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
     evaluation = Evaluation(prepared, tracker=tracker)
     try:
         evaluation.start()
+        logger.info("%s", evaluation.log_line())
         jobs = evaluation.jobs()
         if jobs:
             logger.info(
@@ -254,7 +255,7 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
                         except Exception as exc:  # keep collecting the other folds
                             errors.append(exc)
                             continue
-                        evaluation.accept(futures[future].fold, payloads)
+                        evaluation.accept(futures[future], payloads)
         if errors:
             raise errors[0]
         outputs = write_results(evaluation)

@@ -67,6 +67,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     )
     for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
         console.print(f"  skipped: {reason}", style="dim")
+    console.print(f"units: reused {outputs.n_reused} units, computed {outputs.n_computed}")
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")

@@ -19,7 +19,7 @@ import pytest
 from sweval.data.log import InteractionLog
 from sweval.data.synthetic import generate_log
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import collect, make_plan, run_units
+from sweval.evaluators.run import collect, make_plan, run_units, unit_store
 
 
 def effects(table: pd.DataFrame, folds: np.ndarray) -> tuple[float, float]:
@@ -40,7 +40,7 @@ def measure(bias: float, tmp_path) -> tuple[np.ndarray, np.ndarray]:
         output=str(tmp_path / f"bias{bias}"), progress=False,
     )
     plan = make_plan(config, log)
-    store = plan.store()
+    store = unit_store(config)
     run_units(plan, store)
     results = collect(plan, store).results
     recall = results[(results["metric"] == "recall") & (results["k"] == 10) & ~results["skipped"]]

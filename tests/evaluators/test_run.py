@@ -11,7 +11,16 @@ import pytest
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import collect, make_plan, run_local, run_units, write_outputs
+from sweval.evaluators.run import (
+    collect,
+    make_plan,
+    missing_units,
+    run_fold,
+    run_local,
+    run_units,
+    unit_store,
+    write_outputs,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,28 +59,33 @@ def test_outputs_and_byte_identical_rerun(tmp_path):
 def test_resume_recomputes_only_missing_units(tmp_path):
     config = small_config(tmp_path)
     plan = make_plan(config)
-    store = plan.store()
+    store = unit_store(config)
     # "crash" after the first fold's units
     first_fold = next(f for f in plan.folds if not f.skipped)
-    from sweval.evaluators.run import evaluate_fold
-
-    for name, payload in evaluate_fold(plan, first_fold, config.algorithms).items():
-        store.save(first_fold.index, name, payload)
-    before = {p.name: p.stat().st_mtime_ns for p in store.directory.glob("f*.json")}
-    computed = run_units(make_plan(config), make_plan(config).store())
+    run_fold(plan, first_fold.index, store)
+    before = {p: p.stat().st_mtime_ns for p in store.directory.glob("*/*/unit.json")}
+    assert len(before) == len(config.algorithms)
+    computed = run_units(make_plan(config), unit_store(config))
     assert computed == len(plan.units) - len(config.algorithms)
-    after = {p.name: p.stat().st_mtime_ns for p in store.directory.glob("f*.json")}
-    assert all(after[name] == mtime for name, mtime in before.items())  # not rewritten
+    after = {p: p.stat().st_mtime_ns for p in store.directory.glob("*/*/unit.json")}
+    assert all(after[path] == mtime for path, mtime in before.items())  # not rewritten
     resumed = collect(plan, store)
     write_outputs(plan, resumed)
     fresh = run_local(small_config(tmp_path, output=str(tmp_path / "fresh")))
     pd.testing.assert_frame_equal(resumed.results, fresh.results)
 
 
-def test_changed_config_starts_fresh(tmp_path):
-    run_local(small_config(tmp_path))
-    plan = make_plan(small_config(tmp_path, k=[3]))
-    assert plan.store().finished() == []
+def test_a_changed_configuration_keeps_every_unit_and_reuses_what_it_can(tmp_path):
+    first = run_local(small_config(tmp_path))
+    assert first.n_computed == len(make_plan(small_config(tmp_path)).units)
+    units = sorted(unit_store(small_config(tmp_path)).directory.glob("*/*/unit.json"))
+    # fewer k: every unit is reused, nothing is deleted
+    again = run_local(small_config(tmp_path, k=[3]))
+    assert (again.n_reused, again.n_computed) == (first.n_computed, 0)
+    assert sorted(unit_store(small_config(tmp_path)).directory.glob("*/*/unit.json")) == units
+    # one more algorithm: only its units are computed
+    more = run_local(small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"]))
+    assert more.n_computed == len(units) // 2 and more.n_reused == len(units)
 
 
 def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
@@ -138,16 +152,19 @@ def test_warm_start_chains_folds_and_a_resumed_run_matches(tmp_path):
     # The first fitted fold has no state to start from: it is the cold fit, to the bit.
     pd.testing.assert_frame_equal(warm_v[first], cold_v[first])
     assert not warm_v[later].value.equals(cold_v[later].value)
-    # Only the two newest states are kept.
-    states = sorted(p.name for p in (Path(config.output) / "units" / "warm").iterdir())
-    assert states == [f"als__f{fitted[-2]:04d}.npz", f"als__f{fitted[-1]:04d}.npz"]
+    # Each warm unit names its predecessor in its key and keeps its state for the next fold.
+    plan = make_plan(config)
+    assert [u.warm_from for u in plan.units] == [None] + [u.key for u in plan.units[:-1]]
+    store = unit_store(config)
+    assert all((store.directory / u.key[:2] / u.key / "warm.npz").exists() for u in plan.units)
 
-    # A crash after the last fold's state was saved but before its unit was: the rerun starts
-    # that fold from its predecessor's state again and computes the same numbers.
-    (Path(config.output) / "units" / f"f{fitted[-1]:04d}__als.json").unlink()
+    # A crash before the last fold's unit was saved: the rerun starts that fold from its
+    # predecessor's stored state again and computes the same numbers.
+    store.remove(plan.units[-1].key)
     (Path(config.output) / "results.csv").unlink()
-    resumed = run_local(config).results
-    pd.testing.assert_frame_equal(resumed, warm)
+    resumed = run_local(config)
+    assert resumed.n_computed == 1
+    pd.testing.assert_frame_equal(resumed.results, warm)
 
 
 @pytest.mark.parametrize(
@@ -160,31 +177,16 @@ def test_warm_start_refuses_what_it_cannot_chain(tmp_path, overrides, message):
         make_plan(warm_config(tmp_path, "bad", **overrides))
 
 
-def test_code_fingerprint_follows_the_result_code_only(tmp_path):
-    import shutil
-
-    from sweval.evaluators.store import code_fingerprint
-
-    for package in ("algorithms", "data", "evaluators"):
-        shutil.copytree(
-            REPO / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__")
-        )
-    before = code_fingerprint(tmp_path)
-    (tmp_path / "data" / "README.md").write_text("not code")
-    assert code_fingerprint.__wrapped__(tmp_path) == before
-    with (tmp_path / "algorithms" / "knn.py").open("a") as handle:
-        handle.write("\n# a local fix\n")
-    assert code_fingerprint.__wrapped__(tmp_path) != before
-
-
-def test_units_of_other_code_are_recomputed_not_resumed(tmp_path, monkeypatch):
-    import sweval.evaluators.run
+def test_units_of_other_code_are_recomputed_not_mixed_in(tmp_path, monkeypatch):
+    import sweval.evaluators.units as units
 
     config = small_config(tmp_path)
     run_local(config)
-    store = make_plan(config).store()
-    assert all(store.has(fold, name) for fold, name in make_plan(config).units)
-    monkeypatch.setattr(sweval.evaluators.run, "code_fingerprint", lambda: "other-code")
     plan = make_plan(config)
-    assert plan.store().has(*plan.units[0]) is False  # the store started fresh
-    assert run_units(plan, plan.store()) == len(plan.units)
+    assert not missing_units(plan, unit_store(config))
+    monkeypatch.setattr(units, "code_version", lambda name: f"other-code-{name}")
+    changed = make_plan(config)
+    assert len(missing_units(changed, unit_store(config))) == len(changed.units)
+    assert run_units(changed, unit_store(config)) == len(changed.units)
+    # the other code's units are still there
+    assert not missing_units(plan, unit_store(config))

@@ -14,23 +14,32 @@ from pathlib import Path
 import pytest
 from flow_helpers import check_mlflow_matches_results
 
-import sweval.flows.pipeline
+import sweval.evaluators.run
 from sweval.flows.sliding_window import sliding_window_eval
 
-UNITS_GLOB = "f*__*.json"
+UNITS_GLOB = "*/*/unit.json"
+
+
+def stored_units(units: Path) -> dict[tuple[int, str], int]:
+    """(fold, algorithm) -> mtime of every finished unit in a unit store."""
+    found = {}
+    for path in units.glob(UNITS_GLOB):
+        record = json.loads(path.read_text())
+        found[(record["split_index"], record["algorithm"])] = path.stat().st_mtime_ns
+    return found
 
 
 @pytest.fixture
 def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """Record every (fold, algorithm) unit the flow computes in this process."""
     computed: list[tuple[int, str]] = []
-    original = sweval.flows.pipeline.evaluate_fold
+    original = sweval.evaluators.run.compute_unit
 
-    def counting(plan, fold, names, **kwargs):
-        computed.extend((fold.index, name) for name in names)
-        return original(plan, fold, names, **kwargs)
+    def counting(unit, store, **kwargs):
+        computed.append((unit.split.index, unit.spec.name))
+        return original(unit, store, **kwargs)
 
-    monkeypatch.setattr(sweval.flows.pipeline, "evaluate_fold", counting)
+    monkeypatch.setattr(sweval.evaluators.run, "compute_unit", counting)
     return computed
 
 
@@ -40,28 +49,27 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 ) -> None:
     data = write_log(8)
     config = make_config(data)
-    original = sweval.flows.pipeline.evaluate_fold
+    original = sweval.evaluators.run.compute_unit
 
-    def failing(plan, fold, names, **kwargs):
-        if fold.index == 4:
+    def failing(unit, store, **kwargs):
+        if unit.split.index == 4:
             raise RuntimeError("injected failure in fold 4")
-        return original(plan, fold, names, **kwargs)
+        return original(unit, store, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(sweval.flows.pipeline, "evaluate_fold", failing)
+        patch.setattr(sweval.evaluators.run, "compute_unit", failing)
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
     units = Path(config.output) / "units"
-    finished = {path.name for path in units.glob(UNITS_GLOB)}
-    assert finished and not any(name.startswith("f0004") for name in finished)
+    mtimes = stored_units(units)
+    assert mtimes and not any(fold == 4 for fold, _ in mtimes)
     assert not (Path(config.output) / "results.csv").exists()
     parent_id = json.loads((Path(config.output) / "tracking.json").read_text())["parent_run_id"]
-    mtimes = {path.name: path.stat().st_mtime_ns for path in units.glob(UNITS_GLOB)}
 
     count_units.clear()
     sliding_window_eval(config=config)
     assert count_units == [(4, "pop"), (4, "pop-n")]
-    kept = {p.name: p.stat().st_mtime_ns for p in units.glob(UNITS_GLOB) if p.name in mtimes}
+    kept = {unit: mtime for unit, mtime in stored_units(units).items() if unit in mtimes}
     assert kept == mtimes  # finished units were not rewritten
 
     reference = make_config(data, output=str(tmp_path / "reference"), tracking=False)
@@ -76,11 +84,11 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 _SLOW_RUN = """
 import sys, time
 import sweval.evaluators.run as run
-original = run.evaluate_unit
+original = run.compute_unit
 def slow(*args, **kwargs):
     time.sleep(0.4)
     return original(*args, **kwargs)
-run.evaluate_unit = slow
+run.compute_unit = slow
 from sweval.flows.cli import main
 sys.argv = ["sweval", "run", "--config", sys.argv[1]]
 main()
@@ -112,7 +120,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
-    finished = {(int(p.name[1:5]), p.stem.split("__")[1]) for p in units.glob(UNITS_GLOB)}
+    finished = set(stored_units(units))
     all_units = {(f, a) for f in (0, 1, 3, 4, 5, 6) for a in ("pop", "pop-n")}  # fold 2 skipped
     assert 4 <= len(finished) < len(all_units)
 
@@ -128,17 +136,21 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
 
 
-def test_changed_configuration_starts_fresh(
+def test_a_changed_configuration_computes_only_the_units_it_changes(
     write_log, make_config, count_units: list[tuple[int, str]]
 ) -> None:
     data = write_log(8)
     sliding_window_eval(config=make_config(data, tracking=False))
+    assert len(count_units) == 12
     count_units.clear()
-    sliding_window_eval(config=make_config(data, tracking=False, k=[5, 10, 20]))
-    assert len(count_units) == 12  # every unit again: the results would differ
-    count_units.clear()
-    sliding_window_eval(config=make_config(data, tracking=False, k=[5, 10, 20], workers=2))
-    assert count_units == []  # orchestration options do not change results
+    sliding_window_eval(config=make_config(data, tracking=False, k=[3, 5]))
+    assert count_units == []  # fewer k: measured from the stored lists
+    sliding_window_eval(config=make_config(data, tracking=False, workers=2, folds=6,
+                                           algorithms=["pop-n", "pop"]))
+    assert count_units == []  # orchestration, fold count and order change no unit
+    sliding_window_eval(config=make_config(data, tracking=False,
+                                           params={"pop-n": {"n_recent": 7}}))
+    assert sorted(count_units) == [(f, "pop-n") for f in (0, 1, 3, 4, 5, 6)]
 
 
 def test_mlflow_outage_during_the_run_is_caught_up_at_the_end(

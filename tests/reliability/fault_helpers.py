@@ -26,7 +26,7 @@ from sweval_testing import group_members
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
-UNITS_GLOB = "f*__*.json"
+UNITS_GLOB = "*/*/unit.json"
 
 #: ``python -c DRIVER CONFIG JOURNAL DELAY [sweval run options...]``: ``sweval run --config CONFIG
 #: --no-prefect`` where every unit first sleeps DELAY seconds (so that faults land mid-run) and
@@ -40,20 +40,20 @@ if os.environ.get("SWEVAL_TEST_DISK_QUOTA"):  # a simulated full disk (see Small
     quota, root = os.environ["SWEVAL_TEST_DISK_QUOTA"].split(":", 1)
     install_quota(int(quota), root)
 import sweval.evaluators.run as run
-original = run.evaluate_unit
+original = run.compute_unit
 
-def note(what, fold, algorithm):
+def note(what, unit):
     with open(journal, "a") as handle:
-        handle.write(f"{what} {os.getpid()} {fold.index} {algorithm.name}\n")
+        handle.write(f"{what} {os.getpid()} {unit.split.index} {unit.spec.name}\n")
 
-def traced(log, fold, algorithm, **kwargs):
-    note("start", fold, algorithm)
+def traced(unit, store, **kwargs):
+    note("start", unit)
     time.sleep(delay)
-    result = original(log, fold, algorithm, **kwargs)
-    note("done", fold, algorithm)
+    result = original(unit, store, **kwargs)
+    note("done", unit)
     return result
 
-run.evaluate_unit = traced
+run.compute_unit = traced
 from sweval.flows.cli import main
 sys.argv = ["sweval", "run", "--config", config, "--no-prefect", *sys.argv[4:]]
 main()
@@ -77,11 +77,17 @@ def log_frame(days: int = 8, users: int = 40, items: int = 30, seed: int = 0) ->
 
 
 def unit_files(output: Path) -> dict[str, tuple[int, int]]:
-    """``{unit file name: (inode, mtime_ns)}`` of the finished units in ``output``."""
+    """``{f<fold>__<algorithm>.json: (inode, mtime_ns)}`` of the finished units in ``output``
+    (a unit is finished once its ``unit.json`` record is written)."""
     units = output / "units"
     if not units.exists():
         return {}
-    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in units.glob(UNITS_GLOB)}
+    found = {}
+    for path in units.glob(UNITS_GLOB):
+        record = json.loads(path.read_text())
+        name = f"f{record['split_index']:04d}__{record['algorithm']}.json"
+        found[name] = (path.stat().st_ino, path.stat().st_mtime_ns)
+    return found
 
 
 def unit_names(output: Path) -> set[tuple[int, str]]:

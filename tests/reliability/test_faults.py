@@ -74,9 +74,12 @@ def assert_unchanged(before: dict[str, tuple[int, int]], after: dict[str, tuple[
 
 
 def assert_units_whole(output: Path) -> None:
-    for path in (output / "units").glob("f*__*.json"):
-        payload = json.loads(path.read_text())  # atomic writes: never a half-written unit
-        assert payload["rows"], path
+    import pyarrow.parquet as pq
+
+    for path in (output / "units").glob("*/*/unit.json"):
+        record = json.loads(path.read_text())  # atomic writes: never a half-written unit
+        lists = pq.read_table(path.parent / "lists.parquet")  # written before the record
+        assert lists.num_rows == record["n_users"] > 0, path
 
 
 # ------------------------------------------------------------------------------------ SIGKILL
@@ -318,12 +321,16 @@ def small_disk(tmp_path: Path) -> Any:
 
 
 def reference_sizes(reference: Path) -> dict[str, Any]:
-    units = sorted((reference / "units").glob("f*__*.json"))
+    """File sizes of a finished run: per unit its files' sizes, and results.csv."""
+    units = sorted((reference / "units").glob("*/*/unit.json"))
     return {
-        "manifest": (reference / "units" / "manifest.json").stat().st_size,
-        "units": [p.stat().st_size for p in units],
+        "units": [[p.stat().st_size for p in unit.parent.iterdir()] for unit in units],
         "results": (reference / "results.csv").stat().st_size,
     }
+
+
+def files_of(units: list[list[int]]) -> list[int]:
+    return [size for unit in units for size in unit]
 
 
 def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, small_disk: Any) -> None:
@@ -336,13 +343,14 @@ def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, smal
     config = write_config(tmp_path / "eval.json", **options)
     journal = tmp_path / "journal.txt"
 
-    # room for the manifest and 7 of the 18 units
-    small_disk.leave_free(small_disk.room_for([sizes["manifest"], *sizes["units"][:7]]))
+    # room for 7 of the 18 units
+    small_disk.leave_free(small_disk.room_for(files_of(sizes["units"][:7])))
     process = start_driver(config, journal, delay=0.0, env=os.environ | small_disk.env())
     status, _out, err = finish(process)
     note = f"({small_disk.kind})"
     assert status == 2, f"{note} {err[-3000:]}"
-    assert f"error: {output / 'units'}: cannot write results" in err, f"{note} {err[-3000:]}"
+    assert f"error: {output / 'units'}: cannot write a finished unit" in err, \
+        f"{note} {err[-3000:]}"
     assert "No space left on device" in err and "rerun the same command" in err, err[-3000:]
     assert "Traceback" not in err
     kept = unit_files(output)
@@ -373,7 +381,7 @@ def _run_until_tables_do_not_fit(tmp_path: Path, small_disk: Any) -> tuple[Path,
     options = base_options(data, output)
     reference = reference_results(options, tmp_path / "reference")
     sizes = reference_sizes(tmp_path / "reference")
-    room = small_disk.room_for([sizes["manifest"], *sizes["units"]])
+    room = small_disk.room_for(files_of(sizes["units"]))
     small_disk.leave_free(room + small_disk.room_for([sizes["results"]]) // 2)
     remove = install_quota(small_disk.quota, small_disk.path) if small_disk.quota else None
     try:
@@ -406,21 +414,31 @@ def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: A
 
 
 def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
+    import numpy as np
+
     from sweval.data.errors import SwevalError
+    from sweval.data.log import InteractionLog
+    from sweval.evaluators.engine import UnitLists
     from sweval.evaluators.store import UnitStore
     from fault_helpers import install_quota
 
-    store = UnitStore(small_disk.path / "out", "key")
+    store = UnitStore(small_disk.path / "out")
+    n = 2000
+    log = InteractionLog.from_frame(pd.DataFrame({
+        "user": [f"user-{i:06d}" for i in range(n)], "item": [f"item-{i:06d}" for i in range(n)],
+        "timestamp": np.arange(n),
+    }))
+    lists = UnitLists(users=np.arange(n), items=np.tile(np.arange(50), (n, 1)))
     small_disk.leave_free(small_disk.room_for([100]))
-    payload = {"rows": [{"value": 0.5, "note": "x" * 200}] * 50, "device": "cpu", "timings": {}}
     remove = install_quota(small_disk.quota, small_disk.path) if small_disk.quota else None
     try:
         with pytest.raises(SwevalError, match="No space left on device"):
-            store.save(0, "pop", payload)
+            store.save("ab" * 12, lists, log, {})
     finally:
         if remove is not None:
             remove()
-    assert not list(store.directory.glob(".*.tmp"))
+    assert not list(store.directory.glob("**/.*.tmp"))
+    assert not store.has("ab" * 12)
 
 
 # ------------------------------------------------------------------------------------ determinism

@@ -1,0 +1,235 @@
+"""Splits: what one model is fitted on and measured against, for every protocol.
+
+A split holds its training data (built lazily), the evaluated users and their relevant items
+Rel_u, per user the reference time of the test instance (for the leakage diagnostic), and its
+*definition*: everything that determines its content, which goes into the keys of its units.
+
+Window splits (``sw-eval`` folds, the ``temporal-global`` cut-off)::
+
+    D_{t_f} = {t < t_f} (or t_f − L ≤ t < t_f)   training
+    [t_f, t_f + tΔ)                              test window, eligible users U_f
+    definition: bounds, training window, relevance, stratum, hash of the log before t_f + tΔ
+
+Hold-out splits (``loocv`` seed s, ``leave-last-one-out``)::
+
+    training = D minus one held-out transaction per user with ≥ 2 transactions
+    definition: the rule and seed, hash of the whole log
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sweval.algorithms.base import TrainData
+from sweval.data.log import InteractionLog
+from sweval.evaluators.folds import Fold
+from sweval.evaluators.metrics import Relevance, RelevantSets, relevant_sets
+
+
+@dataclass(eq=False)
+class Split:
+    """One train/test split of a protocol.
+
+    Quacks like a :class:`~evaluators.folds.Fold` for :mod:`evaluators.results` (``index``,
+    ``t_start``, ``t_end``, ``n_eligible``, ``skip_reason``).
+
+    Attributes:
+        index: fold index (``sw-eval``), repetition seed (``loocv``) or 0.
+        t_start, t_end: the span the test instances come from, [t_start, t_end).
+        relevant: the evaluated users (ascending global codes) and their Rel_u.
+        reference_time: per evaluated user, the time of the test instance (leakage diagnostic).
+        skip_reason: why the split is not evaluated (too few users), or None.
+        fold: the engine's fold, for fold-based protocols.
+        make_train: builds the training data (lazily: resumed or skipped splits never need it).
+        definition: what determines the split's content, for unit keys
+            (:mod:`evaluators.units`): its kind, bounds or seed, relevance, stratum, and the
+            fingerprint of the data it reads.
+        log: the log the split cuts (a stratum's sub-log for stratified splits).
+    """
+
+    index: int
+    t_start: int
+    t_end: int
+    relevant: RelevantSets
+    reference_time: NDArray[np.int64]
+    make_train: Callable[[], TrainData]
+    definition: dict[str, Any]
+    log: InteractionLog
+    skip_reason: str | None = None
+    fold: Fold | None = None
+
+    @property
+    def users(self) -> NDArray[np.int64]:
+        return self.relevant.users
+
+    @property
+    def n_eligible(self) -> int:
+        return len(self.relevant.users)
+
+    @property
+    def skipped(self) -> bool:
+        return self.skip_reason is not None
+
+    @cached_property
+    def train(self) -> TrainData:
+        return self.make_train()
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "fold": self.index,
+            "t_start": self.t_start,
+            "t_end": self.t_end,
+            "n_eligible": self.n_eligible,
+            "skipped": self.skipped,
+            "skip_reason": self.skip_reason or "",
+        }
+
+
+def item_first_seen(log: InteractionLog) -> NDArray[np.int64]:
+    """First timestamp of every item code in the whole log (int64 max for absent codes)."""
+    first = np.full(log.n_items, np.iinfo(np.int64).max, dtype=np.int64)
+    codes, positions = np.unique(log.item, return_index=True)  # the log is time-sorted
+    first[codes] = log.timestamp[positions]
+    return first
+
+
+def _user_positions(
+    log: InteractionLog,
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """(positions grouped by user in time order, start of each user's group, count per user)."""
+    counts = np.bincount(log.user, minlength=log.n_users).astype(np.int64)
+    order = np.argsort(log.user, kind="stable").astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    return order, starts, counts
+
+
+def holdout_positions(log: InteractionLog, how: str, seed: int | None = None) -> NDArray[np.int64]:
+    """Log positions of the held-out transactions, one per user with ≥ 2 transactions.
+
+    Args:
+        log: the log.
+        how: ``last``: each user's latest transaction (ties in t: the later row, i.e. the later
+            log position); ``random``: one uniformly random transaction per user, drawn as
+            ``np.random.default_rng(seed).integers(0, n_u)`` over the users in code order, the
+            index counting the user's transactions in log (time) order.
+        seed: the repetition's seed (``random`` only).
+
+    Returns:
+        positions, ordered by user code (so the users are ascending).
+    """
+    order, starts, counts = _user_positions(log)
+    users = np.flatnonzero(counts >= 2)
+    if how == "last":
+        offset = counts[users] - 1
+    elif how == "random":
+        rng = np.random.default_rng(seed)
+        offset = rng.integers(0, counts[users]) if len(users) else np.zeros(0, dtype=np.int64)
+    else:
+        raise ValueError(f"unknown hold-out rule {how!r}")
+    return order[starts[users] + offset]
+
+
+def holdout_split(
+    log: InteractionLog, held: NDArray[np.int64], *, index: int, u_min: int,
+    definition: dict[str, Any],
+) -> Split:
+    """The split that trains on D minus ``held`` and tests on the held-out transactions.
+
+    Args:
+        log: the log.
+        held: positions of the held-out transactions, at most one per user, in user-code order.
+        index: the split's label.
+        u_min: the split is skipped with fewer evaluated users.
+        definition: the hold-out rule (``{"kind": "loocv", "seed": 3}``); the whole log's
+            fingerprint is added (a hold-out split reads all of it).
+    """
+    users = log.user[held]
+    if len(users) > 1 and not (np.diff(users) > 0).all():
+        raise ValueError("held-out positions must be one per user, in user-code order")
+    relevant = RelevantSets(
+        users=users.astype(np.int64),
+        indptr=np.arange(len(users) + 1, dtype=np.int64),
+        items=log.item[held].astype(np.int64),
+    )
+    reference_time = log.timestamp[held].astype(np.int64)
+
+    def make_train() -> TrainData:
+        keep = np.ones(len(log), dtype=bool)
+        keep[held] = False
+        return TrainData.from_codes(
+            log.user[keep], log.item[keep], n_users=log.n_users, n_items=log.n_items
+        )
+
+    reason = None
+    if len(users) < u_min:
+        reason = f"n_eligible={len(users)} < u_min={u_min}"
+    return Split(
+        index=index,
+        t_start=log.t_min,
+        t_end=log.t_max + 1,
+        relevant=relevant,
+        reference_time=reference_time,
+        make_train=make_train,
+        definition={**definition, "data": log.fingerprint()},
+        log=log,
+        skip_reason=reason,
+    )
+
+
+def fold_splits(
+    log: InteractionLog,
+    folds: Sequence[Fold],
+    relevance: Relevance,
+    *,
+    stratum: str = "all",
+    stratify_mode: str | None = None,
+) -> list[Split]:
+    """The splits of engine folds; a user's reference time is their first test transaction.
+
+    A fold's data fingerprint covers the transactions before its end only: its training data,
+    test window and eligible users lie there, so the same window of a grown log is the same
+    split.
+    """
+    prefixes = log.prefix_fingerprints([fold.t_end for fold in folds]) if len(log) else {}
+    return [
+        _fold_split(log, fold, relevance, {
+            "kind": "window",
+            "t_start": fold.t_start,
+            "t_end": fold.t_end,
+            "train_start": fold.train_start,
+            "relevance": relevance,
+            "stratum": stratum,
+            "stratify_mode": stratify_mode,
+            "data": prefixes.get(fold.t_end, ""),
+        })
+        for fold in folds
+    ]
+
+
+def _fold_split(
+    log: InteractionLog, fold: Fold, relevance: Relevance, definition: dict[str, Any]
+) -> Split:
+    users = fold.eligible_users
+    test_user = log.user[fold.test_lo : fold.test_hi]
+    codes, first = np.unique(test_user, return_index=True)  # time order: first = earliest
+    earliest = log.timestamp[fold.test_lo + first]
+    reference_time = earliest[np.searchsorted(codes, users)] if len(users) else earliest[:0]
+    relevant = relevant_sets(log, fold.test_lo, fold.test_hi, users, relevance)
+    return Split(
+        index=fold.index,
+        t_start=fold.t_start,
+        t_end=fold.t_end,
+        relevant=relevant,
+        reference_time=reference_time.astype(np.int64),
+        make_train=lambda: fold.train_data(log),
+        definition=definition,
+        log=log,
+        skip_reason=fold.skip_reason,
+        fold=fold,
+    )

@@ -1,0 +1,239 @@
+"""The unit of work: one split × one algorithm configuration, and its content-addressed key.
+
+A unit's key hashes exactly what determines its numbers, and nothing else::
+
+    key = sha256({
+        "split":     the split's definition: protocol kind, window bounds, training window,
+                     relevance, stratum and stratify mode, hold-out seed, and the fingerprint
+                     of the data the split reads (for a window: the transactions before its end),
+        "algorithm": the registry name,
+        "params":    the validated hyper-parameters (defaults filled in, types normalised),
+        "code":      the version of the code that computes it (:func:`code_version`),
+        "warm_from": the key of the unit whose model it starts from (warm starts), or None,
+    })
+
+Not in the key: the list of k (a unit keeps its top-K lists; metrics are recomputed from them),
+the number of folds, the other algorithms, and where outputs, tracking and tasks go. So adding an
+algorithm, a k or a fold to a run costs only the new units.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import inspect
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweval.algorithms.base import Algorithm, TrainData
+from sweval.algorithms.registry import algorithm_class, build_algorithm
+from sweval.data.errors import SwevalError
+from sweval.evaluators.engine import UnitLists, compute_lists, list_length
+from sweval.evaluators.splits import Split
+from sweval.evaluators.store import UnitStore
+
+_ROOT = Path(__file__).resolve().parents[1]
+
+#: The shared code that computes every unit: the algorithms' common base and kernels, the
+#: engine (fit, rank, measure) and the folds and log it reads. An algorithm's own module is added
+#: per algorithm. Report, tracking, orchestration and messages elsewhere are not part of a key.
+CORE_MODULES = (
+    "algorithms/base.py",
+    "algorithms/kernels.py",
+    "data/log.py",
+    "evaluators/engine.py",
+    "evaluators/folds.py",
+    "evaluators/metrics.py",
+    "evaluators/splits.py",
+)
+
+
+@functools.cache
+def source_version(path: Path) -> str:
+    """A hash of a module's code with comments, docstrings and formatting left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def code_version(algorithm: str) -> str:
+    """The version of the code that computes ``algorithm``'s units: the core modules and the
+    algorithm's own module."""
+    own = Path(inspect.getfile(algorithm_class(algorithm))).resolve()
+    paths = sorted({_ROOT / name for name in CORE_MODULES} | {own})
+    digest = hashlib.sha256()
+    for path in paths:
+        if path.exists():
+            digest.update(f"{path.name}:{source_version(path)}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The validated hyper-parameters of ``name`` as JSON values, defaults filled in
+    (``factors=64`` given or not, as ``64`` or ``64.0``, is one set).
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    algorithm = build_algorithm(name, params)
+    return algorithm.key_params()
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm configuration of a run: its name and validated parameters.
+
+    Attributes:
+        name: the registry name (also the label in every table).
+        params: the parameters as given (validated again when the model is built).
+        canonical: the validated, normalised parameters that enter unit keys.
+    """
+
+    name: str
+    params: dict[str, Any]
+    canonical: dict[str, Any]
+
+    @classmethod
+    def of(cls, name: str, params: dict[str, Any] | None = None) -> AlgorithmSpec:
+        given = dict(params or {})
+        return cls(name=name, params=given, canonical=canonical_params(name, given))
+
+    def build(self, *, cold: bool = False) -> Algorithm:
+        """A fresh model; ``cold`` turns a warm-start configuration's warm start off."""
+        params = dict(self.params)
+        if cold and self.warm_starts:
+            params["warm_start"] = False
+        return build_algorithm(self.name, params)
+
+    @property
+    def warm_starts(self) -> bool:
+        return bool(self.canonical.get("warm_start", False))
+
+    def cold(self) -> AlgorithmSpec:
+        """The same configuration fitted from scratch (hold-out splits have no previous fold)."""
+        if not self.warm_starts:
+            return self
+        return AlgorithmSpec.of(self.name, {**self.params, "warm_start": False})
+
+
+def unit_key(
+    split: dict[str, Any], spec: AlgorithmSpec, *, warm_from: str | None = None
+) -> str:
+    """The content-addressed key of one unit (see the module docstring)."""
+    identity = {
+        "split": split,
+        "algorithm": spec.name,
+        "params": spec.canonical,
+        "code": code_version(spec.name),
+        "warm_from": warm_from,
+    }
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# ------------------------------------------------------------------------------ planned units
+@dataclass(frozen=True)
+class Unit:
+    """One planned unit: a split, an algorithm configuration, and the key they make.
+
+    Attributes:
+        split: the split (not skipped).
+        spec: the algorithm configuration (cold for hold-out splits).
+        key: :func:`unit_key`.
+        depth: the list length this command needs (a stored unit with shorter lists is
+            recomputed).
+        warm_from: the key of the unit whose fitted model this one starts from, or None.
+    """
+
+    split: Split
+    spec: AlgorithmSpec
+    key: str
+    depth: int
+    warm_from: str | None = None
+
+
+def plan_units(
+    splits: Sequence[Split],
+    specs: Sequence[AlgorithmSpec],
+    ks: list[int],
+    *,
+    previous: dict[str, str | None] | None = None,
+) -> list[Unit]:
+    """Every unit of ``splits`` × ``specs``, split by split (skipped splits have none).
+
+    A warm-starting configuration chains its units over the window splits in order: each
+    starts from the previous evaluated split's model, and its key names that unit's key, so a
+    warm unit is never mistaken for a cold one. On its own the key of a warm unit then also
+    covers the whole log (the state carries the log's codes). Hold-out splits have no previous
+    fold: they are fitted cold, under a cold key.
+
+    ``previous`` (the last chained key per algorithm) carries the chains over several calls,
+    for callers that plan split by split.
+    """
+    units: list[Unit] = []
+    previous = {} if previous is None else previous
+    for split in splits:
+        if split.skipped:
+            continue
+        depth = list_length(ks, split.relevant.sizes)
+        for spec in specs:
+            chained = spec.warm_starts and split.definition.get("kind") == "window"
+            if not chained:
+                spec = spec.cold()
+                units.append(Unit(split, spec, unit_key(split.definition, spec), depth))
+                continue
+            definition = split.definition | {"log": split.log.fingerprint()}
+            warm_from = previous.get(spec.name)
+            key = unit_key(definition, spec, warm_from=warm_from)
+            units.append(Unit(split, spec, key, depth, warm_from=warm_from))
+            previous[spec.name] = key
+    return units
+
+
+def compute_unit(unit: Unit, store: UnitStore, *, train: TrainData | None = None) -> UnitLists:
+    """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
+    and save it in ``store``.
+
+    Raises:
+        SwevalError: the predecessor's state is missing (compute the units in order).
+    """
+    algorithm = unit.spec.build()
+    if unit.warm_from is not None:
+        algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
+        if algorithm.warm_ is None:
+            raise SwevalError(
+                f"{unit.spec.name}: the warm-start state of unit {unit.warm_from} is missing; "
+                "rerun to recompute the chain in order."
+            )
+    clock = time.perf_counter()
+    if train is None:
+        train = unit.split.train
+    timings = {"train_data": time.perf_counter() - clock}
+    lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
+    store.save(unit.key, lists, unit.split.log, describe(unit))
+    return lists
+
+
+def describe(unit: Unit) -> dict[str, Any]:
+    """What a stored unit records about itself (its key's inputs, in words and values)."""
+    return {
+        "split": unit.split.definition,
+        "split_index": unit.split.index,
+        "algorithm": unit.spec.name,
+        "params": unit.spec.canonical,
+        "code": code_version(unit.spec.name),
+        "warm_from": unit.warm_from,
+        "source": unit.split.log.source,
+    }

@@ -1,0 +1,166 @@
+"""``sweval cache``: look into the unit store and prune it, on request only.
+
+The store (``--cache``, else ``$SWEVAL_CACHE``, else ``<output>/units``) keeps every finished
+unit until the user says otherwise::
+
+    sweval cache list  [--cache DIR | --output DIR]       one line per unit
+    sweval cache size  [--cache DIR | --output DIR]       units and bytes per algorithm
+    sweval cache prune --older-than 30D [--dry-run]      units not written for 30 days
+    sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from sweval.data.errors import SwevalError
+
+app = typer.Typer(help="List, size and prune the unit store (finished units are never deleted "
+                  "otherwise).", no_args_is_help=True)
+console = Console()
+
+CacheOption = Annotated[str | None, typer.Option(
+    "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else <output>/units]")]
+OutputOption = Annotated[str, typer.Option(
+    "--output", help="The run directory whose units/ to use when no store is named.")]
+
+
+def store_directory(cache: str | None, output: str) -> Path:
+    """The store the cache commands act on (the same rule as ``sweval run``)."""
+    from sweval.evaluators.run import CACHE_ENV
+
+    return Path(cache or os.environ.get(CACHE_ENV) or Path(output) / "units").expanduser()
+
+
+def _store(cache: str | None, output: str):  # noqa: ANN202 (lazy import of the store)
+    from sweval.evaluators.store import UnitStore
+
+    return UnitStore(store_directory(cache, output))
+
+
+def _split_text(split: dict) -> str:
+    kind = split.get("kind", "?")
+    if kind == "window":
+        start = dt.datetime.fromtimestamp(int(split["t_start"]), dt.UTC).strftime("%Y-%m-%d %H:%M")
+        stratum = split.get("stratum", "all")
+        return f"window {start}" + ("" if stratum == "all" else f" [{stratum}]")
+    if "seed" in split:
+        return f"{kind} seed {split['seed']}"
+    return str(kind)
+
+
+def _changed_params(algorithm: str, params: dict) -> str:
+    """The parameters that differ from the algorithm's defaults, or ``defaults``."""
+    from sweval.evaluators.units import canonical_params
+
+    try:
+        defaults = canonical_params(algorithm, {})
+    except SwevalError:  # an algorithm this version does not know
+        defaults = {}
+    changed = {k: v for k, v in sorted(params.items()) if defaults.get(k) != v}
+    return ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@app.command("list")
+def list_units(cache: CacheOption = None, output: OutputOption = "runs/latest") -> None:
+    """One line per finished unit: algorithm, split, parameters, list depth, users, size, age."""
+    store = _store(cache, output)
+    table = Table(title=f"unit store {store.directory}")
+    for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "written"):
+        table.add_column(column, justify="right" if column in ("depth", "users", "size") else "left")
+    n = 0
+    for entry in store.entries():
+        record = entry.record
+        params = _changed_params(record.get("algorithm", ""), record.get("params", {}))
+        table.add_row(
+            entry.key[:10], str(record.get("algorithm", "?")), _split_text(record.get("split", {})),
+            params, str(record.get("depth", "?")), str(record.get("n_users", "?")),
+            _size(entry.size_bytes),
+            dt.datetime.fromtimestamp(entry.modified).strftime("%Y-%m-%d %H:%M"),
+        )
+        n += 1
+    console.print(table if n else f"unit store {store.directory}: empty")
+
+
+@app.command("size")
+def size(cache: CacheOption = None, output: OutputOption = "runs/latest") -> None:
+    """How many units and bytes the store holds, per algorithm."""
+    store = _store(cache, output)
+    rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
+    frame = pd.DataFrame(rows, columns=["algorithm", "bytes"])
+    table = Table(title=f"unit store {store.directory}")
+    for column in ("algorithm", "units", "size"):
+        table.add_column(column, justify="left" if column == "algorithm" else "right")
+    for algorithm, group in frame.groupby("algorithm", sort=True):
+        table.add_row(str(algorithm), str(len(group)), _size(group["bytes"].sum()))
+    table.add_row("[bold]total[/bold]", str(len(frame)), _size(frame["bytes"].sum()))
+    console.print(table)
+
+
+def run_unit_keys(run: Path) -> set[str]:
+    """The unit keys a run directory's ``units.csv`` files name (a comparison has several).
+
+    Raises:
+        SwevalError: no units.csv with a ``unit_key`` column under ``run``.
+    """
+    keys: set[str] = set()
+    found = False
+    for path in [run / "units.csv", *sorted(run.glob("*/units.csv"))]:
+        if not path.exists():
+            continue
+        frame = pd.read_csv(path, dtype=str)
+        if "unit_key" in frame:
+            found = True
+            keys |= set(frame["unit_key"].dropna())
+    if not found:
+        raise SwevalError(f"{run}: no units.csv with a unit_key column (not a run directory?).")
+    return keys
+
+
+@app.command("prune")
+def prune(
+    older_than: Annotated[str | None, typer.Option(
+        help="Delete units written longer ago than this duration (30D, 12h, ...).")] = None,
+    run: Annotated[Path | None, typer.Option(
+        help="Delete the units this run directory used (its units.csv).")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only say what would be deleted.")] = False,
+    cache: CacheOption = None,
+    output: OutputOption = "runs/latest",
+) -> None:
+    """Delete units by age or by run. Nothing else ever deletes a finished unit."""
+    from sweval.evaluators.windows import parse_duration
+
+    if older_than is None and run is None:
+        raise SwevalError("sweval cache prune: give --older-than DURATION and/or --run DIR.")
+    store = _store(cache, output)
+    cutoff = time.time() - parse_duration(older_than, option="--older-than") \
+        if older_than is not None else None
+    keys = run_unit_keys(run) if run is not None else None
+    chosen = [
+        entry for entry in store.entries()
+        if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)
+    ]
+    freed = sum(entry.size_bytes for entry in chosen)
+    if not dry_run:
+        for entry in chosen:
+            store.remove(entry.key)
+    verb = "would delete" if dry_run else "deleted"
+    console.print(f"{verb} {len(chosen)} units ({_size(freed)}) from {store.directory}")

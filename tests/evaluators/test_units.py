@@ -1,0 +1,223 @@
+"""The unit of work: what its key covers, what a store keeps, and what a run reuses."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import sweval.evaluators.run as run_module
+from sweval.data.loaders import load_log
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.engine import UnitLists
+from sweval.evaluators.run import make_plan, run_local, unit_store
+from sweval.evaluators.store import UnitStore
+from sweval.evaluators.units import AlgorithmSpec, source_version, unit_key
+
+SPLIT = {"kind": "window", "t_start": 0, "t_end": 10, "data": "abc"}
+
+
+def config(tmp_path: Path, **overrides) -> EvalConfig:
+    values = dict(
+        data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
+        algorithms=["pop", "pop-n"], output=str(tmp_path / "out"), progress=False,
+        tracking=False,
+    )
+    return EvalConfig.build(**(values | overrides))
+
+
+@pytest.fixture
+def fits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """Every (fold, algorithm) unit computed in this process."""
+    seen: list[tuple[int, str]] = []
+    original = run_module.compute_unit
+
+    def counting(unit, store, **kwargs):
+        seen.append((unit.split.index, unit.spec.name))
+        return original(unit, store, **kwargs)
+
+    monkeypatch.setattr(run_module, "compute_unit", counting)
+    return seen
+
+
+# ------------------------------------------------------------------------------ the key
+def test_parameters_given_as_default_as_float_or_not_at_all_are_one_key():
+    keys = {
+        unit_key(SPLIT, AlgorithmSpec.of("als", params))
+        for params in ({}, {"factors": 64}, {"factors": 64.0}, {"factors": 64, "device": "auto"})
+    }
+    assert len(keys) == 1
+    assert unit_key(SPLIT, AlgorithmSpec.of("als", {"factors": 32})) not in keys
+    assert unit_key(SPLIT | {"t_end": 11}, AlgorithmSpec.of("als")) not in keys
+
+
+def test_the_key_follows_the_code_but_not_its_comments_or_docstrings(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Doc."""\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
+    before = source_version(module)
+    module.write_text('"""Other doc."""\n\n\ndef f(x):\n    return x + 1  # two\n')
+    assert source_version.__wrapped__(module) == before
+    module.write_text('"""Doc."""\n\ndef f(x):\n    return x + 2\n')
+    assert source_version.__wrapped__(module) != before
+
+
+def test_a_warm_unit_names_its_predecessor_and_hold_out_splits_are_cold(tmp_path):
+    from sweval.evaluators.protocols import LOOCV
+    from sweval.evaluators.units import plan_units
+
+    warm = AlgorithmSpec.of("als", {"warm_start": True, "device": "cpu"})
+    log = make_plan(config(tmp_path)).log
+    (split,) = LOOCV(repeats=1).splits(log)
+    (unit,) = plan_units([split], [warm], [10])
+    assert unit.warm_from is None and unit.spec.canonical["warm_start"] is False
+    assert unit.key == plan_units([split], [AlgorithmSpec.of("als", {"device": "cpu"})],
+                                  [10])[0].key
+
+
+# ------------------------------------------------------------------------------ reuse by runs
+def test_adding_an_algorithm_a_k_and_a_fold_computes_only_the_new_units(
+    tmp_path, fits, monkeypatch, capsys
+):
+    from sweval.flows.cli import main
+
+    base = ["sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
+            "--data", "movielens-latest-small", "--window", "7D", "--u-min", "3",
+            "--output", str(tmp_path / "x"), "--set", "als.factors=8",
+            "--set", "als.iterations=3"]
+    monkeypatch.setattr(sys, "argv", [*base, "--algorithms", "als", "--folds", "3"])
+    main()
+    assert sorted(fits) == [(0, "als"), (1, "als"), (2, "als")]
+    assert "reused 0 units, computed 3" in capsys.readouterr().out
+    fits.clear()
+    monkeypatch.setattr(sys, "argv", [*base, "--algorithms", "als,pop", "--folds", "4",
+                                      "--k", "5,10"])
+    main()
+    # four windows ending at the same time: the new one is the earliest (fold 0)
+    assert sorted(name for _, name in fits) == ["als", "pop", "pop", "pop", "pop"]
+    assert [fold for fold, name in fits if name == "als"] == [0]
+    assert "reused 3 units, computed 5" in capsys.readouterr().out
+
+
+def test_parameter_spellings_share_units_and_a_changed_parameter_recomputes_only_its_own(
+    tmp_path, fits
+):
+    algorithms = ["pop", "item-knn"]
+    run_local(config(tmp_path, algorithms=algorithms))
+    n_folds = len(fits) // 2
+    for params in ({"item-knn": {"n_neighbors": 100.0}}, {"item-knn": {"n_neighbors": 100}}):
+        fits.clear()
+        default = run_local(config(tmp_path, algorithms=algorithms, params=params))
+        assert fits == [] and default.n_computed == 0
+    changed = run_local(config(tmp_path, algorithms=algorithms,
+                               params={"item-knn": {"n_neighbors": 7}}))
+    assert sorted(set(name for _, name in fits)) == ["item-knn"]
+    assert changed.n_computed == n_folds and changed.n_reused == n_folds
+
+
+def test_a_larger_k_than_the_stored_lists_recomputes_only_the_units_it_outgrows(tmp_path, fits):
+    first = run_local(config(tmp_path, k=[5, 10]))
+    fits.clear()
+    again = run_local(config(tmp_path, k=[5, 10, 500]))
+    assert again.n_computed == len(fits) == first.n_computed  # 500 outgrows every list
+    fresh = run_local(config(tmp_path, k=[5, 10, 500], output=str(tmp_path / "fresh")))
+    pd.testing.assert_frame_equal(again.results.drop(columns="config_hash"),
+                                  fresh.results.drop(columns="config_hash"))
+    fits.clear()
+    smaller = run_local(config(tmp_path, k=[3]))
+    assert fits == [] and smaller.n_computed == 0
+
+
+def test_the_same_windows_of_a_grown_log_reuse_their_units(tmp_path, fits):
+    full = load_log("movielens-latest-small")
+    frame = full.to_frame()
+    cut = full.t_max - 6 * 7 * 86400
+    shorter = InteractionLog.from_frame(frame[frame["timestamp"] < cut])
+    start = str(cut - 4 * 7 * 86400)
+    early = run_local(config(tmp_path, start=start, folds=4), log=shorter)
+    fits.clear()
+    grown = run_local(config(tmp_path, start=start, folds=10), log=full)
+    assert grown.n_reused == early.n_computed > 0
+    assert {fold for fold, _ in fits} <= set(range(4, 10))
+    columns = ["fold", "algorithm", "metric", "k", "value", "n_eligible"]
+    old = early.results[columns].dropna()
+    new = grown.results[grown.results["fold"] < 4][columns].dropna()
+    pd.testing.assert_frame_equal(old.reset_index(drop=True), new.reset_index(drop=True))
+
+
+def test_a_shared_cache_serves_another_output_directory(tmp_path, fits):
+    cache = str(tmp_path / "cache")
+    run_local(config(tmp_path, cache=cache))
+    fits.clear()
+    other = run_local(config(tmp_path, cache=cache, output=str(tmp_path / "other")))
+    assert fits == [] and other.n_computed == 0
+    assert not (tmp_path / "other" / "units").exists()
+    assert unit_store(config(tmp_path, cache=cache)).directory == Path(cache)
+
+
+# ------------------------------------------------------------------------------ the store
+@pytest.mark.parametrize("ids", ["text", "integers"])
+def test_lists_round_trip_through_raw_ids(tmp_path, ids):
+    users = ["u10", "u2", "u3"] if ids == "text" else [10, 2, 3]
+    items = ["b", "a", "c", "d"] if ids == "text" else [40, 7, 8, 9]
+    log = InteractionLog.from_frame(pd.DataFrame({
+        "user": [users[i % 3] for i in range(8)], "item": [items[i % 4] for i in range(8)],
+        "timestamp": np.arange(8),
+    }))
+    lists = UnitLists(users=np.array([0, 2]), items=np.array([[3, 1, -1], [0, -1, -1]]),
+                      device="cpu", timings={"fit": 0.5})
+    store = UnitStore(tmp_path)
+    store.save("k" * 24, lists, log, {"algorithm": "pop"})
+    loaded = store.load("k" * 24, log)
+    np.testing.assert_array_equal(loaded.users, lists.users)
+    np.testing.assert_array_equal(loaded.items, lists.items)
+    assert loaded.timings == {"fit": 0.5}
+    assert store.has("k" * 24, depth=3) and not store.has("k" * 24, depth=4)
+
+
+def test_concurrent_writers_of_one_unit_leave_it_whole(tmp_path):
+    log = InteractionLog.from_frame(pd.DataFrame({
+        "user": np.arange(500) % 50, "item": np.arange(500) % 97, "timestamp": np.arange(500),
+    }))
+    lists = UnitLists(users=np.arange(50), items=np.tile(np.arange(30), (50, 1)))
+    store = UnitStore(tmp_path)
+    barrier = threading.Barrier(4)
+
+    def write() -> None:
+        barrier.wait()
+        for _ in range(10):
+            store.save("c" * 24, lists, log, {"algorithm": "pop"})
+
+    threads = [threading.Thread(target=write) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    np.testing.assert_array_equal(store.load("c" * 24, log).items, lists.items)
+    assert not list(tmp_path.glob("**/.*.tmp"))
+
+
+def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
+    from sweval.flows.cli import main
+
+    out = config(tmp_path).output
+    run_local(config(tmp_path))
+    n = len(list(Path(out, "units").glob("*/*/unit.json")))
+    run_local(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "pop-only"),
+                     cache=str(Path(out, "units"))))
+    assert len(list(Path(out, "units").glob("*/*/unit.json"))) == n
+    for argv, remaining in (
+        (["prune", "--output", out, "--older-than", "1D"], n),
+        (["prune", "--output", out, "--run", str(tmp_path / "pop-only"), "--dry-run"], n),
+        (["prune", "--output", out, "--run", str(tmp_path / "pop-only")], n // 2),
+    ):
+        monkeypatch.setattr(sys, "argv", ["sweval", "cache", *argv])
+        main()
+        assert len(list(Path(out, "units").glob("*/*/unit.json"))) == remaining
+    monkeypatch.setattr(sys, "argv", ["sweval", "cache", "size", "--output", out])
+    main()
+    assert "pop-n" in capsys.readouterr().out
