@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report import (
-    _over_time_panels,
     figure_over_time,
     figure_vs_k,
     load,
@@ -23,6 +22,7 @@ from sweval.evaluators.report import (
     protocol_groups,
     write_report,
 )
+from sweval.evaluators.report_figures import _over_time_panels
 from sweval.evaluators.results import results_frame
 
 DAY = 86_400
@@ -346,3 +346,4 @@ def test_report_of_an_mlflow_child_run_uses_its_parent(tmp_path, report_dir, mon
     assert f"MLflow run {'p' * 32}" in written[0].read_text()
     assert client.logged == [("p" * 32, p.name, "report") for p in written]
     check_cells_against_csv(parse_report(written[0]).cells, report_dir / "results.csv")
+
