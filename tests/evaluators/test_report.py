@@ -15,7 +15,6 @@ from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report import (
-    _over_time_panels,
     figure_over_time,
     figure_vs_k,
     load,
@@ -23,6 +22,7 @@ from sweval.evaluators.report import (
     protocol_groups,
     write_report,
 )
+from sweval.evaluators.report_figures import _over_time_panels
 from sweval.evaluators.results import results_frame
 
 DAY = 86_400
@@ -346,3 +346,55 @@ def test_report_of_an_mlflow_child_run_uses_its_parent(tmp_path, report_dir, mon
     assert f"MLflow run {'p' * 32}" in written[0].read_text()
     assert client.logged == [("p" * 32, p.name, "report") for p in written]
     check_cells_against_csv(parse_report(written[0]).cells, report_dir / "results.csv")
+
+
+class PageText(HTMLParser):
+    """The tags, attribute values and text of a page, entities decoded."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.add(tag)
+        self.attributes += [v for _, v in attrs if v is not None]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_names_and_sources_reach_the_page_as_text(tmp_path):
+    """Autoescaping: an algorithm, stratum, data source, skip reason, title or origin that looks
+    like markup is shown as text, never parsed as tags."""
+    evil = '<script>alert("x")</script>'
+    algorithm = f"{evil}&'pop"
+    results = fake_results(algorithms=["pop", algorithm])
+    results["stratum"] = results["stratum"].replace("A", "<b>A</b>")
+    directory = write_output(tmp_path / "out", results)
+    (directory / "config.json").write_text(json.dumps({
+        "config": {"u_min": 50, "window": "1D", "folds": 6, "k": [5, 10]},
+        "data": {"source": f"{evil} data"}, "resolved_params": {algorithm: {"n": evil}},
+    }))
+    pd.DataFrame({"fold": [0, 1], "t_start": [T0, T0 + DAY], "t_end": [T0 + DAY, T0 + 2 * DAY],
+                  "skipped": [False, True], "skip_reason": ["", evil]}).to_csv(
+        directory / "folds.csv", index=False)
+    write_report(directory, metrics=["recall"])
+    write_report(directory, metrics=["recall"], destination=tmp_path / "titled",
+                 title=f"{evil} title", origin=f"{evil} origin")
+    texts = []
+    for page in (directory / "report.html", tmp_path / "titled" / "report.html"):
+        html = page.read_text(encoding="utf-8")
+        assert "<script" not in html and "<b>" not in html
+        parsed = PageText()
+        parsed.feed(html)
+        assert not parsed.tags & {"script", "b"}
+        assert algorithm in parsed.text  # the table header, and the run facts' term
+        assert "<b>A</b>" in parsed.text  # a stratum
+        assert algorithm in parsed.attributes  # data-algorithm
+        texts.append("".join(parsed.text))
+    for shown in (f"SW-EVAL report — {evil} data", f"{evil} (1 fold)", f"n={evil}"):
+        assert shown in texts[0], shown
+    for shown in (f"{evil} title", f"{evil} origin"):
+        assert shown in texts[1], shown

@@ -37,6 +37,7 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
     for package in ("data", "evaluators", "algorithms", "flows"):
         assert f"sweval/{package}/__init__.py" in names
     assert "sweval/data/bundled/movielens-latest-small/ratings.csv.gz" in names
+    assert "sweval/evaluators/templates/report.html.j2" in names  # the report's HTML
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "sweval = sweval.flows.cli:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

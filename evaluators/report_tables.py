@@ -1,0 +1,143 @@
+"""The report's metric tables (the layout of the paper's Tables 2–3) and how values are written.
+
+:func:`metric_table` arranges a per-protocol summary as mean metric@k per algorithm (columns) and
+k (rows), one row block per stratum and one column block per protocol, with Δ% to the best (in
+bold) at the same (protocol, stratum, k). The functions below it turn cells into the text the
+report shows; the HTML itself is in ``templates/_tables.html.j2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.report_data import unique_in_order
+
+MAX_TABLE_ALGORITHMS = 10  # value columns per table: protocols side by side up to this many
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One algorithm's summary at one (protocol, stratum, metric, k)."""
+
+    mean: float
+    delta: float
+    std: float
+    n_folds: int
+    n_skipped: int
+    best: bool
+
+
+@dataclass(frozen=True)
+class MetricTable:
+    """The Table 2/3 layout of one metric.
+
+    Attributes:
+        metric: the metric name (``recall``, ...).
+        strata: row blocks, in order.
+        ks: rows within each block (``None`` for a metric without k, R-precision).
+        columns: column blocks and columns: (protocol, algorithm), in order.
+        cells: ``{(protocol, stratum, algorithm, k): Cell}``; a missing key is an algorithm the
+            protocol does not run (e.g. POP-N under LOOCV).
+    """
+
+    metric: str
+    strata: list[str]
+    ks: list[int | None]
+    columns: list[tuple[str, str]]
+    cells: dict[tuple[str, str, str, int | None], Cell]
+
+    def folds_used(self, protocol: str, stratum: str, algorithm: str) -> tuple[int, int] | None:
+        """(used, skipped) folds of a column in a block, the most over its k."""
+        found = [c for (p, s, a, _), c in self.cells.items()
+                 if (p, s, a) == (protocol, stratum, algorithm)]
+        if not found:
+            return None
+        return max(c.n_folds for c in found), max(c.n_skipped for c in found)
+
+    def algorithms_by_protocol(self, protocols: Sequence[str]) -> list[tuple[str, list[str]]]:
+        """Each of ``protocols`` with its columns' algorithms, in table order."""
+        return [(p, [a for q, a in self.columns if q == p]) for p in protocols]
+
+
+def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
+    """The Table 2/3 layout of ``metric`` from a per-protocol summary.
+
+    A cell is best when its mean is the largest (and > 0) among the algorithms of its
+    (protocol, stratum, k); ties are all best.
+    """
+    part = summary[summary["metric"] == metric]
+    if part.empty:
+        raise SwevalError(f"metric {metric!r} is not in the results.")
+    part = part.assign(key_k=[None if pd.isna(k) else int(k) for k in part["k"]])
+    groups = part.groupby(["protocol", "stratum", "metric", "k"], dropna=False)
+    top = groups["mean"].transform("max")
+    strata = sorted(unique_in_order(part["stratum"]), key=lambda s: s != "all")
+    ks = sorted(set(part["key_k"]), key=lambda k: (k is None, k or 0))
+    columns = list(dict.fromkeys(zip(part["protocol"].astype(str), part["algorithm"].astype(str))))
+    cells = {}
+    for row, best in zip(part.itertuples(index=False), top, strict=True):
+        mean = float(row.mean)
+        cells[(str(row.protocol), str(row.stratum), str(row.algorithm), row.key_k)] = Cell(
+            mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
+            n_skipped=int(row.n_skipped),
+            best=bool(np.isfinite(mean) and best > 0 and mean >= best),
+        )
+    return MetricTable(metric=metric, strata=strata, ks=ks, columns=columns, cells=cells)
+
+
+def protocol_groups(table: MetricTable, limit: int = MAX_TABLE_ALGORITHMS) -> list[list[str]]:
+    """Protocols side by side in one table (the paper's Table 2) while their columns fit in
+    ``limit`` algorithms; more start another table below."""
+    groups: list[list[str]] = []
+    width = 0
+    for protocol in dict.fromkeys(p for p, _ in table.columns):
+        n = sum(p == protocol for p, _ in table.columns)
+        if groups and width + n <= limit:
+            groups[-1].append(protocol)
+            width += n
+        else:
+            groups.append([protocol])
+            width = n
+    return groups
+
+
+def metric_label(metric: str, k: int | None = None) -> str:
+    """``Recall@10``, ``R-precision``, or the raw name for an unknown metric."""
+    label = LABELS.get(metric, metric)
+    return label if k is None else f"{label}@{k}"
+
+
+def format_mean(value: float) -> str:
+    """A mean as shown in a table: 4 decimals, "—" when there is none (every fold skipped)."""
+    return "—" if not np.isfinite(value) else f"{value:.4f}"
+
+
+def format_delta(cell: Cell) -> str:
+    """A cell's Δ% to the best: "best", "−12.3%", or "—" when there is none."""
+    if cell.best:
+        return "best"
+    if not np.isfinite(cell.delta):
+        return "—"
+    return f"{100 * cell.delta:+.1f}%".replace("-", "−")
+
+
+def format_k(k: int | None) -> str:
+    """A row's k as shown in the table ("—" for a metric without k)."""
+    return "—" if k is None else str(k)
+
+
+def cell_title(metric: str, algorithm: str, k: int | None, cell: Cell) -> str:
+    """A value cell's tooltip: its full-precision mean, std and fold counts."""
+    return (f"{algorithm}, {metric_label(metric, k)}: mean {cell.mean:.6g}, "
+            f"std {cell.std:.4g} over {cell.n_folds} folds ({cell.n_skipped} skipped)")
+
+
+def format_folds(used: tuple[int, int] | None) -> str:
+    """A column's row "folds": "used / skipped", empty for an algorithm the protocol lacks."""
+    return "" if used is None else f"{used[0]} / {used[1]}"
