@@ -4,6 +4,7 @@ Modules::
 
     client.py        the tracking URI, the experiment, an MlflowClient, a run (the store)
     tracker.py       Tracker: the runs of one evaluation (sweval run, and each compared protocol)
+    compare_runs.py  ComparisonTracker: the parent run of a comparison (sweval compare)
     metrics.py       result rows as MLflow metrics (keys, one fold's batch, per-fold tables)
     records.py       the run record tracking.json, flattened params, the code's provenance
     server.py        the ``mlflow server`` command of ``sweval ui`` and its environment
@@ -49,6 +50,7 @@ from sweval.flows.tracking.client import (
     resolve_tracking_uri,
     resolve_uri,
 )
+from sweval.flows.tracking.compare_runs import ComparisonTracker
 from sweval.flows.tracking.metrics import metric_key, per_fold_table
 from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.server import server_command, server_env
@@ -56,6 +58,7 @@ from sweval.flows.tracking.tracker import Tracker
 
 __all__ = [
     "STATE_FILE",
+    "ComparisonTracker",
     "Tracker",
     "artifact_root",
     "experiment_name",
