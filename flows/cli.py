@@ -409,8 +409,8 @@ def _click_exceptions() -> Any:
 from sweval.flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
-from sweval.flows.compare import compare as _compare  # noqa: E402
-app.command(name="compare")(_with_eval_options(_compare))
+from sweval.flows.compare import compare_command  # noqa: E402
+app.command(name="compare")(_with_eval_options(compare_command(build_config, _setup_logging)))
 
 
 if __name__ == "__main__":

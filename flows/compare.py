@@ -46,6 +46,7 @@ import io
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -344,29 +345,38 @@ def _split(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
 
 
-def compare(
-    ctx: typer.Context,
-    protocols: Annotated[str, typer.Option(help=PROTOCOLS_HELP)] = DEFAULT_PROTOCOLS,
-    loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
-    **options: Any,
-) -> None:
-    from sweval.flows.cli import _setup_logging, build_config
+def compare_command(
+    build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
+    setup_logging: Callable[[bool], None],
+) -> Callable[..., None]:
+    """The ``sweval compare`` command, for :mod:`flows.cli` to register with every option of
+    ``sweval run``: the CLI passes its own config builder and logging set-up, so this module
+    does not import the CLI."""
 
-    _setup_logging(options["verbose"])
-    cfg = build_config(ctx, options)
-    if cfg.stratify_by is not None:
-        raise SwevalError(
-            "--stratify-by: compare reports the unstratified results only; run "
-            "`sweval run --stratify-by ...` for per-policy results."
-        )
-    output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
-    comparison = run_compare(cfg, _split(protocols), output=output, loocv_repeats=loocv_repeats,
-                             console=Console(stderr=True))
-    print_comparison(comparison)
+    def compare(
+        ctx: typer.Context,
+        protocols: Annotated[str, typer.Option(help=PROTOCOLS_HELP)] = DEFAULT_PROTOCOLS,
+        loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
+        **options: Any,
+    ) -> None:
+        setup_logging(options["verbose"])
+        cfg = build_config(ctx, options)
+        if cfg.stratify_by is not None:
+            raise SwevalError(
+                "--stratify-by: compare reports the unstratified results only; run "
+                "`sweval run --stratify-by ...` for per-policy results."
+            )
+        output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
+        comparison = run_compare(cfg, _split(protocols), output=output,
+                                 loocv_repeats=loocv_repeats, console=Console(stderr=True))
+        print_comparison(comparison)
+
+    compare.__doc__ = COMPARE_HELP
+    return compare
 
 
 # Typer keeps a docstring's line breaks: the help text is built from one-line paragraphs.
-compare.__doc__ = "\n\n".join([
+COMPARE_HELP = "\n\n".join([
     "Compare evaluation protocols on one log: the paper's Table 2 per protocol, the rankings "
     "with Kendall's τ between protocols, and the future-item leakage diagnostic.",
     "Takes every option of [bold]sweval run[/bold] (data, windows, k, u_min, algorithms, --set, "
