@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from sweval.flows.settings import apply_env_defaults  # before anything imports Prefect or numpy
+import typer
+from rich.console import Console
 
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
-
-from sweval.data.errors import SwevalError  # noqa: E402
+from sweval.data.errors import SwevalError
+from sweval.flows.settings import apply_env_defaults
 
 if TYPE_CHECKING:
     from sweval.evaluators.config import EvalConfig
@@ -377,6 +376,7 @@ def entry_point() -> None:
 
 def main() -> None:
     """Run the command line: user errors become one clear line and exit status 2."""
+    apply_env_defaults()  # before any command imports Prefect
     try:
         app(standalone_mode=False)
     except SwevalError as exc:
