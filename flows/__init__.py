@@ -1,10 +1,7 @@
 """Orchestration (Prefect) and tracking (MLflow) around the library packages.
 
-Importing the package sets SW-EVAL's Prefect defaults in the environment where they are unset
-(``PREFECT_HOME``, the ephemeral server's start timeout, terminal log level; see
-:mod:`flows.settings`): every entry point imports this package before Prefect.
+Importing the package (or any of its modules) changes nothing in the environment. Each entry
+point sets SW-EVAL's Prefect defaults itself, with :func:`flows.settings.apply_env_defaults`,
+before Prefect is imported: the ``sweval`` command (:func:`flows.cli.main`),
+``python -m sweval.flows.sliding_window``, and the test suite's ``conftest.py``.
 """
-
-from sweval.flows.settings import apply_env_defaults
-
-apply_env_defaults()

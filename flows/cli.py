@@ -19,12 +19,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from sweval.flows.settings import apply_env_defaults  # before anything imports Prefect or numpy
+import typer
+from rich.console import Console
 
-import typer  # noqa: E402
-from rich.console import Console  # noqa: E402
-
-from sweval.data.errors import SwevalError  # noqa: E402
+from sweval.data.errors import SwevalError
+from sweval.flows.settings import apply_env_defaults
 
 if TYPE_CHECKING:
     from sweval.evaluators.config import EvalConfig
@@ -379,6 +378,7 @@ def entry_point() -> None:
 
 def main() -> None:
     """Run the command line: user errors become one clear line and exit status 2."""
+    apply_env_defaults()  # before any command imports Prefect
     try:
         app(standalone_mode=False)
     except SwevalError as exc:
@@ -411,8 +411,8 @@ def _click_exceptions() -> Any:
 from sweval.flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
-from sweval.flows.compare import compare as _compare  # noqa: E402
-app.command(name="compare")(_with_eval_options(_compare))
+from sweval.flows.compare import compare_command  # noqa: E402
+app.command(name="compare")(_with_eval_options(compare_command(build_config, _setup_logging)))
 
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 app.add_typer(_cache_app, name="cache")

@@ -6,25 +6,23 @@ run's artifacts are downloaded into a temporary directory (the parent run's, whe
 child run without results), the report is built from them into ``--output`` and, unless
 ``--no-log-artifacts``, logged back to that run under ``report/``.
 
-MLflow is imported inside the functions: ``sweval report DIR`` does not need it.
+The MLflow store is opened through :mod:`flows.tracking` (which imports MLflow when a run id is
+given): ``sweval report DIR`` does not need it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from sweval.data.errors import SwevalError
-
-if TYPE_CHECKING:
-    from mlflow import MlflowClient
+from sweval.flows.tracking import get_run, open_client, resolve_uri
 
 console = Console(stderr=True)
 
@@ -84,7 +82,7 @@ def report_from_run(
     with tempfile.TemporaryDirectory(prefix="sweval-report-") as tmp:
         found = _download_results(client, run_id, Path(tmp) / "run")
         if found is None:
-            parent = _run(client, run_id).data.tags.get("mlflow.parentRunId")
+            parent = get_run(client, run_id).data.tags.get("mlflow.parentRunId")
             if parent:
                 holder = parent
                 found = _download_results(client, parent, Path(tmp) / "parent")
@@ -114,34 +112,15 @@ def log_report(
         raise SwevalError(f"MLflow run {run_id}: cannot log the report ({exc}).") from exc
 
 
-def resolve_tracking_uri(tracking_uri: str | None) -> str | None:
-    """``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else SW-EVAL's local store (the one
-    ``sweval run`` logs to)."""
-    if tracking_uri or os.environ.get("MLFLOW_TRACKING_URI"):
-        return tracking_uri or os.environ["MLFLOW_TRACKING_URI"]
-    from sweval.flows.settings import default_tracking_uri
-
-    return default_tracking_uri()
+def _client(tracking_uri: str | None) -> Any:
+    """An ``MlflowClient`` on ``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else SW-EVAL's
+    local store (the one ``sweval run`` logs to)."""
+    return open_client(resolve_uri(tracking_uri))
 
 
-def _client(tracking_uri: str | None) -> MlflowClient:
-    from mlflow import MlflowClient
-
-    return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
-
-
-def _run(client: MlflowClient, run_id: str):  # noqa: ANN202 - mlflow.entities.Run
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_run(run_id)
-    except MlflowException as exc:
-        raise SwevalError(f"MLflow run {run_id}: not found ({exc.message}).") from exc
-
-
-def _download_results(client: MlflowClient, run_id: str, into: Path) -> Path | None:
+def _download_results(client: Any, run_id: str, into: Path) -> Path | None:
     """Download the run's artifacts; return the shallowest directory holding a results table."""
-    _run(client, run_id)  # a clear error for an unknown id
+    get_run(client, run_id)  # a clear error for an unknown id
     into.mkdir(parents=True, exist_ok=True)
     try:
         client.download_artifacts(run_id, "", str(into))

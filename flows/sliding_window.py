@@ -29,6 +29,11 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+if __name__ == "__main__":  # `python -m sweval.flows.sliding_window`: Prefect reads these at import
+    from sweval.flows.settings import apply_env_defaults
+
+    apply_env_defaults()
+
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed

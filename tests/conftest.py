@@ -1,7 +1,9 @@
 """Test-wide settings. Shared helpers live in ``tests/sweval_testing.py``.
 
 No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
-temporary directory for the session, set before anything imports Prefect or MLflow.
+temporary directory for the session, set before anything imports Prefect or MLflow. Then, like
+every entry point, :func:`flows.settings.apply_env_defaults` (importing ``sweval.flows`` sets
+nothing).
 """
 
 from __future__ import annotations
@@ -17,3 +19,7 @@ os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect"))
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+from sweval.flows.settings import apply_env_defaults  # noqa: E402
+
+apply_env_defaults()  # the rest of SW-EVAL's Prefect defaults, as every entry point sets them

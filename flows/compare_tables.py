@@ -1,0 +1,171 @@
+"""The printed tables of ``sweval compare`` (rich): Table 2 per protocol, the rankings, Kendall's
+τ and the leakage diagnostic; :func:`print_comparison` prints them all (see :mod:`flows.compare`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.protocols import rankings, table2
+
+if TYPE_CHECKING:
+    from sweval.flows.compare import Comparison
+
+#: Width of the printed tables when the output is not a terminal (and of ``compare.txt``).
+PRINT_WIDTH = 160
+
+
+def _protocol_title(comparison: Comparison, name: str) -> str:
+    run = comparison.runs[name]
+    used = int((~run.splits["skipped"]).sum()) if len(run.splits) else 0
+    skipped = len(run.splits) - used
+    what = {
+        "sw-eval": f"{len(run.splits)}-fold SW-EVAL ({comparison.config.window} windows"
+                   + (f", {skipped} skipped" if skipped else "") + ")",
+        "loocv": f"{used}-repetition LOOCV (seeds 0..{comparison.loocv_repeats - 1})",
+        "leave-last-one-out": "leave-last-one-out",
+        "temporal-global": "temporal-global (one cut-off)",
+    }[name]
+    return what
+
+
+def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -> Table:
+    """The paper's Table 2 block of one protocol: rows k, per algorithm the mean and Δ%."""
+    part = table2(comparison.summary, metric=metric)
+    part = part[part["protocol"] == name]
+    label = LABELS.get(metric, metric)
+    table = Table(title=f"Mean {label}@k — {_protocol_title(comparison, name)}",
+                  title_justify="left")
+    table.add_column("k", justify="right", style="bold")
+    algorithms = list(dict.fromkeys(part["algorithm"]))
+    for algorithm in algorithms:
+        table.add_column(algorithm, justify="right", overflow="fold")
+        table.add_column("Δ%", justify="right", style="dim", overflow="fold")
+    for k in comparison.ks:
+        cells = [str(k)]
+        for algorithm in algorithms:
+            row = part[(part["algorithm"] == algorithm) & (part["k"] == k)]
+            if row.empty or pd.isna(row["mean"].iloc[0]):
+                cells += ["—", ""]
+                continue
+            mean, delta = float(row["mean"].iloc[0]), float(row["delta"].iloc[0])
+            best = not np.isnan(delta) and abs(delta) < 1e-12
+            cells += [f"[bold]{mean:.4f}[/bold]" if best else f"{mean:.4f}",
+                      "best" if best else (f"{100 * delta:+.0f}%" if not np.isnan(delta) else "")]
+        table.add_row(*cells)
+    return table
+
+
+def skip_notes(comparison: Comparison, name: str) -> list[str]:
+    """Why algorithms or splits of protocol ``name`` were not evaluated (one line per reason)."""
+    results = comparison.runs[name].results
+    skipped = results.loc[results["skipped"], ["fold", "algorithm", "skip_reason"]]
+    notes = []
+    for reason, rows in skipped.groupby("skip_reason", sort=False):
+        algorithms = ", ".join(dict.fromkeys(rows["algorithm"]))
+        n_splits = rows["fold"].nunique()
+        notes.append(f"skipped ({algorithms}; {n_splits} split(s)): {reason}")
+    return notes
+
+
+def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
+    """The ranking of the algorithms under every protocol, per k (best first)."""
+    table = Table(title=f"Ranking by mean {LABELS.get(metric, metric)}@k (best first)",
+                  title_justify="left")
+    table.add_column("protocol", style="bold")
+    for k in comparison.ks:
+        table.add_column(f"k={k}")
+    per_k = {k: rankings(comparison.summary, k, metric=metric) for k in comparison.ks}
+    for name in comparison.protocols:
+        table.add_row(name, *(" > ".join(per_k[k].get(name, [])) for k in comparison.ks))
+    return table
+
+
+def kendall_rich(comparison: Comparison) -> Table:
+    """Kendall's τ (p-value) between the rankings of every pair of protocols, per k."""
+    table = Table(title="Kendall's τ between the protocols' rankings (p-value; n = algorithms "
+                  "both protocols rank)",
+                  title_justify="left")
+    table.add_column("protocols", style="bold")
+    table.add_column("n", justify="right")
+    for k in comparison.ks:
+        table.add_column(f"k={k}", justify="right")
+    frame = comparison.kendall
+    for (first, second), rows in frame.groupby(["protocol_a", "protocol_b"], sort=False):
+        cells = [f"{first} vs {second}", str(int(rows["n_algorithms"].max()))]
+        for k in comparison.ks:
+            row = rows[rows["k"] == k]
+            if row.empty or pd.isna(row["tau"].iloc[0]):
+                cells.append("—")
+            else:
+                r = row.iloc[0]
+                cells.append(f"{r['tau']:+.2f} (p={r['p_value']:.2f})")
+        table.add_row(*cells)
+    return table
+
+
+def leakage_rich(comparison: Comparison, k: int | None = None) -> Table:
+    """Future items among the top-k lists (papers/000 Table 4), pooled over splits."""
+    k = k if k is not None else max(comparison.ks)
+    table = Table(
+        title=f"Leakage: recommended items (top-{k}) that first appear in the log after the test "
+        "instance's time",
+        title_justify="left",
+    )
+    for column, justify in (("protocol", "left"), ("algorithm", "left"), ("lists", "right"),
+                            ("recommended", "right"), ("future items", "right"),
+                            ("share", "right"), ("lists with one", "right"),
+                            ("note", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    frame = comparison.leakage[comparison.leakage["k"] == k]
+    timeline = {name: _observes_timeline(name) for name in comparison.protocols}
+    for row in frame.itertuples():
+        share = "—" if pd.isna(row.share_future) else f"{100 * row.share_future:.2f}%"
+        if timeline[row.protocol]:
+            note = "0 by construction" if row.n_future == 0 else "[bold red]BUG: must be 0[/]"
+        else:
+            note = "ignores the timeline"
+        table.add_row(row.protocol, row.algorithm, f"{row.n_lists:,}", f"{row.n_recommended:,}",
+                      f"{row.n_future:,}", share, f"{row.n_lists_with_future:,}", note)
+    return table
+
+
+def _observes_timeline(name: str) -> bool:
+    return name in ("sw-eval", "temporal-global")
+
+
+def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    """Print Table 2 per protocol, the rankings, Kendall's τ and the leakage diagnostic."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # a file or a pipe: never squeeze the numbers to 80 columns
+            console = Console(width=PRINT_WIDTH)
+    log = comparison.log
+    console.print(
+        f"[bold]compare[/bold] on {comparison.config.dataset_name}: {len(log):,} interactions, "
+        f"{log.n_users:,} users, {log.n_items:,} items; protocols: "
+        f"{', '.join(comparison.protocols)}"
+    )
+    for name in comparison.protocols:
+        console.print(table2_table(comparison, name))
+        for note in skip_notes(comparison, name)[:4]:
+            console.print(f"  {note}", style="dim", highlight=False)
+    console.print(ranking_table(comparison))
+    if len(comparison.protocols) > 1:
+        console.print(kendall_rich(comparison))
+    console.print(leakage_rich(comparison))
+    console.print(
+        "  first appearance = an item's first timestamp in the whole log; test instance = the "
+        "held-out transaction (hold-out protocols) or the user's first test transaction; counts "
+        "are summed over splits (LOOCV: over all repetitions)", style="dim", highlight=False,
+    )
+    console.print(
+        f"files: {comparison.directory}/compare.csv, kendall.csv, leakage.csv, table2.csv, "
+        "compare.txt" + (f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id
+                         else "")
+    )

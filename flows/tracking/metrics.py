@@ -1,0 +1,61 @@
+"""Result rows as MLflow metrics: the metric keys, one fold's stepped metrics, per-fold tables."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+#: MLflow accepts at most 1000 metrics per log_batch call.
+MAX_BATCH = 900
+
+
+def metric_key(metric: str, k: Any) -> str:
+    """The MLflow key of a metric at a cut-off: ``recall_at_10``; ``r_precision`` has no k."""
+    if k is None or (isinstance(k, float) and math.isnan(k)) or k is pd.NA:
+        return metric
+    return f"{metric}_at_{int(k)}"
+
+
+def fold_metrics(fold: int, rows: list[Mapping[str, Any]]) -> list[Any]:
+    """One fold's stepped metrics: every non-skipped value, n_eligible and fold_t_start."""
+    from mlflow.entities import Metric
+
+    first = rows[0]
+    t_start = int(first["t_start"])
+    # MLflow refuses negative timestamps: windows before 1970 keep their real start in
+    # fold_t_start and are stamped at the epoch.
+    timestamp = max(t_start, 0) * 1000
+    metrics = {
+        "n_eligible": float(first["n_eligible"]),
+        "fold_t_start": float(t_start),
+    }
+    for row in rows:
+        if _truthy(row["skipped"]):
+            continue
+        value = row["value"]
+        if value is None or pd.isna(value):
+            continue  # no user in the group: nothing to plot
+        metrics[metric_key(row["metric"], row["k"])] = float(value)
+    return [Metric(key, value, timestamp, fold) for key, value in metrics.items()]
+
+
+def _truthy(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1")
+    return bool(value)
+
+
+def per_fold_table(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per fold, one column per MLflow metric key (an algorithm's slice of the table)."""
+    if results.empty:
+        return pd.DataFrame()
+    frame = results.copy()
+    frame["key"] = [metric_key(m, k) for m, k in zip(frame["metric"], frame["k"], strict=True)]
+    wide = frame.pivot_table(index="fold", columns="key", values="value", aggfunc="first",
+                             dropna=False)
+    info = frame.groupby("fold")[["t_start", "t_end", "n_eligible", "skipped"]].first()
+    ordered = list(dict.fromkeys(frame["key"]))
+    return info.join(wide[[c for c in ordered if c in wide.columns]]).reset_index()

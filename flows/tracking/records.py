@@ -1,0 +1,89 @@
+"""What a tracked run records besides metrics: the output directory's run record
+(``tracking.json``), flattened params, and the code's provenance (package version, git commit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+
+#: The run record in an output directory: tracking URI, experiment, parent (and child) run ids.
+STATE_FILE = "tracking.json"
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """The run record at ``path``; empty when missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_state(path: Path, state: Mapping[str, Any]) -> None:
+    """Replace the run record at ``path`` atomically."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(state, indent=2))
+        os.replace(temporary, path)
+    except OSError as exc:
+        raise SwevalError(f"{path}: cannot record the MLflow run ({exc}).") from exc
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Nested values as MLflow params: dotted names, lists comma-separated, all text."""
+    flat: dict[str, str] = {}
+    for name, value in values.items():
+        key = f"{prefix}{name}"
+        if isinstance(value, Mapping):
+            flat |= flatten(value, prefix=f"{key}.")
+        elif isinstance(value, list | tuple):
+            flat[key] = ",".join(map(str, value))
+        else:
+            flat[key] = str(value)
+    return flat
+
+
+def algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
+    """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``)."""
+    from sweval.algorithms.registry import default_params
+
+    try:
+        params = default_params(algorithm) | config.params.get(algorithm, {})
+    except SwevalError:
+        params = dict(config.params.get(algorithm, {}))
+    return {"algorithm": algorithm} | flatten(params)
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sweval")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def git_commit() -> tuple[str | None, bool]:
+    """The commit of the SW-EVAL checkout, and whether tracked files differ from it."""
+    root = Path(__file__).resolve().parents[2]  # flows/tracking/records.py -> the checkout
+    if not (root / ".git").exists():
+        return None, False
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "diff", "--quiet", "HEAD", "--"],
+            capture_output=True, timeout=10,
+        ).returncode == 1
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+    return head or None, dirty

@@ -1,0 +1,81 @@
+"""Importing ``sweval.flows`` changes nothing; the entry points set SW-EVAL's Prefect defaults.
+
+Each check runs in a fresh interpreter whose environment has none of the defaults (the test
+session's own environment has them: ``tests/conftest.py`` applies them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sweval.flows.settings import PREFECT_DEFAULTS
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: Prints the variables the snippet before it changed, as JSON, on the last line.
+_DIFF = """
+import json, os
+print(json.dumps({k: v for k, v in os.environ.items() if BEFORE.get(k) != v}))
+"""
+
+
+def _run(code: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in PREFECT_DEFAULTS and k not in ("PREFECT_HOME", "PREFECT_API_URL")}
+    env["SWEVAL_HOME"] = str(home)
+    script = "import os\nBEFORE = dict(os.environ)\n" + code + _DIFF
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_flows_package_and_its_modules_leaves_the_environment_alone(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    code = (
+        "import sweval.flows\n"
+        "import sweval.flows.cli, sweval.flows.compare, sweval.flows.compare_tables\n"
+        "import sweval.flows.tracking, sweval.flows.report_cli, sweval.flows.settings\n"
+    )
+    assert _run(code, home) == {}
+    assert not home.exists()  # nor creates PREFECT_HOME
+
+
+def test_the_sweval_command_sets_the_defaults_before_prefect(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    code = (
+        "import sys\n"
+        "from sweval.flows.cli import main\n"
+        "sys.argv = ['sweval', 'generate', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "assert 'prefect' not in sys.modules\n"
+    )
+    changed = _run(code, home)
+    assert changed == PREFECT_DEFAULTS | {"PREFECT_HOME": str(home / "prefect")}
+    assert (home / "prefect").is_dir()
+
+
+def test_python_m_sliding_window_sets_the_defaults_before_prefect_reads_them(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['sliding_window', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('sweval.flows.sliding_window', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "from prefect.settings import get_current_settings\n"
+        "settings = get_current_settings()\n"
+        "assert str(settings.home) == os.environ['PREFECT_HOME'], settings.home\n"
+        "assert settings.server.ephemeral.startup_timeout_seconds == 120\n"
+    )
+    changed = _run(code, home)
+    assert changed["PREFECT_HOME"] == str(home / "prefect")
+    assert {k: changed.get(k) for k in PREFECT_DEFAULTS} == PREFECT_DEFAULTS
