@@ -679,7 +679,8 @@ def compare(
     loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
     **options: Any,
 ) -> None:
-    from sweval.flows.cli import _setup_logging, build_config
+    from sweval.flows.cli import _setup_logging
+    from sweval.flows.options import build_config
 
     _setup_logging(options["verbose"])
     cfg = build_config(ctx, options)
