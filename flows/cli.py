@@ -9,9 +9,7 @@ traceback.
 
 from __future__ import annotations
 
-import functools
 import gc
-import inspect
 import json
 import logging
 import os
@@ -23,6 +21,7 @@ import typer
 from rich.console import Console
 
 from sweval.data.errors import SwevalError
+from sweval.flows.options import build_config, with_eval_options
 from sweval.flows.settings import apply_env_defaults
 
 if TYPE_CHECKING:
@@ -38,34 +37,6 @@ console = Console(stderr=True)
 _log = logging.getLogger(__name__)
 
 
-def _split(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
-    """Turn ``--set als.factors=32 --set pop-n.n_recent=1000`` into ``{algo: {param: value}}``.
-
-    Values are read as JSON when they parse (numbers, booleans), as text otherwise; each
-    algorithm's config then validates and coerces them.
-    """
-    params: dict[str, dict[str, Any]] = {}
-    for setting in settings:
-        key, sep, raw = setting.partition("=")
-        name, dot, param = key.strip().rpartition(".")
-        if not sep or not dot or not name or not param:
-            raise SwevalError(
-                f"--set {setting!r}: expected ALGORITHM.PARAMETER=VALUE, e.g. pop-n.n_recent=1000."
-            )
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        params.setdefault(name, {})[param] = value
-    return params
-
-
 def _algorithm_help() -> str:
     from sweval.algorithms.registry import ALGORITHMS
 
@@ -79,97 +50,11 @@ def _algorithm_help() -> str:
     return "\n\n".join(lines)
 
 
-def _eval_options(
-    data: Annotated[str | None, typer.Option(help="Log file (CSV/TSV/Parquet/MovieLens, gzip ok) or bundled dataset name (movielens-latest-small). Default: a generated log (--scale, --seed).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto | csv | parquet | movielens.")] = "auto",
-    user_col: Annotated[str | None, typer.Option(help="User column. \\[default: user]")] = None,
-    item_col: Annotated[str | None, typer.Option(help="Item column. \\[default: item]")] = None,
-    time_col: Annotated[str | None, typer.Option(help="Timestamp column. \\[default: timestamp]")] = None,
-    policy_col: Annotated[str | None, typer.Option(help="Logging-policy column (kept for stratification).")] = None,
-    time_unit: Annotated[str, typer.Option(help="Unit of numeric timestamps: s | ms.")] = "s",
-    dedup: Annotated[str, typer.Option(help="first: keep the earliest (user, item) transaction | none: keep repeats.")] = "first",
-    on_invalid: Annotated[str, typer.Option(help="Rows with a missing user/item/time: error | drop.")] = "error",
-    scale: Annotated[float, typer.Option(help="Scale of the generated log when --data is not given.")] = 0.1,
-    seed: Annotated[int, typer.Option(help="Seed of the generated log.")] = 0,
-    window: Annotated[str, typer.Option(help="Window width tΔ: 1D, 12h, 7D, 3600s, ...")] = "1D",
-    folds: Annotated[int, typer.Option(help="Number of windows (folds).")] = 30,
-    start: Annotated[str | None, typer.Option(help="Start of the first window (ISO date/time or epoch s). Default: windows aligned to end after the last event.")] = None,
-    train_window: Annotated[str | None, typer.Option(help="Sliding training window (e.g. 30D). Default: all history before the window.")] = None,
-    k: Annotated[str, typer.Option(help="List cut-offs, comma-separated.")] = "5,10,15,20",
-    u_min: Annotated[int, typer.Option(help="Skip folds with fewer eligible users.")] = 100,
-    relevance: Annotated[str, typer.Option(help="all: every test item is relevant | first: only the first.")] = "all",
-    stratify_by: Annotated[str | None, typer.Option(help="Report results per value of this column (the logging policy).")] = None,
-    stratify_mode: Annotated[str, typer.Option(help="subset: whole protocol per stratum | test: group test users.")] = "subset",
-    algorithms: Annotated[str, typer.Option(help="Comma-separated: pop,pop-n,item-knn,user-knn,svd,als.")] = "pop,pop-n,item-knn,user-knn,svd,als",
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).")] = None,
-    output: Annotated[str, typer.Option(help="Output directory (results.csv, folds.csv, config.json, ...). Rerunning into it resumes.")] = "runs/latest",
-    cache: Annotated[str | None, typer.Option(help="Unit store shared by runs and commands: a finished (fold, algorithm) unit is reused by every run that needs it. \\[default: $SWEVAL_CACHE, else <output>/units]")] = None,
-    experiment: Annotated[str | None, typer.Option(help="MLflow experiment. \\[default: sweval/<dataset>]")] = None,
-    tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]")] = None,
-    tracking: Annotated[bool, typer.Option("--tracking/--no-tracking", help="Log the run to MLflow.")] = True,
-    task_runner: Annotated[str, typer.Option(help="Where the fold tasks run: sequential | threads | dask.")] = "sequential",
-    workers: Annotated[int, typer.Option(help="Threads (threads) or local Dask worker processes (dask). \\[default: the CPU count]")] = 1,
-    dask_address: Annotated[str | None, typer.Option(help="Scheduler of an existing Dask cluster (tcp://host:8786) for --task-runner dask; its workers need this code and the data path. Default: a local cluster.")] = None,
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
-    config: Annotated[Path | None, typer.Option(help="TOML/YAML/JSON file with these options (the EvalConfig fields); command-line options given explicitly win.")] = None,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details (and Prefect's INFO lines).")] = False,
-) -> None:
-    """The options every evaluation command takes (the fields of EvalConfig)."""
-
-
-def _with_eval_options(func: Any) -> Any:
-    """Give ``func`` (which takes ``**options``) every option of :func:`_eval_options` too."""
-    own = [
-        p for p in inspect.signature(func, eval_str=True).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    shared = list(inspect.signature(_eval_options, eval_str=True).parameters.values())
-    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own + shared]
-
-    @functools.wraps(func)
-    def wrapper(**kwargs: Any) -> Any:
-        return func(**kwargs)
-
-    del wrapper.__wrapped__
-    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
-    return wrapper
-
-
-def build_config(ctx: typer.Context, options: dict[str, Any]) -> EvalConfig:
-    """The EvalConfig of the shared options (a --config file, overridden by explicit options)."""
-    from sweval.evaluators.config import EvalConfig
-
-    values: dict[str, Any] = {
-        "data": options["data"], "format": options["fmt"], "user_col": options["user_col"],
-        "item_col": options["item_col"], "time_col": options["time_col"],
-        "policy_col": options["policy_col"], "time_unit": options["time_unit"],
-        "dedup": options["dedup"], "on_invalid": options["on_invalid"],
-        "scale": options["scale"], "seed": options["seed"], "window": options["window"],
-        "folds": options["folds"], "start": options["start"],
-        "train_window": options["train_window"],
-        "k": [_int(v, "--k") for v in _split(options["k"]) or []],
-        "u_min": options["u_min"], "relevance": options["relevance"],
-        "stratify_by": options["stratify_by"], "stratify_mode": options["stratify_mode"],
-        "algorithms": _split(options["algorithms"]),
-        "params": parse_settings(options["set_"] or []), "output": options["output"],
-        "cache": options["cache"],
-        "experiment": options["experiment"], "tracking_uri": options["tracking_uri"],
-        "tracking": options["tracking"], "task_runner": options["task_runner"],
-        "workers": options["workers"], "dask_address": options["dask_address"],
-        "progress": options["progress"],
-    }
-    if options["config"] is not None:
-        explicit = {name: value for name, value in values.items() if _given(ctx, name)}
-        return EvalConfig.load(options["config"], **explicit)
-    return EvalConfig.build(**values)
-
-
 @app.command(
     epilog="[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
     + _algorithm_help()
 )
-@_with_eval_options
+@with_eval_options
 def run(
     ctx: typer.Context,
     rolling: Annotated[bool, typer.Option(help="Rolling mode: evaluate only the complete windows from --start that no earlier run into --output evaluated (what scheduled runs do).")] = False,
@@ -253,7 +138,7 @@ def _print_tracking(cfg: EvalConfig) -> None:
 
 
 @app.command()
-@_with_eval_options
+@with_eval_options
 def serve(
     ctx: typer.Context,
     cron: Annotated[str, typer.Option(help="Cron schedule of the runs (5 fields).")] = "0 3 * * *",
@@ -310,18 +195,6 @@ def ui(
         subprocess.run(server_command(uri, port=port), env=server_env(), check=False)
     except KeyboardInterrupt:
         pass
-
-
-def _given(ctx: typer.Context, name: str) -> bool:
-    source = ctx.get_parameter_source({"format": "fmt", "params": "set_"}.get(name, name))
-    return source is not None and source.name == "COMMANDLINE"
-
-
-def _int(text: str, option: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SwevalError(f"{option}: {text!r} is not an integer.") from None
 
 
 @app.command()
@@ -412,7 +285,7 @@ from sweval.flows.report_cli import report as _report  # noqa: E402
 app.command(name="report")(_report)
 
 from sweval.flows.compare import compare_command  # noqa: E402
-app.command(name="compare")(_with_eval_options(compare_command(build_config, _setup_logging)))
+app.command(name="compare")(with_eval_options(compare_command(build_config, _setup_logging)))
 
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 app.add_typer(_cache_app, name="cache")

@@ -1,0 +1,153 @@
+"""The evaluation options of ``sweval run``, ``serve`` and ``compare``, generated from EvalConfig.
+
+Each :class:`~sweval.evaluators.config.EvalConfig` field is declared once, in the model: type,
+default, validation, ``description`` (the help text) and an optional
+:class:`~sweval.evaluators.config.Cli` marker (help panel, flag, text codec). This module turns
+the fields into typer options (:func:`with_eval_options`) and the parsed options back into an
+EvalConfig (:func:`build_config`), so a field added to the model is an option of every
+evaluation command with no edit here or in the commands.
+
+Kept light: the command line imports it at start-up (typer, rich and pydantic only).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import typer
+from pydantic.fields import FieldInfo
+from rich.markup import escape
+
+from sweval.evaluators.config import Cli, CommaList, EvalConfig, Settings
+
+_KEYWORD = inspect.Parameter.KEYWORD_ONLY
+
+#: Options of every evaluation command that are not EvalConfig fields.
+EXTRA_OPTIONS = [
+    inspect.Parameter(
+        "config", _KEYWORD, default=None,
+        annotation=Annotated[Path | None, typer.Option(
+            help="TOML/YAML/JSON file with these options (the EvalConfig fields); command-line "
+            "options given explicitly win.",
+        )],
+    ),
+    inspect.Parameter(
+        "verbose", _KEYWORD, default=False,
+        annotation=Annotated[bool, typer.Option(
+            "--verbose", "-v", help="Log progress details (and Prefect's INFO lines).",
+        )],
+    ),
+]
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """The command-line option of one EvalConfig field."""
+
+    name: str  #: the field's name, also the command function's parameter name
+    flag: str  #: the option's name as typed ("--k"; a bool's "--tracking/--no-tracking")
+    annotation: Any  #: the type typer parses the option's text into
+    default: Any  #: the option's default (the field's default, as text for a codec)
+    codec: CommaList | Settings | None
+    help: str
+    group: str | None
+
+    def parse(self, value: Any) -> Any:
+        """The field value of the option's parsed value."""
+        if self.codec is None:
+            return value
+        return self.codec.parse(value, self.flag.split("/")[0])
+
+    def parameter(self) -> inspect.Parameter:
+        option = typer.Option(self.flag, help=self.help, rich_help_panel=self.group)
+        return inspect.Parameter(
+            self.name, _KEYWORD, default=self.default, annotation=Annotated[self.annotation, option]
+        )
+
+
+def _spec(model: type[EvalConfig], name: str, field: FieldInfo) -> OptionSpec:
+    cli = next((m for m in field.metadata if isinstance(m, Cli)), Cli())
+    annotation = field.annotation
+    codec = cli.codec
+    if codec is None and get_origin(annotation) is list:
+        codec = CommaList(get_args(annotation)[0])
+    default = field.get_default(call_default_factory=True)
+    if codec is not None:
+        text_type, default = codec.text_type, codec.format(default)
+    else:
+        text_type = _text_type(annotation, f"{model.__name__}.{name}")
+    dashed = "--" + name.replace("_", "-")
+    flag = cli.flag or (f"{dashed}/--no-{name.replace('_', '-')}" if text_type is bool else dashed)
+    return OptionSpec(
+        name=name, flag=flag, annotation=text_type, default=default, codec=codec,
+        help=escape(field.description or ""),  # "[default: user]" is text, not rich markup
+        group=str(cli.group) if cli.group is not None else None,
+    )
+
+
+def _text_type(annotation: Any, where: str) -> Any:
+    """The type typer reads: a Literal's values are validated by the model, not by typer (one
+    error message whatever the source of the value)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return type(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return functools.reduce(operator.or_, [_text_type(a, where) for a in get_args(annotation)])
+    if annotation in (str, int, float, bool, Path, type(None)):
+        return annotation
+    raise TypeError(
+        f"{where}: no command-line form for {annotation!r}; give the field a codec "
+        "(Cli(codec=...) in evaluators/config.py)."
+    )
+
+
+@functools.cache
+def option_specs(model: type[EvalConfig] = EvalConfig) -> tuple[OptionSpec, ...]:
+    """The options of ``model``'s fields, in field order."""
+    return tuple(_spec(model, name, field) for name, field in model.model_fields.items())
+
+
+def with_eval_options(func: Any, model: type[EvalConfig] = EvalConfig) -> Any:
+    """Give ``func`` (which takes ``**options``) an option per field of ``model``, then
+    :data:`EXTRA_OPTIONS` (``--config``, ``-v``); its own parameters come first."""
+    own = [
+        p for p in inspect.signature(func, eval_str=True).parameters.values()
+        if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    shared = [spec.parameter() for spec in option_specs(model)] + EXTRA_OPTIONS
+    clash = {p.name for p in own} & {p.name for p in shared}
+    if clash:
+        raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also evaluation options")
+    parameters = [p.replace(kind=_KEYWORD) for p in own + shared]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        return func(**kwargs)
+
+    del wrapper.__wrapped__
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+    return wrapper
+
+
+def build_config(
+    ctx: typer.Context, options: dict[str, Any], model: type[EvalConfig] = EvalConfig
+) -> EvalConfig:
+    """The EvalConfig of the options (a --config file, overridden by explicit options)."""
+    values = {spec.name: spec.parse(options[spec.name]) for spec in option_specs(model)}
+    if options["config"] is not None:
+        explicit = {name: value for name, value in values.items() if given(ctx, name)}
+        return model.load(options["config"], **explicit)
+    return model.build(**values)
+
+
+def given(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was typed on the command line (not its default)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"

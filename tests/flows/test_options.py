@@ -1,0 +1,209 @@
+"""The evaluation options are generated from EvalConfig: the model and the command line cannot
+drift (every field is an option with the field's default and help, in its group's help panel,
+and maps back onto the field), and a field added to the model needs no command-line edit."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import pytest
+import typer
+from pydantic import Field
+from rich.markup import escape
+from typer.testing import CliRunner
+
+from sweval.evaluators.config import _NON_RESULT_FIELDS, CommaList, EvalConfig, Group, Settings
+from sweval.flows.cli import app, main
+from sweval.flows.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
+
+COMMANDS = ("run", "serve", "compare")
+
+#: Every option name of the evaluation commands before they were generated from EvalConfig:
+#: users and scripts depend on them (a new field adds one; none may disappear or change).
+KNOWN_FLAGS = {
+    "--data", "--format", "--user-col", "--item-col", "--time-col", "--policy-col",
+    "--time-unit", "--dedup", "--on-invalid", "--scale", "--seed", "--window", "--folds",
+    "--start", "--train-window", "--k", "--u-min", "--relevance", "--stratify-by",
+    "--stratify-mode", "--algorithms", "--set", "--output", "--experiment", "--tracking-uri",
+    "--tracking", "--no-tracking", "--task-runner", "--workers", "--dask-address", "--progress",
+    "--no-progress", "--config", "--verbose", "-v",
+}
+OWN_FLAGS = {
+    "run": {"--rolling", "--no-rolling", "--prefect", "--no-prefect"},
+    "serve": {"--cron", "--timezone", "--name", "--rolling", "--full"},
+    "compare": {"--protocols", "--loocv-repeats"},
+}
+
+
+def _command(name: str) -> Any:
+    return typer.main.get_command(app).commands[name]  # type: ignore[attr-defined]
+
+
+def _default(field: Any) -> Any:
+    return field.get_default(call_default_factory=True)
+
+
+def _help(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setattr(sys, "argv", ["sweval", *args, "--help"])
+    try:
+        main()
+    except SystemExit as exc:
+        assert not exc.code
+    return capsys.readouterr().out
+
+
+def _panels(text: str) -> dict[str, list[str]]:
+    """{panel title: [the first flag of each row]} of a rich --help page."""
+    panels: dict[str, list[str]] = {}
+    rows: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("╭─"):
+            rows = panels.setdefault(line.strip("╭─╮ ").rstrip("─ "), [])
+        elif re.match(r"│ +-", line):
+            rows.append(line.strip("│ ").split()[0])
+    return panels
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_field_is_an_option_with_the_field_default_and_help(command: str) -> None:
+    params = {p.name: p for p in _command(command).params}
+    for spec in option_specs():
+        field = EvalConfig.model_fields[spec.name]
+        param = params.get(spec.name)
+        assert param is not None, f"EvalConfig.{spec.name} is not an option of sweval {command}"
+        assert "/".join([*param.opts, *param.secondary_opts]) == spec.flag
+        assert spec.parse(param.default) == _default(field), spec.name
+        assert param.help == escape(field.description or "")
+        assert param.rich_help_panel == spec.group
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_option_names_are_kept(command: str) -> None:
+    flags = {flag for p in _command(command).params for flag in [*p.opts, *p.secondary_opts]}
+    assert KNOWN_FLAGS | OWN_FLAGS[command] <= flags
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_each_field_in_its_group_panel(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    panels = _panels(_help(monkeypatch, capsys, command))
+    assert list(panels) == ["Options", *Group]
+    for spec in option_specs():
+        assert spec.flag.split("/")[0] in panels[spec.group or "Options"], spec.name
+    own = {p.opts[0] for p in _command(command).params} - {
+        s.flag.split("/")[0] for s in option_specs()
+    }
+    assert {"--config", "--verbose"} <= own  # with the command's own options
+    assert own | {"--help"} <= set(panels["Options"])
+
+
+def _app(model: type[EvalConfig] = EvalConfig) -> typer.Typer:
+    """A command with the evaluation options that prints its EvalConfig as JSON."""
+
+    def evaluate(ctx: typer.Context, **options: Any) -> None:
+        print(build_config(ctx, options, model).model_dump_json())
+
+    test_app = typer.Typer()
+    test_app.command(name="evaluate")(with_eval_options(evaluate, model))
+    test_app.command(name="other")(lambda: None)  # two commands: invoked as `evaluate ...`
+    return test_app
+
+
+def _build(*args: str, model: type[EvalConfig] = EvalConfig) -> dict[str, Any]:
+    result = CliRunner().invoke(_app(model), ["evaluate", *map(str, args)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)
+
+
+def _example(name: str, field: Any) -> tuple[list[str], Any]:
+    """Command-line arguments that set field ``name`` to a value other than its default."""
+    spec = next(s for s in option_specs() if s.name == name)
+    flag, default = spec.flag.split("/")[0], _default(field)
+    if isinstance(spec.codec, Settings):
+        return [flag, "pop.x=1", flag, "als.factors=8"], {"pop": {"x": 1}, "als": {"factors": 8}}
+    if isinstance(spec.codec, CommaList):
+        values = [3, 7] if spec.codec.item is int else ["pop", "als"]
+        return [flag, spec.codec.format(values)], values
+    annotation = str(field.annotation)
+    if field.annotation is bool:
+        return ([f"--no-{flag[2:]}"] if default else [flag]), not default
+    if get_origin(field.annotation) is Literal:
+        value = next(v for v in get_args(field.annotation) if v != default)
+        return [flag, value], value
+    if field.annotation is int:
+        return [flag, str(default + 2)], default + 2
+    if field.annotation is float:
+        return [flag, str(default * 3)], default * 3
+    if "str" in annotation:
+        return [flag, f"{name}-value"], f"{name}-value"
+    raise AssertionError(f"EvalConfig.{name}: add an example value for {annotation}")
+
+
+def test_no_options_give_the_model_defaults() -> None:
+    assert _build() == EvalConfig().model_dump(mode="json")
+
+
+@pytest.mark.parametrize("name", list(EvalConfig.model_fields))
+def test_every_field_is_set_by_its_option(name: str) -> None:
+    args, expected = _example(name, EvalConfig.model_fields[name])
+    config = _build(*args)
+    assert config[name] == expected
+    assert {k: v for k, v in config.items() if k != name} == {
+        k: v for k, v in EvalConfig().model_dump(mode="json").items() if k != name
+    }
+
+
+def test_explicit_options_win_over_the_config_file_even_at_their_default(tmp_path: Path) -> None:
+    path = tmp_path / "eval.toml"
+    path.write_text('folds = 7\nformat = "csv"\nk = [5]\ntracking = false\n'
+                    'params = {als = {factors = 8}}\n')
+    config = _build("--config", path, "--folds", "30", "--set", "pop.x=1")
+    assert config["folds"] == 30 and config["params"] == {"pop": {"x": 1}}
+    assert config["format"] == "csv" and config["k"] == [5] and config["tracking"] is False
+
+
+def test_a_field_added_to_the_model_is_an_option_with_no_cli_edit() -> None:
+    class Extended(EvalConfig):
+        cache: str | None = Field(default=None, description="Shared unit store.")
+        strict: bool = True
+        seeds: list[int] = Field(default_factory=lambda: [1, 2])
+
+    text = CliRunner().invoke(_app(Extended), ["evaluate", "--help"]).stdout
+    assert "--cache" in text and "Shared unit store." in text
+    assert "--no-strict" in text and "--seeds" in text
+    assert _build(model=Extended)["cache"] is None
+    config = _build("--cache", "/srv/units", "--no-strict", "--seeds", "4,5", model=Extended)
+    assert config["cache"] == "/srv/units" and config["strict"] is False
+    assert config["seeds"] == [4, 5]
+
+
+def test_a_field_without_a_command_line_form_is_an_error_not_a_silent_gap() -> None:
+    class Odd(EvalConfig):
+        weights: dict[str, float] = Field(default_factory=dict)
+
+    with pytest.raises(TypeError, match="Odd.weights: no command-line form"):
+        option_specs(Odd)
+
+
+def test_a_command_parameter_named_like_a_field_is_refused() -> None:
+    def command(window: str = "x", **options: Any) -> None:
+        pass
+
+    with pytest.raises(TypeError, match="window"):
+        with_eval_options(command)
+
+
+def test_extra_options_and_non_result_fields_name_no_unknown_field() -> None:
+    assert not {p.name for p in EXTRA_OPTIONS} & set(EvalConfig.model_fields)
+    assert _NON_RESULT_FIELDS <= set(EvalConfig.model_fields)
+
+
+def test_list_option_errors_name_the_option() -> None:
+    result = CliRunner().invoke(_app(), ["evaluate", "--k", "5,x"])
+    assert "--k: 'x' is not an integer." in str(result.exception)
