@@ -12,12 +12,8 @@ ranking is by score descending, ties by column ascending (:func:`top_k`).
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
@@ -26,38 +22,13 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict
 
+from sweval.algorithms.scores import snap_scores
+
+# Re-exported for flows/sliding_window.py, which imports them from here (to be moved to
+# sweval.algorithms.threads there); nothing in algorithms/ uses them from base.
+from sweval.algorithms.threads import thread_budget, usable_cpus  # noqa: F401
+
 _log = logging.getLogger(__name__)
-
-#: Scores that are sums of floats (kNN, SVD) are rounded to this many decimals before ranking:
-#: far above float64 noise for realistic magnitudes (|score| < 10⁵), far below any real
-#: difference, so mathematically tied scores tie exactly and are ordered by item id.
-SCORE_DECIMALS = 10
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, which containers and ``taskset`` narrow)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-#: Threads a unit may give a library that starts its own pool per call (implicit's OpenMP ALS
-#: fit); None: the library's default, every core. The threads runner sets it in each fold task,
-#: so that fold tasks running side by side share the cores instead of each taking all of them.
-unit_threads: ContextVar[int | None] = ContextVar("unit_threads", default=None)
-
-
-@contextlib.contextmanager
-def thread_budget(threads: int | None) -> Iterator[None]:
-    """Set :data:`unit_threads` for the units run inside the block (None: library defaults).
-
-    Callers use this rather than the variable itself: a ContextVar cannot be pickled, and Dask
-    pickles a task's function together with the globals it names.
-    """
-    token = unit_threads.set(threads)
-    try:
-        yield
-    finally:
-        unit_threads.reset(token)
-
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
@@ -266,11 +237,6 @@ class Algorithm(ABC):
             scores = np.array(self.score(block_rows), dtype=np.float64, copy=True)
             out[lo : lo + batch] = top_k_unseen(scores, train.matrix, block_rows, k)
         return out
-
-
-def snap_scores(scores: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Round scores to :data:`SCORE_DECIMALS` decimals, in place, and return them."""
-    return np.round(scores, SCORE_DECIMALS, out=scores)
 
 
 def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:

@@ -15,7 +15,7 @@ is correctly rounded, so two mathematically equal cosines are equal floats and t
 rules (neighbours by index ascending) apply to them.
 
 Scores are sums of cosines, whose value depends on the summation order in the last bits. They
-are rounded to :data:`algorithms.base.SCORE_DECIMALS` decimals before ranking so that
+are rounded to :data:`algorithms.scores.SCORE_DECIMALS` decimals before ranking so that
 mathematically tied scores tie exactly and are ordered by item id, as SPEC §3 requires.
 """
 

@@ -112,7 +112,7 @@ def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, implic
     implicit solves each user's and item's factors whole in one OpenMP thread, so the factors
     must be bit-identical whatever the count: checked on a matrix large enough to be split.
     """
-    from sweval.algorithms.base import thread_budget, unit_threads
+    from sweval.algorithms.threads import thread_budget, unit_threads
 
     train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
     every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)

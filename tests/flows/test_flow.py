@@ -166,7 +166,7 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
     The budget is set inside the task (OpenMP's thread count is per thread) and removed after it.
     """
     import sweval.flows.sliding_window as module
-    from sweval.algorithms.base import unit_threads
+    from sweval.algorithms.threads import unit_threads
 
     data = write_log(8)
     monkeypatch.setattr(module, "usable_cpus", lambda: 8)
