@@ -3,7 +3,7 @@
 Both are sparse: a user's scores are a weighted sum of a few sparse rows (item-kNN: the
 similarity rows of the user's items; user-kNN: the neighbours' rows of R). They implement
 ``score_factors`` and the base class ranks ``H @ W`` with the compiled
-:func:`algorithms.base.top_k_of_product`, never building a dense users × items block.
+:func:`algorithms.ranking.top_k_of_product`, never building a dense users × items block.
 
 Cosines come from integer co-occurrence counts, in one compiled pass per row that counts,
 divides and selects the neighbours (:func:`algorithms.kernels.cosine_neighbours`)::

@@ -56,7 +56,7 @@ def load_kernels() -> None:
     same specialisations — index dtypes, array layouts — get loaded as in the run)."""
     import scipy.sparse as sp
 
-    from sweval.algorithms.base import top_k_of_product, top_k_unseen
+    from sweval.algorithms.ranking import top_k_of_product, top_k_unseen
     from sweval.algorithms.knn import top_cosines
 
     matrix = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 1]], dtype=np.float32))

@@ -1,4 +1,4 @@
-"""The sparse ranking helpers of algorithms.base agree with the dense top_k and a reference."""
+"""The sparse ranking helpers of algorithms.ranking agree with the dense top_k and a reference."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweval.algorithms.base import top_k, top_k_of_product, top_k_unseen
+from sweval.algorithms.ranking import top_k, top_k_of_product, top_k_unseen
 from sweval_testing import exclude_seen
 
 # Small value sets make ties the rule rather than the exception; 1e-300 and 1e300 probe the
