@@ -12,7 +12,6 @@ ranking is by score descending, ties by column ascending (:mod:`algorithms.ranki
 
 from __future__ import annotations
 
-import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -28,8 +27,6 @@ from sweval.algorithms.scores import snap_scores
 # Re-exported for flows/sliding_window.py, which imports them from here (to be moved to
 # sweval.algorithms.threads there); nothing in algorithms/ uses them from base.
 from sweval.algorithms.threads import thread_budget, usable_cpus  # noqa: F401
-
-_log = logging.getLogger(__name__)
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
@@ -178,12 +175,6 @@ class Algorithm(ABC):
     def device(self) -> str:
         """The device the last fit ran on (``cpu`` unless a model says otherwise)."""
         return "cpu"
-
-    @property
-    def identifier(self) -> str:
-        """``name(param=value, ...)`` from the config."""
-        params = ", ".join(f"{k}={v}" for k, v in self.config.model_dump().items())
-        return f"{self.name}({params})"
 
     def fit(self, train: TrainData) -> Self:
         """Fit on one fold's training data."""
