@@ -1,7 +1,9 @@
 """Test-wide settings. Shared helpers live in ``tests/sweval_testing.py``.
 
 No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
-temporary directory for the session, set before anything imports Prefect or MLflow.
+temporary directory for the session, set before anything imports Prefect or MLflow (this file
+is loaded before every other conftest.py). The Prefect server gets the 120 s start timeout
+measured as necessary on 2-core machines, and no analytics.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from pathlib import Path
 
 _HOME = Path(tempfile.mkdtemp(prefix="sweval-tests-"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("SWEVAL_HOME", str(_HOME / "sweval"))
-os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect"))
+os.environ["SWEVAL_HOME"] = str(_HOME / "sweval")  # even where the shell sets them
+os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)

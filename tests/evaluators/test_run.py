@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import collect, make_plan, run_local, run_units, write_outputs
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:

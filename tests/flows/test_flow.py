@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from flow_helpers import check_mlflow_matches_results, experiment_runs
+from flow_helpers import check_mlflow_matches_results
+from sweval_testing import experiment_runs
 from mlflow import MlflowClient
 
 from sweval.data.errors import SwevalError

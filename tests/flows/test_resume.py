@@ -13,25 +13,10 @@ from pathlib import Path
 
 import pytest
 from flow_helpers import check_mlflow_matches_results
+from sweval_testing import UNITS_GLOB
 
 import sweval.flows.pipeline
 from sweval.flows.sliding_window import sliding_window_eval
-
-UNITS_GLOB = "f*__*.json"
-
-
-@pytest.fixture
-def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
-    """Record every (fold, algorithm) unit the flow computes in this process."""
-    computed: list[tuple[int, str]] = []
-    original = sweval.flows.pipeline.evaluate_fold
-
-    def counting(plan, fold, names, **kwargs):
-        computed.extend((fold.index, name) for name in names)
-        return original(plan, fold, names, **kwargs)
-
-    monkeypatch.setattr(sweval.flows.pipeline, "evaluate_fold", counting)
-    return computed
 
 
 def test_failed_run_resumes_without_recomputing_finished_units(

@@ -16,11 +16,10 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from sweval_testing import group_members
+from sweval_testing import REPO, group_members
 
 from sweval.flows.startup import prepare_side_by_side
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
