@@ -19,3 +19,15 @@ os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
+
+import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS: OpenBLAS reads it on load)
+import pytest  # noqa: E402
+
+#: Seed of the ``rng`` fixture: every test that asks for random data gets the same data each run.
+RNG_SEED = 0
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fresh generator with a fixed seed, for tests whose data only needs to be arbitrary."""
+    return np.random.default_rng(RNG_SEED)

@@ -128,11 +128,10 @@ def test_top_k_sparse_on_a_subset_of_rows_with_stored_zeros():
     assert got.tolist() == [[4, -1, -1, -1, -1], [2, 1, 4, -1, -1]]
 
 
-def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch):
+def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch, rng):
     """Row chunks run in parallel threads: the lists must not depend on how rows are split."""
     from sweval.algorithms.knn import top_cosines
 
-    rng = np.random.default_rng(5)
     n_users, n_items = 700, 90
     matrix = sp.random(n_users, n_items, density=0.06, random_state=rng, format="csr")
     matrix.data[:] = 1.0
