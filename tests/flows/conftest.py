@@ -90,3 +90,22 @@ def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
 
     monkeypatch.setattr(sweval.flows.pipeline, "evaluate_fold", counting)
     return computed
+
+
+@pytest.fixture(autouse=True)
+def no_task_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow's tasks run once: a failing test fails at once instead of retrying with delays.
+
+    The tasks are declared with ``retries=2`` (transient I/O errors, :func:`retry_on_io`), which
+    Prefect's ``PREFECT_TASK_DEFAULT_RETRIES`` does not override; the Task objects are patched for
+    the test instead (in place, so every reference to them sees it, and Dask workers get the
+    patched copy with the pickled task). This covers in-process flow runs only; ``sweval``
+    subprocesses keep their retries. The retry rule itself is tested directly in test_flow.py.
+    """
+    from prefect import Task
+
+    import sweval.flows.sliding_window as flow_module
+
+    for value in vars(flow_module).values():
+        if isinstance(value, Task):
+            monkeypatch.setattr(value, "retries", 0)
