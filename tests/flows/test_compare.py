@@ -147,6 +147,7 @@ def sweval(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path):
     rows = [(u, (u * 7 + j * 3) % 11, 1_600_000_000 + (u * 5 + j) * 21_600)
             for u in range(12) for j in range(5)]

@@ -72,6 +72,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     write_log, make_config, mlflow_uri: str, tmp_path: Path, prefect_api: str,
     count_units: list[tuple[int, str]],
@@ -113,6 +114,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
 
 
+@pytest.mark.slow
 def test_changed_configuration_starts_fresh(
     write_log, make_config, count_units: list[tuple[int, str]]
 ) -> None:

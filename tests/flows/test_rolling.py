@@ -15,6 +15,7 @@ from sweval_testing import DAY, T0, experiment_runs
 from sweval.flows.sliding_window import sliding_window_eval
 
 
+@pytest.mark.slow
 def test_rolling_runs_add_only_the_new_windows(
     write_log, make_config, mlflow_uri: str, tmp_path: Path, count_units: list[tuple[int, str]]
 ) -> None:

@@ -79,6 +79,7 @@ def test_a_failed_early_start_or_store_is_left_for_the_flow_to_report(
         prepare_side_by_side(config)  # neither error escapes here
 
 
+@pytest.mark.slow
 def test_the_default_command_runs_on_the_ephemeral_api_and_leaves_nothing_running(
     write_log, tmp_path: Path, mlflow_uri: str
 ) -> None:

@@ -732,6 +732,7 @@ def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.C
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
 def test_cli_case(case: tuple, cli_runs: dict[str, subprocess.CompletedProcess]) -> None:
     """The same errors through ``sweval run``: exit status 2, one ``error:`` line, no traceback."""

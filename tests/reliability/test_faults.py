@@ -78,6 +78,7 @@ def assert_units_whole(output: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ SIGKILL
+@pytest.mark.slow
 def test_sigkill_at_random_points_then_rerun(tmp_path: Path) -> None:
     seed = int(os.environ.get("SWEVAL_FAULT_SEED") or time.time_ns() % 2**32)
     rng = random.Random(seed)
@@ -170,6 +171,7 @@ def check_mlflow_holds_results(url: str, experiment: str, output: Path) -> str:
     return parents[0].info.run_id
 
 
+@pytest.mark.slow
 def test_mlflow_unreachable_at_start_fails_clearly(tmp_path: Path) -> None:
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
@@ -208,6 +210,7 @@ def wait_for_units(process: subprocess.Popen, output: Path, count: int) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflow: Any) -> None:
     experiment = "reliability/outage"
     relay, options, config = relayed_run(tmp_path, mlflow, experiment)
@@ -241,6 +244,7 @@ def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflo
     assert check_mlflow_holds_results(mlflow.url, experiment, output) == parent_id
 
 
+@pytest.mark.slow
 def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: Any) -> None:
     """With MLflow's client retries on, an outage shorter than the retries ends without error."""
     experiment = "reliability/short-outage"
@@ -266,6 +270,7 @@ def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: An
 
 
 
+@pytest.mark.slow
 def test_windows_before_1970_can_be_tracked(tmp_path: Path, mlflow: Any) -> None:
     from sweval.data.errors import SwevalError
     from sweval.flows.execute import execute
@@ -308,6 +313,7 @@ def reference_sizes(reference: Path) -> dict[str, Any]:
     }
 
 
+@pytest.mark.slow
 def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, small_disk: Any) -> None:
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
@@ -382,6 +388,7 @@ def test_disk_full_while_writing_the_tables_reports_clearly_and_resumes(
     assert (output / "results.csv").read_bytes() == reference
 
 
+@pytest.mark.slow
 def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: Any) -> None:
     output, _reference, _message = _run_until_tables_do_not_fit(tmp_path, small_disk)
     assert not (output / "results.csv").exists(), (output / "results.csv").stat().st_size
@@ -434,6 +441,7 @@ ALL_SIX = {
 }
 
 
+@pytest.mark.slow
 def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Path) -> None:
     from sweval.evaluators.run import run_local
     from sweval.flows.execute import execute

@@ -21,6 +21,8 @@ import stack_helpers as stack
 import yaml
 from sweval_testing import REPO
 
+pytestmark = pytest.mark.stack
+
 COMPOSE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 

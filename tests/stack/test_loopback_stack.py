@@ -44,6 +44,8 @@ import pytest
 import stack_helpers as stack
 from sweval_testing import REPO
 
+pytestmark = pytest.mark.stack
+
 BIN = Path(sys.executable).parent  # the venv's console scripts: mlflow, prefect, dask, sweval
 HOST = stack.LOOPBACK
 SERVER_TIMEOUT_S = 150  # measured 8-25 s each on 2 cores; generous for a loaded CI machine
