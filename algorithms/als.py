@@ -10,7 +10,8 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState, unit_threads
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
+from sweval.algorithms.threads import unit_threads
 from sweval.data.errors import SwevalError
 
 _log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class ALS(Algorithm):
 
     Every hyper-parameter is passed to implicit explicitly (its CPU and GPU classes have
     different defaults), training loss and progress bars are off, and CPU fits run under
-    ``threadpool_limits(1, "blas")`` as implicit asks, with :data:`~algorithms.base.unit_threads`
+    ``threadpool_limits(1, "blas")`` as implicit asks, with :data:`~algorithms.threads.unit_threads`
     OpenMP threads (all cores unless fold tasks share the process); every row's solve is done
     whole by one thread, so the factors do not depend on it. The device is resolved once, at
     construction (:func:`resolve_device`); :attr:`device` reports the one that ran.

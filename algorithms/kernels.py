@@ -22,7 +22,8 @@ from typing import TypeVar
 import numpy as np
 from numba import njit
 
-from sweval.algorithms.base import SCORE_DECIMALS, usable_cpus
+from sweval.algorithms.scores import SCORE_DECIMALS
+from sweval.algorithms.threads import usable_cpus
 
 _SNAP_SCALE = 10.0**SCORE_DECIMALS
 

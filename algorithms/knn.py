@@ -3,7 +3,7 @@
 Both are sparse: a user's scores are a weighted sum of a few sparse rows (item-kNN: the
 similarity rows of the user's items; user-kNN: the neighbours' rows of R). They implement
 ``score_factors`` and the base class ranks ``H @ W`` with the compiled
-:func:`algorithms.base.top_k_of_product`, never building a dense users × items block.
+:func:`algorithms.ranking.top_k_of_product`, never building a dense users × items block.
 
 Cosines come from integer co-occurrence counts, in one compiled pass per row that counts,
 divides and selects the neighbours (:func:`algorithms.kernels.cosine_neighbours`)::
@@ -15,7 +15,7 @@ is correctly rounded, so two mathematically equal cosines are equal floats and t
 rules (neighbours by index ascending) apply to them.
 
 Scores are sums of cosines, whose value depends on the summation order in the last bits. They
-are rounded to :data:`algorithms.base.SCORE_DECIMALS` decimals before ranking so that
+are rounded to :data:`algorithms.scores.SCORE_DECIMALS` decimals before ranking so that
 mathematically tied scores tie exactly and are ordered by item id, as SPEC §3 requires.
 """
 

@@ -18,12 +18,6 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
 }
 
 
-def register(cls: type[Algorithm]) -> type[Algorithm]:
-    """Add an algorithm class to the registry under its ``name``."""
-    ALGORITHMS[cls.name] = cls
-    return cls
-
-
 def algorithm_class(name: str) -> type[Algorithm]:
     """The class registered under ``name``.
 

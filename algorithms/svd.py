@@ -9,7 +9,8 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, snap_scores
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.scores import snap_scores
 
 #: Matrices with at most this many cells are decomposed with the dense LAPACK SVD (Lanczos is
 #: faster beyond, for the usual f ≪ min(n_users, n_items)).
@@ -40,7 +41,7 @@ class PureSVD(Algorithm):
 
     i.e. the user's history projected onto the span of the f leading right singular vectors.
     Scores do not depend on the signs of the vectors, nor on a rotation within tied singular
-    values; they are rounded like kNN scores (:func:`algorithms.base.snap_scores`) so that
+    values; they are rounded like kNN scores (:func:`algorithms.scores.snap_scores`) so that
     floating-point noise cannot reorder items whose exact scores tie.
 
     The decomposition is exact, not randomized: V_f comes from the f leading eigenpairs of the

@@ -57,7 +57,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 NON_LEARNED = ["pop", "pop-n", "item-knn", "user-knn"]
 #: What each peer runner implements (see the runner's docstring for the exact configuration).
 PEER_ALGORITHMS = {
@@ -642,6 +641,8 @@ def machine() -> str:
 
 # ------------------------------------------------------------------------------ main
 def main() -> None:
+    from sweval.evaluators.config import ALL_ALGORITHMS
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="ml,gen")
     p.add_argument("--peers", default=",".join(PEERS))

@@ -28,7 +28,6 @@ Totals are sums over the folds. Usage::
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -38,9 +37,9 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
-from common import read_log  # noqa: E402
+from common import fold_parser, read_log  # noqa: E402
 
-DENSE_SVD_CELLS = 250_000  # same switch as algorithms/svd.py
+from sweval.algorithms.svd import DENSE_SVD_CELLS  # noqa: E402  (the engine's switch)
 
 
 def compact_csr(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int):
@@ -57,11 +56,7 @@ def compact_csr(user: np.ndarray, item: np.ndarray, n_users: int, n_items: int):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--data", required=True)
-    p.add_argument("--t0", type=int, required=True)
-    p.add_argument("--width", type=int, required=True)
-    p.add_argument("--n-folds", type=int, required=True)
+    p = fold_parser()
     p.add_argument("--u-min", type=int, default=100)
     p.add_argument("--out", required=True)
     p.add_argument("--skip", default="", help="comma-separated parts to skip: als,svd,knn")

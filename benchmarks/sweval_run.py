@@ -33,16 +33,16 @@ import time
 
 T_START = time.perf_counter()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "peers"))
 
 import numpy as np  # noqa: E402
+from common import fold_parser, peak_rss_mb  # noqa: E402
 
 from sweval.data.loaders import load_log  # noqa: E402
 from sweval.evaluators import folds as folds_module  # noqa: E402
@@ -57,7 +57,7 @@ def load_kernels() -> None:
     same specialisations — index dtypes, array layouts — get loaded as in the run)."""
     import scipy.sparse as sp
 
-    from sweval.algorithms.base import top_k_of_product, top_k_unseen
+    from sweval.algorithms.ranking import top_k_of_product, top_k_unseen
     from sweval.algorithms.knn import top_cosines
 
     matrix = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 1]], dtype=np.float32))
@@ -92,23 +92,8 @@ def time_library_fits(clock: list[float]) -> None:
     cls.fit = timed_fit
 
 
-def peak_rss_mb() -> float:
-    """Peak RSS of this process (VmHWM: unlike ru_maxrss, not inherited across exec)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--data", required=True)
-    p.add_argument("--t0", type=int, required=True)
-    p.add_argument("--width", type=int, required=True)
-    p.add_argument("--n-folds", type=int, required=True)
+    p = fold_parser()
     p.add_argument("--algorithms", required=True)
     p.add_argument("--u-min", type=int, default=100)
     p.add_argument("--params", default="{}", help="JSON {algorithm: {param: value}}")

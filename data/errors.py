@@ -1,4 +1,4 @@
-"""The project's error and warning types.
+"""The project's error type.
 
 Every problem a user can cause (a bad file, a bad column, a bad option) raises
 :class:`SwevalError` with a message that names the file, the column and the first offending
@@ -10,10 +10,6 @@ from __future__ import annotations
 
 class SwevalError(ValueError):
     """A user-facing error: bad input data, bad options or an impossible protocol."""
-
-
-class SwevalWarning(UserWarning):
-    """A user-facing warning: the run goes on, but a result may not be what was meant."""
 
 
 def first_rows(mask_positions: object, limit: int = 5) -> str:

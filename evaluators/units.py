@@ -39,12 +39,16 @@ from sweval.evaluators.store import UnitStore
 
 _ROOT = Path(__file__).resolve().parents[1]
 
-#: The shared code that computes every unit: the algorithms' common base and kernels, the
-#: engine (fit, rank, measure) and the folds and log it reads. An algorithm's own module is added
-#: per algorithm. Report, tracking, orchestration and messages elsewhere are not part of a key.
+#: The shared code that computes every unit: the algorithms' common base, ranking, score
+#: rounding and kernels, the engine (fit, rank, measure) and the splits, folds and log it reads.
+#: An algorithm's own module is added per algorithm. Thread budgets (``algorithms/threads.py``:
+#: the factors are bit-identical for any count), the registry, report, tracking and
+#: orchestration are not part of a key.
 CORE_MODULES = (
     "algorithms/base.py",
     "algorithms/kernels.py",
+    "algorithms/ranking.py",
+    "algorithms/scores.py",
     "data/log.py",
     "evaluators/engine.py",
     "evaluators/folds.py",

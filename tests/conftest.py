@@ -1,9 +1,10 @@
 """Test-wide settings. Shared helpers live in ``tests/sweval_testing.py``.
 
 No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
-temporary directory for the session, set before anything imports Prefect or MLflow. Then, like
-every entry point, :func:`flows.settings.apply_env_defaults` (importing ``sweval.flows`` sets
-nothing).
+temporary directory for the session, set before anything imports Prefect or MLflow (this file
+is loaded before every other conftest.py). Then, like every entry point,
+:func:`flows.settings.apply_env_defaults` (importing ``sweval.flows`` sets nothing): the Prefect
+server gets the 120 s start timeout measured as necessary on 2-core machines, and no analytics.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 
 _HOME = Path(tempfile.mkdtemp(prefix="sweval-tests-"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("SWEVAL_HOME", str(_HOME / "sweval"))
-os.environ.setdefault("PREFECT_HOME", str(_HOME / "prefect"))
+os.environ["SWEVAL_HOME"] = str(_HOME / "sweval")  # even where the shell sets them
+os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
@@ -23,3 +24,31 @@ os.environ.pop("MLFLOW_TRACKING_URI", None)
 from sweval.flows.settings import apply_env_defaults  # noqa: E402
 
 apply_env_defaults()  # the rest of SW-EVAL's Prefect defaults, as every entry point sets them
+
+import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS: OpenBLAS reads it on load)
+import pytest  # noqa: E402
+
+#: Seed of the ``rng`` fixture: every test that asks for random data gets the same data each run.
+RNG_SEED = 0
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fresh generator with a fixed seed, for tests whose data only needs to be arbitrary."""
+    return np.random.default_rng(RNG_SEED)
+
+
+@pytest.fixture
+def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+    """Record every (fold, algorithm) unit computed in this process, in order."""
+    import sweval.evaluators.run
+
+    computed: list[tuple[int, str]] = []
+    original = sweval.evaluators.run.compute_unit
+
+    def counting(unit, store, **kwargs):  # noqa: ANN001, ANN003, ANN202
+        computed.append((unit.split.index, unit.spec.name))
+        return original(unit, store, **kwargs)
+
+    monkeypatch.setattr(sweval.evaluators.run, "compute_unit", counting)
+    return computed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,11 @@ import scipy.sparse as sp
 
 from sweval.data.log import InteractionLog
 
+REPO = Path(__file__).resolve().parents[1]
+#: The finished units of a unit store (evaluators/store.py: <2 hex>/<key>/unit.json).
+UNITS_GLOB = "*/*/unit.json"
 DAY = 86_400
+T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
 def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "timestamp"), **kw) -> InteractionLog:
@@ -19,6 +24,46 @@ def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "tim
     if "policy" in frame.columns:
         kw.setdefault("policy_col", "policy")
     return InteractionLog.from_frame(frame, **kw)
+
+
+def log_frame(days: float = 8, *, seed: int = 0, quiet_day: int | None = None) -> pd.DataFrame:
+    """A small log over ``days`` days from T0: 40 users, 30 items with skewed popularity.
+
+    Every user interacts on about half of the days; on ``quiet_day`` (if any) only 2 users do, so
+    that day's fold has fewer eligible users than a u_min of 3 or more and is skipped.
+    """
+    rng = np.random.default_rng(seed)
+    rows = []
+    popularity = 1.0 / np.arange(1, 31)
+    popularity /= popularity.sum()
+    for day in range(int(np.ceil(days))):
+        users = range(2) if day == quiet_day else range(40)
+        for user in users:
+            if day != quiet_day and rng.random() < 0.5:
+                continue
+            for _ in range(rng.integers(1, 4)):
+                t = T0 + day * DAY + int(rng.integers(0, DAY))
+                if t < T0 + days * DAY:
+                    rows.append((f"u{user}", f"i{rng.choice(30, p=popularity)}", t))
+    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
+
+
+def random_logs(*, sizes: tuple[int, int], users: int, items: int, days: int):
+    """Hypothesis strategy of small random logs: ``sizes`` (min, max) transactions, user codes
+    0..users, item codes 0..items, times over ``days`` days, dedup ``first`` or ``none``."""
+    from hypothesis import strategies as st
+
+    @st.composite
+    def logs(draw) -> InteractionLog:
+        n = draw(st.integers(*sizes))
+        user = draw(st.lists(st.integers(0, users), min_size=n, max_size=n))
+        item = draw(st.lists(st.integers(0, items), min_size=n, max_size=n))
+        times = draw(st.lists(st.integers(0, days * DAY), min_size=n, max_size=n))
+        dedup = draw(st.sampled_from(["first", "none"]))
+        frame = pd.DataFrame({"user": user, "item": item, "timestamp": times})
+        return InteractionLog.from_frame(frame, dedup=dedup)
+
+    return logs()
 
 
 def exclude_seen(scores: np.ndarray, matrix: sp.csr_matrix, rows: np.ndarray) -> None:
@@ -43,3 +88,47 @@ def group_members(pgid: int) -> list[str]:
         if pgrp == pgid and state != "Z":
             members.append(f"{entry.name} {stat[: stat.rindex(')') + 1]}")
     return members
+
+
+def experiment_runs(uri: str, name: str) -> tuple[list[Any], dict[str, Any]]:
+    """(parent runs, {child run name: child run}) of MLflow experiment ``name``."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name(name)
+    assert experiment is not None, f"no experiment {name}"
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    return parents, children
+
+
+def check_child_metrics(uri: str, child: Any, results: pd.DataFrame) -> pd.DataFrame:
+    """An algorithm's child run is FINISHED and holds, for every metric key, exactly one step per
+    non-skipped fold valued as in ``results`` (results.csv), and ``n_eligible`` at every fold.
+
+    Returns the algorithm's rows of the ``all`` stratum.
+    """
+    import pytest
+    from mlflow import MlflowClient
+
+    from sweval.flows.tracking import metric_key
+
+    client = MlflowClient(uri)
+    algorithm = child.info.run_name
+    assert child.info.status == "FINISHED", algorithm
+    mine = results[(results["algorithm"] == algorithm) & (results["stratum"] == "all")]
+    used = mine[~mine["skipped"]]
+    for (metric, k), rows in used.groupby(["metric", "k"], dropna=False):
+        key = metric_key(metric, None if pd.isna(k) else int(k))
+        history = client.get_metric_history(child.info.run_id, key)
+        steps = sorted(m.step for m in history)
+        assert steps == sorted(rows["fold"].tolist()), (algorithm, key, steps)
+        logged = {m.step: m.value for m in history}
+        for fold, value in zip(rows["fold"], rows["value"], strict=True):
+            # results.csv holds %.10g
+            assert logged[fold] == pytest.approx(value, rel=1e-9, abs=1e-12), (algorithm, key, fold)
+    # n_eligible: one step per fold, skipped folds included
+    eligible = client.get_metric_history(child.info.run_id, "n_eligible")
+    assert sorted(m.step for m in eligible) == sorted(mine["fold"].unique().tolist()), algorithm
+    return mine

@@ -41,12 +41,19 @@ import pandas as pd
 KS = (5, 10, 15, 20)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def fold_parser() -> argparse.ArgumentParser:
+    """The arguments of every benchmark child (runners, ``floor.py``, ``sweval_run.py``): the
+    shared log and its fold bounds (see above)."""
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
     p.add_argument("--t0", type=int, required=True)
     p.add_argument("--width", type=int, required=True)
     p.add_argument("--n-folds", type=int, required=True)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = fold_parser()
     p.add_argument("--algorithm", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--budget", type=float, default=0.0,
@@ -146,6 +153,14 @@ class Run:
 
     def over_budget(self) -> bool:
         return self.args.budget > 0 and self.eval_s >= self.args.budget
+
+    def stop_at_budget(self) -> bool:
+        """:meth:`over_budget`, noting it: the runner then stops after the current fold."""
+        if not self.over_budget():
+            return False
+        self.note(f"stopped after {len(self.record['folds'])} folds (budget "
+                  f"{self.args.budget:.0f} s); eval_s_extrapolated = eval_s / folds * n_folds")
+        return True
 
     def finish(self, status: str = "ok") -> None:
         rec = self.record

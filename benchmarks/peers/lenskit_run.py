@@ -132,9 +132,7 @@ def main() -> None:
                                  table["rank"].to_numpy() - 1)
             value["native_recall10"] = float(native.loc["recall@10", "mean"])
             run.record["folds"].append(value)
-            if run.over_budget():
-                run.note(f"stopped after {len(run.record['folds'])} folds (budget "
-                         f"{args.budget:.0f} s); eval_s_extrapolated = eval_s / folds * n_folds")
+            if run.stop_at_budget():
                 break
 
     guarded(run, body)

@@ -107,9 +107,7 @@ def main() -> None:
             value = canon.recall(lo, hi, ranks.row, ranks.col, ranks.data - 1)
             value["native_recall10"] = float(native["RecallK_10"])
             run.record["folds"].append(value)
-            if run.over_budget():
-                run.note(f"stopped after {len(run.record['folds'])} folds (budget "
-                         f"{args.budget:.0f} s); eval_s_extrapolated = eval_s / folds * n_folds")
+            if run.stop_at_budget():
                 break
 
     guarded(run, body)

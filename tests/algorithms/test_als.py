@@ -43,8 +43,8 @@ def test_withheld_in_block_item_ranks_first(lib, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_same_seed_same_factors(lib, device):
-    train = lib.train_from_dense(lib.random_binary(np.random.default_rng(0), 30, 20, 0.2))
+def test_same_seed_same_factors(lib, device, rng):
+    train = lib.train_from_dense(lib.random_binary(rng, 30, 20, 0.2))
     a = ALS(factors=6, iterations=5, seed=11, device=device).fit(train)
     b = ALS(factors=6, iterations=5, seed=11, device=device).fit(train)
     c = ALS(factors=6, iterations=5, seed=12, device=device).fit(train)
@@ -106,15 +106,15 @@ def test_hyper_parameters_reach_implicit(lib, implicit_arguments):
     }
 
 
-def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, implicit_arguments):
+def test_unit_threads_reach_implicit_and_leave_the_factors_unchanged(lib, implicit_arguments, rng):
     """Fold tasks sharing a process give each ALS fit a share of the cores (unit_threads).
 
     implicit solves each user's and item's factors whole in one OpenMP thread, so the factors
     must be bit-identical whatever the count: checked on a matrix large enough to be split.
     """
-    from sweval.algorithms.base import thread_budget, unit_threads
+    from sweval.algorithms.threads import thread_budget, unit_threads
 
-    train = lib.train_from_dense(lib.random_binary(np.random.default_rng(5), 600, 400, 0.05))
+    train = lib.train_from_dense(lib.random_binary(rng, 600, 400, 0.05))
     every_core = ALS(factors=16, iterations=4, device="cpu").fit(train)
 
     with thread_budget(1):
@@ -155,12 +155,12 @@ def test_auto_uses_the_gpu_when_available(lib):
 
 
 # ------------------------------------------------------------------ warm start (a deviation)
-def test_carry_over_keeps_known_rows_and_draws_new_ones():
+def test_carry_over_keeps_known_rows_and_draws_new_ones(rng):
     from sweval.algorithms.als import _carry_over
 
     old_codes = np.array([2, 5, 9])
     old = np.arange(6, dtype=np.float32).reshape(3, 2) + 1
-    carried = _carry_over(old_codes, old, np.array([1, 5, 9, 12]), np.random.default_rng(0))
+    carried = _carry_over(old_codes, old, np.array([1, 5, 9, 12]), rng)
     np.testing.assert_array_equal(carried[1:3], old[1:3])
     for row in (carried[0], carried[3]):  # new codes: implicit's initial draw, in [0, 0.01)
         assert ((row >= 0) & (row < 0.01)).all()

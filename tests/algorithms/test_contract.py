@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sweval_testing import DAY
 
 from sweval.algorithms.registry import ALGORITHMS, build_algorithm
 from sweval.data.errors import SwevalError
@@ -13,7 +14,6 @@ from sweval.evaluators.engine import evaluate_unit
 from sweval.evaluators.folds import build_folds
 from sweval.evaluators.windows import WindowSpec
 
-DAY = 86_400
 
 #: Small settings keep the suite fast; the contract does not depend on them.
 PARAMS: dict[str, dict] = {

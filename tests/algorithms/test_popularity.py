@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweval.algorithms.base import top_k
+from sweval.algorithms.ranking import top_k
 from sweval.algorithms.registry import build_algorithm
 from sweval_testing import DAY
 from sweval.data.errors import SwevalError
@@ -132,7 +132,7 @@ def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, ro
     """Shared scores (ties, -inf and NaN included), any rows in any order, any k."""
     import scipy.sparse as sp
 
-    from sweval.algorithms.base import top_k_global
+    from sweval.algorithms.ranking import top_k_global
     from sweval_testing import exclude_seen
 
     n_items = len(item_scores)

@@ -1,4 +1,4 @@
-"""The sparse ranking helpers of algorithms.base agree with the dense top_k and a reference."""
+"""The sparse ranking helpers of algorithms.ranking agree with the dense top_k and a reference."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweval.algorithms.base import top_k, top_k_of_product, top_k_unseen
+from sweval.algorithms.ranking import top_k, top_k_of_product, top_k_unseen
 from sweval_testing import exclude_seen
 
 # Small value sets make ties the rule rather than the exception; 1e-300 and 1e300 probe the
@@ -19,6 +19,15 @@ def top_k_sparse(scores: sp.csr_matrix, matrix: sp.csr_matrix, rows: np.ndarray,
     """Ranking of given sparse scores: the product path with H = identity, no snapping."""
     identity = sp.identity(scores.shape[0], format="csr", dtype=np.float64)
     return top_k_of_product(identity, scores, matrix, rows, k, snap=False)
+
+
+#: Seen flags for up to 6 × 7 cells (row-major; a test takes the first n·m).
+SEEN_BITS = st.lists(st.booleans(), min_size=42, max_size=42)
+
+
+def seen_matrix(seen_bits: list[bool], n: int, m: int) -> sp.csr_matrix:
+    """The training matrix R (n × m) of the first n·m seen flags."""
+    return sp.csr_matrix(np.array(seen_bits[: n * m]).reshape(n, m).astype(np.float32))
 
 
 def matrices(max_rows: int = 6, max_cols: int = 7):
@@ -55,13 +64,13 @@ def test_top_k_matches_reference(data, k):
 @settings(max_examples=100, deadline=None)
 @given(
     data=matrices(),
-    seen_bits=st.lists(st.booleans(), min_size=42, max_size=42),
+    seen_bits=SEEN_BITS,
     k=st.integers(1, 9),
 )
 def test_top_k_unseen_equals_exclude_seen_then_top_k(data, seen_bits, k):
     scores = np.array(data)
     n, m = scores.shape
-    matrix = sp.csr_matrix(np.array(seen_bits[: n * m]).reshape(n, m).astype(np.float32))
+    matrix = seen_matrix(seen_bits, n, m)
     rows = np.arange(n)[::-1].copy()  # rows of R need not be in order
     expected_scores = scores.copy()
     exclude_seen(expected_scores, matrix, rows)
@@ -73,7 +82,7 @@ def test_top_k_unseen_equals_exclude_seen_then_top_k(data, seen_bits, k):
 @given(
     h_bits=st.lists(st.integers(0, 2), min_size=24, max_size=24),
     w_data=matrices(max_rows=4, max_cols=7).filter(lambda d: len(d) == 4),
-    seen_bits=st.lists(st.booleans(), min_size=42, max_size=42),
+    seen_bits=SEEN_BITS,
     k=st.integers(1, 9),
 )
 def test_top_k_of_product_equals_dense_product(h_bits, w_data, seen_bits, k):
@@ -81,7 +90,7 @@ def test_top_k_of_product_equals_dense_product(h_bits, w_data, seen_bits, k):
     w[w > 1e200] = 5.0  # sums of huge values overflow; scores are sums of bounded terms
     m = w.shape[1]
     h = np.array(h_bits[:24]).reshape(6, 4).astype(float) / 2
-    matrix = sp.csr_matrix(np.array(seen_bits[: 6 * m]).reshape(6, m).astype(np.float32))
+    matrix = seen_matrix(seen_bits, 6, m)
     rows = np.arange(6)
     dense = np.round(h @ w, 10)
     exclude_seen(dense, matrix, rows)
@@ -94,14 +103,13 @@ def test_top_k_of_product_equals_dense_product(h_bits, w_data, seen_bits, k):
 @settings(max_examples=150, deadline=None)
 @given(
     data=matrices(),
-    seen_bits=st.lists(st.booleans(), min_size=42, max_size=42),
+    seen_bits=SEEN_BITS,
     k=st.integers(1, 9),
 )
 def test_top_k_sparse_equals_dense_top_k(data, seen_bits, k):
     scores = np.array(data)
     n, m = scores.shape
-    seen = np.array(seen_bits[: n * m]).reshape(n, m)
-    matrix = sp.csr_matrix(seen.astype(np.float32))
+    matrix = seen_matrix(seen_bits, n, m)
     rows = np.arange(n)
     dense = scores.copy()
     exclude_seen(dense, matrix, rows)
@@ -120,11 +128,10 @@ def test_top_k_sparse_on_a_subset_of_rows_with_stored_zeros():
     assert got.tolist() == [[4, -1, -1, -1, -1], [2, 1, 4, -1, -1]]
 
 
-def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch):
+def test_kernels_give_the_same_result_on_any_number_of_threads(monkeypatch, rng):
     """Row chunks run in parallel threads: the lists must not depend on how rows are split."""
     from sweval.algorithms.knn import top_cosines
 
-    rng = np.random.default_rng(5)
     n_users, n_items = 700, 90
     matrix = sp.random(n_users, n_items, density=0.06, random_state=rng, format="csr")
     matrix.data[:] = 1.0

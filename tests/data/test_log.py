@@ -197,14 +197,13 @@ def _ask_user_major_at_once(log: InteractionLog, n_threads: int) -> list[object]
     return results
 
 
-def test_user_major_is_safe_when_many_threads_ask_first() -> None:
+def test_user_major_is_safe_when_many_threads_ask_first(rng: np.random.Generator) -> None:
     """Fold tasks in the threads runner all ask a fresh log for its user-major order at once.
 
     The memo once filled itself array by array, so two racing threads left six arrays behind
     and every later caller crashed on unpacking (seen in CI). Every thread must get the same
     three arrays, and so must a caller after them.
     """
-    rng = np.random.default_rng(3)
     n = 300_000
     frame = pd.DataFrame(
         {

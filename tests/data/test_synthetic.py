@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sweval_testing import DAY
 
 from sweval.data.synthetic import POLICIES, generate_log
 
 SCALE = 0.02
-DAY = 86_400
 START = int(pd.Timestamp("2015-06-01", tz="UTC").timestamp())
 
 

@@ -3,32 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweval_testing import DAY, make_log
+from sweval_testing import DAY, make_log, random_logs
 from sweval.data.errors import SwevalError
-from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import build_folds
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
 
-@st.composite
-def random_logs(draw):
-    n = draw(st.integers(1, 120))
-    users = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n))
-    items = draw(st.lists(st.integers(0, 25), min_size=n, max_size=n))
-    times = draw(st.lists(st.integers(0, 10 * DAY), min_size=n, max_size=n))
-    dedup = draw(st.sampled_from(["first", "none"]))
-    frame = pd.DataFrame({"user": users, "item": items, "timestamp": times})
-    return InteractionLog.from_frame(frame, dedup=dedup)
+#: Small random logs; the properties below hold on every one.
+LOGS = random_logs(sizes=(1, 120), users=15, items=25, days=10)
 
 
 @settings(max_examples=150, deadline=None)
 @given(
-    log=random_logs(),
+    log=LOGS,
     width=st.sampled_from([3600, 6 * 3600, DAY, 2 * DAY]),
     n_folds=st.integers(1, 8),
     train_window=st.sampled_from([None, DAY, 3 * DAY]),

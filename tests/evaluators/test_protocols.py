@@ -10,7 +10,7 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sweval_testing import DAY, make_log
+from sweval_testing import DAY, make_log, random_logs
 from sweval.algorithms.registry import ALGORITHMS
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
@@ -191,15 +191,8 @@ def test_pop_n_is_skipped_under_loocv_and_evaluated_under_llo():
 
 
 # ---------------------------------------------------------------------- properties on random logs
-@st.composite
-def random_logs(draw):
-    n = draw(st.integers(2, 80))
-    users = draw(st.lists(st.integers(0, 8), min_size=n, max_size=n))
-    items = draw(st.lists(st.integers(0, 12), min_size=n, max_size=n))
-    times = draw(st.lists(st.integers(0, 6 * DAY), min_size=n, max_size=n))
-    dedup = draw(st.sampled_from(["first", "none"]))
-    frame = pd.DataFrame({"user": users, "item": items, "timestamp": times})
-    return InteractionLog.from_frame(frame, dedup=dedup)
+#: Small random logs; the properties below hold on every one.
+LOGS = random_logs(sizes=(2, 80), users=8, items=12, days=6)
 
 
 PROPERTY_ALGORITHMS = [name for name in ("pop", "pop-n", "item-knn") if name in ALGORITHMS]
@@ -207,7 +200,7 @@ PROPERTY_ALGORITHMS = [name for name in ("pop", "pop-n", "item-knn") if name in 
 
 @settings(max_examples=40, deadline=None)
 @given(
-    log=random_logs(),
+    log=LOGS,
     width=st.sampled_from([6 * 3600, DAY, 2 * DAY]),
     n_folds=st.integers(1, 5),
     train_window=st.sampled_from([None, DAY]),
@@ -240,7 +233,7 @@ def naive_future_count(log: InteractionLog, run, k: int) -> int:
 
 
 @settings(max_examples=40, deadline=None)
-@given(log=random_logs(), seed=st.integers(0, 50))
+@given(log=LOGS, seed=st.integers(0, 50))
 def test_holdout_leakage_matches_brute_force(log, seed):
     from sweval.algorithms.registry import build_algorithm
     from sweval.evaluators.engine import compute_lists, list_length

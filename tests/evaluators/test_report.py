@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
+from sweval_testing import DAY
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report import (
@@ -25,7 +26,6 @@ from sweval.evaluators.report import (
 from sweval.evaluators.report_figures import _over_time_panels
 from sweval.evaluators.results import results_frame
 
-DAY = 86_400
 T0 = 1_600_000_000
 ALGORITHMS = ["pop", "pop-n", "item-knn"]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
@@ -22,7 +23,6 @@ from sweval.evaluators.run import (
     write_outputs,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:

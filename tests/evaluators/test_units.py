@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import sweval.evaluators.run as run_module
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
@@ -32,17 +31,9 @@ def config(tmp_path: Path, **overrides) -> EvalConfig:
 
 
 @pytest.fixture
-def fits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
+def fits(count_units: list[tuple[int, str]]) -> list[tuple[int, str]]:
     """Every (fold, algorithm) unit computed in this process."""
-    seen: list[tuple[int, str]] = []
-    original = run_module.compute_unit
-
-    def counting(unit, store, **kwargs):
-        seen.append((unit.split.index, unit.spec.name))
-        return original(unit, store, **kwargs)
-
-    monkeypatch.setattr(run_module, "compute_unit", counting)
-    return seen
+    return count_units
 
 
 # ------------------------------------------------------------------------------ the key
@@ -77,6 +68,19 @@ def test_a_warm_unit_names_its_predecessor_and_hold_out_splits_are_cold(tmp_path
     assert unit.warm_from is None and unit.spec.canonical["warm_start"] is False
     assert unit.key == plan_units([split], [AlgorithmSpec.of("als", {"device": "cpu"})],
                                   [10])[0].key
+
+
+def test_every_algorithms_module_is_in_some_key_or_declared_outside_them():
+    from sweval.algorithms.registry import ALGORITHMS
+    from sweval.evaluators.units import CORE_MODULES
+
+    root = Path(__file__).resolve().parents[2]
+    own = {f"algorithms/{cls.__module__.rsplit('.', 1)[1]}.py" for cls in ALGORITHMS.values()}
+    outside = {"algorithms/__init__.py", "algorithms/registry.py", "algorithms/threads.py"}
+    for path in sorted((root / "algorithms").glob("*.py")):
+        name = f"algorithms/{path.name}"
+        assert name in set(CORE_MODULES) | own | outside, f"{name}: part of unit keys or not?"
+    assert all((root / name).exists() for name in CORE_MODULES)
 
 
 # ------------------------------------------------------------------------------ reuse by runs

@@ -1,32 +1,27 @@
 """Flow tests: one Prefect test API for the whole session, MLflow in a session temp directory.
 
-Only tests under ``tests/flows/`` start the Prefect harness (about 20 s). The environment is set
-here, before anything imports Prefect: a temporary ``PREFECT_HOME`` and ``SWEVAL_HOME`` (so no
-test touches ``~/.sweval``), the 120 s start timeout measured as necessary on 2-core machines, and
-no analytics. One sqlite MLflow store serves every test (creating one costs 3-10 s of
-migrations); each test uses its own experiment name.
+Only tests under ``tests/flows/`` start the Prefect harness (about 20 s); its environment
+(temporary ``PREFECT_HOME`` and ``SWEVAL_HOME``, start timeout, no analytics) is set by
+``tests/conftest.py``, before anything imports Prefect. One sqlite MLflow store serves every test
+(creating one costs 3-10 s of migrations); each test uses its own experiment name.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pytest
+from flow_logs import log_frame
+from sweval_testing import DAY, T0
+
+from sweval.evaluators.config import EvalConfig
+
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-flow-tests-"))
-os.environ.setdefault("PREFECT_HOME", str(_SESSION_DIR / "prefect"))
-os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-os.environ["SWEVAL_HOME"] = str(_SESSION_DIR / "sweval")
-os.environ.pop("MLFLOW_TRACKING_URI", None)
 
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
-
-from sweval.evaluators.config import EvalConfig  # noqa: E402
-from flow_logs import DAY, T0, log_frame  # noqa: E402,F401
 
 @pytest.fixture(scope="session", autouse=True)
 def prefect_api() -> Iterator[str]:
@@ -79,3 +74,22 @@ def make_config(
         return EvalConfig.build(**(values | overrides))
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def no_task_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow's tasks run once: a failing test fails at once instead of retrying with delays.
+
+    The tasks are declared with ``retries=2`` (transient I/O errors, :func:`retry_on_io`), which
+    Prefect's ``PREFECT_TASK_DEFAULT_RETRIES`` does not override; the Task objects are patched for
+    the test instead (in place, so every reference to them sees it, and Dask workers get the
+    patched copy with the pickled task). This covers in-process flow runs only; ``sweval``
+    subprocesses keep their retries. The retry rule itself is tested directly in test_flow.py.
+    """
+    from prefect import Task
+
+    import sweval.flows.sliding_window as flow_module
+
+    for value in vars(flow_module).values():
+        if isinstance(value, Task):
+            monkeypatch.setattr(value, "retries", 0)

@@ -21,6 +21,7 @@ def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
     return 0
 
 
+@pytest.mark.slow
 def test_run_executes_the_flow_prints_the_summary_and_the_mlflow_run(
     write_log, tmp_path: Path, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],

@@ -10,14 +10,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from rich.console import Console
+from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.protocols import PROTOCOLS
 from sweval.evaluators.run import run_local
 from sweval.flows.compare import print_comparison, run_compare
-
-REPO = Path(__file__).resolve().parents[2]
-PROTOCOLS = ["sw-eval", "loocv", "leave-last-one-out", "temporal-global"]
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +49,7 @@ def small_config(tmp_path: Path, **overrides) -> EvalConfig:
 @pytest.fixture(scope="module")
 def comparison(tmp_path_factory, log):
     tmp_path = tmp_path_factory.mktemp("compare")
-    return run_compare(small_config(tmp_path), PROTOCOLS, output=tmp_path / "out",
+    return run_compare(small_config(tmp_path), list(PROTOCOLS), output=tmp_path / "out",
                        loocv_repeats=2, log=log)
 
 
@@ -61,7 +60,7 @@ def test_files_and_tables(comparison):
         assert (out / name).exists(), name
     results = pd.read_csv(out / "compare.csv")
     assert list(results.columns[:2]) == ["protocol", "fold"]
-    assert list(dict.fromkeys(results["protocol"])) == PROTOCOLS
+    assert list(dict.fromkeys(results["protocol"])) == list(PROTOCOLS)
     # LOOCV: one split per seed; POP-N skipped there with its reason
     loocv = results[results["protocol"] == "loocv"]
     assert sorted(loocv["fold"].unique()) == [0, 1]
@@ -148,6 +147,7 @@ def sweval(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_command_line(tmp_path):
     rows = [(u, (u * 7 + j * 3) % 11, 1_600_000_000 + (u * 5 + j) * 21_600)
             for u in range(12) for j in range(5)]

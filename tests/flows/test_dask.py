@@ -11,6 +11,7 @@ import pytest
 
 from sweval.flows.sliding_window import sliding_window_eval
 
+pytestmark = pytest.mark.slow
 pytest.importorskip("prefect_dask", reason="the dask extra is not installed")
 
 

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
+from sweval_testing import REPO
 import yaml
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.flows.serve import build_deployment
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_served_deployment_is_registered_with_its_cron_schedule(write_log, make_config) -> None:
@@ -47,7 +46,7 @@ def test_deployment_rejects_bad_cron_and_rolling_without_start(write_log, make_c
 def test_prefect_yaml_declares_valid_deployments() -> None:
     from prefect.client.schemas.schedules import CronSchedule
 
-    spec = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     deployments = {d["name"]: d for d in spec["deployments"]}
     assert set(deployments) == {"nightly-rolling", "full"}
     for deployment in deployments.values():

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from flow_helpers import check_mlflow_matches_results, experiment_runs
+from flow_helpers import check_mlflow_matches_results
+from sweval_testing import experiment_runs
 from mlflow import MlflowClient
 
 from sweval.data.errors import SwevalError
@@ -166,7 +167,7 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
     The budget is set inside the task (OpenMP's thread count is per thread) and removed after it.
     """
     import sweval.flows.sliding_window as module
-    from sweval.algorithms.base import unit_threads
+    from sweval.algorithms.threads import unit_threads
 
     data = write_log(8)
     monkeypatch.setattr(module, "usable_cpus", lambda: 8)

@@ -21,6 +21,8 @@ import pytest
 from sweval.flows.sliding_window import sliding_window_eval
 from sweval.flows.tracking import server_command, server_env
 
+pytestmark = pytest.mark.slow
+
 
 def _free_port() -> int:
     with socket.socket() as sock:

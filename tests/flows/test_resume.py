@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 from flow_helpers import check_mlflow_matches_results
+from sweval_testing import UNITS_GLOB
 
 import sweval.evaluators.run
 from sweval.flows.sliding_window import sliding_window_eval
-
-UNITS_GLOB = "*/*/unit.json"
-
 
 def stored_units(units: Path) -> dict[tuple[int, str], int]:
     """(fold, algorithm) -> mtime of every finished unit in a unit store."""
@@ -28,19 +26,6 @@ def stored_units(units: Path) -> dict[tuple[int, str], int]:
         found[(record["split_index"], record["algorithm"])] = path.stat().st_mtime_ns
     return found
 
-
-@pytest.fixture
-def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
-    """Record every (fold, algorithm) unit the flow computes in this process."""
-    computed: list[tuple[int, str]] = []
-    original = sweval.evaluators.run.compute_unit
-
-    def counting(unit, store, **kwargs):
-        computed.append((unit.split.index, unit.spec.name))
-        return original(unit, store, **kwargs)
-
-    monkeypatch.setattr(sweval.evaluators.run, "compute_unit", counting)
-    return computed
 
 
 def test_failed_run_resumes_without_recomputing_finished_units(
@@ -95,6 +80,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     write_log, make_config, mlflow_uri: str, tmp_path: Path, prefect_api: str,
     count_units: list[tuple[int, str]],
@@ -136,6 +122,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
 
 
+@pytest.mark.slow
 def test_a_changed_configuration_computes_only_the_units_it_changes(
     write_log, make_config, count_units: list[tuple[int, str]]
 ) -> None:

@@ -8,28 +8,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from flow_logs import DAY, T0, log_frame
-from flow_helpers import check_mlflow_matches_results, experiment_runs
+from flow_logs import log_frame
+from flow_helpers import check_mlflow_matches_results
+from sweval_testing import DAY, T0, experiment_runs
 
-import sweval.evaluators.run
 from sweval.flows.sliding_window import sliding_window_eval
 
 
-@pytest.fixture
-def computed(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
-    units: list[tuple[int, str]] = []
-    original = sweval.evaluators.run.compute_unit
-
-    def counting(unit, store, **kwargs):
-        units.append((unit.split.index, unit.spec.name))
-        return original(unit, store, **kwargs)
-
-    monkeypatch.setattr(sweval.evaluators.run, "compute_unit", counting)
-    return units
-
-
+@pytest.mark.slow
 def test_rolling_runs_add_only_the_new_windows(
-    write_log, make_config, mlflow_uri: str, tmp_path: Path, computed: list[tuple[int, str]]
+    write_log, make_config, mlflow_uri: str, tmp_path: Path, count_units: list[tuple[int, str]]
 ) -> None:
     full = log_frame(8.5)
     data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])
@@ -39,16 +27,16 @@ def test_rolling_runs_add_only_the_new_windows(
     sliding_window_eval(config=config, rolling=True)
     # t_0 = day 1, last event in day 5: windows [1,2) .. [4,5) are complete, [5,6) is not
     assert sorted(pd.read_csv(output / "folds.csv")["fold"]) == [0, 1, 2, 3]
-    assert sorted({f for f, _ in computed}) == [0, 1, 3]  # fold 2 (day 3) is skipped
+    assert sorted({f for f, _ in count_units}) == [0, 1, 3]  # fold 2 (day 3) is skipped
     state = json.loads((output / "rolling.json").read_text())
     assert state["n_folds"] == 4 and state["horizon"] == T0 + 5 * DAY
     first_parent = json.loads((output / "tracking.json").read_text())["parent_run_id"]
 
-    computed.clear()
+    count_units.clear()
     write_log(frame=full)  # the log grew: days 5.5 to 8.5
     sliding_window_eval(config=config, rolling=True)
-    assert sorted({f for f, _ in computed}) == [4, 5, 6]  # windows [5,6) [6,7) [7,8)
-    assert len(computed) == 6
+    assert sorted({f for f, _ in count_units}) == [4, 5, 6]  # windows [5,6) [6,7) [7,8)
+    assert len(count_units) == 6
     assert sorted(pd.read_csv(output / "folds.csv")["fold"]) == list(range(7))
     parent = check_mlflow_matches_results(mlflow_uri, config.experiment, output)
     assert parent.info.run_id == first_parent
@@ -63,9 +51,9 @@ def test_rolling_runs_add_only_the_new_windows(
     batch_table = pd.read_csv(tmp_path / "batch" / "results.csv")[columns]
     pd.testing.assert_frame_equal(rolling_table, batch_table)
 
-    computed.clear()
+    count_units.clear()
     sliding_window_eval(config=config, rolling=True)  # nothing new
-    assert computed == []
+    assert count_units == []
     check_mlflow_matches_results(mlflow_uri, config.experiment, output)
 
 

@@ -16,11 +16,10 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from prefect.server.api.server import SubprocessASGIServer
 from prefect.settings import PREFECT_API_URL, temporary_settings
-from sweval_testing import group_members
+from sweval_testing import REPO, group_members
 
 from sweval.flows.startup import prepare_side_by_side
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -80,6 +79,7 @@ def test_a_failed_early_start_or_store_is_left_for_the_flow_to_report(
         prepare_side_by_side(config)  # neither error escapes here
 
 
+@pytest.mark.slow
 def test_the_default_command_runs_on_the_ephemeral_api_and_leaves_nothing_running(
     write_log, tmp_path: Path, mlflow_uri: str
 ) -> None:

@@ -12,10 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sweval_testing import REPO
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

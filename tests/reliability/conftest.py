@@ -1,4 +1,4 @@
-"""Reliability tests: every subprocess gets a temporary SWEVAL_HOME, never ``~/.sweval``.
+"""Reliability tests: every subprocess inherits the temporary SWEVAL_HOME of tests/conftest.py.
 
 When tests that need the loopback MLflow server are selected, the server is started as soon as
 collection ends, so that its start (10-20 s, mostly imports) overlaps the catalogue's tests; the
@@ -7,15 +7,12 @@ collection ends, so that its start (10-20 s, mostly imports) overlaps the catalo
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 import pytest
 
 _SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-reliability-"))
-os.environ.setdefault("SWEVAL_HOME", str(_SESSION_DIR / "sweval"))
-os.environ.setdefault("PREFECT_HOME", str(_SESSION_DIR / "prefect"))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

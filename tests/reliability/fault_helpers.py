@@ -18,15 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import pytest
-from sweval_testing import group_members
+from sweval_testing import REPO, UNITS_GLOB, group_members
 
-REPO = Path(__file__).resolve().parents[2]
-DAY = 86_400
-T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
-UNITS_GLOB = "*/*/unit.json"
 
 #: ``python -c DRIVER CONFIG JOURNAL DELAY [sweval run options...]``: ``sweval run --config CONFIG
 #: --no-prefect`` where every unit first sleeps DELAY seconds (so that faults land mid-run) and
@@ -58,22 +52,6 @@ from sweval.flows.cli import main
 sys.argv = ["sweval", "run", "--config", config, "--no-prefect", *sys.argv[4:]]
 main()
 """
-
-
-def log_frame(days: int = 8, users: int = 40, items: int = 30, seed: int = 0) -> pd.DataFrame:
-    """A small log over ``days`` days from 2024-01-01 with skewed item popularity."""
-    rng = np.random.default_rng(seed)
-    popularity = 1.0 / np.arange(1, items + 1)
-    popularity /= popularity.sum()
-    rows = []
-    for day in range(days):
-        for user in range(users):
-            if rng.random() < 0.5:
-                continue
-            for _ in range(int(rng.integers(1, 4))):
-                t = T0 + day * DAY + int(rng.integers(0, DAY))
-                rows.append((f"u{user}", f"i{rng.choice(items, p=popularity)}", t))
-    return pd.DataFrame(rows, columns=["user", "item", "timestamp"])
 
 
 def unit_files(output: Path) -> dict[str, tuple[int, int]]:

@@ -31,16 +31,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from sweval_testing import DAY, REPO, T0
 
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import run_local
 
-REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs" / "reliability.md"
-DAY = 86_400
-T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 #: The run options of every "run" case (a case's options override them).
 RUN_DEFAULTS: dict[str, Any] = {
     "window": "1D", "folds": 4, "u_min": 2, "k": [5, 10], "algorithms": ["pop", "pop-n"],
@@ -734,6 +732,7 @@ def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.C
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CLI_CASES, ids=[c[0] for c in CLI_CASES])
 def test_cli_case(case: tuple, cli_runs: dict[str, subprocess.CompletedProcess]) -> None:
     """The same errors through ``sweval run``: exit status 2, one ``error:`` line, no traceback."""

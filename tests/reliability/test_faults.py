@@ -24,15 +24,12 @@ import pytest
 
 from sweval.evaluators.config import EvalConfig
 from fault_helpers import (
-    DAY,
     REPO as REPO_ROOT,
-    T0,
     Relay,
     finish,
     free_port,
     journal_units,
     kill_group,
-    log_frame,
     mlflow_server,
     start_driver,
     tracking_state,
@@ -40,6 +37,7 @@ from fault_helpers import (
     unit_names,
     write_config,
 )
+from sweval_testing import DAY, T0, check_child_metrics, experiment_runs, log_frame
 
 ALGORITHMS = ["pop", "pop-n", "item-knn"]
 
@@ -83,6 +81,7 @@ def assert_units_whole(output: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ SIGKILL
+@pytest.mark.slow
 def test_sigkill_at_random_points_then_rerun(tmp_path: Path) -> None:
     seed = int(os.environ.get("SWEVAL_FAULT_SEED") or time.time_ns() % 2**32)
     rng = random.Random(seed)
@@ -165,36 +164,17 @@ def mlflow(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 def check_mlflow_holds_results(url: str, experiment: str, output: Path) -> str:
     """One parent run, FINISHED; one child per algorithm with exactly one step per fold for every
     metric, valued as in results.csv. Returns the parent's run id."""
-    from mlflow import MlflowClient
-
-    from sweval.flows.tracking import metric_key
-
-    client = MlflowClient(url)
-    found = client.get_experiment_by_name(experiment)
-    assert found is not None
-    runs = client.search_runs([found.experiment_id], max_results=100)
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
-    children = {r.info.run_name: r for r in runs if "mlflow.parentRunId" in r.data.tags}
+    parents, children = experiment_runs(url, experiment)
     assert len(parents) == 1, [p.info.run_name for p in parents]
     assert parents[0].info.status == "FINISHED"
     assert sorted(children) == sorted(ALGORITHMS)
     results = pd.read_csv(output / "results.csv")
-    for algorithm, child in children.items():
-        assert child.info.status == "FINISHED"
-        mine = results[(results["algorithm"] == algorithm) & (results["stratum"] == "all")]
-        used = mine[~mine["skipped"]]
-        for (metric, k), rows in used.groupby(["metric", "k"], dropna=False):
-            key = metric_key(metric, None if pd.isna(k) else int(k))
-            history = client.get_metric_history(child.info.run_id, key)
-            assert sorted(m.step for m in history) == sorted(rows["fold"]), (algorithm, key)
-            logged = {m.step: m.value for m in history}
-            for fold, value in zip(rows["fold"], rows["value"], strict=True):
-                assert logged[fold] == pytest.approx(value, rel=1e-9), (algorithm, key, fold)  # %.10g in the CSV
-        eligible = client.get_metric_history(child.info.run_id, "n_eligible")
-        assert sorted(m.step for m in eligible) == sorted(mine["fold"].unique())
+    for child in children.values():
+        check_child_metrics(url, child, results)
     return parents[0].info.run_id
 
 
+@pytest.mark.slow
 def test_mlflow_unreachable_at_start_fails_clearly(tmp_path: Path) -> None:
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
@@ -211,24 +191,38 @@ def test_mlflow_unreachable_at_start_fails_clearly(tmp_path: Path) -> None:
     assert not unit_files(output)  # it stopped before computing anything
 
 
-def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflow: Any) -> None:
+def relayed_run(tmp_path: Path, mlflow: Any, experiment: str) -> tuple[Relay, dict[str, Any], Path]:
+    """(relay, options, config file) of a tracked run of the small log that reaches ``mlflow``
+    through a :class:`Relay` (open; cut it to make the server unreachable)."""
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
-    output = tmp_path / "out"
     relay = Relay(mlflow.port)
     relay.restore()
+    options = base_options(
+        data, tmp_path / "out", tracking=True, tracking_uri=relay.url, experiment=experiment
+    )
+    return relay, options, write_config(tmp_path / "eval.json", **options)
+
+
+def wait_for_units(process: subprocess.Popen, output: Path, count: int) -> None:
+    """Wait (up to 120 s) until the running ``process`` has finished ``count`` units."""
+    deadline = time.monotonic() + 120
+    while len(unit_files(output)) < count:
+        assert process.poll() is None, process.stderr.read()[-3000:] if process.stderr else ""
+        assert time.monotonic() < deadline, "no units in time"
+        time.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflow: Any) -> None:
     experiment = "reliability/outage"
-    options = base_options(data, output, tracking=True, tracking_uri=relay.url, experiment=experiment)
-    config = write_config(tmp_path / "eval.json", **options)
+    relay, options, config = relayed_run(tmp_path, mlflow, experiment)
+    output = Path(options["output"])
     journal = tmp_path / "journal.txt"
     env = os.environ | MLFLOW_CLIENT_ENV
     try:
         process = start_driver(config, journal, delay=0.15, env=env)
-        deadline = time.monotonic() + 120
-        while len(unit_files(output)) < 4:
-            assert process.poll() is None, process.stderr.read()[-3000:] if process.stderr else ""
-            assert time.monotonic() < deadline, "no units in time"
-            time.sleep(0.02)
+        wait_for_units(process, output, 4)
         relay.cut()  # the server is unreachable from here on
         status, _out, err = finish(process)
         assert status == 2, err[-3000:]  # the run fails: MLflow does not hold the results
@@ -253,27 +247,19 @@ def test_mlflow_outage_mid_run_then_rerun_uploads_the_rest(tmp_path: Path, mlflo
     assert check_mlflow_holds_results(mlflow.url, experiment, output) == parent_id
 
 
+@pytest.mark.slow
 def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: Any) -> None:
     """With MLflow's client retries on, an outage shorter than the retries ends without error."""
-    data = tmp_path / "log.csv"
-    log_frame().to_csv(data, index=False)
-    output = tmp_path / "out"
-    relay = Relay(mlflow.port)
-    relay.restore()
     experiment = "reliability/short-outage"
-    options = base_options(data, output, tracking=True, tracking_uri=relay.url, experiment=experiment)
-    config = write_config(tmp_path / "eval.json", **options)
+    relay, options, config = relayed_run(tmp_path, mlflow, experiment)
+    output = Path(options["output"])
     env = os.environ | {
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
         "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
     }
     try:
         process = start_driver(config, tmp_path / "journal.txt", delay=0.15, env=env)
-        deadline = time.monotonic() + 120
-        while len(unit_files(output)) < 4:
-            assert process.poll() is None, process.stderr.read()[-3000:] if process.stderr else ""
-            assert time.monotonic() < deadline, "no units in time"
-            time.sleep(0.02)
+        wait_for_units(process, output, 4)
         relay.cut()
         time.sleep(1.5)
         relay.restore()
@@ -287,6 +273,7 @@ def test_short_mlflow_outage_is_ridden_out_by_retries(tmp_path: Path, mlflow: An
 
 
 
+@pytest.mark.slow
 def test_windows_before_1970_can_be_tracked(tmp_path: Path, mlflow: Any) -> None:
     from sweval.data.errors import SwevalError
     from sweval.flows.execute import execute
@@ -333,6 +320,7 @@ def files_of(units: list[list[int]]) -> list[int]:
     return [size for unit in units for size in unit]
 
 
+@pytest.mark.slow
 def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, small_disk: Any) -> None:
     data = tmp_path / "log.csv"
     log_frame().to_csv(data, index=False)
@@ -408,6 +396,7 @@ def test_disk_full_while_writing_the_tables_reports_clearly_and_resumes(
     assert (output / "results.csv").read_bytes() == reference
 
 
+@pytest.mark.slow
 def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: Any) -> None:
     output, _reference, _message = _run_until_tables_do_not_fit(tmp_path, small_disk)
     assert not (output / "results.csv").exists(), (output / "results.csv").stat().st_size
@@ -470,6 +459,7 @@ ALL_SIX = {
 }
 
 
+@pytest.mark.slow
 def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Path) -> None:
     from sweval.evaluators.run import run_local
     from sweval.flows.execute import execute

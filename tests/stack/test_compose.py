@@ -14,16 +14,17 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import stack_helpers as stack
 import yaml
+from sweval_testing import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-COMPOSE = ROOT / "docker-compose.yml"
-ENV_EXAMPLE = ROOT / ".env.example"
+pytestmark = pytest.mark.stack
+
+COMPOSE = REPO / "docker-compose.yml"
+ENV_EXAMPLE = REPO / ".env.example"
 
 #: Keys docker-compose v1 (1.29, Compose spec) accepts at the top level; it rejects `name:`.
 TOP_LEVEL_KEYS = {"version", "services", "volumes", "networks", "configs", "secrets"}
@@ -73,7 +74,7 @@ def test_docker_compose_v1_config_validates() -> None:
     for profile in ([], ["--profile", "dask"]):
         result = subprocess.run(
             [binary, "--env-file", str(ENV_EXAMPLE), "-f", str(COMPOSE), *profile, "config", "-q"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=False,
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
         )
         assert result.returncode == 0, result.stderr
         assert "is not set" not in result.stderr, result.stderr
@@ -138,7 +139,7 @@ def test_volumes(compose: dict[str, Any], services: dict[str, dict[str, Any]]) -
             source, target = volume.split(":")[:2]
             assert target.startswith("/"), (name, volume)
             if source.startswith(("./", "/")):
-                assert (ROOT / source).exists(), f"{name}: bind mount {source} does not exist"
+                assert (REPO / source).exists(), f"{name}: bind mount {source} does not exist"
             elif not source.startswith("$"):
                 assert source in declared, f"{name}: volume {source} is not declared"
                 used.add(source)
@@ -161,18 +162,18 @@ def test_build_files_exist(services: dict[str, dict[str, Any]]) -> None:
     for name, service in services.items():
         build = service.get("build")
         if build:
-            context = ROOT / build["context"]
+            context = REPO / build["context"]
             assert (context / build["dockerfile"]).is_file(), name
-    assert (ROOT / "docker" / "postgres" / "init.sql").is_file()
+    assert (REPO / "docker" / "postgres" / "init.sql").is_file()
 
 
 def test_dockerfiles() -> None:
-    project = (ROOT / "docker" / "Dockerfile").read_text()
+    project = (REPO / "docker" / "Dockerfile").read_text()
     assert "FROM python:3.11-slim" in project
     assert "pip install --no-cache-dir uv" in project
     assert "uv sync --locked --extra dask" in project
     assert 'ENTRYPOINT ["sweval"]' in project
-    mlflow_file = (ROOT / "docker" / "mlflow.Dockerfile").read_text()
+    mlflow_file = (REPO / "docker" / "mlflow.Dockerfile").read_text()
     # The server image's MLflow is the client's (the locked version) and has a Postgres driver.
     version = importlib.metadata.version("mlflow")
     assert f"FROM ghcr.io/mlflow/mlflow:v{version}" in mlflow_file
@@ -180,7 +181,7 @@ def test_dockerfiles() -> None:
 
 
 def test_init_sql_creates_both_databases() -> None:
-    sql = (ROOT / "docker" / "postgres" / "init.sql").read_text()
+    sql = (REPO / "docker" / "postgres" / "init.sql").read_text()
     assert "CREATE DATABASE mlflow;" in sql
     assert "CREATE DATABASE prefect;" in sql
     assert "CREATE EXTENSION IF NOT EXISTS pg_trgm;" in sql
@@ -254,6 +255,6 @@ def test_serve_default_config_is_valid(services: dict[str, dict[str, Any]]) -> N
     mounts = services["sweval-serve"]["volumes"]
     assert "./docker/serve.toml:/etc/sweval/serve.toml:ro" in mounts
     assert env_example()["SWEVAL_SERVE_CONFIG"] == "/etc/sweval/serve.toml"
-    config = EvalConfig.load(ROOT / "docker" / "serve.toml")
+    config = EvalConfig.load(REPO / "docker" / "serve.toml")
     assert config.start is not None, "rolling (scheduled) runs need a fixed start"
     assert config.output.startswith("/runs/"), "the series state must live on the sweval-runs volume"

@@ -42,8 +42,10 @@ from typing import Any
 
 import pytest
 import stack_helpers as stack
+from sweval_testing import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.stack
+
 BIN = Path(sys.executable).parent  # the venv's console scripts: mlflow, prefect, dask, sweval
 HOST = stack.LOOPBACK
 SERVER_TIMEOUT_S = 150  # measured 8-25 s each on 2 cores; generous for a loaded CI machine
@@ -145,7 +147,7 @@ def _start_postgres(s: Stack) -> None:
     )
     subprocess.run(
         [str(bin_dir / "psql"), "-v", "ON_ERROR_STOP=1", "-h", HOST, "-p", str(port),
-         "-U", POSTGRES_USER, "-d", "postgres", "-f", str(ROOT / "docker/postgres/init.sql")],
+         "-U", POSTGRES_USER, "-d", "postgres", "-f", str(REPO / "docker/postgres/init.sql")],
         check=True, capture_output=True, env=s.base_env, timeout=60,
     )
     s.postgres_port = port
