@@ -24,10 +24,6 @@ from pydantic import BaseModel, ConfigDict
 from sweval.algorithms.ranking import top_k_global, top_k_of_product, top_k_unseen
 from sweval.algorithms.scores import snap_scores
 
-# Re-exported for flows/sliding_window.py, which imports them from here (to be moved to
-# sweval.algorithms.threads there); nothing in algorithms/ uses them from base.
-from sweval.algorithms.threads import thread_budget, usable_cpus  # noqa: F401
-
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
 SCORE_BLOCK_ELEMENTS = 1_000_000

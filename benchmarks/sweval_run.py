@@ -47,7 +47,8 @@ from common import fold_parser, peak_rss_mb  # noqa: E402
 from sweval.data.loaders import load_log  # noqa: E402
 from sweval.evaluators import folds as folds_module  # noqa: E402
 from sweval.evaluators.config import EvalConfig  # noqa: E402
-from sweval.evaluators.run import collect, make_plan, run_fold, unit_store, write_outputs  # noqa: E402
+from sweval.evaluators.outputs import collect, write_outputs  # noqa: E402
+from sweval.evaluators.run import make_plan, run_fold, unit_store  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 

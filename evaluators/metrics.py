@@ -26,7 +26,6 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 
 Relevance = Literal["all", "first"]
-METRICS: tuple[str, ...] = ("recall", "hit_rate", "ndcg", "r_precision")
 #: Display labels, e.g. ``Recall@10``.
 LABELS = {"recall": "Recall", "hit_rate": "HitRate", "ndcg": "NDCG", "r_precision": "R-precision"}
 

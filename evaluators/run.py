@@ -8,6 +8,7 @@
         run_fold(plan, fold.index, store)     compute the fold's units the store lacks
     outputs = collect(plan, store)            measure every unit's lists at the run's k
     write_outputs(plan, outputs)              results.csv, folds.csv, units.csv, config.json
+                                              (both in :mod:`evaluators.outputs`)
 
 A unit (one fold × one algorithm configuration, :mod:`evaluators.units`) already in the store is
 never recomputed, whichever command or run computed it.
@@ -23,19 +24,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
-
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import UnitLists, UnitResult, measure
+from sweval.evaluators.engine import UnitLists
 from sweval.evaluators.folds import Fold, build_folds
-from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.outputs import Outputs, collect, write_outputs
 from sweval.evaluators.splits import Split, fold_splits
-from sweval.evaluators.store import UnitStore, atomic_write_text
-from sweval.evaluators.stratify import Strata, build_strata, group_rows
+from sweval.evaluators.store import UnitStore
+from sweval.evaluators.stratify import Strata, build_strata
 from sweval.evaluators.units import AlgorithmSpec, Unit, code_version, compute_unit, plan_units
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
@@ -255,167 +253,6 @@ def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
                         on_unit=None if progress is None else lambda *_: progress(1))
         computed += len(done)
     return computed
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """What a finished run wrote."""
-
-    directory: Path
-    results: pd.DataFrame
-    summary: pd.DataFrame
-    folds: pd.DataFrame
-    units: pd.DataFrame
-    devices: dict[str, str]
-    n_reused: int = 0
-    n_computed: int = 0
-
-
-def collect(plan: Plan, store: UnitStore) -> Outputs:
-    """Assemble the tables from the finished units, measured at the run's k (every unit must
-    be in the store)."""
-    rows: list[dict[str, Any]] = []
-    unit_records: list[dict[str, Any]] = []
-    devices: dict[str, str] = {}
-    for fold in plan.folds:
-        for spec in plan.specs:
-            fold_rows, record = algorithm_rows(plan, fold.index, spec.name, store)
-            rows += fold_rows
-            if record is not None:
-                devices[spec.name] = record["device"]
-                unit_records.append(record)
-    results = results_frame(rows, plan.config.algorithms)
-    return Outputs(
-        directory=Path(plan.config.output),
-        results=results,
-        summary=summarise(results),
-        folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
-        units=pd.DataFrame(unit_records),
-        devices=devices,
-    )
-
-
-def algorithm_rows(
-    plan: Plan, fold_index: int, name: str, store: UnitStore
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-    """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
-    (None for a skipped fold)."""
-    config = plan.config
-    fold = plan.folds[fold_index]
-    if fold.skipped:
-        labels = ["all", *(plan.strata.labels if plan.strata is not None else [])]
-        return [
-            row for label in labels
-            for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key)
-        ], None
-    unit = plan.unit(plan.splits[fold_index], name)
-    result = measure_unit(plan, unit, store)
-    rows = unit_rows(fold, result, config_hash=plan.key)
-    if plan.strata is not None:
-        rows += stratum_rows(plan, fold, result, name, store)
-    record = (
-        {"fold": fold.index, "algorithm": name, "device": result.device}
-        | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
-        | {"unit_key": unit.key}
-    )
-    return rows, record
-
-
-def measure_unit(plan: Plan, unit: Unit, store: UnitStore) -> UnitResult:
-    """A stored unit's per-user metrics at the run's k.
-
-    Raises:
-        RuntimeError: the unit has not been computed.
-    """
-    if not store.has(unit.key, depth=unit.depth):
-        raise RuntimeError(
-            f"unit (fold {unit.split.index}, {unit.spec.name}) has not been computed"
-        )
-    lists = store.load(unit.key, unit.split.log)
-    return measure(
-        lists, unit.split.relevant, plan.config.k, n_items=unit.split.log.n_items,
-        index=unit.split.index, algorithm=unit.spec.name,
-    )
-
-
-def stratum_rows(
-    plan: Plan, fold: Fold, result: UnitResult, name: str, store: UnitStore
-) -> list[dict[str, Any]]:
-    """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
-    (mode ``test``) or the stratum's own units (mode ``subset``)."""
-    assert plan.strata is not None
-    config = plan.config
-    if plan.strata.mode == "test":
-        return group_rows(
-            plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
-            config_hash=plan.key,
-        )
-    rows: list[dict[str, Any]] = []
-    for label in plan.strata.labels:
-        split = plan.stratum_splits[label][fold.index]
-        sub_fold = plan.strata.folds[label][fold.index]
-        if split.skipped:
-            rows += skipped_rows(sub_fold, name, config.k, stratum=label, config_hash=plan.key)
-            continue
-        sub_result = measure_unit(plan, plan.unit(split, name), store)
-        rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key)
-    return rows
-
-
-def write_outputs(plan: Plan, outputs: Outputs) -> None:
-    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv`` and ``config.json``.
-
-    Each file is written whole or not at all (temporary name, then rename).
-    """
-    directory = outputs.directory
-    tables = {
-        "results.csv": outputs.results.to_csv(index=False, float_format="%.10g"),
-        "summary.csv": outputs.summary.to_csv(index=False, float_format="%.10g"),
-        "folds.csv": outputs.folds.to_csv(index=False),
-        "units.csv": outputs.units.to_csv(index=False, float_format="%.4f"),
-        "config.json": run_record(plan, outputs),
-    }
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        for name, text in tables.items():
-            atomic_write_text(directory / name, text)
-    except OSError as exc:
-        raise SwevalError(
-            f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "
-            "same command to write them."
-        ) from exc
-
-
-def run_record(plan: Plan, outputs: Outputs) -> str:
-    """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
-    import json
-
-    record = {
-        "config": plan.config.model_dump(),
-        "resolved_params": {spec.name: spec.canonical for spec in plan.specs},
-        "devices": outputs.devices,
-        "data": {
-            "source": plan.log.source,
-            "fingerprint": plan.log.fingerprint(),
-            "n_interactions": len(plan.log),
-            "n_users": plan.log.n_users,
-            "n_items": plan.log.n_items,
-            "t_min": plan.log.t_min,
-            "t_max": plan.log.t_max,
-            "n_duplicates_removed": plan.log.n_duplicates,
-            "n_invalid_dropped": plan.log.n_dropped_invalid,
-        },
-        "run_key": plan.key,
-        "folds_used": int(sum(not f.skipped for f in plan.folds)),
-        "folds_skipped": int(sum(f.skipped for f in plan.folds)),
-    }
-    return json.dumps(record, indent=2, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    return str(value)
 
 
 def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:

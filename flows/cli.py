@@ -282,12 +282,15 @@ def _click_exceptions() -> Any:
 
 
 from sweval.flows.report_cli import report as _report  # noqa: E402
+
 app.command(name="report")(_report)
 
 from sweval.flows.compare import compare_command  # noqa: E402
+
 app.command(name="compare")(with_eval_options(compare_command(build_config, _setup_logging)))
 
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
+
 app.add_typer(_cache_app, name="cache")
 
 

@@ -57,24 +57,27 @@ from rich.console import Console
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.evaluators.comparison import (
+    COMPARE_COLUMNS,
+    compare_summary,
+    kendall_table,
+    leakage_summary,
+    table2,
+)
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.protocols import (
-    COMPARE_COLUMNS,
     LOOCV,
     LeaveLastOneOut,
     Protocol,
     ProtocolRun,
     SlidingWindow,
     TemporalGlobal,
-    compare_summary,
     count_units,
-    kendall_table,
-    leakage_summary,
     parse_protocols,
     run_protocol,
-    table2,
 )
-from sweval.evaluators.run import Plan, collect, make_plan, unit_store, window_spec, write_outputs
+from sweval.evaluators.outputs import collect, write_outputs
+from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
 from sweval.evaluators.store import UnitStore
 from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
 from sweval.flows.pipeline import write_report_quietly

@@ -10,8 +10,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from sweval.evaluators.comparison import rankings, table2
 from sweval.evaluators.metrics import LABELS
-from sweval.evaluators.protocols import rankings, table2
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison

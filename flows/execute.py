@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import Outputs
+from sweval.evaluators.outputs import Outputs
 from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
 from sweval.flows.summary import progress_bar
 

@@ -28,18 +28,9 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.outputs import Outputs, algorithm_rows, collect, write_outputs
+from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
 from sweval.evaluators.store import UnitFiles
-from sweval.evaluators.run import (
-    Outputs,
-    Plan,
-    algorithm_rows,
-    collect,
-    make_plan,
-    missing_units,
-    run_fold,
-    unit_store,
-    write_outputs,
-)
 from sweval.evaluators.units import describe
 from sweval.flows import rolling as rolling_mode
 

@@ -39,10 +39,10 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from sweval.algorithms.base import thread_budget, usable_cpus
+from sweval.algorithms.threads import thread_budget, usable_cpus
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import Outputs
+from sweval.evaluators.outputs import Outputs
 from sweval.flows.pipeline import (
     Evaluation,
     Prepared,
@@ -179,7 +179,7 @@ def _blas_limits(config: EvalConfig) -> Iterator[None]:
     OpenBLAS's thread count is process-wide, so it is set once, around all the tasks (a limit
     entered and restored by each task would be undone by the first to finish). The algorithms'
     own ``threadpool_limits(1, "blas")`` then nest inside it consistently. OpenMP's count is
-    per thread and reaches the tasks through :data:`~algorithms.base.unit_threads`.
+    per thread and reaches the tasks through :data:`~algorithms.threads.unit_threads`.
     """
     threads = threads_per_task(config)
     if threads is None:

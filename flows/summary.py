@@ -11,7 +11,7 @@ from rich.table import Table
 
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metrics import LABELS
-from sweval.evaluators.run import Outputs
+from sweval.evaluators.outputs import Outputs
 
 
 def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: str) -> Table:

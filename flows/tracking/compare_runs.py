@@ -14,14 +14,9 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.evaluators.comparison import compare_summary, leakage_summary, table2
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.protocols import (
-    Protocol,
-    ProtocolRun,
-    compare_summary,
-    leakage_summary,
-    table2,
-)
+from sweval.evaluators.protocols import Protocol, ProtocolRun
 from sweval.flows.tracking.metrics import MAX_BATCH, metric_key
 from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.tracker import Tracker

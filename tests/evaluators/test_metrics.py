@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
 from sweval_testing import DAY, make_log
+
 from sweval.evaluators.metrics import RelevantSets, hit_matrix, per_user_metrics, relevant_sets
 
 

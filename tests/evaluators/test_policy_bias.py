@@ -19,7 +19,8 @@ import pytest
 from sweval.data.log import InteractionLog
 from sweval.data.synthetic import generate_log
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import collect, make_plan, run_units, unit_store
+from sweval.evaluators.outputs import collect
+from sweval.evaluators.run import make_plan, run_units, unit_store
 
 
 def effects(table: pd.DataFrame, folds: np.ndarray) -> tuple[float, float]:

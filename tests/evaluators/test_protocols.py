@@ -9,29 +9,30 @@ import pytest
 import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from sweval_testing import DAY, make_log, random_logs
+
 from sweval.algorithms.registry import ALGORITHMS
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.evaluators.comparison import (
+    compare_summary,
+    kendall_table,
+    kendall_tau,
+    leakage_summary,
+    rankings,
+)
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.protocols import (
     LOOCV,
     LeaveLastOneOut,
     SlidingWindow,
     TemporalGlobal,
-    compare_summary,
     default_cutoff,
-    holdout_positions,
-    item_first_seen,
-    kendall_table,
-    kendall_tau,
-    leakage_summary,
     parse_protocols,
-    rankings,
     run_protocol,
 )
 from sweval.evaluators.run import make_plan, run_local
+from sweval.evaluators.splits import holdout_positions, item_first_seen
 from sweval.evaluators.windows import WindowSpec
 
 KS = [1, 2]
@@ -236,8 +237,8 @@ def naive_future_count(log: InteractionLog, run, k: int) -> int:
 @given(log=LOGS, seed=st.integers(0, 50))
 def test_holdout_leakage_matches_brute_force(log, seed):
     from sweval.algorithms.registry import build_algorithm
+    from sweval.evaluators.comparison import future_items
     from sweval.evaluators.engine import compute_lists, list_length
-    from sweval.evaluators.protocols import future_items
 
     for protocol in (LeaveLastOneOut(), LOOCV(repeats=1)):
         for split in protocol.splits(log):

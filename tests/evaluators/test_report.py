@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 from sweval_testing import DAY
+from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report import (

@@ -12,17 +12,15 @@ from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.run import (
-    collect,
     make_plan,
     missing_units,
     run_fold,
     run_local,
     run_units,
     unit_store,
-    write_outputs,
 )
-
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:

@@ -1,5 +1,6 @@
-"""Import rules the docs state: only ``sweval.flows.tracking`` imports MLflow, and the modules of
-``flows/`` import each other without cycles (counting deferred imports inside functions)."""
+"""Import rules the docs state: only ``sweval.flows.tracking`` imports MLflow; no module-level
+import cycle anywhere in the four packages; and the modules of ``flows/`` import each other
+without cycles even counting deferred imports inside functions."""
 
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """Every module ``path`` imports, anywhere in it, except under ``if TYPE_CHECKING``."""
+def _imports(name: str, path: Path, *, module_level: bool = False) -> set[str]:
+    """Every module ``path`` imports, anywhere in it (or only outside functions), except under
+    ``if TYPE_CHECKING``."""
     tree = ast.parse(path.read_text())
     typing_only = {
         id(node)
@@ -32,6 +34,13 @@ def _imports(name: str, path: Path) -> set[str]:
         for statement in block.body
         for node in ast.walk(statement)
     }
+    if module_level:
+        typing_only |= {
+            id(node)
+            for function in ast.walk(tree)
+            if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(function)
+        }
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -58,12 +67,12 @@ def test_only_the_tracking_package_imports_mlflow() -> None:
     assert outside == set()
 
 
-def test_the_flows_modules_import_each_other_without_cycles() -> None:
-    modules = {n: p for n, p in _modules().items() if n.startswith("sweval.flows")}
+def _cycles(prefix: str, *, module_level: bool) -> list[list[str]]:
+    modules = {n: p for n, p in _modules().items() if n.startswith(prefix)}
     graph = {}
     for name, path in modules.items():
         targets = set()
-        for imported in _imports(name, path):
+        for imported in _imports(name, path, module_level=module_level):
             parts = imported.split(".")
             for end in range(1, len(parts) + 1):
                 target = ".".join(parts[:end])
@@ -77,14 +86,34 @@ def test_the_flows_modules_import_each_other_without_cycles() -> None:
 
     def visit(name: str, path: list[str]) -> None:
         state[name] = "open"
+        path = [*path, name]
         for target in sorted(graph[name]):
             if state.get(target) == "open":
-                cycles.append([*path[path.index(target):], name, target])
+                cycles.append([*path[path.index(target):], target])
             elif target not in state:
-                visit(target, [*path, name])
+                visit(target, path)
         state[name] = "done"
 
     for name in sorted(graph):
         if name not in state:
             visit(name, [])
-    assert cycles == []
+    return cycles
+
+
+def test_no_module_level_import_cycle_in_any_package() -> None:
+    assert _cycles("sweval", module_level=True) == []
+
+
+def test_the_flows_modules_import_each_other_without_cycles() -> None:
+    assert _cycles("sweval.flows", module_level=False) == []
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path, monkeypatch) -> None:
+    import sys
+
+    module = sys.modules[__name__]
+    fake = {"sweval.a": tmp_path / "a.py", "sweval.b": tmp_path / "b.py"}
+    fake["sweval.a"].write_text("import sweval.b\n")
+    fake["sweval.b"].write_text("from sweval import a\n")
+    monkeypatch.setattr(module, "_modules", lambda: fake)
+    assert _cycles("sweval", module_level=True) == [["sweval.a", "sweval.b", "sweval.a"]]

@@ -1,0 +1,175 @@
+"""Comparing protocols: the future-item leakage diagnostic and the comparison tables.
+
+Leakage (papers/000, Table 4): an item's *first appearance* is its first timestamp in the whole
+log D. A recommended item is a *future item* for user u when its first appearance is after u's
+reference time (the held-out transaction's time, or the user's first test transaction)::
+
+    future[j, r] = first_seen[list_j[r]] > reference_time_j
+
+Tables: per protocol the macro means with Δ% to the best (the paper's Table 2), the rankings of
+the algorithms at each k, and Kendall's τ between every two protocols' rankings (scipy's τ-b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from sweval.evaluators.engine import UnitResult
+from sweval.evaluators.results import COLUMNS, summarise
+from sweval.evaluators.splits import Split
+
+#: Columns of the leakage table.
+LEAKAGE_COLUMNS = [
+    "protocol", "fold", "algorithm", "k", "n_lists", "n_recommended", "n_future",
+    "share_future", "n_lists_with_future",
+]
+
+
+def future_items(
+    recommended: NDArray[np.int64],
+    reference_time: NDArray[np.int64],
+    first_seen: NDArray[np.int64],
+) -> NDArray[np.bool_]:
+    """future[j, r]: the r-th recommended item of user j first appears after j's reference time.
+
+    Args:
+        recommended: (n, K) global item codes, −1 = no item.
+        reference_time: (n,) the test instance's time per user.
+        first_seen: first timestamp per item code (:func:`item_first_seen`).
+    """
+    valid = recommended >= 0
+    return valid & (first_seen[np.maximum(recommended, 0)] > reference_time[:, None])
+
+
+def leakage_rows(
+    protocol: str,
+    split: Split,
+    unit: UnitResult,
+    ks: list[int],
+    first_seen: NDArray[np.int64],
+) -> list[dict[str, object]]:
+    """The leakage diagnostic of one unit: future items among the top-k lists, for every k."""
+    recommended = unit.recommended
+    if recommended is None:
+        raise ValueError("the unit's recommended lists were not kept")
+    future = future_items(recommended, split.reference_time, first_seen)
+    valid = recommended >= 0
+    rows = []
+    for k in ks:
+        n_recommended = int(valid[:, :k].sum())
+        n_future = int(future[:, :k].sum())
+        rows.append(
+            {
+                "protocol": protocol,
+                "fold": split.index,
+                "algorithm": unit.algorithm,
+                "k": k,
+                "n_lists": len(recommended),
+                "n_recommended": n_recommended,
+                "n_future": n_future,
+                "share_future": n_future / n_recommended if n_recommended else np.nan,
+                "n_lists_with_future": int(future[:, :k].any(axis=1).sum()),
+            }
+        )
+    return rows
+
+
+COMPARE_COLUMNS = ["protocol", *COLUMNS]
+
+
+def compare_summary(results: pd.DataFrame) -> pd.DataFrame:
+    """:func:`~evaluators.results.summarise` per protocol (mean over splits, Δ% to the best)."""
+    parts = []
+    for protocol, part in results.groupby("protocol", sort=False):
+        summary = summarise(part.drop(columns="protocol"))
+        summary.insert(0, "protocol", protocol)
+        parts.append(summary)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def table2(summary: pd.DataFrame, *, metric: str = "recall", stratum: str = "all") -> pd.DataFrame:
+    """The paper's Table 2 as a long frame: protocol, k, algorithm, mean, delta (a fraction)."""
+    part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
+    columns = ["protocol", "k", "algorithm", "mean", "delta", "std", "n_folds", "n_skipped"]
+    return part[columns].reset_index(drop=True)
+
+
+def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, list[str]]:
+    """Per protocol, the evaluated algorithms by mean metric@k, best first (ties by name)."""
+    part = summary[
+        (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
+    ]
+    out: dict[str, list[str]] = {}
+    for protocol, rows in part.groupby("protocol", sort=False):
+        rows = rows[rows["mean"].notna()]
+        order = sorted(zip(rows["mean"], rows["algorithm"]), key=lambda p: (-p[0], p[1]))
+        out[str(protocol)] = [name for _, name in order]
+    return out
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """Kendall's τ-b (ties accounted for) and its p-value, via ``scipy.stats.kendalltau``.
+
+    NaN when fewer than two values or when one side is constant.
+    """
+    from scipy.stats import kendalltau
+
+    if len(a) != len(b):
+        raise ValueError("the two score lists differ in length")
+    if len(a) < 2:
+        return float("nan"), float("nan")
+    result = kendalltau(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    return float(result.statistic), float(result.pvalue)
+
+
+def kendall_table(
+    summary: pd.DataFrame, protocols: Sequence[str], *, metric: str = "recall"
+) -> pd.DataFrame:
+    """Kendall's τ between the algorithm rankings of every pair of protocols, for every k.
+
+    The rankings compare the algorithms evaluated under both protocols (POP-N is absent from
+    LOOCV), by their mean metric@k.
+    """
+    part = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
+    part = part[part["k"].notna() & part["mean"].notna()]
+    ks = sorted(int(k) for k in part["k"].unique())
+    rows = []
+    for first, second in combinations(protocols, 2):
+        for k in ks:
+            at_k = part[part["k"] == k]
+            a = at_k[at_k["protocol"] == first].set_index("algorithm")["mean"]
+            b = at_k[at_k["protocol"] == second].set_index("algorithm")["mean"]
+            common = [name for name in a.index if name in b.index]
+            tau, p_value = kendall_tau(a[common].tolist(), b[common].tolist())
+            rows.append(
+                {"protocol_a": first, "protocol_b": second, "metric": metric, "k": k,
+                 "tau": tau, "p_value": p_value, "n_algorithms": len(common),
+                 "algorithms": ",".join(common)}
+            )
+    return pd.DataFrame(
+        rows, columns=["protocol_a", "protocol_b", "metric", "k", "tau", "p_value",
+                       "n_algorithms", "algorithms"]
+    )
+
+
+def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
+    """Leakage pooled over splits per (protocol, algorithm, k): counts summed, share = sum/sum."""
+    keys = ["protocol", "algorithm", "k"]
+    if leakage.empty:
+        return pd.DataFrame(columns=[*keys, "n_splits", "n_lists", "n_recommended", "n_future",
+                                     "share_future", "n_lists_with_future"])
+    grouped = leakage.groupby(keys, sort=False)
+    out = grouped[["n_lists", "n_recommended", "n_future", "n_lists_with_future"]].sum()
+    out.insert(0, "n_splits", grouped["fold"].nunique())
+    out["share_future"] = np.where(
+        out["n_recommended"] > 0, out["n_future"] / out["n_recommended"].clip(lower=1), np.nan
+    )
+    return out.reset_index()[
+        [*keys, "n_splits", "n_lists", "n_recommended", "n_future", "share_future",
+         "n_lists_with_future"]
+    ]
