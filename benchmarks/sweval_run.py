@@ -168,7 +168,7 @@ def main() -> None:
             computed = run_fold(
                 plan, fold.index, store,
                 on_unit=lambda unit, lists: marks.append(
-                    (time.perf_counter(), time.process_time(), unit.spec.name, lists.timings)
+                    (time.perf_counter(), time.process_time(), unit.spec.label, lists.timings)
                 ),
             )
             assert len(computed) == len(names)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -63,8 +64,7 @@ class CommaList:
         """The field's value; ``flag`` names the option in errors."""
         if text is None:
             return None
-        parts = [part.strip() for part in text.split(",") if part.strip()]
-        return [self._item(part, flag) for part in parts]
+        return [self._item(part, flag) for part in split_top_level(text)]
 
     def _item(self, text: str, flag: str) -> Any:
         try:
@@ -86,6 +86,13 @@ class Settings:
         return parse_settings(texts or [])
 
 
+class Grids(Settings):
+    """``tune`` as repeatable ``--tune ALGORITHM.PARAM=V1,V2,...`` (:func:`parse_grids`)."""
+
+    def parse(self, texts: list[str] | None, flag: str) -> dict[str, dict[str, Any]]:
+        return parse_grids(texts or [])
+
+
 @dataclass(frozen=True)
 class Cli:
     """How a field appears on the command line (a marker in its ``Annotated`` type).
@@ -99,7 +106,76 @@ class Cli:
 
     group: Group | None = None
     flag: str | None = None
-    codec: CommaList | Settings | None = None
+    codec: CommaList | Settings | Grids | None = None
+
+
+def split_top_level(text: str) -> list[str]:
+    """Split at the commas outside parentheses and brackets, dropping empty parts:
+    ``"pop,item-knn(n_neighbors=50,shrink=1)"`` → ``["pop", "item-knn(n_neighbors=50,shrink=1)"]``.
+    """
+    parts, depth, current = [], 0, []
+    for char in text:
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    parts.append("".join(current))
+    return [part.strip() for part in parts if part.strip()]
+
+
+def parse_value(raw: str) -> Any:
+    """An option value: JSON when it parses (numbers, booleans, lists), else the text."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
+    """``item-knn(n_neighbors=50)`` → ``("item-knn", {"n_neighbors": 50})``; a plain name has
+    no parameters.
+
+    Raises:
+        SwevalError: not ``NAME`` or ``NAME(PARAM=VALUE, ...)``.
+    """
+    match = re.fullmatch(r"\s*([^()\s,]+)\s*(?:\((.*)\))?\s*", entry, flags=re.DOTALL)
+    if match is None:
+        raise SwevalError(
+            f"--algorithms: cannot read {entry!r}; expected NAME or NAME(PARAM=VALUE, ...), "
+            "e.g. item-knn(n_neighbors=50)."
+        )
+    params: dict[str, Any] = {}
+    for part in split_top_level(match[2] or ""):
+        key, sep, raw = part.partition("=")
+        if not sep or not key.strip() or not raw.strip():
+            raise SwevalError(f"--algorithms {entry!r}: {part!r} is not PARAM=VALUE.")
+        if key.strip() in params:
+            raise SwevalError(f"--algorithms {entry!r}: {key.strip()!r} is given twice.")
+        params[key.strip()] = parse_value(raw.strip())
+    return match[1], params
+
+
+def parse_grids(grids: list[str]) -> dict[str, dict[str, list[Any]]]:
+    """Turn ``--tune item-knn.n_neighbors=10,50,200`` into ``{algo: {param: [values]}}``."""
+    found: dict[str, dict[str, list[Any]]] = {}
+    for grid in grids:
+        key, sep, raw = grid.partition("=")
+        name, dot, param = key.strip().rpartition(".")
+        if not sep or not dot or not name or not param:
+            raise SwevalError(
+                f"--tune {grid!r}: expected ALGORITHM.PARAMETER=V1,V2,..., e.g. "
+                "item-knn.n_neighbors=10,50,200."
+            )
+        values = [parse_value(part) for part in split_top_level(raw)]
+        if not values:
+            raise SwevalError(f"--tune {grid!r}: give at least one value.")
+        found.setdefault(name, {})[param] = values
+    return found
 
 
 def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
@@ -116,11 +192,7 @@ def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
             raise SwevalError(
                 f"--set {setting!r}: expected ALGORITHM.PARAMETER=VALUE, e.g. pop-n.n_recent=1000."
             )
-        try:
-            value: Any = json.loads(raw)
-        except json.JSONDecodeError:
-            value = raw
-        params.setdefault(name, {})[param] = value
+        params.setdefault(name, {})[param] = parse_value(raw)
     return params
 
 
@@ -202,11 +274,29 @@ class EvalConfig(BaseModel):
     # algorithms
     algorithms: Annotated[list[str], Cli(ALGORITHMS, codec=CommaList(str))] = Field(
         default_factory=lambda: list(ALL_ALGORITHMS),
-        description="Comma-separated: " + ",".join(ALL_ALGORITHMS) + ".",
+        description="Comma-separated: " + ",".join(ALL_ALGORITHMS) + "; a variant with its "
+        "own parameters: 'item-knn(n_neighbors=50)', several of one algorithm allowed.",
     )
     params: Annotated[dict[str, dict[str, Any]], Cli(ALGORITHMS, "--set", Settings())] = Field(
         default_factory=dict,
         description="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).",
+    )
+    tune: Annotated[dict[str, dict[str, list[Any]]], Cli(ALGORITHMS, "--tune", Grids())] = Field(
+        default_factory=dict,
+        description="Tune ALGORITHM on the timeline over a grid, ALGORITHM.PARAM=V1,V2,... "
+        "(repeatable; the product of an algorithm's grids): ALGORITHM[tuned] is scored on each "
+        "fold with the candidate best on the windows before it.",
+    )
+    tune_windows: Annotated[int, Cli(ALGORITHMS)] = Field(
+        default=1, ge=1, description="Validation windows of each choice (--tune)."
+    )
+    tune_metric: Annotated[str, Cli(ALGORITHMS)] = Field(
+        default="recall@10", description="What the choice maximises: recall@K, hit_rate@K, "
+        "ndcg@K or r_precision (--tune)."
+    )
+    tune_mode: Annotated[Literal["rolling", "once"], Cli(ALGORITHMS)] = Field(
+        default="rolling", description="rolling: choose again for every fold on the windows "
+        "just before it | once: choose once on the first --tune-windows folds."
     )
 
     # where and how
@@ -256,14 +346,39 @@ class EvalConfig(BaseModel):
             raise ValueError(f"every k must be ≥ 1, got {ks}")
         return sorted(set(ks))
 
+    @field_validator("algorithms", mode="before")
+    @classmethod
+    def _read_variant_tables(cls, entries: Any) -> Any:
+        """A configuration file may give a variant as a table:
+        ``{algorithm = "item-knn", params = {n_neighbors = 50}}`` (TOML ``[[algorithms]]``)."""
+        if not isinstance(entries, list):
+            return entries
+        return [
+            f"{entry['algorithm']}(" + ",".join(
+                f"{key}={json.dumps(value)}" for key, value in entry.get("params", {}).items()
+            ) + ")" if isinstance(entry, dict) and "algorithm" in entry else entry
+            for entry in entries
+        ]
+
     @field_validator("algorithms")
     @classmethod
     def _check_algorithms(cls, names: list[str]) -> list[str]:
+        """Plain names stay; variants become their normalised label (parameters validated,
+        sorted, values as JSON: ``item-knn(n_neighbors=50.0)`` → ``item-knn(n_neighbors=50)``)."""
         if not names:
             raise ValueError("give at least one algorithm")
-        if len(set(names)) != len(names):
-            raise ValueError(f"an algorithm is listed twice: {names}")
-        return names
+        labels = []
+        for entry in names:
+            name, params = parse_variant(entry)
+            if params:
+                from sweval.evaluators.units import variant_label
+
+                labels.append(variant_label(name, params))
+            else:
+                labels.append(name)
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"an algorithm is listed twice: {labels}")
+        return labels
 
     # ------------------------------------------------------------------ derived
     @property

@@ -25,6 +25,7 @@ from sweval.evaluators.folds import Fold
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows
+from sweval.evaluators.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units import Unit
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class Outputs:
     devices: dict[str, str]
     n_reused: int = 0
     n_computed: int = 0
+    tuning: pd.DataFrame | None = None
+    optimism: pd.DataFrame | None = None
 
 
 def collect(plan: Plan, store: UnitStore) -> Outputs:
@@ -53,12 +56,18 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
     devices: dict[str, str] = {}
     for fold in plan.folds:
         for spec in plan.specs:
-            fold_rows, record = algorithm_rows(plan, fold.index, spec.name, store)
+            fold_rows, record = algorithm_rows(plan, fold.index, spec.label, store)
             rows += fold_rows
             if record is not None:
-                devices[spec.name] = record["device"]
+                devices[spec.label] = record["device"]
                 unit_records.append(record)
-    results = results_frame(rows, plan.config.algorithms)
+    labels = ordered_labels(plan.config)
+    results = results_frame(rows, labels)
+    tuning = optimism_table = None
+    if plan.config.tune:
+        tuned, tuning = tune(results, plan.config)
+        results = results_frame([*rows, *tuned.to_dict("records")], labels)
+        optimism_table = optimism(results, plan.config)
     return Outputs(
         directory=Path(plan.config.output),
         results=results,
@@ -66,6 +75,8 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
         folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
+        tuning=tuning,
+        optimism=optimism_table,
     )
 
 
@@ -103,12 +114,12 @@ def measure_unit(plan: Plan, unit: Unit, store: UnitStore) -> UnitResult:
     """
     if not store.has(unit.key, depth=unit.depth):
         raise RuntimeError(
-            f"unit (fold {unit.split.index}, {unit.spec.name}) has not been computed"
+            f"unit (fold {unit.split.index}, {unit.spec.label}) has not been computed"
         )
     lists = store.load(unit.key, unit.split.log)
     return measure(
         lists, unit.split.relevant, plan.config.k, n_items=unit.split.log.n_items,
-        index=unit.split.index, algorithm=unit.spec.name,
+        index=unit.split.index, algorithm=unit.spec.label,
     )
 
 
@@ -149,6 +160,9 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
         "units.csv": outputs.units.to_csv(index=False, float_format="%.4f"),
         "config.json": run_record(plan, outputs),
     }
+    if outputs.tuning is not None and outputs.optimism is not None:
+        tables["tuning.csv"] = outputs.tuning.to_csv(index=False, float_format="%.10g")
+        tables["optimism.csv"] = outputs.optimism.to_csv(index=False, float_format="%.10g")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in tables.items():
@@ -164,7 +178,7 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
     """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
     record = {
         "config": plan.config.model_dump(),
-        "resolved_params": {spec.name: spec.canonical for spec in plan.specs},
+        "resolved_params": {spec.label: spec.canonical for spec in plan.specs},
         "devices": outputs.devices,
         "data": {
             "source": plan.log.source,

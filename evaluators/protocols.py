@@ -298,7 +298,7 @@ def run_protocol(
                                 config_hash=config_hash, store=UnitStore(directory),
                                 progress=progress)
     params = params or {}
-    specs = [AlgorithmSpec.of(name, dict(params.get(name, {}))) for name in algorithms]
+    specs = [AlgorithmSpec.from_entry(entry, dict(params)) for entry in algorithms]
     first_seen = item_first_seen(log)
     rows: list[dict[str, object]] = []
     leaks: list[dict[str, object]] = []
@@ -309,26 +309,26 @@ def run_protocol(
     for split in protocol.splits(log):
         split_rows.append(split.summary())
         supported = [spec for spec in specs if protocol.unsupported(spec.name) is None]
-        planned = {unit.spec.name: unit
+        planned = {unit.spec.label: unit
                    for unit in plan_units([split], supported, ks, previous=chains)}
         for spec in specs:
             reason = split.skip_reason or protocol.unsupported(spec.name)
             if reason is not None:
-                rows += skipped_rows(split, spec.name, ks, reason=reason,  # type: ignore[arg-type]
+                rows += skipped_rows(split, spec.label, ks, reason=reason,  # type: ignore[arg-type]
                                      n_users=split.n_eligible, config_hash=config_hash)
                 continue
-            unit = planned[spec.name]
+            unit = planned[spec.label]
             if store.has(unit.key, depth=unit.depth):
                 lists = store.load(unit.key, split.log)
             else:
                 lists = compute_unit(unit, store)
             result = measure(lists, split.relevant, ks, n_items=log.n_items, index=split.index,
-                             algorithm=spec.name)
+                             algorithm=spec.label)
             rows += unit_rows(split, result, config_hash=config_hash)  # type: ignore[arg-type]
             leaks += leakage_rows(protocol.name, split, result, ks, first_seen)
-            devices[spec.name] = result.device
+            devices[spec.label] = result.device
             units.append(
-                {"protocol": protocol.name, "fold": split.index, "algorithm": spec.name,
+                {"protocol": protocol.name, "fold": split.index, "algorithm": spec.label,
                  "device": result.device}
                 | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
                 | {"unit_key": unit.key}

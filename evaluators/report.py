@@ -40,7 +40,12 @@ from pathlib import Path
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report_data import ReportData, load, read_results, summarise_protocols
-from sweval.evaluators.report_facts import compute_times, folds_summary, run_facts
+from sweval.evaluators.report_facts import (
+    compute_times,
+    folds_summary,
+    run_facts,
+    tuning_summary,
+)
 from sweval.evaluators.report_figures import DPI, figure_over_time, figure_png, figure_vs_k
 from sweval.evaluators.report_html import render_page, table_html
 from sweval.evaluators.report_tables import (
@@ -201,6 +206,7 @@ def write_report(
         show_protocols=data.labelled_protocols,
         folds=folds_summary(data),
         compute_times=compute_times(data),
+        tuning=tuning_summary(data),
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     written = [target / "report.html"]

@@ -131,3 +131,21 @@ def compute_times(data: ReportData) -> PlainTable | None:
     total = units.groupby("algorithm", sort=False)[stages].sum()
     total["total_s"] = total.sum(axis=1)
     return PlainTable.of(total.reset_index().round(2))
+
+
+def tuning_summary(data: ReportData) -> PlainTable | None:
+    """``optimism.csv`` of a tuned run (tuned mean, oracle, optimism per k), or None."""
+    path = data.directory / "optimism.csv"
+    if not path.exists():
+        return None
+    frame = pd.read_csv(path)
+    shown = pd.DataFrame({
+        "tuned algorithm": frame["algorithm"],
+        "Recall@k": frame["k"],
+        "tuned mean": frame["tuned_mean"].map("{:.4f}".format),
+        "test folds": frame["n_folds"],
+        "oracle (best on the test folds)": frame["oracle"],
+        "oracle mean": frame["oracle_mean"].map("{:.4f}".format),
+        "optimism": frame["optimism"].map(lambda v: "—" if pd.isna(v) else f"{100 * v:+.1f}%"),
+    })
+    return PlainTable.of(shown)

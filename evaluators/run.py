@@ -27,7 +27,7 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config import EvalConfig, parse_variant
 from sweval.evaluators.engine import UnitLists
 from sweval.evaluators.folds import Fold, build_folds
 from sweval.evaluators.outputs import Outputs, collect, write_outputs
@@ -74,7 +74,7 @@ class Plan:
         """The units of one fold (every stratum), optionally of some algorithms only."""
         return [
             unit for unit in self.units
-            if unit.split.index == fold and (names is None or unit.spec.name in names)
+            if unit.split.index == fold and (names is None or unit.spec.label in names)
         ]
 
     def unit(self, split: Split, name: str) -> Unit:
@@ -83,7 +83,7 @@ class Plan:
 
     @cached_property
     def _unit_index(self) -> dict[tuple[int, str], Unit]:
-        return {(id(unit.split), unit.spec.name): unit for unit in self.units}
+        return {(id(unit.split), unit.spec.label): unit for unit in self.units}
 
     @property
     def warm_starts(self) -> bool:
@@ -145,12 +145,14 @@ def algorithm_specs(config: EvalConfig) -> list[AlgorithmSpec]:
     Raises:
         SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
     """
-    unknown = set(config.params) - set(config.algorithms)
+    unknown = set(config.params) - {parse_variant(entry)[0] for entry in config.algorithms}
     if unknown:
         raise SwevalError(
             f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
         )
-    return [AlgorithmSpec.of(name, config.params.get(name)) for name in config.algorithms]
+    from sweval.evaluators.tuning import with_candidates
+
+    return [AlgorithmSpec.from_entry(entry, config.params) for entry in with_candidates(config)]
 
 
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
@@ -160,7 +162,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         SwevalError: any problem with the data or the options.
     """
     specs = algorithm_specs(config)
-    warm = [spec.name for spec in specs if spec.warm_starts]
+    warm = [spec.label for spec in specs if spec.warm_starts]
     if warm and config.stratify_by is not None:
         raise SwevalError(
             f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
@@ -235,8 +237,13 @@ def run_fold(
 
 
 def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
-    """The plan's units the store does not hold (or holds with too short lists)."""
-    return [unit for unit in plan.units if not store.has(unit.key, depth=unit.depth)]
+    """The plan's units the store does not hold (or holds with too short lists), once per key
+    (a variant with default parameters is the plain algorithm's unit)."""
+    missing: dict[str, Unit] = {}
+    for unit in plan.units:
+        if unit.key not in missing and not store.has(unit.key, depth=unit.depth):
+            missing[unit.key] = unit
+    return list(missing.values())
 
 
 def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
@@ -261,8 +268,7 @@ def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outpu
     store = unit_store(config)
     n_missing = len(missing_units(plan, store))
     computed = run_units(plan, store)
-    outputs = replace(
-        collect(plan, store), n_reused=len(plan.units) - n_missing, n_computed=computed
-    )
+    n_units = len({unit.key for unit in plan.units})
+    outputs = replace(collect(plan, store), n_reused=n_units - n_missing, n_computed=computed)
     write_outputs(plan, outputs)
     return outputs

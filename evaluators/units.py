@@ -33,6 +33,7 @@ from typing import Any
 from sweval.algorithms.base import Algorithm, TrainData
 from sweval.algorithms.registry import algorithm_class, build_algorithm
 from sweval.data.errors import SwevalError
+from sweval.evaluators.config import parse_variant
 from sweval.evaluators.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore
@@ -95,24 +96,50 @@ def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]
     return algorithm.key_params()
 
 
+def variant_label(name: str, params: dict[str, Any]) -> str:
+    """The label of a variant: ``name(p=v,...)`` over the given parameters, sorted, with their
+    validated values as JSON (``n_neighbors=50.0`` → ``n_neighbors=50``).
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    canonical = canonical_params(name, params)
+    inner = ",".join(f"{key}={json.dumps(canonical[key])}" for key in sorted(params))
+    return f"{name}({inner})"
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
-    """One algorithm configuration of a run: its name and validated parameters.
+    """One algorithm configuration of a run: its label, registry name and validated parameters.
 
     Attributes:
-        name: the registry name (also the label in every table).
+        name: the registry name.
         params: the parameters as given (validated again when the model is built).
         canonical: the validated, normalised parameters that enter unit keys.
+        label: the name in every table, plot and MLflow run: the registry name, or a variant's
+            label (``item-knn(n_neighbors=50)``). Not part of unit keys: a variant with default
+            parameters shares its units with the plain algorithm.
     """
 
     name: str
     params: dict[str, Any]
     canonical: dict[str, Any]
+    label: str = ""
 
     @classmethod
-    def of(cls, name: str, params: dict[str, Any] | None = None) -> AlgorithmSpec:
+    def of(
+        cls, name: str, params: dict[str, Any] | None = None, *, label: str | None = None
+    ) -> AlgorithmSpec:
         given = dict(params or {})
-        return cls(name=name, params=given, canonical=canonical_params(name, given))
+        return cls(name=name, params=given, canonical=canonical_params(name, given),
+                   label=label or name)
+
+    @classmethod
+    def from_entry(cls, entry: str, settings: dict[str, dict[str, Any]]) -> AlgorithmSpec:
+        """The configuration of one ``--algorithms`` entry: ``--set NAME.P=V`` applies to every
+        entry of NAME, a variant's own parameters win."""
+        name, own = parse_variant(entry)
+        return cls.of(name, dict(settings.get(name, {})) | own, label=entry)
 
     def build(self, *, cold: bool = False) -> Algorithm:
         """A fresh model; ``cold`` turns a warm-start configuration's warm start off."""
@@ -129,7 +156,7 @@ class AlgorithmSpec:
         """The same configuration fitted from scratch (hold-out splits have no previous fold)."""
         if not self.warm_starts:
             return self
-        return AlgorithmSpec.of(self.name, {**self.params, "warm_start": False})
+        return AlgorithmSpec.of(self.name, {**self.params, "warm_start": False}, label=self.label)
 
 
 def unit_key(
@@ -199,10 +226,10 @@ def plan_units(
                 units.append(Unit(split, spec, unit_key(split.definition, spec), depth))
                 continue
             definition = split.definition | {"log": split.log.fingerprint()}
-            warm_from = previous.get(spec.name)
+            warm_from = previous.get(spec.label)
             key = unit_key(definition, spec, warm_from=warm_from)
             units.append(Unit(split, spec, key, depth, warm_from=warm_from))
-            previous[spec.name] = key
+            previous[spec.label] = key
     return units
 
 
@@ -218,7 +245,7 @@ def compute_unit(unit: Unit, store: UnitStore, *, train: TrainData | None = None
         algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
         if algorithm.warm_ is None:
             raise SwevalError(
-                f"{unit.spec.name}: the warm-start state of unit {unit.warm_from} is missing; "
+                f"{unit.spec.label}: the warm-start state of unit {unit.warm_from} is missing; "
                 "rerun to recompute the chain in order."
             )
     clock = time.perf_counter()
@@ -236,6 +263,7 @@ def describe(unit: Unit) -> dict[str, Any]:
         "split": unit.split.definition,
         "split_index": unit.split.index,
         "algorithm": unit.spec.name,
+        "label": unit.spec.label,
         "params": unit.spec.canonical,
         "code": code_version(unit.spec.name),
         "warm_from": unit.warm_from,

@@ -314,7 +314,7 @@ def write_comparison(comparison: Comparison) -> None:
 
 
 def _write_record(comparison: Comparison) -> None:
-    from sweval.algorithms.registry import default_params
+    from sweval.evaluators.run import algorithm_specs
 
     log = comparison.log
     record = {
@@ -327,8 +327,7 @@ def _write_record(comparison: Comparison) -> None:
             "t_max": log.t_max,
         },
         "resolved_params": {
-            name: default_params(name) | comparison.config.params.get(name, {})
-            for name in comparison.config.algorithms
+            spec.label: spec.canonical for spec in algorithm_specs(comparison.config)
         },
         "devices": {name: device for run in comparison.runs.values()
                     for name, device in run.devices.items()},

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.comparison import rankings, table2
@@ -44,7 +45,7 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
     table.add_column("k", justify="right", style="bold")
     algorithms = list(dict.fromkeys(part["algorithm"]))
     for algorithm in algorithms:
-        table.add_column(algorithm, justify="right", overflow="fold")
+        table.add_column(escape(algorithm), justify="right", overflow="fold")
         table.add_column("Δ%", justify="right", style="dim", overflow="fold")
     for k in comparison.ks:
         cells = [str(k)]
@@ -82,7 +83,7 @@ def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
         table.add_column(f"k={k}")
     per_k = {k: rankings(comparison.summary, k, metric=metric) for k in comparison.ks}
     for name in comparison.protocols:
-        table.add_row(name, *(" > ".join(per_k[k].get(name, [])) for k in comparison.ks))
+        table.add_row(name, *(escape(" > ".join(per_k[k].get(name, []))) for k in comparison.ks))
     return table
 
 
@@ -130,7 +131,7 @@ def leakage_rich(comparison: Comparison, k: int | None = None) -> Table:
             note = "0 by construction" if row.n_future == 0 else "[bold red]BUG: must be 0[/]"
         else:
             note = "ignores the timeline"
-        table.add_row(row.protocol, row.algorithm, f"{row.n_lists:,}", f"{row.n_recommended:,}",
+        table.add_row(row.protocol, escape(row.algorithm), f"{row.n_lists:,}", f"{row.n_recommended:,}",
                       f"{row.n_future:,}", share, f"{row.n_lists_with_future:,}", note)
     return table
 

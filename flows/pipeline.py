@@ -31,7 +31,7 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import Outputs, algorithm_rows, collect, write_outputs
 from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
 from sweval.evaluators.store import UnitFiles
-from sweval.evaluators.units import describe
+from sweval.evaluators.units import Unit, describe
 from sweval.flows import rolling as rolling_mode
 
 _log = logging.getLogger(__name__)
@@ -225,17 +225,22 @@ class Evaluation:
     @property
     def reused(self) -> int:
         """Units of the plan that were already in the store when the run started."""
-        return len(self.plan.units) - len(self.missing)
+        return len({unit.key for unit in self.plan.units}) - len(self.missing)
+
+    def pending_units(self) -> list[Unit]:
+        """The plan's units whose key is missing (two labels may share a key)."""
+        keys = {unit.key for unit in self.missing}
+        return [unit for unit in self.plan.units if unit.key in keys]
 
     def jobs(self) -> list[FoldJob]:
         """One job per fold that still misses units, in fold order, with the algorithms whose
         units (any stratum) are missing."""
         todo: dict[int, list[str]] = {}
-        for unit in self.missing:
+        for unit in self.pending_units():
             names = todo.setdefault(unit.split.index, [])
-            if unit.spec.name not in names:
-                names.append(unit.spec.name)
-        order = {spec.name: i for i, spec in enumerate(self.plan.specs)}
+            if unit.spec.label not in names:
+                names.append(unit.spec.label)
+        order = {spec.label: i for i, spec in enumerate(self.plan.specs)}
         return [FoldJob(fold, sorted(names, key=order.__getitem__))
                 for fold, names in sorted(todo.items())]
 
@@ -266,11 +271,12 @@ class Evaluation:
         """Log to MLflow what is already finished (skipped folds included)."""
         if self.tracker is None:
             return
-        pending = {(unit.split.index, unit.spec.name) for unit in self.missing}
+        pending = {(unit.split.index, unit.spec.label) for unit in self.pending_units()}
         rows: list[Mapping[str, Any]] = []
         devices = {}
         for fold in self.plan.folds:
-            done = [spec.name for spec in self.plan.specs if (fold.index, spec.name) not in pending]
+            done = [spec.label for spec in self.plan.specs
+                    if (fold.index, spec.label) not in pending]
             fold_rows, fold_devices = self._rows(fold.index, done)
             rows += fold_rows
             devices |= fold_devices

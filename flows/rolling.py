@@ -51,10 +51,12 @@ STATE_FILE = "rolling.json"
 def rolling_key(config: EvalConfig) -> str:
     """The key of a rolling series (its MLflow parent run and ``rolling.json``): the result
     hash with the fold count left out, and the code of its algorithms."""
+    from sweval.evaluators.config import parse_variant
     from sweval.evaluators.units import code_version
 
     result_hash = config.model_copy(update={"folds": 1}).result_hash()
-    code = hashlib.sha256(" ".join(map(code_version, config.algorithms)).encode()).hexdigest()
+    names = [parse_variant(entry)[0] for entry in config.algorithms]
+    code = hashlib.sha256(" ".join(map(code_version, names)).encode()).hexdigest()
     return f"rolling-{result_hash}-{code[:12]}"
 
 

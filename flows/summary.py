@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.config import EvalConfig
@@ -25,7 +26,7 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
         table.add_column(f"{label}@{k}", justify="right", no_wrap=True)
     table.add_column("folds", justify="right", no_wrap=True)
     for algorithm, rows in part.groupby("algorithm", sort=False):
-        cells = [str(algorithm)]
+        cells = [escape(str(algorithm))]  # labels such as item-knn[tuned] are not markup
         for k in ks:
             row = rows[rows["k"] == k].iloc[0]
             if pd.isna(row["mean"]):
@@ -38,6 +39,23 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
                 cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]")
         cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
         table.add_row(*cells)
+    return table
+
+
+def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
+    """Tuned against the oracle: what choosing on the test folds themselves would claim."""
+    table = Table(
+        title=f"Tuning ({config.tune_mode}, {config.tune_windows} validation window(s), "
+        f"{config.tune_metric}) — oracle = the candidate best on the test folds themselves",
+        title_justify="left", padding=(0, 1),
+    )
+    for column in ("algorithm", "k", "tuned", "folds", "oracle", "oracle mean", "optimism"):
+        table.add_column(column, justify="left" if column in ("algorithm", "oracle") else "right",
+                         no_wrap=column in ("algorithm", "oracle"))
+    for row in optimism.itertuples():
+        table.add_row(escape(row.algorithm), str(row.k), f"{row.tuned_mean:.4f}", str(row.n_folds),
+                      escape(row.oracle), f"{row.oracle_mean:.4f}",
+                      "—" if pd.isna(row.optimism) else f"{100 * row.optimism:+.1f}%")
     return table
 
 
@@ -68,6 +86,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
         console.print(f"  skipped: {reason}", style="dim")
     console.print(f"units: reused {outputs.n_reused} units, computed {outputs.n_computed}")
+    if outputs.optimism is not None and not outputs.optimism.empty:
+        console.print(optimism_table(outputs.optimism, config))
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")

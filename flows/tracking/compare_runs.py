@@ -17,7 +17,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.comparison import compare_summary, leakage_summary, table2
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.protocols import Protocol, ProtocolRun
-from sweval.flows.tracking.metrics import MAX_BATCH, metric_key
+from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key
 from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.tracker import Tracker
 
@@ -162,7 +162,7 @@ class ComparisonTracker:
                         metric_key(f"kendall_tau_{row.protocol_a}_vs_{row.protocol_b}", row.k),
                         float(row.tau), now, 0))
             for row in comparison.leakage.itertuples():
-                base = f"{row.protocol}_{row.algorithm}"
+                base = f"{row.protocol}_{key_part(row.algorithm)}"
                 metrics.append(Metric(metric_key(f"future_items_{base}", row.k),
                                       float(row.n_future), now, 0))
                 if not pd.isna(row.share_future):
@@ -172,7 +172,7 @@ class ComparisonTracker:
             for row in summary.itertuples():
                 if not pd.isna(row.mean):
                     metrics.append(Metric(
-                        metric_key(f"mean_recall_{row.protocol}_{row.algorithm}", row.k),
+                        metric_key(f"mean_recall_{row.protocol}_{key_part(row.algorithm)}", row.k),
                         float(row.mean), now, 0))
             for lo in range(0, len(metrics), MAX_BATCH):
                 self.client.log_batch(self.parent_run_id, metrics=metrics[lo : lo + MAX_BATCH])

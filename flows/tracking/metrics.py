@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,6 +11,12 @@ import pandas as pd
 
 #: MLflow accepts at most 1000 metrics per log_batch call.
 MAX_BATCH = 900
+
+
+def key_part(label: str) -> str:
+    """A label as part of an MLflow key (keys allow letters, digits and ``_-. :/``): a variant's
+    ``item-knn(n_neighbors=50)`` becomes ``item-knn_n_neighbors_50``."""
+    return re.sub(r"_+$", "", re.sub(r"[^A-Za-z0-9_\-. :/]+", "_", label))
 
 
 def metric_key(metric: str, k: Any) -> str:

@@ -51,14 +51,15 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
-    """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``)."""
-    from sweval.algorithms.registry import default_params
+    """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``,
+    then a variant's own), under its label."""
+    from sweval.evaluators.units import AlgorithmSpec
 
     try:
-        params = default_params(algorithm) | config.params.get(algorithm, {})
+        spec = AlgorithmSpec.from_entry(algorithm, config.params)
     except SwevalError:
-        params = dict(config.params.get(algorithm, {}))
-    return {"algorithm": algorithm} | flatten(params)
+        return {"algorithm": algorithm} | flatten(dict(config.params.get(algorithm, {})))
+    return {"algorithm": spec.label, "registry_name": spec.name} | flatten(spec.canonical)
 
 
 def package_version() -> str:

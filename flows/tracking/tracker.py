@@ -24,7 +24,13 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
 )
-from sweval.flows.tracking.metrics import MAX_BATCH, fold_metrics, metric_key, per_fold_table
+from sweval.flows.tracking.metrics import (
+    MAX_BATCH,
+    fold_metrics,
+    key_part,
+    metric_key,
+    per_fold_table,
+)
 from sweval.flows.tracking.records import (
     STATE_FILE,
     algorithm_params,
@@ -323,7 +329,7 @@ class Tracker:
         for algorithm, device in devices.items():
             if algorithm in self.devices_tagged:
                 continue
-            self.client.set_tag(self.parent_run_id, f"sweval.device.{algorithm}", device)
+            self.client.set_tag(self.parent_run_id, f"sweval.device.{key_part(algorithm)}", device)
             if algorithm == "als":
                 self.client.set_tag(self.parent_run_id, "sweval.als_device", device)
             for (name, _stratum), run_id in self.children.items():

@@ -192,3 +192,15 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
     module.evaluate_fold.fn(config, 1, ["pop"], key="k", fingerprint="f")
     assert seen == [2]
     assert unit_threads.get() is None
+
+
+def test_variants_are_children_of_their_own_in_mlflow(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    config = make_config(write_log(8), algorithms=["pop-n", "pop-n(n_recent=7)", "pop"],
+                         task_runner="threads", workers=2)
+    sliding_window_eval(config=config)
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+    _parents, children = experiment_runs(mlflow_uri, config.experiment)
+    assert children["pop-n(n_recent=7)"].data.params["n_recent"] == "7"
+    assert children["pop-n(n_recent=7)"].data.params["registry_name"] == "pop-n"

@@ -16,7 +16,14 @@ from pydantic import Field
 from rich.markup import escape
 from typer.testing import CliRunner
 
-from sweval.evaluators.config import _NON_RESULT_FIELDS, CommaList, EvalConfig, Group, Settings
+from sweval.evaluators.config import (
+    _NON_RESULT_FIELDS,
+    CommaList,
+    EvalConfig,
+    Grids,
+    Group,
+    Settings,
+)
 from sweval.flows.cli import app, main
 from sweval.flows.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
 
@@ -125,6 +132,9 @@ def _example(name: str, field: Any) -> tuple[list[str], Any]:
     """Command-line arguments that set field ``name`` to a value other than its default."""
     spec = next(s for s in option_specs() if s.name == name)
     flag, default = spec.flag.split("/")[0], _default(field)
+    if isinstance(spec.codec, Grids):
+        return ([flag, "pop.x=1,2", flag, "als.factors=8"],
+                {"pop": {"x": [1, 2]}, "als": {"factors": [8]}})
     if isinstance(spec.codec, Settings):
         return [flag, "pop.x=1", flag, "als.factors=8"], {"pop": {"x": 1}, "als": {"factors": 8}}
     if isinstance(spec.codec, CommaList):

@@ -1,0 +1,200 @@
+"""Honest hyper-parameter tuning on the timeline: nested choice on the windows before each fold.
+
+A grid (``--tune item-knn.n_neighbors=10,50,200``, the product of every ``--tune`` of one
+algorithm) makes candidates, each an ordinary variant whose units every fold computes. The
+tuned algorithm ``item-knn[tuned]`` is then scored on test fold f with the candidate chosen on
+validation windows that all end at or before t_f::
+
+    rolling (default)   fold f: the M folds before f (f−M .. f−1; skipped ones ignored)
+    once                every fold ≥ M: the M folds before the first test fold (0 .. M−1)
+
+    choice = the candidate with the best mean ``--tune-metric`` over those windows;
+             ties (equal to 12 significant digits) go to the earlier candidate in grid order
+
+Fold f−1's window is [t_{f−1}, t_f) and its model trains on D_{t_{f−1}}: nothing at or after t_f
+reaches the choice. Folds without a validation window (the first M, or M skipped ones) have no
+tuned value and say why. Beside the tuned series, the *oracle* (the candidate with the best mean
+over the tuned series' test folds themselves, what picking by the test results gives) and its
+*optimism* = oracle mean / tuned mean − 1.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig, parse_variant
+
+TUNED = "{}[tuned]"
+TUNING_COLUMNS = [
+    "fold", "algorithm", "candidate", "params", "validation_value", "n_validation_windows",
+    "chosen",
+]
+OPTIMISM_COLUMNS = [
+    "algorithm", "metric", "k", "tuned_mean", "n_folds", "oracle", "oracle_mean", "optimism",
+]
+
+
+@dataclass(frozen=True)
+class Search:
+    """One tuned algorithm: its registry name and candidates (labels and their parameters)."""
+
+    name: str
+    candidates: list[str]
+    params: list[dict[str, Any]]
+
+    @property
+    def label(self) -> str:
+        return TUNED.format(self.name)
+
+
+def tune_metric(config: EvalConfig) -> tuple[str, int | None]:
+    """``recall@10`` → ``("recall", 10)``; ``r_precision`` has no k.
+
+    Raises:
+        SwevalError: a metric or k the run does not compute.
+    """
+    text = config.tune_metric.strip().lower().replace("-", "_")
+    metric, _, k = text.partition("@")
+    if metric == "r_precision" and not k:
+        return metric, None
+    if metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit():
+        raise SwevalError(
+            f"--tune-metric {config.tune_metric!r}: expected recall@K, hit_rate@K, ndcg@K or "
+            "r_precision."
+        )
+    if int(k) not in config.k:
+        raise SwevalError(
+            f"--tune-metric {config.tune_metric!r}: k={k} is not computed; add it to --k "
+            f"(now {','.join(map(str, config.k))})."
+        )
+    return metric, int(k)
+
+
+def searches(config: EvalConfig) -> list[Search]:
+    """The grid of every tuned algorithm, candidates in grid order (the first ``--tune`` of an
+    algorithm varies slowest, values in the order given).
+
+    Raises:
+        SwevalError: ``--tune`` for an algorithm not in ``--algorithms``, an empty grid, an
+            unknown parameter or a value of the wrong type.
+    """
+    from sweval.evaluators.units import variant_label
+
+    names = [parse_variant(entry)[0] for entry in config.algorithms]
+    found = []
+    for name, grid in config.tune.items():
+        if name not in names:
+            raise SwevalError(f"--tune {name}: {name!r} is not in --algorithms.")
+        empty = [param for param, values in grid.items() if not values]
+        if not grid or empty:
+            raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
+        params = [dict(zip(grid, values, strict=True))
+                  for values in itertools.product(*grid.values())]
+        labels = [variant_label(name, p) for p in params]  # validates every value
+        found.append(Search(name=name, candidates=labels, params=params))
+    if found:
+        tune_metric(config)
+        if config.tune_windows < 1:
+            raise SwevalError(f"--tune-windows must be at least 1, got {config.tune_windows}.")
+    return found
+
+
+def with_candidates(config: EvalConfig) -> list[str]:
+    """The run's algorithm entries with every candidate added (once) after them."""
+    entries = list(config.algorithms)
+    for search in searches(config):
+        entries += [label for label in search.candidates if label not in entries]
+    return entries
+
+
+def _fold_values(results: pd.DataFrame, metric: str, k: int | None) -> pd.DataFrame:
+    """fold × algorithm values of one metric (NaN for skipped folds), stratum ``all``."""
+    rows = results[(results["stratum"] == "all") & (results["metric"] == metric)]
+    rows = rows[rows["k"].isna()] if k is None else rows[rows["k"] == k]
+    return rows.pivot_table(index="fold", columns="algorithm", values="value", dropna=False)
+
+
+def validation_folds(folds: list[int], used: set[int], fold: int, config: EvalConfig) -> list[int]:
+    """The windows the choice for test fold ``fold`` reads (all end at or before its start)."""
+    m = config.tune_windows
+    if config.tune_mode == "once":
+        first = folds[:m]
+        return [f for f in first if f in used] if fold >= m else []
+    return [f for f in range(fold - m, fold) if f in used] if fold >= m else []
+
+
+def tune(results: pd.DataFrame, config: EvalConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The tuned series' rows (every metric, relabelled from the chosen candidate) and
+    ``tuning.csv``: one row per (test fold, algorithm, candidate)."""
+    metric, k = tune_metric(config)
+    values = _fold_values(results, metric, k)
+    folds = sorted(int(f) for f in results["fold"].unique())
+    added, choices = [], []
+    for search in searches(config):
+        valid = values[search.candidates]
+        used = {int(f) for f in valid.index[valid.notna().all(axis=1)]}
+        for fold in folds:
+            windows = validation_folds(folds, used, fold, config)
+            means = [float(np.mean([valid.at[w, c] for w in windows])) if windows else np.nan
+                     for c in search.candidates]
+            chosen = int(np.argmax(np.round(means, 12))) if windows else None
+            for i, (label, params) in enumerate(zip(search.candidates, search.params, strict=True)):
+                choices.append({
+                    "fold": fold, "algorithm": search.label, "candidate": label,
+                    "params": json.dumps(params, sort_keys=True), "validation_value": means[i],
+                    "n_validation_windows": len(windows), "chosen": i == chosen,
+                })
+            source = results[(results["fold"] == fold)
+                             & (results["algorithm"] == search.candidates[chosen or 0])].copy()
+            source["algorithm"] = search.label
+            if chosen is None or fold not in used:
+                reason = (source["skip_reason"].iloc[0] if fold not in used and len(source)
+                          else f"no validation window before this fold (--tune-windows "
+                          f"{config.tune_windows}, --tune-mode {config.tune_mode})")
+                source["value"] = np.nan
+                source["skipped"] = True
+                source["skip_reason"] = reason or "no validation window"
+            added.append(source)
+    tuned = pd.concat(added, ignore_index=True) if added else results.iloc[:0]
+    return tuned, pd.DataFrame(choices, columns=TUNING_COLUMNS)
+
+
+def optimism(results: pd.DataFrame, config: EvalConfig) -> pd.DataFrame:
+    """Per tuned algorithm and k: the tuned mean, the oracle candidate (best mean over the same
+    test folds) and optimism = oracle mean / tuned mean − 1 (Recall@k)."""
+    rows = []
+    for search in searches(config):
+        for k in config.k:
+            values = _fold_values(results, "recall", k)
+            tuned = values[search.label].dropna()
+            if tuned.empty:
+                continue
+            means = values.loc[tuned.index, search.candidates].mean()
+            best = search.candidates[int(np.argmax(np.round(means.to_numpy(), 12)))]
+            tuned_mean = float(tuned.mean())
+            rows.append({
+                "algorithm": search.label, "metric": "recall", "k": k, "tuned_mean": tuned_mean,
+                "n_folds": len(tuned), "oracle": best, "oracle_mean": float(means[best]),
+                "optimism": float(means[best]) / tuned_mean - 1 if tuned_mean > 0 else np.nan,
+            })
+    return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
+
+
+def ordered_labels(config: EvalConfig) -> list[str]:
+    """Every algorithm of the tables in display order: the configured entries, each tuned
+    algorithm right after its first entry, then the candidates not listed already."""
+    tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
+    labels: list[str] = []
+    for entry in config.algorithms:
+        labels.append(entry)
+        name = parse_variant(entry)[0]
+        if name in tuned and TUNED.format(name) not in labels:
+            labels.append(TUNED.format(name))
+    return labels + [label for label in with_candidates(config) if label not in labels]

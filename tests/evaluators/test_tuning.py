@@ -1,0 +1,162 @@
+"""Nested tuning on the timeline: the choice for fold f reads only windows before f."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.results import results_frame
+from sweval.evaluators.run import run_local
+from sweval.evaluators.tuning import optimism, tune, validation_folds
+
+GRID = {"item-knn": {"n_neighbors": [5, 50]}}
+A, B = "item-knn(n_neighbors=5)", "item-knn(n_neighbors=50)"
+
+
+def config(tmp_path: Path, **overrides) -> EvalConfig:
+    values = dict(
+        data="movielens-latest-small", window="7D", folds=6, u_min=3, k=[5, 10],
+        algorithms=["pop", "item-knn"], tune=GRID, output=str(tmp_path / "out"),
+        progress=False, tracking=False,
+    )
+    return EvalConfig.build(**(values | overrides))
+
+
+def hand_results(values: dict[str, list[float]]) -> pd.DataFrame:
+    """Recall@10 per fold and candidate (NaN = skipped fold), the other metrics equal to it."""
+    rows = []
+    for algorithm, series in values.items():
+        for fold, value in enumerate(series):
+            skipped = bool(np.isnan(value))
+            for metric, k in [("recall", 10), ("hit_rate", 10), ("ndcg", 10), ("r_precision", None)]:
+                rows.append({
+                    "fold": fold, "t_start": fold * 10, "t_end": fold * 10 + 10,
+                    "algorithm": algorithm, "stratum": "all", "metric": metric, "k": k,
+                    "value": value, "n_users": 5, "n_eligible": 5, "skipped": skipped,
+                    "skip_reason": "n_eligible=1 < u_min=3" if skipped else "",
+                    "config_hash": "h",
+                })
+    return results_frame(rows, list(values))
+
+
+def hand_config(**overrides) -> EvalConfig:
+    return EvalConfig.build(algorithms=["item-knn"], tune=GRID, k=[10], **overrides)
+
+
+def test_the_tuned_series_follows_validation_and_the_oracle_follows_the_test_folds():
+    # A wins the windows before folds 1-3 (folds 0-2), B wins the test folds 1-4 on average
+    results = hand_results({A: [0.5, 0.4, 0.3, 0.2, 0.2], B: [0.1, 0.2, 0.9, 0.9, 0.9]})
+    tuned, choices = tune(results, hand_config())
+    recall = tuned[(tuned["metric"] == "recall")].set_index("fold")["value"]
+    # fold 0: no window; fold f: the candidate best on fold f-1
+    assert np.isnan(recall[0])
+    assert list(recall[1:]) == [0.4, 0.3, 0.9, 0.9]  # A, A, B (0.9 > 0.3 on fold 2), B
+    chosen = choices[choices["chosen"]].set_index("fold")["candidate"]
+    assert list(chosen) == [A, A, B, B]
+    table = optimism(pd.concat([results, tuned]), hand_config())
+    row = table.iloc[0]
+    assert row["oracle"] == B and row["n_folds"] == 4
+    tuned_mean, oracle_mean = np.mean([0.4, 0.3, 0.9, 0.9]), np.mean([0.2, 0.9, 0.9, 0.9])
+    assert row["tuned_mean"] == pytest.approx(tuned_mean)
+    assert row["optimism"] == pytest.approx(oracle_mean / tuned_mean - 1)
+
+
+def test_ties_go_to_the_earlier_candidate_skipped_windows_are_ignored_and_once_chooses_once():
+    results = hand_results({A: [0.2, np.nan, 0.7, 0.1], B: [0.2, np.nan, 0.1, 0.9]})
+    tuned, choices = tune(results, hand_config(tune_windows=2))
+    chosen = choices[choices["chosen"]].set_index("fold")["candidate"]
+    # fold 2 reads folds 0 and 1 (1 skipped): the tie on fold 0 goes to A; fold 3 reads 1, 2
+    assert dict(chosen) == {2: A, 3: A}
+    recall = tuned[tuned["metric"] == "recall"].set_index("fold")
+    assert recall.loc[1, "skipped"] and "u_min" in recall.loc[1, "skip_reason"]
+    assert "no validation window" in recall.loc[0, "skip_reason"]
+    _, once = tune(results, hand_config(tune_windows=1, tune_mode="once"))
+    assert set(once[once["chosen"]]["candidate"]) == {A}
+    assert set(once[once["chosen"]]["fold"]) == {1, 2, 3}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n_folds=st.integers(1, 12), windows=st.integers(1, 4), mode=st.sampled_from(["rolling", "once"]),
+    used=st.sets(st.integers(0, 11)),
+)
+def test_no_choice_reads_a_window_at_or_after_its_fold(n_folds, windows, mode, used):
+    cfg = hand_config(tune_windows=windows, tune_mode=mode)
+    folds = list(range(n_folds))
+    for fold in folds:
+        read = validation_folds(folds, used, fold, cfg)
+        # folds are consecutive windows: w < f means w's window ends at or before t_f
+        assert all(w < fold and w in used for w in read)
+        assert len(read) <= windows
+
+
+def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_more(
+    tmp_path, count_units
+):
+    plain = run_local(config(tmp_path, tune={}, algorithms=["pop", "item-knn", A, B],
+                             output=str(tmp_path / "plain")))
+    plain_fits = len(count_units)
+    count_units.clear()
+    tuned = run_local(config(tmp_path))
+    assert len(count_units) == plain_fits  # the same units (another store), no more
+    recall = plain.results[(plain.results["metric"] == "recall") & (plain.results["k"] == 10)]
+    by = recall.pivot_table(index="fold", columns="algorithm", values="value")
+    mine = tuned.results[(tuned.results["algorithm"] == "item-knn[tuned]")
+                         & (tuned.results["metric"] == "recall") & (tuned.results["k"] == 10)]
+    for fold, value in mine.set_index("fold")["value"].items():
+        if fold == 0:
+            assert np.isnan(value)
+            continue
+        previous = by.loc[fold - 1, [A, B]]
+        best = A if previous[A] >= previous[B] else B
+        assert value == by.loc[fold, best]
+    assert (Path(tuned.directory) / "tuning.csv").exists()
+    assert (Path(tuned.directory) / "optimism.csv").exists()
+    from sweval.evaluators.report import write_report
+
+    write_report(tuned.directory)
+    page = (Path(tuned.directory) / "report.html").read_text()
+    assert "Tuning on the timeline" in page and "item-knn[tuned]" in page
+    # a rerun (after a kill, say) reuses every unit and writes the same table
+    count_units.clear()
+    again = run_local(config(tmp_path))
+    assert count_units == [] and again.results.equals(tuned.results)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"tune": {"item-knn": {"bogus": [1, 2]}}}, "bogus"),
+        ({"tune": {"item-knn": {"n_neighbors": []}}}, "at least one value"),
+        ({"tune": {"item-knn": {"n_neighbors": ["many"]}}}, "n_neighbors"),
+        ({"tune": {"als": {"factors": [8]}}}, "not in --algorithms"),
+        ({"tune_metric": "recall@20"}, "k=20 is not computed"),
+        ({"tune_metric": "precision@10"}, "expected recall@K"),
+    ],
+)
+def test_bad_tuning_options_are_clear_errors(tmp_path, overrides, message):
+    from sweval.evaluators.run import make_plan
+
+    with pytest.raises(SwevalError, match=message):
+        make_plan(config(tmp_path, **overrides))
+
+
+def test_the_command_line_reports_a_bad_grid_with_exit_code_2(tmp_path, monkeypatch, capsys):
+    from sweval.flows.cli import main
+
+    monkeypatch.setattr(sys, "argv", [
+        "sweval", "run", "--no-prefect", "--no-tracking", "--data", "movielens-latest-small",
+        "--algorithms", "pop", "--tune", "item-knn.n_neighbors=5,50", "--output", str(tmp_path),
+    ])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2
+    assert "not in --algorithms" in capsys.readouterr().err
