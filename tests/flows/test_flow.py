@@ -204,3 +204,15 @@ def test_variants_are_children_of_their_own_in_mlflow(
     _parents, children = experiment_runs(mlflow_uri, config.experiment)
     assert children["pop-n(n_recent=7)"].data.params["n_recent"] == "7"
     assert children["pop-n(n_recent=7)"].data.params["registry_name"] == "pop-n"
+
+
+def test_a_tuned_algorithm_is_a_child_of_its_own_in_mlflow(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    config = make_config(write_log(8), algorithms=["pop", "pop-n"],
+                         tune={"pop-n": {"n_recent": [3, 50]}})
+    sliding_window_eval(config=config)
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+    _parents, children = experiment_runs(mlflow_uri, config.experiment)
+    assert {"pop-n[tuned]", "pop-n(n_recent=3)", "pop-n(n_recent=50)"} <= set(children)
+    assert (Path(config.output) / "tuning.csv").exists()
