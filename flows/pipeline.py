@@ -321,8 +321,9 @@ class Evaluation:
         if self.tracker is not None:
             directory = Path(outputs.directory)
             files = [directory / name for name in (
-                "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json"
-            )] + self.report_files
+                "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json",
+                "tuning.csv", "optimism.csv",
+            ) if (directory / name).exists()] + self.report_files
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,
                 n_folds=len(self.plan.folds),
