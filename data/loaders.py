@@ -108,7 +108,12 @@ def _looks_like_movielens(path: Path) -> bool:
     return header.strip().lower().startswith("userid,movieid")
 
 
-def _check_file(path: Path) -> None:
+def check_file(path: Path) -> None:
+    """That ``path`` is a readable file.
+
+    Raises:
+        SwevalError: missing (naming the bundled datasets), a directory, or unreadable.
+    """
     try:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):
@@ -135,7 +140,7 @@ def _is_gzip(path: Path) -> bool:
 
 
 def _first_line(path: Path) -> str:
-    _check_file(path)
+    check_file(path)
     opener = gzip.open if _is_gzip(path) else open
     try:
         with opener(path, "rt", encoding="utf-8", errors="replace") as handle:
@@ -154,7 +159,7 @@ def read_frame(path: Path, fmt: Format, *, text_columns: Sequence[str] = ()) -> 
     same id. :func:`data.log.encode_ids` still orders a column numerically when every id spells
     an integer without padding.
     """
-    _check_file(path)
+    check_file(path)
     try:
         if fmt == "parquet":
             return pd.read_parquet(path)

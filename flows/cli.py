@@ -122,7 +122,9 @@ def _print_tracking(cfg: EvalConfig) -> None:
     """Where the run is in MLflow (from the run record in the output directory)."""
     if not cfg.tracking:
         return
-    record = Path(cfg.output) / "tracking.json"
+    from sweval.flows.tracking import STATE_FILE
+
+    record = Path(cfg.output) / STATE_FILE
     try:
         state = json.loads(record.read_text())
     except (OSError, ValueError):

@@ -103,17 +103,13 @@ def precheck(config: EvalConfig) -> None:
     Raises:
         SwevalError: the first problem found.
     """
-    from sweval.data.loaders import BUNDLED, resolve_source
+    from sweval.data.loaders import check_file, resolve_source
     from sweval.evaluators.run import algorithm_specs, window_spec
 
     algorithm_specs(config)
     window_spec(config)
     if config.data is not None:
-        path, _ = resolve_source(config.data)
-        if not path.exists():
-            raise SwevalError(
-                f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)})."
-            )
+        check_file(resolve_source(config.data)[0])
 
 
 @dataclass(frozen=True)
