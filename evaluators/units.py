@@ -49,6 +49,7 @@ CORE_MODULES = (
     "algorithms/kernels.py",
     "algorithms/ranking.py",
     "algorithms/scores.py",
+    "data/ids.py",  # code order breaks ties; data fingerprints hash raw ids, not codes
     "data/log.py",
     "evaluators/engine.py",
     "evaluators/folds.py",
