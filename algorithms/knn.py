@@ -6,7 +6,7 @@ similarity rows of the user's items; user-kNN: the neighbours' rows of R). They 
 :func:`algorithms.ranking.top_k_of_product`, never building a dense users × items block.
 
 Cosines come from integer co-occurrence counts, in one compiled pass per row that counts,
-divides and selects the neighbours (:func:`algorithms.kernels.cosine_neighbours`)::
+divides and selects the neighbours (:func:`algorithms.neighbour_kernels.cosine_neighbours`)::
 
     cos(r, s) = sqrt(c² / (a · b))      c = |X_r ∩ X_s|, a = |X_r|, b = |X_s|
 
@@ -54,7 +54,8 @@ def top_cosines(
     Returns:
         A len(rows) × n_cols float64 CSR.
     """
-    from sweval.algorithms.kernels import cosine_neighbours, over_row_chunks  # numba: import on use
+    from sweval.algorithms.neighbour_kernels import cosine_neighbours  # numba: import on use
+    from sweval.algorithms.row_chunks import over_row_chunks
 
     n_cols = col_sizes.shape[0]
     rows = np.asarray(rows, dtype=np.int64)

@@ -4,7 +4,8 @@ Candidates are the training columns minus each user's own training row (SPEC §3
 lists come from here (:meth:`algorithms.base.Algorithm.recommend`): dense score blocks
 (:func:`top_k_unseen`), one score vector shared by all users (:func:`top_k_global`) and sparse
 scores given as a product of factors (:func:`top_k_of_product`). The inner loops are the
-compiled kernels of :mod:`algorithms.kernels`, imported on first use (numba).
+compiled kernels of :mod:`algorithms.ranking_kernels`, imported on first use (numba), run over
+row chunks in threads (:mod:`algorithms.row_chunks`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def top_k(scores: NDArray[np.float64], k: int) -> NDArray[np.int64]:
 
     Entries equal to -inf (or NaN) are never returned; rows with fewer than k such entries are
     padded with -1. Cost per row: one pass through a bounded heap of the best k
-    (:func:`algorithms.kernels.top_k_dense`), ties at the cut-off resolved exactly.
+    (:func:`algorithms.ranking_kernels.top_k_dense`), ties at the cut-off resolved exactly.
 
     Args:
         scores: (n, m) scores (not modified).
@@ -46,7 +47,8 @@ def top_k_unseen(
 
 
 def _top_k_dense(scores, seen_indptr, seen_indices, k: int) -> NDArray[np.int64]:
-    from sweval.algorithms.kernels import over_row_chunks, top_k_dense
+    from sweval.algorithms.ranking_kernels import top_k_dense
+    from sweval.algorithms.row_chunks import over_row_chunks
 
     n = scores.shape[0]
     out = np.full((n, k), -1, dtype=np.int64)
@@ -116,7 +118,7 @@ def top_k_of_product(
     with each row's training columns at -inf: the positive unseen scores by (score desc, column
     asc), then the unseen columns scoring 0 in column order, padded with -1. The product is
     never materialised: each row's sums live in one dense accumulator
-    (:func:`algorithms.kernels.top_k_weighted_sum`).
+    (:func:`algorithms.ranking_kernels.top_k_weighted_sum`).
 
     Args:
         h: (len(rows) × t) CSR of weights.
@@ -126,7 +128,8 @@ def top_k_of_product(
         k: list length.
         snap: round the sums before ranking (to make mathematically equal sums tie).
     """
-    from sweval.algorithms.kernels import over_row_chunks, top_k_weighted_sum
+    from sweval.algorithms.ranking_kernels import top_k_weighted_sum
+    from sweval.algorithms.row_chunks import over_row_chunks
 
     n, m = h.shape[0], w.shape[1]
     out = np.full((n, k), -1, dtype=np.int64)

@@ -1,4 +1,7 @@
-"""Score rounding shared by the models and the rankers (:mod:`algorithms.kernels` snaps alike)."""
+"""Score rounding shared by the models and the rankers.
+
+:mod:`algorithms.ranking_kernels` snaps alike.
+"""
 
 from __future__ import annotations
 

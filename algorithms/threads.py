@@ -1,8 +1,8 @@
 """How many threads the algorithms may use: the usable CPUs and a per-unit thread budget.
 
-Shared by the models (ALS reads :data:`unit_threads`), the compiled kernels
-(:mod:`algorithms.kernels`) and the flow that sets the budget; it imports nothing of the project,
-so none of them import each other to get it.
+Shared by the models (ALS reads :data:`unit_threads`), the compiled kernels' thread pool
+(:mod:`algorithms.row_chunks`) and the flow that sets the budget; it imports nothing of the
+project, so none of them import each other to get it.
 """
 
 from __future__ import annotations

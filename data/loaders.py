@@ -156,7 +156,7 @@ def read_frame(path: Path, fmt: Format, *, text_columns: Sequence[str] = ()) -> 
 
     In CSV/TSV files the ``text_columns`` (the id columns) are read as the text written in the
     file, stripped of surrounding spaces: parsed as numbers, ``01`` and ``1`` would become the
-    same id. :func:`data.log.encode_ids` still orders a column numerically when every id spells
+    same id. :func:`data.ids.encode_ids` still orders a column numerically when every id spells
     an integer without padding.
     """
     check_file(path)

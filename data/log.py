@@ -4,7 +4,9 @@ An :class:`InteractionLog` holds transactions (u, i, t[, π]) as parallel numpy 
 (timestamp, input row order) and de-duplicated once, at construction (SPEC §1). Raw ids are
 encoded as integer *codes* whose order is the SPEC §3 tie-break order of the ids (numeric order
 when every id is an integer, string order otherwise), so "ties by item id ascending" is simply
-"ties by code ascending" everywhere downstream.
+"ties by code ascending" everywhere downstream. The encoding is :mod:`sweval.data.ids`, the
+timestamp normalisation :mod:`sweval.data.timestamps`; this module validates, sorts and
+de-duplicates, and holds the log's views, fingerprints and per-user order.
 
 Because the arrays are time-sorted, the training data of a fold, D_t = {t' < t}, is the prefix
 ``[0, position(t))`` and a test window [t0, t1) is the slice ``[position(t0), position(t1))``:
@@ -23,7 +25,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from sweval.data.errors import SwevalError, first_rows
+from sweval.data.errors import SwevalError, file_rows, first_rows
+from sweval.data.ids import encode_ids
+from sweval.data.timestamps import normalise_timestamps
 
 _log = logging.getLogger(__name__)
 
@@ -32,13 +36,6 @@ OnInvalid = Literal["error", "drop"]
 
 #: The stratum label of the unstratified results (SPEC §6); no policy may be called so.
 ALL_STRATUM = "all"
-#: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
-_MAX_PLAUSIBLE_SECONDS = 10**11
-#: Floats hold every integer up to 2**53 exactly; beyond it distinct ids can merge.
-_MAX_EXACT_FLOAT = 2**53
-#: Epoch seconds of 2000-01-01 and 2100-01-01: read as milliseconds, such values are January 1970.
-_EPOCH_2000_S = 946_684_800
-_EPOCH_2100_S = 4_102_444_800
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +160,7 @@ class InteractionLog:
             if len(reserved):
                 raise SwevalError(
                     f"{source}: column {policy_col!r} has the policy {ALL_STRATUM!r} (data rows "
-                    f"{first_rows(_file_rows(labels, reserved))}), the name of the unstratified "
+                    f"{first_rows(file_rows(labels, reserved))}), the name of the unstratified "
                     "results: rename that policy."
                 )
             policy_codes, policy_ids = encode_ids(labels)
@@ -332,193 +329,6 @@ class InteractionLog:
 
 
 # ---------------------------------------------------------------------- helpers
-def encode_ids(
-    values: pd.Series, *, source: str = "<frame>", column: str = "id"
-) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
-    """Encode raw ids as codes ordered by the SPEC §3 tie-break order.
-
-    Integer ids (including floats that are whole numbers, as pandas reads an int column with
-    gaps, and strings spelling integers without padding) sort numerically; anything else sorts
-    as strings. Hash-based (``pd.factorize``), then only the distinct ids are sorted. Integers
-    beyond int64 (huge ids) are kept as exact Python integers, still in numeric order.
-
-    Returns:
-        (codes per row, raw id per code).
-
-    Raises:
-        SwevalError: whole-number float ids beyond 2**53, which floating point cannot hold
-            exactly (distinct ids may already have merged when the file was parsed).
-    """
-    text = isinstance(values.dtype, pd.StringDtype)  # pyarrow-backed: factorized as it is,
-    array = values if text else values.to_numpy()  # without a Python str per row
-    if pd.api.types.is_bool_dtype(values.dtype):
-        array = array.astype(np.int64)
-    elif pd.api.types.is_float_dtype(values.dtype):
-        whole = np.isfinite(array) & (array == np.round(array))
-        if whole.all():
-            inexact = np.flatnonzero(np.abs(array) >= _MAX_EXACT_FLOAT)
-            if len(inexact):
-                raise SwevalError(
-                    f"{source}: column {column!r} holds ids read as floating-point numbers "
-                    f"beyond 2**53 (data rows {first_rows(_file_rows(values, inexact))}, e.g. "
-                    f"{array[inexact[0]]:.0f}), which cannot be told apart exactly: distinct ids "
-                    "may have merged. Store the ids as integers or as text (a floating-point "
-                    "column of ids usually comes from a missing or decimal value in it)."
-                )
-            array = array.astype(np.int64)
-        else:
-            array = values.astype(str).to_numpy()
-    elif pd.api.types.is_integer_dtype(values.dtype):
-        if pd.api.types.is_unsigned_integer_dtype(values.dtype) and len(array) and (
-            array.max() > np.iinfo(np.int64).max
-        ):
-            array = np.array([int(v) for v in array], dtype=object)  # beyond int64: exact ints
-        else:
-            array = array.astype(np.int64)
-    elif not text:
-        array = values.astype(str).to_numpy(dtype=object)
-    codes, uniques = pd.factorize(array, sort=False)
-    uniques = np.asarray(uniques)
-    if uniques.dtype == object and _all_int_like(pd.Series(uniques)):
-        try:
-            uniques = uniques.astype(np.int64)
-        except OverflowError:  # ids beyond int64: exact Python ints sort numerically too
-            uniques = np.array([int(v) for v in uniques], dtype=object)
-    order = np.argsort(uniques, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[codes], uniques[order]
-
-
-def _file_rows(values: pd.Series, positions: NDArray[np.int64]) -> NDArray[np.int64]:
-    """0-based data rows of the input for ``positions`` in ``values`` (which may have had invalid
-    rows dropped: its index still holds the input's row numbers, see ``from_frame``)."""
-    index = values.index
-    if isinstance(index, pd.RangeIndex) or pd.api.types.is_integer_dtype(index.dtype):
-        return np.asarray(index)[positions]
-    return positions
-
-
-def _all_int_like(values: pd.Series) -> bool:
-    """True when every value is an int or a string spelling an int without padding (``"7"``;
-    not ``"07"`` or ``"-0"``, which would merge with ``"7"`` and ``"0"`` as numbers)."""
-    as_str = values.astype(str)
-    return bool(as_str.str.fullmatch(r"0|-?[1-9][0-9]*").all())
-
-
-def normalise_timestamps(
-    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
-) -> NDArray[np.int64]:
-    """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
-
-    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``; numbers written as
-    text too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
-    are floored.
-
-    Raises:
-        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), or an
-            implausible epoch range: seconds that look like milliseconds, milliseconds that look
-            like seconds, or numbers that look like YYYYMMDD dates.
-    """
-    if time_unit not in ("s", "ms"):
-        raise SwevalError(f"--time-unit must be 's' or 'ms', not {time_unit!r}.")
-    if pd.api.types.is_bool_dtype(values.dtype):
-        raise SwevalError(f"{source}: column {column!r} holds booleans, not timestamps.")
-    if pd.api.types.is_numeric_dtype(values.dtype):
-        return _epoch_seconds(values, time_unit=time_unit, source=source, column=column)
-    if pd.api.types.is_datetime64_any_dtype(values.dtype):
-        stamps = values
-    else:
-        text = values.astype(str)
-        try:
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
-        except (ValueError, TypeError):
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
-        is_date = stamps.notna().to_numpy()
-        if not is_date.all():  # epochs written as text (a Parquet string column)? mixed?
-            numbers = pd.to_numeric(text.str.strip(), errors="coerce")
-            is_number = numbers.notna().to_numpy()
-            if is_number.all():
-                return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
-        else:
-            is_number = np.zeros(len(text), dtype=bool)
-        if is_number.any() and (is_date | is_number).all():
-            numeric_rows = _file_rows(values, np.flatnonzero(is_number))
-            date_rows = _file_rows(values, np.flatnonzero(~is_number))
-            raise SwevalError(
-                f"{source}: column {column!r} mixes epoch numbers (data rows "
-                f"{first_rows(numeric_rows)}, e.g. {text.iloc[np.flatnonzero(is_number)[0]]!r}) "
-                f"and date/time text (data rows {first_rows(date_rows)}, e.g. "
-                f"{text.iloc[np.flatnonzero(~is_number)[0]]!r}); write every timestamp the same way."
-            )
-        bad = np.flatnonzero(~is_date)
-        if len(bad):
-            raise SwevalError(
-                f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
-                f"(data rows {first_rows(_file_rows(values, bad))}, e.g. {text.iloc[bad[0]]!r}); "
-                "expected epoch seconds, epoch milliseconds with --time-unit ms, or ISO-8601 "
-                "(e.g. 2015-08-01T12:00:00Z; a time without an offset is UTC)."
-            )
-    if getattr(stamps.dt, "tz", None) is None:
-        stamps = stamps.dt.tz_localize("UTC")
-    else:
-        stamps = stamps.dt.tz_convert("UTC")
-    # Integers in the column's own resolution (s, ms, us or ns), floored to seconds: no detour
-    # through nanoseconds, which cannot hold dates before 1677 or after 2262.
-    naive = stamps.dt.tz_localize(None).to_numpy()
-    per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(naive.dtype)[0])
-    return np.floor_divide(naive.view(np.int64), per_second).astype(np.int64)
-
-
-def _epoch_seconds(
-    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
-) -> NDArray[np.int64]:
-    """Numeric epochs to int64 seconds, rejecting ranges that betray the wrong unit."""
-    numbers = values.to_numpy(dtype=np.float64)
-    if not np.isfinite(numbers).all():
-        bad = np.flatnonzero(~np.isfinite(numbers))
-        raise SwevalError(
-            f"{source}: column {column!r} has non-finite timestamps "
-            f"(data rows {first_rows(_file_rows(values, bad))})."
-        )
-    if time_unit == "ms":
-        if len(numbers) and (numbers >= _EPOCH_2000_S).all() and (numbers < _EPOCH_2100_S).all():
-            raise SwevalError(
-                f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
-                f"{_iso(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
-                f"January 1970: drop --time-unit ms."
-            )
-        return np.floor(numbers / 1000).astype(np.int64)
-    if np.abs(numbers).max() >= _MAX_PLAUSIBLE_SECONDS:
-        bad = np.flatnonzero(np.abs(numbers) >= _MAX_PLAUSIBLE_SECONDS)
-        raise SwevalError(
-            f"{source}: column {column!r} has epoch values too large for seconds "
-            f"(data rows {first_rows(_file_rows(values, bad))}, e.g. {int(numbers[bad[0]])}); "
-            "they look like milliseconds: pass --time-unit ms."
-        )
-    if _look_like_yyyymmdd(numbers):
-        raise SwevalError(
-            f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
-            f"YYYYMMDD dates, not epoch seconds (as seconds they would be {_iso(int(numbers[0]))}); "
-            "write them as ISO dates (2015-08-01) or as epoch seconds."
-        )
-    return np.floor(numbers).astype(np.int64)
-
-
-def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:
-    """Every value is a whole number that reads as a valid date YYYYMMDD of 1900-2100."""
-    if not len(numbers) or not ((numbers >= 19000101) & (numbers <= 21001231)).all():
-        return False
-    if not (numbers == np.round(numbers)).all():
-        return False
-    distinct = pd.Series(np.unique(numbers).astype(np.int64).astype(str))
-    return bool(pd.to_datetime(distinct, format="%Y%m%d", errors="coerce").notna().all())
-
-
-def _iso(seconds: int) -> str:
-    return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"
-
-
 def first_occurrences(
     user: NDArray[np.int64], item: NDArray[np.int64], *, n_items: int
 ) -> NDArray[np.bool_]:

@@ -47,9 +47,12 @@ _ROOT = Path(__file__).resolve().parents[1]
 #: orchestration are not part of a key.
 CORE_MODULES = (
     "algorithms/base.py",
-    "algorithms/kernels.py",
+    "algorithms/neighbour_kernels.py",
     "algorithms/ranking.py",
+    "algorithms/ranking_kernels.py",
+    "algorithms/row_chunks.py",
     "algorithms/scores.py",
+    "data/ids.py",  # code order breaks ties; data fingerprints hash raw ids, not codes
     "data/log.py",
     "evaluators/engine.py",
     "evaluators/folds.py",

@@ -81,6 +81,7 @@ from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
 from sweval.evaluators.store import UnitStore
 from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
 from sweval.flows.pipeline import write_report_quietly
+from sweval.flows.summary import unit_progress
 from sweval.flows.tracking import ComparisonTracker
 
 _log = logging.getLogger(__name__)
@@ -202,17 +203,8 @@ def run_compare(
     runs: dict[str, ProtocolRun] = {}
     timings: dict[str, float] = {}
     try:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        with Progress(
-            TextColumn("[bold]{task.description}[/bold]"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), console=console, disable=not config.progress, transient=True,
+        with unit_progress(
+            "[bold]{task.description}[/bold]", enabled=config.progress, console=console
         ) as progress:
             for protocol in built:
                 task = progress.add_task(protocol.name, total=count_units(log, protocol, names))

@@ -1,9 +1,11 @@
-"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best."""
+"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best;
+and the progress bar shown while units run."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from rich.console import Console
@@ -13,6 +15,9 @@ from rich.table import Table
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metrics import LABELS
 from sweval.evaluators.outputs import Outputs
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: str) -> Table:
@@ -93,9 +98,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}")
 
 
-@contextlib.contextmanager
-def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], None]]:
-    """A transient progress bar over ``total`` units; yields ``advance(n)``."""
+def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:
+    """A transient rich progress display over units: ``label`` (a rich format of the task, e.g.
+    ``"{task.description}"``), a bar, done/total and the elapsed time; blank unless ``enabled``.
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -104,13 +110,17 @@ def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], Non
         TimeElapsedColumn,
     )
 
-    with Progress(
-        TextColumn("[bold]evaluating[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        disable=not config.progress,
-        transient=True,
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, disable=not enabled, transient=True,
+    )
+
+
+@contextlib.contextmanager
+def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], None]]:
+    """A transient progress bar over ``total`` units; yields ``advance(n)``."""
+    with unit_progress(
+        "[bold]evaluating[/bold] {task.description}", enabled=config.progress
     ) as progress:
         bar = progress.add_task(config.dataset_name, total=total)
         yield lambda n: progress.advance(bar, n)

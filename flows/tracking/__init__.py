@@ -6,7 +6,8 @@ Modules::
     tracker.py       Tracker: the runs of one evaluation (sweval run, and each compared protocol)
     compare_runs.py  ComparisonTracker: the parent run of a comparison (sweval compare)
     metrics.py       result rows as MLflow metrics (keys, one fold's batch, per-fold tables)
-    records.py       the run record tracking.json, flattened params, the code's provenance
+    records.py       the run record tracking.json, flattened params, the code's provenance,
+                     the params and tags of a parent run and of an algorithm's child run
     server.py        the ``mlflow server`` command of ``sweval ui`` and its environment
 
 MLflow itself is imported inside the functions that call it (about 1 s), never at import time.

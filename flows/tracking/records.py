@@ -1,5 +1,6 @@
 """What a tracked run records besides metrics: the output directory's run record
-(``tracking.json``), flattened params, and the code's provenance (package version, git commit)."""
+(``tracking.json``), flattened params, the code's provenance (package version, git commit), and
+the params and tags that describe a parent run and an algorithm's child run."""
 
 from __future__ import annotations
 
@@ -88,3 +89,51 @@ def git_commit() -> tuple[str | None, bool]:
     except (OSError, subprocess.SubprocessError):
         return None, False
     return head or None, dirty
+
+
+#: Config fields that never change results: tags (mutable), not params (write-once).
+_ORCHESTRATION_FIELDS = (
+    "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
+    "tracking",
+)
+
+
+def parent_params_and_tags(
+    config: EvalConfig,
+    *,
+    key: str,
+    fingerprint: str,
+    source: str,
+    mode: str,
+    flow_run_id: str | None,
+    flow_run_name: str | None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A parent run's params (the result-relevant configuration, flattened; write-once) and
+    tags (run key, data, provenance, orchestration fields, the Prefect flow run)."""
+    result_fields = config.model_dump(exclude=set(_ORCHESTRATION_FIELDS))
+    if mode == "rolling":
+        result_fields.pop("folds")  # grows with the data; tag sweval.n_folds instead
+    params = flatten(result_fields)
+    tags = {
+        "sweval.run_key": key,
+        "sweval.config_hash": key if mode == "rolling" else config.result_hash(),
+        "sweval.data_fingerprint": fingerprint,
+        "sweval.data_source": source,
+        "sweval.dataset": config.dataset_name,
+        "sweval.mode": mode,
+        "sweval.output_dir": str(Path(config.output).resolve()),
+        "sweval.version": package_version(),
+        **{
+            f"sweval.config.{name}": str(getattr(config, name))
+            for name in _ORCHESTRATION_FIELDS
+        },
+    }
+    commit, dirty = git_commit()
+    if commit:
+        tags["mlflow.source.git.commit"] = commit
+        tags["sweval.git_dirty"] = str(dirty).lower()
+    if flow_run_id:
+        tags["prefect.flow_run_id"] = str(flow_run_id)
+    if flow_run_name:
+        tags["prefect.flow_run_name"] = str(flow_run_name)
+    return params, tags

@@ -34,20 +34,12 @@ from sweval.flows.tracking.metrics import (
 from sweval.flows.tracking.records import (
     STATE_FILE,
     algorithm_params,
-    flatten,
-    git_commit,
-    package_version,
+    parent_params_and_tags,
     read_state,
     write_state,
 )
 
 _log = logging.getLogger(__name__)
-
-#: Config fields that never change results: tags (mutable), not params (write-once).
-_ORCHESTRATION_FIELDS = (
-    "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
-    "tracking",
-)
 
 
 def _child_name(algorithm: str, stratum: str) -> str:
@@ -158,11 +150,11 @@ class Tracker:
             if reused:
                 client.update_run(parent.info.run_id, status="RUNNING")
                 tracker._find_children()
-            tracker._describe_parent(
-                key=key, fingerprint=fingerprint, source=source, mode=mode,
+            params, tags = parent_params_and_tags(
+                config, key=key, fingerprint=fingerprint, source=source, mode=mode,
                 flow_run_id=flow_run_id, flow_run_name=flow_run_name,
-                existing=dict(parent.data.params) if reused else {},
             )
+            tracker._describe_parent(params, tags, dict(parent.data.params) if reused else {})
         except SwevalError:
             raise
         except Exception as exc:
@@ -179,46 +171,12 @@ class Tracker:
         return f"#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
 
     def _describe_parent(
-        self,
-        *,
-        key: str,
-        fingerprint: str,
-        source: str,
-        mode: str,
-        flow_run_id: str | None,
-        flow_run_name: str | None,
-        existing: Mapping[str, str],
+        self, params: Mapping[str, str], tags: Mapping[str, str], existing: Mapping[str, str]
     ) -> None:
-        config = self.config
-        result_fields = config.model_dump(exclude=set(_ORCHESTRATION_FIELDS))
-        if mode == "rolling":
-            result_fields.pop("folds")  # grows with the data; tag sweval.n_folds instead
-        params = flatten(result_fields)
-        tags = {
-            "sweval.run_key": key,
-            "sweval.config_hash": key if mode == "rolling" else config.result_hash(),
-            "sweval.data_fingerprint": fingerprint,
-            "sweval.data_source": source,
-            "sweval.dataset": config.dataset_name,
-            "sweval.mode": mode,
-            "sweval.output_dir": str(Path(config.output).resolve()),
-            "sweval.version": package_version(),
-            **{
-                f"sweval.config.{name}": str(getattr(config, name))
-                for name in _ORCHESTRATION_FIELDS
-            },
-        }
-        commit, dirty = git_commit()
-        if commit:
-            tags["mlflow.source.git.commit"] = commit
-            tags["sweval.git_dirty"] = str(dirty).lower()
-        if flow_run_id:
-            tags["prefect.flow_run_id"] = str(flow_run_id)
-        if flow_run_name:
-            tags["prefect.flow_run_name"] = str(flow_run_name)
+        """Log the parent run's params (those not in ``existing``), tags and configuration."""
         self._log_params_and_tags(self.parent_run_id, params, tags, existing)
         self.client.log_dict(
-            self.parent_run_id, json.loads(config.to_json()), "sweval_config.json"
+            self.parent_run_id, json.loads(self.config.to_json()), "sweval_config.json"
         )
 
     def _log_params_and_tags(

@@ -164,7 +164,7 @@ def test_top_cosines_with_many_ties(data, n):
 def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
     """Rows with far more candidates than n (the sampled threshold pre-filter) and rows whose
     walk covers most columns (the dense count), with many exact ties from copied columns."""
-    from sweval.algorithms.kernels import DENSE_ROW_SHARE, SAMPLE_PER_KEPT
+    from sweval.algorithms.neighbour_kernels import DENSE_ROW_SHARE, SAMPLE_PER_KEPT
 
     rng = np.random.default_rng(seed)
     dense = (rng.random((12, 120)) < rng.uniform(0.25, 0.5)).astype(float)
@@ -192,7 +192,7 @@ def test_top_cosines_wide_rows_take_the_sampled_and_dense_paths(n, seed):
 def test_selection_on_squares_keeps_entries_whose_cosine_ties_after_rounding():
     """Two squared cosines one ulp apart can have the same square root: the cosines then tie
     and the lower column must win, though its square was smaller."""
-    from sweval.algorithms.kernels import _keep_near, _select_best
+    from sweval.algorithms.neighbour_kernels import _keep_near, _select_best
 
     low = next(q for q in np.linspace(0.1, 0.9, 1000)
                if np.sqrt(q) == np.sqrt(np.nextafter(q, 1.0)))
@@ -206,3 +206,15 @@ def test_selection_on_squares_keeps_entries_whose_cosine_ties_after_rounding():
     vals[:left] = np.sqrt(vals[:left])
     _select_best(cols, vals, left, 1)
     assert cols[0] == 2  # equal cosines: the lower column
+
+
+def test_the_kernel_files_define_the_same_order():
+    """Each kernel file has its own copy of the order (numba's cache only watches the file that
+    defines a kernel): the copies must not drift apart."""
+    import inspect
+
+    from sweval.algorithms import neighbour_kernels, ranking_kernels
+
+    assert inspect.getsource(neighbour_kernels._comes_before.py_func) == inspect.getsource(
+        ranking_kernels._comes_before.py_func
+    )

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from sweval_testing import DAY
 
-from sweval.data.synthetic import POLICIES, generate_log
+from sweval.data.synthetic import generate_log
+from sweval.data.synthetic_config import POLICIES
 
 SCALE = 0.02
 START = int(pd.Timestamp("2015-06-01", tz="UTC").timestamp())

@@ -1,0 +1,135 @@
+"""Timestamps to int64 epoch seconds, UTC (SPEC §1).
+
+:func:`normalise_timestamps` reads numeric epochs (seconds or milliseconds, also written as
+text), datetimes and ISO-8601 strings, and rejects values whose range betrays the wrong unit
+(seconds that look like milliseconds and the reverse, numbers that look like YYYYMMDD dates).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from sweval.data.errors import SwevalError, file_rows, first_rows
+
+#: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
+_MAX_PLAUSIBLE_SECONDS = 10**11
+#: Epoch seconds of 2000-01-01 and 2100-01-01: read as milliseconds, such values are January 1970.
+_EPOCH_2000_S = 946_684_800
+_EPOCH_2100_S = 4_102_444_800
+
+
+def normalise_timestamps(
+    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+) -> NDArray[np.int64]:
+    """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
+
+    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``; numbers written as
+    text too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
+    are floored.
+
+    Raises:
+        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), or an
+            implausible epoch range: seconds that look like milliseconds, milliseconds that look
+            like seconds, or numbers that look like YYYYMMDD dates.
+    """
+    if time_unit not in ("s", "ms"):
+        raise SwevalError(f"--time-unit must be 's' or 'ms', not {time_unit!r}.")
+    if pd.api.types.is_bool_dtype(values.dtype):
+        raise SwevalError(f"{source}: column {column!r} holds booleans, not timestamps.")
+    if pd.api.types.is_numeric_dtype(values.dtype):
+        return _epoch_seconds(values, time_unit=time_unit, source=source, column=column)
+    if pd.api.types.is_datetime64_any_dtype(values.dtype):
+        stamps = values
+    else:
+        text = values.astype(str)
+        try:
+            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+        except (ValueError, TypeError):
+            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
+        is_date = stamps.notna().to_numpy()
+        if not is_date.all():  # epochs written as text (a Parquet string column)? mixed?
+            numbers = pd.to_numeric(text.str.strip(), errors="coerce")
+            is_number = numbers.notna().to_numpy()
+            if is_number.all():
+                return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
+        else:
+            is_number = np.zeros(len(text), dtype=bool)
+        if is_number.any() and (is_date | is_number).all():
+            numeric_rows = file_rows(values, np.flatnonzero(is_number))
+            date_rows = file_rows(values, np.flatnonzero(~is_number))
+            raise SwevalError(
+                f"{source}: column {column!r} mixes epoch numbers (data rows "
+                f"{first_rows(numeric_rows)}, e.g. {text.iloc[np.flatnonzero(is_number)[0]]!r}) "
+                f"and date/time text (data rows {first_rows(date_rows)}, e.g. "
+                f"{text.iloc[np.flatnonzero(~is_number)[0]]!r}); write every timestamp the same way."
+            )
+        bad = np.flatnonzero(~is_date)
+        if len(bad):
+            raise SwevalError(
+                f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
+                f"(data rows {first_rows(file_rows(values, bad))}, e.g. {text.iloc[bad[0]]!r}); "
+                "expected epoch seconds, epoch milliseconds with --time-unit ms, or ISO-8601 "
+                "(e.g. 2015-08-01T12:00:00Z; a time without an offset is UTC)."
+            )
+    if getattr(stamps.dt, "tz", None) is None:
+        stamps = stamps.dt.tz_localize("UTC")
+    else:
+        stamps = stamps.dt.tz_convert("UTC")
+    # Integers in the column's own resolution (s, ms, us or ns), floored to seconds: no detour
+    # through nanoseconds, which cannot hold dates before 1677 or after 2262.
+    naive = stamps.dt.tz_localize(None).to_numpy()
+    per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(naive.dtype)[0])
+    return np.floor_divide(naive.view(np.int64), per_second).astype(np.int64)
+
+
+def _epoch_seconds(
+    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+) -> NDArray[np.int64]:
+    """Numeric epochs to int64 seconds, rejecting ranges that betray the wrong unit."""
+    numbers = values.to_numpy(dtype=np.float64)
+    if not np.isfinite(numbers).all():
+        bad = np.flatnonzero(~np.isfinite(numbers))
+        raise SwevalError(
+            f"{source}: column {column!r} has non-finite timestamps "
+            f"(data rows {first_rows(file_rows(values, bad))})."
+        )
+    if time_unit == "ms":
+        if len(numbers) and (numbers >= _EPOCH_2000_S).all() and (numbers < _EPOCH_2100_S).all():
+            raise SwevalError(
+                f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
+                f"{_iso(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
+                f"January 1970: drop --time-unit ms."
+            )
+        return np.floor(numbers / 1000).astype(np.int64)
+    if np.abs(numbers).max() >= _MAX_PLAUSIBLE_SECONDS:
+        bad = np.flatnonzero(np.abs(numbers) >= _MAX_PLAUSIBLE_SECONDS)
+        raise SwevalError(
+            f"{source}: column {column!r} has epoch values too large for seconds "
+            f"(data rows {first_rows(file_rows(values, bad))}, e.g. {int(numbers[bad[0]])}); "
+            "they look like milliseconds: pass --time-unit ms."
+        )
+    if _look_like_yyyymmdd(numbers):
+        raise SwevalError(
+            f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
+            f"YYYYMMDD dates, not epoch seconds (as seconds they would be {_iso(int(numbers[0]))}); "
+            "write them as ISO dates (2015-08-01) or as epoch seconds."
+        )
+    return np.floor(numbers).astype(np.int64)
+
+
+def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:
+    """Every value is a whole number that reads as a valid date YYYYMMDD of 1900-2100."""
+    if not len(numbers) or not ((numbers >= 19000101) & (numbers <= 21001231)).all():
+        return False
+    if not (numbers == np.round(numbers)).all():
+        return False
+    distinct = pd.Series(np.unique(numbers).astype(np.int64).astype(str))
+    return bool(pd.to_datetime(distinct, format="%Y%m%d", errors="coerce").notna().all())
+
+
+def _iso(seconds: int) -> str:
+    return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"
