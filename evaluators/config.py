@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.option_text import (
+    ALGORITHMS,
+    DATA,
+    PROTOCOL,
+    RUN,
+    Cli,
+    CommaList,
+    Grids,
+    Settings,
+    parse_variant,
+)
 
 #: Every algorithm the project ships, in display order.
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
@@ -32,168 +40,6 @@ _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
     "progress", "tracking",
 }
-
-
-# ---------------------------------------------------------------------- command-line metadata
-class Group(StrEnum):
-    """The help panels of the options, in display order (:attr:`Cli.group`)."""
-
-    DATA = "Data"
-    PROTOCOL = "Protocol"
-    ALGORITHMS = "Algorithms"
-    RUN = "Run: output, tracking, orchestration"
-
-
-DATA, PROTOCOL, ALGORITHMS, RUN = Group
-
-
-class CommaList:
-    """A list field given as one comma-separated option: ``--k 5,10`` → ``[5, 10]``."""
-
-    #: the type of the option itself (what typer parses)
-    text_type: Any = str
-
-    def __init__(self, item: type = str) -> None:
-        self.item = item
-
-    def format(self, value: list[Any]) -> str:
-        """The option's default, from the field's."""
-        return ",".join(map(str, value))
-
-    def parse(self, text: str | None, flag: str) -> list[Any] | None:
-        """The field's value; ``flag`` names the option in errors."""
-        if text is None:
-            return None
-        return [self._item(part, flag) for part in split_top_level(text)]
-
-    def _item(self, text: str, flag: str) -> Any:
-        try:
-            return self.item(text)
-        except ValueError:
-            what = {int: "an integer", float: "a number"}.get(self.item, f"a {self.item.__name__}")
-            raise SwevalError(f"{flag}: {text!r} is not {what}.") from None
-
-
-class Settings:
-    """``params`` as repeatable ``--set ALGORITHM.PARAM=VALUE`` (:func:`parse_settings`)."""
-
-    text_type: Any = list[str] | None
-
-    def format(self, value: dict[str, dict[str, Any]]) -> None:
-        return None  # no --set
-
-    def parse(self, texts: list[str] | None, flag: str) -> dict[str, dict[str, Any]]:
-        return parse_settings(texts or [])
-
-
-class Grids(Settings):
-    """``tune`` as repeatable ``--tune ALGORITHM.PARAM=V1,V2,...`` (:func:`parse_grids`)."""
-
-    def parse(self, texts: list[str] | None, flag: str) -> dict[str, dict[str, Any]]:
-        return parse_grids(texts or [])
-
-
-@dataclass(frozen=True)
-class Cli:
-    """How a field appears on the command line (a marker in its ``Annotated`` type).
-
-    ``group``: its help panel (a :class:`Group`). ``flag``: when not ``--field-name`` (a
-    bool field's default is ``--name/--no-name``). ``codec``: turns the option's text into the
-    value and the default into the option's default, for fields that are not a plain
-    str/int/float/bool/Literal (:class:`CommaList`, :class:`Settings`); a list field without
-    one is a :class:`CommaList` of its item type.
-    """
-
-    group: Group | None = None
-    flag: str | None = None
-    codec: CommaList | Settings | Grids | None = None
-
-
-def split_top_level(text: str) -> list[str]:
-    """Split at the commas outside parentheses and brackets, dropping empty parts:
-    ``"pop,item-knn(n_neighbors=50,shrink=1)"`` → ``["pop", "item-knn(n_neighbors=50,shrink=1)"]``.
-    """
-    parts, depth, current = [], 0, []
-    for char in text:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return [part.strip() for part in parts if part.strip()]
-
-
-def parse_value(raw: str) -> Any:
-    """An option value: JSON when it parses (numbers, booleans, lists), else the text."""
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError:
-        return raw
-
-
-def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
-    """``item-knn(n_neighbors=50)`` → ``("item-knn", {"n_neighbors": 50})``; a plain name has
-    no parameters.
-
-    Raises:
-        SwevalError: not ``NAME`` or ``NAME(PARAM=VALUE, ...)``.
-    """
-    match = re.fullmatch(r"\s*([^()\s,]+)\s*(?:\((.*)\))?\s*", entry, flags=re.DOTALL)
-    if match is None:
-        raise SwevalError(
-            f"--algorithms: cannot read {entry!r}; expected NAME or NAME(PARAM=VALUE, ...), "
-            "e.g. item-knn(n_neighbors=50)."
-        )
-    params: dict[str, Any] = {}
-    for part in split_top_level(match[2] or ""):
-        key, sep, raw = part.partition("=")
-        if not sep or not key.strip() or not raw.strip():
-            raise SwevalError(f"--algorithms {entry!r}: {part!r} is not PARAM=VALUE.")
-        if key.strip() in params:
-            raise SwevalError(f"--algorithms {entry!r}: {key.strip()!r} is given twice.")
-        params[key.strip()] = parse_value(raw.strip())
-    return match[1], params
-
-
-def parse_grids(grids: list[str]) -> dict[str, dict[str, list[Any]]]:
-    """Turn ``--tune item-knn.n_neighbors=10,50,200`` into ``{algo: {param: [values]}}``."""
-    found: dict[str, dict[str, list[Any]]] = {}
-    for grid in grids:
-        key, sep, raw = grid.partition("=")
-        name, dot, param = key.strip().rpartition(".")
-        if not sep or not dot or not name or not param:
-            raise SwevalError(
-                f"--tune {grid!r}: expected ALGORITHM.PARAMETER=V1,V2,..., e.g. "
-                "item-knn.n_neighbors=10,50,200."
-            )
-        values = [parse_value(part) for part in split_top_level(raw)]
-        if not values:
-            raise SwevalError(f"--tune {grid!r}: give at least one value.")
-        found.setdefault(name, {})[param] = values
-    return found
-
-
-def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
-    """Turn ``--set als.factors=32 --set pop-n.n_recent=1000`` into ``{algo: {param: value}}``.
-
-    Values are read as JSON when they parse (numbers, booleans), as text otherwise; each
-    algorithm's config then validates and coerces them.
-    """
-    params: dict[str, dict[str, Any]] = {}
-    for setting in settings:
-        key, sep, raw = setting.partition("=")
-        name, dot, param = key.strip().rpartition(".")
-        if not sep or not dot or not name or not param:
-            raise SwevalError(
-                f"--set {setting!r}: expected ALGORITHM.PARAMETER=VALUE, e.g. pop-n.n_recent=1000."
-            )
-        params.setdefault(name, {})[param] = parse_value(raw)
-    return params
 
 
 class EvalConfig(BaseModel):

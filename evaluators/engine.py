@@ -24,8 +24,8 @@ from sweval.algorithms.base import Algorithm, TrainData, WarmState
 from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.metrics import (
-    RelevantSets,
     Relevance,
+    RelevantSets,
     hit_matrix,
     per_user_metrics,
     relevant_sets,

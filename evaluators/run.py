@@ -27,9 +27,10 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig, parse_variant
+from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.engine import UnitLists
 from sweval.evaluators.folds import Fold, build_folds
+from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.outputs import Outputs, collect, write_outputs
 from sweval.evaluators.splits import Split, fold_splits
 from sweval.evaluators.store import UnitStore

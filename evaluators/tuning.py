@@ -29,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig, parse_variant
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.option_text import parse_variant
 
 TUNED = "{}[tuned]"
 TUNING_COLUMNS = [

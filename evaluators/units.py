@@ -33,8 +33,8 @@ from typing import Any
 from sweval.algorithms.base import Algorithm, TrainData
 from sweval.algorithms.registry import algorithm_class, build_algorithm
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import parse_variant
 from sweval.evaluators.engine import UnitLists, compute_lists, list_length
+from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore
 

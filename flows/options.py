@@ -24,7 +24,8 @@ import typer
 from pydantic.fields import FieldInfo
 from rich.markup import escape
 
-from sweval.evaluators.config import Cli, CommaList, EvalConfig, Settings
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.option_text import Cli, CommaList, Settings
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 

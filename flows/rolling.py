@@ -51,7 +51,7 @@ STATE_FILE = "rolling.json"
 def rolling_key(config: EvalConfig) -> str:
     """The key of a rolling series (its MLflow parent run and ``rolling.json``): the result
     hash with the fold count left out, and the code of its algorithms."""
-    from sweval.evaluators.config import parse_variant
+    from sweval.evaluators.option_text import parse_variant
     from sweval.evaluators.units import code_version
 
     result_hash = config.model_copy(update={"folds": 1}).result_hash()

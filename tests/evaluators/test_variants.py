@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig, parse_variant, split_top_level
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.option_text import parse_variant, split_top_level
 from sweval.evaluators.run import make_plan, run_local
 
 

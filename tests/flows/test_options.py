@@ -16,14 +16,8 @@ from pydantic import Field
 from rich.markup import escape
 from typer.testing import CliRunner
 
-from sweval.evaluators.config import (
-    _NON_RESULT_FIELDS,
-    CommaList,
-    EvalConfig,
-    Grids,
-    Group,
-    Settings,
-)
+from sweval.evaluators.config import _NON_RESULT_FIELDS, EvalConfig
+from sweval.evaluators.option_text import CommaList, Grids, Group, Settings
 from sweval.flows.cli import app, main
 from sweval.flows.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
 
