@@ -30,6 +30,7 @@ from sweval.evaluators.option_text import (
     CommaList,
     Grids,
     Settings,
+    grid_values,
     parse_variant,
 )
 
@@ -191,6 +192,18 @@ class EvalConfig(BaseModel):
         if any(k < 1 for k in ks):
             raise ValueError(f"every k must be ≥ 1, got {ks}")
         return sorted(set(ks))
+
+    @field_validator("tune", mode="before")
+    @classmethod
+    def _expand_grids(cls, tune: Any) -> Any:
+        """Ranges and log-ranges of a configuration file become their values."""
+        if not isinstance(tune, dict):
+            return tune
+        return {
+            name: {param: grid_values(spec, f"tune.{name}.{param}") for param, spec in grid.items()}
+            if isinstance(grid, dict) else grid
+            for name, grid in tune.items()
+        }
 
     @field_validator("algorithms", mode="before")
     @classmethod

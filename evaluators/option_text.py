@@ -17,6 +17,7 @@ configurations then validate them. :class:`Cli` markers on the fields of
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -161,11 +162,53 @@ def parse_grids(grids: list[str]) -> dict[str, dict[str, list[Any]]]:
                 f"--tune {grid!r}: expected ALGORITHM.PARAMETER=V1,V2,..., e.g. "
                 "item-knn.n_neighbors=10,50,200."
             )
-        values = [parse_value(part) for part in split_top_level(raw)]
+        ranged = re.fullmatch(r"\s*(range|log_range)\((.*)\)\s*", raw)
+        if ranged:
+            bounds = [parse_value(part) for part in split_top_level(ranged[2])]
+            values = grid_values({ranged[1]: bounds}, f"--tune {grid!r}")
+        else:
+            values = [parse_value(part) for part in split_top_level(raw)]
         if not values:
             raise SwevalError(f"--tune {grid!r}: give at least one value.")
         found.setdefault(name, {})[param] = values
     return found
+
+
+def grid_values(spec: Any, where: str) -> list[Any]:
+    """The values of one parameter's grid:
+
+    - a list, as given (a single value: a list of one);
+    - ``{"range": [start, stop, step]}``: Python's ``range`` (stop excluded), numbers allowed;
+    - ``{"log_range": [low, high, n]}``: n values evenly spaced on a log scale, low and high
+      included; integers (rounded, repeats dropped) when both ends are integers.
+
+    Raises:
+        SwevalError: a malformed range (``where`` names the option or file entry).
+    """
+    if isinstance(spec, list):
+        return spec
+    if not isinstance(spec, dict):
+        return [spec]
+    if set(spec) == {"range"} and isinstance(spec["range"], list) and len(spec["range"]) == 3:
+        start, stop, step = spec["range"]
+        if not all(isinstance(v, int | float) for v in (start, stop, step)) or step <= 0:
+            raise SwevalError(f"{where}: range needs numbers [start, stop, step > 0].")
+        count = max(0, math.ceil((stop - start) / step - 1e-9))  # float steps: stop excluded
+        return [start + i * step for i in range(count)]
+    if set(spec) == {"log_range"} and isinstance(spec["log_range"], list) \
+            and len(spec["log_range"]) == 3:
+        low, high, n = spec["log_range"]
+        if not (isinstance(n, int) and n >= 1 and isinstance(low, int | float)
+                and isinstance(high, int | float) and 0 < low <= high):
+            raise SwevalError(f"{where}: log_range needs [low > 0, high >= low, n >= 1].")
+        points = [low] if n == 1 else [low * (high / low) ** (i / (n - 1)) for i in range(n)]
+        if isinstance(low, int) and isinstance(high, int):
+            return list(dict.fromkeys(int(round(p)) for p in points))
+        return points
+    raise SwevalError(
+        f"{where}: a grid is a list of values, {{range = [start, stop, step]}} or "
+        "{log_range = [low, high, n]}."
+    )
 
 
 def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:

@@ -160,3 +160,27 @@ def test_the_command_line_reports_a_bad_grid_with_exit_code_2(tmp_path, monkeypa
         main()
     assert exit_.value.code == 2
     assert "not in --algorithms" in capsys.readouterr().err
+
+
+def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files(tmp_path):
+    from sweval.evaluators.option_text import parse_grids
+
+    assert parse_grids(["als.factors=range(8,40,8)", "item-knn.n_neighbors=log_range(10,1000,5)",
+                        "pop-n.n_recent=100,1000"]) == {
+        "als": {"factors": [8, 16, 24, 32]},
+        "item-knn": {"n_neighbors": [10, 32, 100, 316, 1000]},
+        "pop-n": {"n_recent": [100, 1000]},
+    }
+    path = tmp_path / "eval.toml"
+    path.write_text(
+        'algorithms = ["item-knn", "als"]\n'
+        '[tune.item-knn]\nn_neighbors = {log_range = [10, 1000, 3]}\n'
+        '[tune.als]\nregularization = {range = [0.01, 0.04, 0.01]}\nfactors = [8, 16]\n'
+    )
+    cfg = EvalConfig.load(path)
+    assert cfg.tune["item-knn"] == {"n_neighbors": [10, 100, 1000]}
+    assert cfg.tune["als"]["factors"] == [8, 16]
+    assert cfg.tune["als"]["regularization"] == pytest.approx([0.01, 0.02, 0.03])
+    with pytest.raises(SwevalError, match="log_range needs"):
+        EvalConfig.build(algorithms=["item-knn"], tune={"item-knn": {"n_neighbors": {
+            "log_range": [0, 10, 3]}}})
