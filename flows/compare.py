@@ -47,7 +47,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -65,6 +65,7 @@ from sweval.evaluators.comparison import (
     table2,
 )
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
     LeaveLastOneOut,
@@ -76,9 +77,9 @@ from sweval.evaluators.protocols import (
     parse_protocols,
     run_protocol,
 )
-from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
 from sweval.evaluators.store import UnitStore
+from sweval.evaluators.tuning import tune_comparison, with_candidates
 from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.summary import unit_progress
@@ -196,7 +197,7 @@ def run_compare(
 
     built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan)
              for name in protocols]
-    names = list(config.algorithms)
+    names = with_candidates(config)  # --tune's candidates are variants of their own
     store = unit_store(config, default=directory / "units")
     tracker_group = ComparisonTracker.open(config, directory, protocols, loocv_repeats, log) \
         if config.tracking else None
@@ -220,6 +221,8 @@ def run_compare(
                 files = _write_protocol(directory, protocol, run, plan, store)
                 if tracker_group is not None:
                     tracker_group.log_protocol(protocol, run, key, files)
+        if config.tune and "sw-eval" in runs:
+            runs["sw-eval"] = _with_tuned(runs, config, directory)
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings)
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
@@ -232,6 +235,21 @@ def run_compare(
             tracker_group.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
         raise
     return comparison
+
+
+def _with_tuned(runs: dict[str, ProtocolRun], config: EvalConfig, directory: Path) -> ProtocolRun:
+    """SW-EVAL's run with the tuned series (:func:`evaluators.tuning.tune_comparison`); the
+    choices go to ``tuning.csv`` and ``tuning_protocols.csv``, tuned against oracle to
+    ``optimism.csv``."""
+    others = {name: run.results for name, run in runs.items() if name != "sw-eval"}
+    results, tables = tune_comparison(runs["sw-eval"].results, others, config)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            table.to_csv(directory / name, index=False, float_format="%.10g")
+    except OSError as exc:
+        raise SwevalError(f"{directory}: cannot write the tuning tables ({exc}).") from exc
+    return replace(runs["sw-eval"], results=results)
 
 
 def _write_protocol(

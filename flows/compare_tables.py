@@ -155,7 +155,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     for name in comparison.protocols:
         console.print(table2_table(comparison, name))
         for note in skip_notes(comparison, name)[:4]:
-            console.print(f"  {note}", style="dim", highlight=False)
+            console.print(f"  {escape(note)}", style="dim", highlight=False)
     console.print(ranking_table(comparison))
     if len(comparison.protocols) > 1:
         console.print(kendall_rich(comparison))

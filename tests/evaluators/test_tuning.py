@@ -184,3 +184,30 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
     with pytest.raises(SwevalError, match="log_range needs"):
         EvalConfig.build(algorithms=["item-knn"], tune={"item-knn": {"n_neighbors": {
             "log_range": [0, 10, 3]}}})
+
+
+def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the_timeline(
+    tmp_path
+):
+    from sweval.flows.compare import run_compare
+
+    cfg = config(tmp_path, folds=5, tune={"item-knn": {"n_neighbors": [5, 50]}})
+    comparison = run_compare(cfg, ["sw-eval", "loocv", "leave-last-one-out"],
+                             output=tmp_path / "cmp", loocv_repeats=2)
+    results = comparison.results
+    sw = results[(results["protocol"] == "sw-eval") & (results["metric"] == "recall")
+                 & (results["k"] == 10)].pivot_table(index="fold", columns="algorithm",
+                                                      values="value")
+    choices = pd.read_csv(tmp_path / "cmp" / "tuning_protocols.csv")
+    for protocol in ("loocv", "leave-last-one-out"):
+        mine = choices[choices["protocol"] == protocol]
+        best = mine.sort_values("validation_value", ascending=False, kind="stable")
+        chosen = mine[mine["chosen"]]["candidate"].item()
+        assert chosen == best["candidate"].iloc[0]
+        # the choice's SW-EVAL values, on the folds where the nested series has one
+        series = sw[f"item-knn[tuned on {protocol}]"]
+        nested = sw["item-knn[tuned]"]
+        assert series.isna().equals(nested.isna())
+        pd.testing.assert_series_equal(series.dropna(), sw[chosen][nested.notna()],
+                                       check_names=False)
+    assert (tmp_path / "cmp" / "tuning.csv").exists() and (tmp_path / "cmp" / "optimism.csv").exists()
