@@ -151,17 +151,27 @@ def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
     return match[1], params
 
 
+def algorithm_setting(text: str, *, flag: str, example: str) -> tuple[str, str, str]:
+    """``ALGORITHM.PARAMETER=RAW`` → ``(algorithm, parameter, raw)``.
+
+    Raises:
+        SwevalError: not of that form (``flag`` and ``example`` make the message).
+    """
+    key, sep, raw = text.partition("=")
+    name, dot, param = key.strip().rpartition(".")
+    if not sep or not dot or not name or not param:
+        raise SwevalError(f"{flag} {text!r}: expected {example}.")
+    return name, param, raw
+
+
 def parse_grids(grids: list[str]) -> dict[str, dict[str, list[Any]]]:
     """Turn ``--tune item-knn.n_neighbors=10,50,200`` into ``{algo: {param: [values]}}``."""
     found: dict[str, dict[str, list[Any]]] = {}
     for grid in grids:
-        key, sep, raw = grid.partition("=")
-        name, dot, param = key.strip().rpartition(".")
-        if not sep or not dot or not name or not param:
-            raise SwevalError(
-                f"--tune {grid!r}: expected ALGORITHM.PARAMETER=V1,V2,..., e.g. "
-                "item-knn.n_neighbors=10,50,200."
-            )
+        name, param, raw = algorithm_setting(
+            grid, flag="--tune",
+            example="ALGORITHM.PARAMETER=V1,V2,..., e.g. item-knn.n_neighbors=10,50,200",
+        )
         ranged = re.fullmatch(r"\s*(range|log_range)\((.*)\)\s*", raw)
         if ranged:
             bounds = [parse_value(part) for part in split_top_level(ranged[2])]
@@ -219,11 +229,8 @@ def parse_settings(settings: list[str]) -> dict[str, dict[str, Any]]:
     """
     params: dict[str, dict[str, Any]] = {}
     for setting in settings:
-        key, sep, raw = setting.partition("=")
-        name, dot, param = key.strip().rpartition(".")
-        if not sep or not dot or not name or not param:
-            raise SwevalError(
-                f"--set {setting!r}: expected ALGORITHM.PARAMETER=VALUE, e.g. pop-n.n_recent=1000."
-            )
+        name, param, raw = algorithm_setting(
+            setting, flag="--set", example="ALGORITHM.PARAMETER=VALUE, e.g. pop-n.n_recent=1000"
+        )
         params.setdefault(name, {})[param] = parse_value(raw)
     return params
