@@ -228,12 +228,17 @@ def run_fold(
         ``{unit key: lists}`` of the units computed here.
     """
     computed: dict[str, UnitLists] = {}
-    for unit in plan.units_of(fold, names):
-        if store.has(unit.key, depth=unit.depth):
-            continue
-        computed[unit.key] = compute_unit(unit, store)
-        if on_unit is not None:
-            on_unit(unit, computed[unit.key])
+    units = plan.units_of(fold, names)
+    try:
+        for unit in units:
+            if store.has(unit.key, depth=unit.depth):
+                continue
+            computed[unit.key] = compute_unit(unit, store)
+            if on_unit is not None:
+                on_unit(unit, computed[unit.key])
+    finally:
+        for unit in units:  # the fold's training data is not needed again
+            unit.split.release()
     return computed
 
 

@@ -78,7 +78,13 @@ class Split:
 
     @cached_property
     def train(self) -> TrainData:
+        """The training data, built once and shared by the split's units until
+        :meth:`release`."""
         return self.make_train()
+
+    def release(self) -> None:
+        """Drop the training data (a plan keeps every split: memory stays one fold's)."""
+        self.__dict__.pop("train", None)
 
     def summary(self) -> dict[str, object]:
         return {
