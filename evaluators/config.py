@@ -141,6 +141,17 @@ class EvalConfig(BaseModel):
         default="recall@10", description="What the choice maximises: recall@K, hit_rate@K, "
         "ndcg@K or r_precision (--tune)."
     )
+    tune_sampler: Annotated[Literal["grid", "random", "tpe"], Cli(ALGORITHMS)] = Field(
+        default="grid", description="Candidates of --tune: grid: every point | random: "
+        "--tune-trials seeded draws | tpe: --tune-trials draws steered by the windows before the "
+        "first test fold (Optuna)."
+    )
+    tune_trials: Annotated[int, Cli(ALGORITHMS)] = Field(
+        default=20, ge=1, description="Draws per tuned algorithm (--tune-sampler random|tpe)."
+    )
+    tune_seed: Annotated[int, Cli(ALGORITHMS)] = Field(
+        default=0, description="Seed of --tune-sampler random|tpe."
+    )
     tune_mode: Annotated[Literal["rolling", "once"], Cli(ALGORITHMS)] = Field(
         default="rolling", description="rolling: choose again for every fold on the windows "
         "just before it | once: choose once on the first --tune-windows folds."

@@ -61,13 +61,13 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
             if record is not None:
                 devices[spec.label] = record["device"]
                 unit_records.append(record)
-    labels = ordered_labels(plan.config)
+    labels = ordered_labels(plan.config, plan.searches)
     results = results_frame(rows, labels)
     tuning = optimism_table = None
     if plan.config.tune:
-        tuned, tuning = tune(results, plan.config)
+        tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
-        optimism_table = optimism(results, plan.config)
+        optimism_table = optimism(results, plan.config, plan.searches)
     return Outputs(
         directory=Path(plan.config.output),
         results=results,
@@ -179,6 +179,7 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
     record = {
         "config": plan.config.model_dump(),
         "resolved_params": {spec.label: spec.canonical for spec in plan.specs},
+        "tuning_candidates": {search.label: search.candidates for search in plan.searches},
         "devices": outputs.devices,
         "data": {
             "source": plan.log.source,

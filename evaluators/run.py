@@ -24,18 +24,28 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import UnitLists
+from sweval.evaluators.engine import UnitLists, measure
 from sweval.evaluators.folds import Fold, build_folds
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.outputs import Outputs, collect, write_outputs
 from sweval.evaluators.splits import Split, fold_splits
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.stratify import Strata, build_strata
-from sweval.evaluators.units import AlgorithmSpec, Unit, code_version, compute_unit, plan_units
+from sweval.evaluators.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.units import (
+    AlgorithmSpec,
+    Unit,
+    code_version,
+    compute_unit,
+    plan_units,
+    variant_label,
+)
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
@@ -59,6 +69,7 @@ class Plan:
         splits: one split per fold (the unstratified ``all`` stratum).
         stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
         units: every unit the run needs, fold by fold.
+        searches: the tuned algorithms and their candidates (``--tune``).
     """
 
     config: EvalConfig
@@ -70,6 +81,7 @@ class Plan:
     splits: list[Split] = field(default_factory=list)
     stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
     units: list[Unit] = field(default_factory=list)
+    searches: list[Search] = field(default_factory=list)
 
     def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
         """The units of one fold (every stratum), optionally of some algorithms only."""
@@ -140,8 +152,9 @@ def window_spec(config: EvalConfig) -> WindowSpec:
     )
 
 
-def algorithm_specs(config: EvalConfig) -> list[AlgorithmSpec]:
-    """The validated algorithm configurations of ``config``.
+def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> list[AlgorithmSpec]:
+    """The validated algorithm configurations of ``config``, ``--tune``'s candidates included
+    (``found``: the drawn candidates; without it, the whole grid stands in for ``tpe``'s).
 
     Raises:
         SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
@@ -151,9 +164,42 @@ def algorithm_specs(config: EvalConfig) -> list[AlgorithmSpec]:
         raise SwevalError(
             f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
         )
-    from sweval.evaluators.tuning import with_candidates
+    if found is None:
+        grid = config.tune_sampler == "tpe"  # its draws need the data: validate the grid now
+        found = searches(config.model_copy(update={"tune_sampler": "grid"}) if grid else config)
+    entries = with_candidates(config, found)
+    return [AlgorithmSpec.from_entry(entry, config.params) for entry in entries]
 
-    return [AlgorithmSpec.from_entry(entry, config.params) for entry in with_candidates(config)]
+
+def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
+    """``--tune-sampler tpe``'s objective: a candidate's mean ``--tune-metric`` over the first
+    ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series.
+    Its units go to the run's store, where the run finds them again."""
+
+    def objective(name: str, params: dict[str, Any]) -> float:
+        spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,
+                                label=variant_label(name, params))
+        windows = [split for split in splits[: config.tune_windows] if not split.skipped]
+        if not windows:
+            raise SwevalError(
+                f"--tune-sampler tpe: the first {config.tune_windows} fold(s) are all skipped; "
+                "no window to steer the draws by."
+            )
+        metric, k = tune_metric(config)
+        store = unit_store(config)
+        values = []
+        for unit in plan_units(windows, [spec], config.k):
+            lists = (store.load(unit.key, unit.split.log)
+                     if store.has(unit.key, depth=unit.depth) else compute_unit(unit, store))
+            result = measure(lists, unit.split.relevant, config.k,
+                             n_items=unit.split.log.n_items, index=unit.split.index,
+                             algorithm=spec.label)
+            values.append(float(result.values[(metric, k)].mean()))
+        for split in windows:
+            split.release()
+        return float(np.mean(values))
+
+    return objective
 
 
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
@@ -179,6 +225,9 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         log = load_data(config)
     folds = build_folds(log, spec, u_min=config.u_min)
     splits = fold_splits(log, folds, config.relevance)
+    found = searches(config, tpe_objective(config, splits))
+    if config.tune_sampler != "grid":
+        specs = algorithm_specs(config, found)
     units = plan_units(splits, specs, config.k)
     strata = None
     stratum_splits: dict[str, list[Split]] = {}
@@ -195,7 +244,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     key = run_key(config, log, specs)
     return Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
-        splits=splits, stratum_splits=stratum_splits, units=units,
+        splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
     )
 
 

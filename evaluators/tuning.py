@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,10 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.results import results_frame
+
+#: ``objective(name, params)``: a candidate's mean metric on the windows before the first test
+#: fold (what ``--tune-sampler tpe`` steers by).
+Objective = Callable[[str, dict[str, Any]], float]
 
 TUNED = "{}[tuned]"
 TUNING_COLUMNS = [
@@ -45,11 +50,13 @@ OPTIMISM_COLUMNS = [
 
 @dataclass(frozen=True)
 class Search:
-    """One tuned algorithm: its registry name and candidates (labels and their parameters)."""
+    """One tuned algorithm: its registry name, its grid, and its candidates (labels and their
+    parameters, in grid order)."""
 
     name: str
     candidates: list[str]
     params: list[dict[str, Any]]
+    grid: dict[str, list[Any]]
 
     @property
     def label(self) -> str:
@@ -79,9 +86,15 @@ def tune_metric(config: EvalConfig) -> tuple[str, int | None]:
     return metric, int(k)
 
 
-def searches(config: EvalConfig) -> list[Search]:
-    """The grid of every tuned algorithm, candidates in grid order (the first ``--tune`` of an
-    algorithm varies slowest, values in the order given).
+def searches(config: EvalConfig, objective: Objective | None = None) -> list[Search]:
+    """The candidates of every tuned algorithm, in grid order (the first ``--tune`` of an
+    algorithm varies slowest, values in the order given): the whole grid, or the points a
+    sampler drew from it (``--tune-sampler random|tpe``, :func:`sample`).
+
+    Args:
+        config: the run's configuration.
+        objective: ``objective(name, params)`` → the candidate's mean metric on the windows
+            before the first test fold; needed by ``tpe`` only.
 
     Raises:
         SwevalError: ``--tune`` for an algorithm not in ``--algorithms``, an empty grid, an
@@ -100,18 +113,61 @@ def searches(config: EvalConfig) -> list[Search]:
         params = [dict(zip(grid, values, strict=True))
                   for values in itertools.product(*grid.values())]
         labels = [variant_label(name, p) for p in params]  # validates every value
-        found.append(Search(name=name, candidates=labels, params=params))
+        found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid)))
     if found:
         tune_metric(config)
         if config.tune_windows < 1:
             raise SwevalError(f"--tune-windows must be at least 1, got {config.tune_windows}.")
+    if config.tune_sampler != "grid":
+        found = [sample(search, config, objective) for search in found]
     return found
 
 
-def with_candidates(config: EvalConfig) -> list[str]:
+def sample(search: Search, config: EvalConfig, objective: Objective | None) -> Search:
+    """The candidates an Optuna sampler draws from the grid in ``--tune-trials`` trials, seeded
+    by ``--tune-seed``: ``random`` draws them independently; ``tpe`` (Tree-structured Parzen
+    Estimator) steers each draw by the earlier candidates' ``objective``, which only reads the
+    windows before the first test fold. Repeated draws count as trials; the distinct points are
+    kept in grid order.
+
+    Raises:
+        SwevalError: ``tpe`` without an objective.
+    """
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    if config.tune_sampler == "tpe" and objective is None:
+        raise SwevalError("--tune-sampler tpe needs the run's validation windows.")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = (
+        optuna.samplers.RandomSampler(seed=config.tune_seed)
+        if config.tune_sampler == "random"
+        else optuna.samplers.TPESampler(
+            seed=config.tune_seed, n_startup_trials=max(1, config.tune_trials // 3)
+        )
+    )
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    space = {param: CategoricalDistribution(values) for param, values in search.grid.items()}
+    drawn: dict[str, float] = {}
+    for _ in range(config.tune_trials):
+        trial = study.ask(space)
+        point = json.dumps(trial.params, sort_keys=True)
+        if config.tune_sampler == "tpe":
+            if point not in drawn:
+                drawn[point] = objective(search.name, dict(trial.params))  # type: ignore[misc]
+            study.tell(trial, drawn[point])
+        else:
+            drawn.setdefault(point, np.nan)
+    keep = [i for i, params in enumerate(search.params)
+            if json.dumps(params, sort_keys=True) in drawn]
+    return Search(name=search.name, candidates=[search.candidates[i] for i in keep],
+                  params=[search.params[i] for i in keep], grid=search.grid)
+
+
+def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> list[str]:
     """The run's algorithm entries with every candidate added (once) after them."""
     entries = list(config.algorithms)
-    for search in searches(config):
+    for search in searches(config) if found is None else found:
         entries += [label for label in search.candidates if label not in entries]
     return entries
 
@@ -132,14 +188,16 @@ def validation_folds(folds: list[int], used: set[int], fold: int, config: EvalCo
     return [f for f in range(fold - m, fold) if f in used] if fold >= m else []
 
 
-def tune(results: pd.DataFrame, config: EvalConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tune(
+    results: pd.DataFrame, config: EvalConfig, found: list[Search] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tuned series' rows (every metric, relabelled from the chosen candidate) and
     ``tuning.csv``: one row per (test fold, algorithm, candidate)."""
     metric, k = tune_metric(config)
     values = _fold_values(results, metric, k)
     folds = sorted(int(f) for f in results["fold"].unique())
     added, choices = [], []
-    for search in searches(config):
+    for search in searches(config) if found is None else found:
         valid = values[search.candidates]
         used = {int(f) for f in valid.index[valid.notna().all(axis=1)]}
         for fold in folds:
@@ -168,11 +226,13 @@ def tune(results: pd.DataFrame, config: EvalConfig) -> tuple[pd.DataFrame, pd.Da
     return tuned, pd.DataFrame(choices, columns=TUNING_COLUMNS)
 
 
-def optimism(results: pd.DataFrame, config: EvalConfig) -> pd.DataFrame:
+def optimism(
+    results: pd.DataFrame, config: EvalConfig, found: list[Search] | None = None
+) -> pd.DataFrame:
     """Per tuned algorithm and k: the tuned mean, the oracle candidate (best mean over the same
     test folds) and optimism = oracle mean / tuned mean − 1 (Recall@k)."""
     rows = []
-    for search in searches(config):
+    for search in searches(config) if found is None else found:
         for k in config.k:
             values = _fold_values(results, "recall", k)
             tuned = values[search.label].dropna()
@@ -189,7 +249,7 @@ def optimism(results: pd.DataFrame, config: EvalConfig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
 
 
-def ordered_labels(config: EvalConfig) -> list[str]:
+def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> list[str]:
     """Every algorithm of the tables in display order: the configured entries, each tuned
     algorithm right after its first entry, then the candidates not listed already."""
     tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
@@ -199,7 +259,7 @@ def ordered_labels(config: EvalConfig) -> list[str]:
         name = parse_variant(entry)[0]
         if name in tuned and TUNED.format(name) not in labels:
             labels.append(TUNED.format(name))
-    return labels + [label for label in with_candidates(config) if label not in labels]
+    return labels + [label for label in with_candidates(config, found) if label not in labels]
 
 
 #: The hold-out protocols ``sweval compare --tune`` also tunes on (the timeline-blind way).
@@ -211,7 +271,8 @@ PROTOCOL_TUNING_COLUMNS = [
 
 
 def tune_on_protocols(
-    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig
+    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig,
+    found: list[Search] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tuning on a hold-out protocol, evaluated under SW-EVAL (papers/001 §3.1's way).
 
@@ -229,7 +290,7 @@ def tune_on_protocols(
     """
     metric, k = tune_metric(config)
     added, choices = [], []
-    for search in searches(config):
+    for search in searches(config) if found is None else found:
         nested = sw_eval[(sw_eval["algorithm"] == search.label) & (sw_eval["stratum"] == "all")]
         no_value = set(nested.loc[nested["skipped"], "fold"])
         for protocol, results in others.items():
@@ -261,21 +322,22 @@ def tune_on_protocols(
 
 
 def tune_comparison(
-    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig
+    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig,
+    found: list[Search] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """``sweval compare --tune``: SW-EVAL's results (with a ``protocol`` column) with
     ``ALGO[tuned]`` (nested on the timeline) and ``ALGO[tuned on P]`` for every hold-out
     protocol P compared, and the tables ``tuning.csv``, ``tuning_protocols.csv`` and
     ``optimism.csv``."""
-    nested, choices = tune(sw_eval, config)
+    nested, choices = tune(sw_eval, config, found)
     results = pd.concat([sw_eval, nested], ignore_index=True)
-    on_protocols, protocol_choices = tune_on_protocols(results, others, config)
+    on_protocols, protocol_choices = tune_on_protocols(results, others, config, found)
     results = pd.concat([results, on_protocols], ignore_index=True)
-    order = list(dict.fromkeys([*ordered_labels(config), *results["algorithm"]]))
+    order = list(dict.fromkeys([*ordered_labels(config, found), *results["algorithm"]]))
     results = results_frame(results.drop(columns="protocol").to_dict("records"), order)
     results.insert(0, "protocol", "sw-eval")
     return results, {
         "tuning.csv": choices,
         "tuning_protocols.csv": protocol_choices,
-        "optimism.csv": optimism(results, config),
+        "optimism.csv": optimism(results, config, found),
     }

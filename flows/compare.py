@@ -79,7 +79,7 @@ from sweval.evaluators.protocols import (
 )
 from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
 from sweval.evaluators.store import UnitStore
-from sweval.evaluators.tuning import tune_comparison, with_candidates
+from sweval.evaluators.tuning import Search, tune_comparison
 from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.summary import unit_progress
@@ -197,7 +197,7 @@ def run_compare(
 
     built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan)
              for name in protocols]
-    names = with_candidates(config)  # --tune's candidates are variants of their own
+    names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
     store = unit_store(config, default=directory / "units")
     tracker_group = ComparisonTracker.open(config, directory, protocols, loocv_repeats, log) \
         if config.tracking else None
@@ -222,7 +222,7 @@ def run_compare(
                 if tracker_group is not None:
                     tracker_group.log_protocol(protocol, run, key, files)
         if config.tune and "sw-eval" in runs:
-            runs["sw-eval"] = _with_tuned(runs, config, directory)
+            runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings)
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
@@ -237,12 +237,14 @@ def run_compare(
     return comparison
 
 
-def _with_tuned(runs: dict[str, ProtocolRun], config: EvalConfig, directory: Path) -> ProtocolRun:
+def _with_tuned(
+    runs: dict[str, ProtocolRun], config: EvalConfig, directory: Path, searches: list[Search]
+) -> ProtocolRun:
     """SW-EVAL's run with the tuned series (:func:`evaluators.tuning.tune_comparison`); the
     choices go to ``tuning.csv`` and ``tuning_protocols.csv``, tuned against oracle to
     ``optimism.csv``."""
     others = {name: run.results for name, run in runs.items() if name != "sw-eval"}
-    results, tables = tune_comparison(runs["sw-eval"].results, others, config)
+    results, tables = tune_comparison(runs["sw-eval"].results, others, config, searches)
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for name, table in tables.items():

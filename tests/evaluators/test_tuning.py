@@ -211,3 +211,36 @@ def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the
         pd.testing.assert_series_equal(series.dropna(), sw[chosen][nested.notna()],
                                        check_names=False)
     assert (tmp_path / "cmp" / "tuning.csv").exists() and (tmp_path / "cmp" / "optimism.csv").exists()
+
+
+def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
+    from sweval.evaluators.tuning import searches
+
+    grid = {"item-knn": {"n_neighbors": [5, 10, 20, 40, 80, 160, 320, 640]}}
+    draw = lambda seed: searches(config(  # noqa: E731
+        tmp_path, tune=grid, tune_sampler="random", tune_trials=5, tune_seed=seed))[0]
+    first = draw(0)
+    assert first.candidates == draw(0).candidates  # seeded
+    assert 1 <= len(first.candidates) <= 5
+    values = [p["n_neighbors"] for p in first.params]
+    assert values == sorted(values) and set(values) <= set(grid["item-knn"]["n_neighbors"])
+    assert any(draw(seed).candidates != first.candidates for seed in range(1, 6))
+
+
+def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, count_units):
+    from sweval.evaluators.run import make_plan
+    from sweval.evaluators.tuning import Search, sample
+
+    cfg = config(tmp_path, tune={"item-knn": {"n_neighbors": [5, 20, 80, 320]}},
+                 tune_sampler="tpe", tune_trials=4, tune_windows=2)
+    plan = make_plan(cfg)
+    # planning computed the candidates' units on folds 0 and 1 only, nothing of a test fold
+    assert count_units and {fold for fold, _ in count_units} <= {0, 1}
+    assert {name for _, name in count_units} == {"item-knn"}
+    assert len(count_units) <= 2 * len(plan.searches[0].candidates)
+    assert make_plan(cfg).searches == plan.searches  # deterministic
+    count_units.clear()
+    outputs = run_local(cfg)
+    assert outputs.n_reused >= 2 * len(plan.searches[0].candidates)  # the windows' units
+    with pytest.raises(SwevalError, match="tpe needs"):
+        sample(Search("item-knn", [], [], {"n_neighbors": [5]}), cfg, None)
