@@ -313,6 +313,9 @@ class Tracker:
         self.devices_tagged.clear()
         self.set_devices(devices)
         started = time.perf_counter()
+        files = [Path(path) for path in files]
+        tuning = next((pd.read_csv(path) for path in files
+                       if path.name == "tuning.csv" and path.exists()), None)
         try:
             now = _now_ms()
             for (algorithm, stratum), run_id in self.children.items():
@@ -334,6 +337,10 @@ class Tracker:
                     (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
                 ]
                 self._log_frame(run_id, per_fold_table(mine), "per_fold.csv")
+                if tuning is not None and algorithm in set(tuning["algorithm"]):
+                    # a tuned algorithm: which candidate each fold used, and why
+                    chosen = tuning[tuning["algorithm"] == algorithm]
+                    self._log_frame(run_id, chosen, "tuning.csv")
                 self.client.set_terminated(run_id, "FINISHED")
             for path in files:
                 if Path(path).exists():

@@ -216,3 +216,5 @@ def test_a_tuned_algorithm_is_a_child_of_its_own_in_mlflow(
     _parents, children = experiment_runs(mlflow_uri, config.experiment)
     assert {"pop-n[tuned]", "pop-n(n_recent=3)", "pop-n(n_recent=50)"} <= set(children)
     assert (Path(config.output) / "tuning.csv").exists()
+    artifacts = MlflowClient(mlflow_uri).list_artifacts(children["pop-n[tuned]"].info.run_id)
+    assert "tuning.csv" in {artifact.path for artifact in artifacts}
