@@ -244,3 +244,44 @@ def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, cou
     assert outputs.n_reused >= 2 * len(plan.searches[0].candidates)  # the windows' units
     with pytest.raises(SwevalError, match="tpe needs"):
         sample(Search("item-knn", [], [], {"n_neighbors": [5]}), cfg, None)
+
+
+def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
+    """Day 0: six users each with a private item, A three times, B last. Day d's test user
+    consumes the day's answer; the day's last event (B, C, D) is what POP-N(1) recommends next.
+
+    fold (test day)     last event before it   POP-N(1) recommends   POP-N(1000) recommends   truth
+    0 (day 1)           B                      B                     A                        B
+    1 (day 2)           C                      C                     A                        A
+    2 (day 3)           D                      D                     A                        A
+
+    Recall@1 per fold: n_recent=1 → 1, 0, 0; n_recent=1000 → 0, 1, 1. Nested (M = 1): fold 1
+    takes n_recent=1 (best on fold 0) and scores 0, fold 2 takes n_recent=1000 and scores 1:
+    tuned mean 0.5 over folds 1-2; the oracle (n_recent=1000) scores 1.0; optimism = 1.
+    """
+    from sweval.data.log import InteractionLog
+
+    day, t0 = 86_400, 1_704_067_200
+    events = [(f"u{i}", f"x{i}", t0 + i * 60) for i in range(1, 7)]
+    events += [(f"w{i}", "A", t0 + 3_600 + i * 60) for i in range(1, 4)]
+    events += [("w4", "B", t0 + day - 60)]
+    events += [("u1", "B", t0 + day + 60), ("w5", "C", t0 + 2 * day - 60)]
+    events += [("u2", "A", t0 + 2 * day + 60), ("w6", "D", t0 + 3 * day - 60)]
+    events += [("u3", "A", t0 + 3 * day + 60)]
+    log = InteractionLog.from_frame(pd.DataFrame(events, columns=["user", "item", "timestamp"]))
+    cfg = EvalConfig.build(
+        window="1D", folds=3, start=str(t0 + day), k=[1], u_min=1, algorithms=["pop-n"],
+        tune={"pop-n": {"n_recent": [1, 1000]}}, tune_metric="recall@1",
+        output=str(tmp_path / "hand"), progress=False, tracking=False,
+    )
+    outputs = run_local(cfg, log=log)
+    recall = outputs.results[outputs.results["metric"] == "recall"].pivot_table(
+        index="fold", columns="algorithm", values="value")
+    assert list(recall["pop-n(n_recent=1)"]) == [1.0, 0.0, 0.0]
+    assert list(recall["pop-n(n_recent=1000)"]) == [0.0, 1.0, 1.0]
+    assert list(recall["pop-n[tuned]"].dropna()) == [0.0, 1.0]
+    chosen = outputs.tuning[outputs.tuning["chosen"]].set_index("fold")["candidate"]
+    assert dict(chosen) == {1: "pop-n(n_recent=1)", 2: "pop-n(n_recent=1000)"}
+    row = outputs.optimism.iloc[0]
+    assert (row["tuned_mean"], row["oracle"], row["oracle_mean"], row["optimism"]) == (
+        0.5, "pop-n(n_recent=1000)", 1.0, 1.0)
