@@ -15,6 +15,7 @@ file                layout                                       header
 
 from __future__ import annotations
 
+import csv
 import gzip
 import logging
 import os
@@ -151,6 +152,32 @@ def _first_line(path: Path) -> str:
         raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
 
 
+#: Field separators a CSV header is checked for, the first of equal counts winning.
+SEPARATORS = (",", "\t", ";", "|")
+
+
+def header_separator(header: str) -> str:
+    """The separator of a CSV/TSV file: the one of :data:`SEPARATORS` its header line uses most
+    (a comma when it has none: a one-column file)."""
+    return max(SEPARATORS, key=header.count)
+
+
+def check_header(path: Path, header: str, sep: str) -> None:
+    """Refuse a header that names a column twice: pandas would read the second as ``name.1``
+    and the run would silently use the first.
+
+    Raises:
+        SwevalError: naming the file, the column and its positions (1-based).
+    """
+    names = [name.strip() for name in next(csv.reader([header.rstrip("\r\n")], delimiter=sep))]
+    repeated = {name: [i + 1 for i, other in enumerate(names) if other == name]
+                for name in names if names.count(name) > 1}
+    if repeated:
+        listed = "; ".join(f"{name!r} at columns {', '.join(map(str, where))}"
+                           for name, where in repeated.items())
+        raise SwevalError(f"{path}: the header names a column twice: {listed}. Rename one.")
+
+
 def read_frame(path: Path, fmt: Format, *, text_columns: Sequence[str] = ()) -> pd.DataFrame:
     """Read the raw frame of a log file in the given format (no validation beyond parsing).
 
@@ -169,7 +196,8 @@ def read_frame(path: Path, fmt: Format, *, text_columns: Sequence[str] = ()) -> 
             first = _first_line(path)
             if not first.strip():
                 raise SwevalError(f"{path}: the file is empty.")
-            sep = "\t" if first.count("\t") > first.count(",") else ","
+            sep = header_separator(first)
+            check_header(path, first, sep)
             frame = pd.read_csv(
                 path, sep=sep, compression=_compression(path),
                 dtype=dict.fromkeys(text_columns, str),

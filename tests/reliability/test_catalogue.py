@@ -376,6 +376,12 @@ class Context:
 
 PLAIN = csv(small_frame)
 
+
+def _semicolons(tmp: Path) -> Path:
+    path = tmp / "log.csv"
+    small_frame().to_csv(path, index=False, sep=";")
+    return path
+
 CASES: list[Case] = [
     # ---------------------------------------------------------------- files
     Case("file-missing", "a path that does not exist",
@@ -429,9 +435,12 @@ CASES: list[Case] = [
          "error: each role needs its own column (a log of users recommending themselves is no log)",
          PLAIN, options={"item_col": "user"}, error=r"{file}: column\(s\) 'user' given for several roles \(user, item\)"),
     Case("columns-semicolon", "a `;`-separated file",
-         "error: missing columns; the message shows the one column `user;item;timestamp` it saw",
-         text("user;item;timestamp\nu1;i1;1704067200\n"),
-         error=r"{file}: missing column\(s\) .*\['user;item;timestamp'\]"),
+         "read like the comma-separated file: the separator (`,` tab `;` `|`) is the one the header uses most",
+         lambda tmp: _semicolons(tmp), check=check_loads_like_plain),
+    Case("columns-named-twice", "a header naming `timestamp` twice",
+         "error naming the file, the column and its positions (pandas would silently read the first)",
+         text("user,timestamp,item,timestamp\nu1,1704067200,i1,1704067201\n"),
+         error=r"{file}: the header names a column twice: 'timestamp' at columns 2, 4"),
     Case("columns-padded-names", "a header `user, item, timestamp` (spaces after commas)",
          "error: missing columns 'item', 'timestamp', listing `' item'` so the space shows",
          text("user, item, timestamp\nu1, i1, 1704067200\n"),
