@@ -105,9 +105,6 @@ class UnitStore:
             return False
         return int(record.get("depth", 0)) >= depth
 
-    def record(self, key: str) -> dict[str, Any]:
-        return json.loads((self._unit_dir(key) / UNIT_FILE).read_text())
-
     def save(self, key: str, lists: UnitLists, log: InteractionLog, record: dict[str, Any]) -> None:
         """Persist one finished unit (lists in ``log``'s codes); see :meth:`write`."""
         self.write(key, UnitFiles.of(lists, log), record)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweval.algorithms.base import Algorithm, TrainData
+from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import algorithm_class, build_algorithm
 from sweval.data.errors import SwevalError
 from sweval.evaluators.engine import UnitLists, compute_lists, list_length
@@ -144,12 +144,9 @@ class AlgorithmSpec:
         name, own = parse_variant(entry)
         return cls.of(name, dict(settings.get(name, {})) | own, label=entry)
 
-    def build(self, *, cold: bool = False) -> Algorithm:
-        """A fresh model; ``cold`` turns a warm-start configuration's warm start off."""
-        params = dict(self.params)
-        if cold and self.warm_starts:
-            params["warm_start"] = False
-        return build_algorithm(self.name, params)
+    def build(self) -> Algorithm:
+        """A fresh model of this configuration."""
+        return build_algorithm(self.name, self.params)
 
     @property
     def warm_starts(self) -> bool:
@@ -236,7 +233,7 @@ def plan_units(
     return units
 
 
-def compute_unit(unit: Unit, store: UnitStore, *, train: TrainData | None = None) -> UnitLists:
+def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
     """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
     and save it in ``store``.
 
@@ -252,8 +249,7 @@ def compute_unit(unit: Unit, store: UnitStore, *, train: TrainData | None = None
                 "rerun to recompute the chain in order."
             )
     clock = time.perf_counter()
-    if train is None:
-        train = unit.split.train
+    train = unit.split.train
     timings = {"train_data": time.perf_counter() - clock}
     lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
     store.save(unit.key, lists, unit.split.log, describe(unit))
