@@ -85,8 +85,8 @@ def inspect_log(
         ("data", log.source),
         ("transactions", f"{len(log):,}"),
         ("users / items", f"{log.n_users:,} / {log.n_items:,}"),
-        ("period", f"{_iso(log.t_min)} → {_iso(log.t_max)} "
-                   f"({(log.t_max - log.t_min) / 86400:.1f} days)"),
+        ("period", (f"{_iso(log.t_min)} → {_iso(log.t_max)} "
+                    f"({(log.t_max - log.t_min) / 86400:.1f} days)")),
         ("density", f"{len(log) / max(1, log.n_users * log.n_items):.2e}"),
     ]  # fmt: skip
     figures = [

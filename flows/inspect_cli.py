@@ -27,7 +27,7 @@ def inspect(
     window: Annotated[str, typer.Option(help="Width of the per-window figures and table.")] = "7D",
     u_min: Annotated[int, typer.Option(help="The u_min to check the widths against (as `sweval run --u-min`).")] = 100,
     output: Annotated[Path, typer.Option(help="Directory of inspect.html, its figures and inspect-windows.csv.")] = Path("runs/inspect"),
-    format: Annotated[Literal["auto", "csv", "parquet", "movielens"], typer.Option(help="auto | csv | parquet | movielens.")] = "auto",  # noqa: A002
+    format: Annotated[Literal["auto", "csv", "parquet", "movielens"], typer.Option(help="auto | csv | parquet | movielens.")] = "auto",
     user_col: Annotated[str | None, typer.Option(help="User column. [default: user]", show_default=False)] = None,
     item_col: Annotated[str | None, typer.Option(help="Item column. [default: item]", show_default=False)] = None,
     time_col: Annotated[str | None, typer.Option(help="Timestamp column. [default: timestamp]", show_default=False)] = None,
