@@ -112,6 +112,35 @@ def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[s
     return out
 
 
+def rank_shift(
+    summary: pd.DataFrame, protocols: Sequence[str], *, metric: str = "recall"
+) -> pd.DataFrame:
+    """002 Table 3: per k, every algorithm's rank under each protocol and its shift against the
+    first protocol (``shift`` = reference rank − rank: +2 moved up two places).
+
+    Ranks are 1-based over the algorithms each protocol evaluates, by mean metric@k (ties by
+    name, as :func:`rankings`); an algorithm a protocol does not evaluate has no rank there.
+    Columns: ``k, algorithm, protocol, rank, shift``, rows in the reference protocol's order.
+    """
+    rows = []
+    ks = sorted(int(k) for k in summary.loc[summary["k"].notna(), "k"].unique())
+    for k in ks:
+        ranked = rankings(summary, k, metric=metric)
+        reference = ranked.get(protocols[0], [])
+        order = reference + sorted({a for p in protocols for a in ranked.get(p, [])}
+                                   - set(reference))
+        for algorithm in order:
+            base = reference.index(algorithm) + 1 if algorithm in reference else None
+            for protocol in protocols:
+                names = ranked.get(protocol, [])
+                rank = names.index(algorithm) + 1 if algorithm in names else None
+                shift = base - rank if base is not None and rank is not None else None
+                rows.append({"k": k, "algorithm": algorithm, "protocol": protocol,
+                             "rank": rank, "shift": shift})
+    frame = pd.DataFrame(rows, columns=["k", "algorithm", "protocol", "rank", "shift"])
+    return frame.astype({"rank": "Int64", "shift": "Int64"})
+
+
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Kendall's τ-b (ties accounted for) and its p-value, via ``scipy.stats.kendalltau``.
 

@@ -13,7 +13,13 @@ protocol               split(s)                                               gl
 ``leave-last-one-out`` each user's latest transaction held out                 ignored (leaks)
 ``loocv``              one uniformly random transaction per user held out,     ignored (leaks)
                        repeated with seeds 0..n-1
+``random-split``       a random share of each user's transactions held out    ignored (leaks)
+``temporal-user``      the latest share of each user's transactions held out  ignored (leaks)
 =====================  =====================================================  ==================
+
+``random-split`` and ``temporal-user`` (papers/002) hold out ⌊share·n_u + ½⌋ of each user's n_u ≥ 2
+transactions, at least one and at most n_u − 1 (``--split-ratio``, default 0.2); Rel_u is the
+held-out items, the reference time (leakage) the earliest held-out transaction.
 
 Hold-out protocols (``loocv``, ``leave-last-one-out``)::
 
@@ -64,6 +70,7 @@ from sweval.evaluators.splits import (
     holdout_positions,
     holdout_split,
     item_first_seen,
+    share_positions,
 )
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.units import AlgorithmSpec, compute_unit, plan_units
@@ -72,7 +79,9 @@ from sweval.evaluators.windows import WindowSpec
 _log = logging.getLogger(__name__)
 
 #: Every protocol, in display order.
-PROTOCOLS: tuple[str, ...] = ("sw-eval", "loocv", "leave-last-one-out", "temporal-global")
+PROTOCOLS: tuple[str, ...] = (
+    "sw-eval", "loocv", "leave-last-one-out", "temporal-global", "random-split", "temporal-user",
+)
 #: Algorithms whose definition needs the global timeline (a cut-off time).
 TIME_DEPENDENT: frozenset[str] = frozenset({"pop-n"})
 #: The default share of the log's time span that ``temporal-global`` tests on (002 paper).
@@ -222,6 +231,44 @@ class LOOCV(Protocol):
 
     def describe(self) -> dict[str, Any]:
         return {"repeats": self.repeats, "seeds": self.seeds}
+
+
+class _ShareProtocol(Protocol):
+    """A share of each user's transactions held out (002's per-user splits)."""
+
+    how: ClassVar[str]
+
+    def __init__(self, *, share: float = 0.2, seed: int = 0, u_min: int = 0) -> None:
+        if not 0 < share < 1:
+            raise SwevalError(f"--split-ratio must be between 0 and 1 (exclusive), got {share}.")
+        self.share = share
+        self.seed = seed
+        self.u_min = u_min
+
+    def splits(self, log: InteractionLog) -> Iterator[Split]:
+        held = share_positions(log, self.share, self.how, seed=self.seed)
+        definition: dict[str, Any] = {"kind": self.name, "share": self.share}
+        if self.how == "random":
+            definition["seed"] = self.seed
+        yield holdout_split(log, held, index=0, u_min=self.u_min, definition=definition)
+
+    def describe(self) -> dict[str, Any]:
+        return {"share": self.share} | ({"seed": self.seed} if self.how == "random" else {})
+
+
+class RandomSplit(_ShareProtocol):
+    """``random-split``: a random share of each user's transactions held out (002)."""
+
+    name: ClassVar[str] = "random-split"
+    defines_time: ClassVar[bool] = False
+    how: ClassVar[str] = "random"
+
+
+class TemporalUser(_ShareProtocol):
+    """``temporal-user``: the latest share of each user's transactions held out (002)."""
+
+    name: ClassVar[str] = "temporal-user"
+    how: ClassVar[str] = "last"
 
 
 def parse_protocols(names: Sequence[str]) -> list[str]:

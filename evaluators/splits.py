@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
@@ -141,6 +142,48 @@ def holdout_positions(log: InteractionLog, how: str, seed: int | None = None) ->
     return order[starts[users] + offset]
 
 
+def held_out_count(counts: NDArray[np.int64], share: float) -> NDArray[np.int64]:
+    """How many of n_u transactions a ``share`` holds out: ⌊share·n_u + ½⌋, at least 1 and at
+    most n_u − 1 (computed exactly on the decimal share: 0.2 · 5 is 1, not 0.999...)."""
+    numerator, denominator = Fraction(str(share)).limit_denominator(10**9).as_integer_ratio()
+    n = (2 * numerator * counts + denominator) // (2 * denominator)
+    return np.clip(n, 1, np.maximum(counts - 1, 1)).astype(np.int64)
+
+
+def share_positions(
+    log: InteractionLog, share: float, how: str, seed: int | None = None
+) -> NDArray[np.int64]:
+    """Log positions held out per user with ≥ 2 transactions: :func:`held_out_count` of them.
+
+    Args:
+        share: the test share of each user's transactions, in (0, 1).
+        how: ``last``: the user's latest ones (ties in t: the later rows), 002's temporal-user
+            split; ``random``: uniformly random ones, 002's random split: every transaction
+            gets a key from ``np.random.default_rng(seed).random`` in (user, time) order and a
+            user's transactions with the smallest keys are held out.
+        seed: the draw's seed (``random`` only).
+    """
+    order, starts, counts = _user_positions(log)
+    users = np.flatnonzero(counts >= 2)
+    n_held = held_out_count(counts[users], share)
+    owner = np.repeat(np.arange(log.n_users, dtype=np.int64), counts)  # user of order[i]
+    rank = np.arange(len(order), dtype=np.int64) - starts[owner]  # index within the user
+    if how == "last":
+        from_end = counts[owner] - 1 - rank
+        chosen = np.zeros(log.n_users, dtype=np.int64)
+        chosen[users] = n_held
+        return np.sort(order[from_end < chosen[owner]])
+    if how == "random":
+        keys = np.random.default_rng(seed).random(len(order))
+        by_key = np.lexsort((keys, owner))  # per user, smallest keys first
+        position_in_user = np.empty(len(order), dtype=np.int64)
+        position_in_user[by_key] = rank
+        chosen = np.zeros(log.n_users, dtype=np.int64)
+        chosen[users] = n_held
+        return np.sort(order[position_in_user < chosen[owner]])
+    raise ValueError(f"unknown hold-out rule {how!r}")
+
+
 def holdout_split(
     log: InteractionLog, held: NDArray[np.int64], *, index: int, u_min: int,
     definition: dict[str, Any],
@@ -149,21 +192,29 @@ def holdout_split(
 
     Args:
         log: the log.
-        held: positions of the held-out transactions, at most one per user, in user-code order.
+        held: positions of the held-out transactions, one or more per evaluated user, in any
+            order. A user's Rel_u is the distinct items of their held-out transactions; their
+            reference time is the earliest of them.
         index: the split's label.
         u_min: the split is skipped with fewer evaluated users.
         definition: the hold-out rule (``{"kind": "loocv", "seed": 3}``); the whole log's
             fingerprint is added (a hold-out split reads all of it).
     """
-    users = log.user[held]
-    if len(users) > 1 and not (np.diff(users) > 0).all():
-        raise ValueError("held-out positions must be one per user, in user-code order")
+    held = np.asarray(held, dtype=np.int64)
+    held = held[np.lexsort((held, log.user[held]))]  # by user, then time
+    pair_user, pair_item = log.user[held], log.item[held]
+    key = pair_user * np.int64(max(log.n_items, 1)) + pair_item
+    _, first = np.unique(key, return_index=True)  # a repeated (user, item) counts once
+    distinct = np.sort(first)
+    users, starts = np.unique(pair_user, return_index=True)
+    item_users = pair_user[distinct]
     relevant = RelevantSets(
         users=users.astype(np.int64),
-        indptr=np.arange(len(users) + 1, dtype=np.int64),
-        items=log.item[held].astype(np.int64),
+        indptr=np.searchsorted(item_users, np.append(users, np.iinfo(np.int64).max),
+                               side="left").astype(np.int64),
+        items=pair_item[distinct].astype(np.int64),
     )
-    reference_time = log.timestamp[held].astype(np.int64)
+    reference_time = log.timestamp[held[starts]].astype(np.int64)
 
     def make_train() -> TrainData:
         keep = np.ones(len(log), dtype=bool)

@@ -18,7 +18,11 @@ Output directory (``--output``, default ``runs/compare``)::
     compare.csv            the long table (SPEC §8) of every protocol, ``protocol`` first
     compare_summary.csv    mean ± std over splits per protocol, algorithm, metric and k, Δ%
     table2.csv             the Recall rows of the summary (what Table 2 prints)
-    kendall.csv            τ and p-value per protocol pair and k
+    kendall.csv            τ and p-value per protocol pair and k (on --rank-metric)
+    rank_shift.csv         each algorithm's rank per protocol and k, and its shift against
+                           the first protocol (papers/002 Table 3)
+    kendall_scatter.png    metric@k of every algorithm configuration, one panel per protocol
+                           pair, with τ (papers/002 Fig. 2; --algorithms variants add points)
     leakage.csv            future items per protocol, algorithm and k, pooled over splits
     leakage_per_split.csv  the same per split (fold / repetition seed)
     compare.txt            the printed tables
@@ -62,6 +66,7 @@ from sweval.evaluators.comparison import (
     compare_summary,
     kendall_table,
     leakage_summary,
+    rank_shift,
     table2,
 )
 from sweval.evaluators.config import EvalConfig
@@ -71,8 +76,10 @@ from sweval.evaluators.protocols import (
     LeaveLastOneOut,
     Protocol,
     ProtocolRun,
+    RandomSplit,
     SlidingWindow,
     TemporalGlobal,
+    TemporalUser,
     count_units,
     parse_protocols,
     run_protocol,
@@ -88,7 +95,10 @@ from sweval.flows.tracking import ComparisonTracker
 _log = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
-PROTOCOLS_HELP = "Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global."
+PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global, "
+                  "random-split, temporal-user.")
+#: Metrics a ranking can use (one value per k).
+RANK_METRICS = ("recall", "hit_rate", "ndcg")
 DEFAULT_OUTPUT = "runs/compare"
 #: ``sweval run``'s default output; compare writes to :data:`DEFAULT_OUTPUT` instead.
 DEFAULT_RUN_OUTPUT = "runs/latest"
@@ -106,11 +116,14 @@ class Comparison:
         runs: per protocol, its :class:`~evaluators.protocols.ProtocolRun`.
         results: the long table of every protocol (``compare.csv``).
         summary: per protocol, the macro means with Δ% (``compare_summary.csv``).
-        kendall: τ per protocol pair and k (``kendall.csv``).
+        kendall: τ per protocol pair and k, on ``rank_metric`` (``kendall.csv``).
         leakage: future items pooled over splits (``leakage.csv``).
         log: the log compared on.
         timings: seconds per protocol.
         mlflow_run_id: the comparison's MLflow parent run, when tracked.
+        rank_metric: the metric the rankings, τ and rank shifts use.
+        split_ratio, split_seed: the per-user test share of ``random-split`` and
+            ``temporal-user``, and the seed of ``random-split``.
     """
 
     config: EvalConfig
@@ -125,6 +138,9 @@ class Comparison:
     loocv_repeats: int
     timings: dict[str, float] = field(default_factory=dict)
     mlflow_run_id: str | None = None
+    rank_metric: str = "recall"
+    split_ratio: float = 0.2
+    split_seed: int = 0
 
     @property
     def ks(self) -> list[int]:
@@ -136,7 +152,8 @@ class Comparison:
 
 
 def build_protocol(
-    name: str, config: EvalConfig, *, loocv_repeats: int, plan: Plan | None = None
+    name: str, config: EvalConfig, *, loocv_repeats: int, plan: Plan | None = None,
+    split_ratio: float = 0.2, split_seed: int = 0,
 ) -> Protocol:
     """The protocol ``name`` with the options of ``config`` (u_min, relevance, start, ...)."""
     if name == "sw-eval":
@@ -151,6 +168,10 @@ def build_protocol(
         spec = window_spec(config)
         return TemporalGlobal(start=spec.start, train_window_s=spec.train_window_s,
                               u_min=config.u_min, relevance=config.relevance)
+    if name == "random-split":
+        return RandomSplit(share=split_ratio, seed=split_seed, u_min=config.u_min)
+    if name == "temporal-user":
+        return TemporalUser(share=split_ratio, u_min=config.u_min)
     raise SwevalError(f"unknown protocol {name!r}")
 
 
@@ -172,6 +193,9 @@ def run_compare(
     loocv_repeats: int = 10,
     console: Console | None = None,
     log: InteractionLog | None = None,
+    split_ratio: float = 0.2,
+    split_seed: int = 0,
+    rank_metric: str = "recall",
 ) -> Comparison:
     """Run every protocol, write the tables, and track them in MLflow when ``config.tracking``.
 
@@ -183,6 +207,9 @@ def run_compare(
         loocv_repeats: LOOCV repetitions (seeds 0..n−1).
         console: where the progress bar goes (none when ``config.progress`` is false).
         log: an already loaded log (tests); default: load ``config.data``.
+        split_ratio, split_seed: ``random-split`` and ``temporal-user``'s per-user test share,
+            ``random-split``'s seed.
+        rank_metric: the metric of the rankings, Kendall's τ and the rank shifts.
 
     Raises:
         SwevalError: bad options, data or protocol problems, tracking failures.
@@ -190,12 +217,15 @@ def run_compare(
     protocols = parse_protocols(protocols)
     if loocv_repeats < 1:
         raise SwevalError(f"--loocv-repeats must be at least 1, got {loocv_repeats}.")
+    if rank_metric not in RANK_METRICS:
+        raise SwevalError(f"--rank-metric {rank_metric!r}: one of {', '.join(RANK_METRICS)}.")
     directory = Path(output)
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
     plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
     log = plan.log
 
-    built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan)
+    built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan,
+                            split_ratio=split_ratio, split_seed=split_seed)
              for name in protocols]
     names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
     store = unit_store(config, default=directory / "units")
@@ -223,7 +253,9 @@ def run_compare(
                     tracker_group.log_protocol(protocol, run, key, files)
         if config.tune and "sw-eval" in runs:
             runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
-        comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings)
+        comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
+                               rank_metric=rank_metric)
+        comparison.split_ratio, comparison.split_seed = split_ratio, split_seed
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
         write_comparison(comparison)
@@ -283,6 +315,8 @@ def _assemble(
     log: InteractionLog,
     loocv_repeats: int,
     timings: dict[str, float],
+    *,
+    rank_metric: str = "recall",
 ) -> Comparison:
     results = pd.concat([runs[name].results for name in protocols], ignore_index=True)
     results = results[COMPARE_COLUMNS]
@@ -297,11 +331,12 @@ def _assemble(
         runs=runs,
         results=results,
         summary=summary,
-        kendall=kendall_table(summary, protocols),
+        kendall=kendall_table(summary, protocols, metric=rank_metric),
         leakage=leakage,
         log=log,
         loocv_repeats=loocv_repeats,
         timings=timings,
+        rank_metric=rank_metric,
     )
 
 
@@ -315,6 +350,9 @@ def write_comparison(comparison: Comparison) -> None:
         comparison.summary.to_csv(directory / "compare_summary.csv", **kw)
         table2(comparison.summary).to_csv(directory / "table2.csv", **kw)
         comparison.kendall.to_csv(directory / "kendall.csv", **kw)
+        rank_shift(comparison.summary, comparison.protocols,
+                   metric=comparison.rank_metric).to_csv(directory / "rank_shift.csv", **kw)
+        _write_scatter(comparison)
         comparison.leakage.to_csv(directory / "leakage.csv", **kw)
         comparison.leakage_per_split.to_csv(directory / "leakage_per_split.csv", **kw)
         recorder = Console(record=True, width=PRINT_WIDTH, file=io.StringIO())
@@ -325,6 +363,19 @@ def write_comparison(comparison: Comparison) -> None:
         raise SwevalError(f"{directory}: cannot write the comparison ({exc}).") from exc
 
 
+def _write_scatter(comparison: Comparison) -> None:
+    """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared."""
+    from sweval.evaluators.comparison_figures import protocol_scatter
+    from sweval.evaluators.report_figures import figure_png
+
+    if len(comparison.protocols) < 2:
+        return
+    k = 10 if 10 in comparison.ks else max(comparison.ks)
+    figure = protocol_scatter(comparison.summary, comparison.kendall, comparison.protocols, k,
+                              metric=comparison.rank_metric)
+    (comparison.directory / "kendall_scatter.png").write_bytes(figure_png(figure))
+
+
 def _write_record(comparison: Comparison) -> None:
     from sweval.evaluators.run import algorithm_specs
 
@@ -333,6 +384,9 @@ def _write_record(comparison: Comparison) -> None:
         "config": comparison.config.model_dump(),
         "protocols": {name: run.params for name, run in comparison.runs.items()},
         "loocv_repeats": comparison.loocv_repeats,
+        "split_ratio": comparison.split_ratio,
+        "split_seed": comparison.split_seed,
+        "rank_metric": comparison.rank_metric,
         "data": {
             "source": log.source, "fingerprint": log.fingerprint(), "n_interactions": len(log),
             "n_users": log.n_users, "n_items": log.n_items, "t_min": log.t_min,
@@ -369,6 +423,9 @@ def compare_command(
         ctx: typer.Context,
         protocols: Annotated[str, typer.Option(help=PROTOCOLS_HELP)] = DEFAULT_PROTOCOLS,
         loocv_repeats: Annotated[int, typer.Option(help="LOOCV repetitions (seeds 0..n-1).")] = 10,
+        split_ratio: Annotated[float, typer.Option(help="random-split and temporal-user: the share of each user's transactions held out, in (0, 1).")] = 0.2,
+        split_seed: Annotated[int, typer.Option(help="random-split: the seed of the draw.")] = 0,
+        rank_metric: Annotated[str, typer.Option(help="The metric of the rankings, Kendall's τ and the rank shifts: recall, hit_rate or ndcg (papers/002 ranks by NDCG@10).")] = "recall",
         **options: Any,
     ) -> None:
         setup_logging(options["verbose"])
@@ -380,7 +437,9 @@ def compare_command(
             )
         output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
         comparison = run_compare(cfg, _split(protocols), output=output,
-                                 loocv_repeats=loocv_repeats, console=Console(stderr=True))
+                                 loocv_repeats=loocv_repeats, console=Console(stderr=True),
+                                 split_ratio=split_ratio, split_seed=split_seed,
+                                 rank_metric=rank_metric)
         print_comparison(comparison)
 
     compare.__doc__ = COMPARE_HELP

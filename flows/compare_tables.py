@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweval.evaluators.comparison import rankings, table2
+from sweval.evaluators.comparison import rank_shift, rankings, table2
 from sweval.evaluators.metrics import LABELS
 
 if TYPE_CHECKING:
@@ -31,6 +31,9 @@ def _protocol_title(comparison: Comparison, name: str) -> str:
         "loocv": f"{used}-repetition LOOCV (seeds 0..{comparison.loocv_repeats - 1})",
         "leave-last-one-out": "leave-last-one-out",
         "temporal-global": "temporal-global (one cut-off)",
+        "random-split": f"random split ({comparison.split_ratio:.0%} of each user's "
+                        f"transactions, seed {comparison.split_seed})",
+        "temporal-user": f"temporal-user (each user's last {comparison.split_ratio:.0%})",
     }[name]
     return what
 
@@ -87,10 +90,36 @@ def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
     return table
 
 
+def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:
+    """002 Table 3: ranks per protocol in the first protocol's order, ↑n / ↓n its shift."""
+    k = k if k is not None else (10 if 10 in comparison.ks else max(comparison.ks))
+    frame = rank_shift(comparison.summary, comparison.protocols, metric=comparison.rank_metric)
+    frame = frame[frame["k"] == k]
+    label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
+    table = Table(title=f"Rank by mean {label}@{k} per protocol; ↑n / ↓n: places gained or lost "
+                  f"against {comparison.protocols[0]}", title_justify="left")
+    table.add_column("algorithm", style="bold")
+    for name in comparison.protocols:
+        table.add_column(name, justify="right")
+    for algorithm, rows in frame.groupby("algorithm", sort=False):
+        cells = []
+        for row in rows.itertuples(index=False):
+            if pd.isna(row.rank):
+                cells.append("—")
+            elif pd.isna(row.shift) or row.shift == 0 or row.protocol == comparison.protocols[0]:
+                cells.append(str(row.rank))
+            else:
+                arrow = "↑" if row.shift > 0 else "↓"
+                cells.append(f"{row.rank} {arrow}{abs(int(row.shift))}")
+        table.add_row(escape(str(algorithm)), *cells)
+    return table
+
+
 def kendall_rich(comparison: Comparison) -> Table:
     """Kendall's τ (p-value) between the rankings of every pair of protocols, per k."""
-    table = Table(title="Kendall's τ between the protocols' rankings (p-value; n = algorithms "
-                  "both protocols rank)",
+    label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
+    table = Table(title=f"Kendall's τ between the protocols' rankings by {label}@k (p-value; "
+                  "n = algorithms both protocols rank)",
                   title_justify="left")
     table.add_column("protocols", style="bold")
     table.add_column("n", justify="right")
@@ -156,8 +185,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         console.print(table2_table(comparison, name))
         for note in skip_notes(comparison, name)[:4]:
             console.print(f"  {escape(note)}", style="dim", highlight=False)
-    console.print(ranking_table(comparison))
+    console.print(ranking_table(comparison, metric=comparison.rank_metric))
     if len(comparison.protocols) > 1:
+        console.print(rank_shift_rich(comparison))
         console.print(kendall_rich(comparison))
     console.print(leakage_rich(comparison))
     console.print(
@@ -166,7 +196,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         "are summed over splits (LOOCV: over all repetitions)", style="dim", highlight=False,
     )
     console.print(
-        f"files: {comparison.directory}/compare.csv, kendall.csv, leakage.csv, table2.csv, "
-        "compare.txt" + (f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id
+        f"files: {comparison.directory}/compare.csv, kendall.csv, rank_shift.csv, leakage.csv, "
+        "table2.csv, kendall_scatter.png, compare.txt" + (f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id
                          else "")
     )

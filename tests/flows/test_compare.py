@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -66,7 +67,7 @@ def test_files_and_tables(comparison):
     assert sorted(loocv["fold"].unique()) == [0, 1]
     assert loocv.loc[loocv["algorithm"] == "pop-n", "skipped"].all()
     kendall = pd.read_csv(out / "kendall.csv")
-    assert len(kendall) == 6 * 2  # protocol pairs x k
+    assert len(kendall) == len(PROTOCOLS) * (len(PROTOCOLS) - 1) // 2 * 2  # pairs x k
     assert kendall.loc[kendall["protocol_b"] == "loocv", "n_algorithms"].eq(1).all()
     leakage = pd.read_csv(out / "leakage.csv")
     timeline = leakage["protocol"].isin(["sw-eval", "temporal-global"])
@@ -164,3 +165,31 @@ def test_command_line(tmp_path):
     bad = sweval("compare", "--protocols", "loocv,bogus", "--no-tracking")
     assert bad.returncode == 2
     assert "unknown protocol(s) 'bogus'" in bad.stderr
+
+
+def test_split_strategies_rank_shift_and_scatter(tmp_path, log):
+    result = run_compare(small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"]),
+                         ["sw-eval", "temporal-user", "random-split"], output=tmp_path / "out",
+                         log=log, split_ratio=0.3, split_seed=4, rank_metric="ndcg")
+    out = result.directory
+    assert (out / "kendall_scatter.png").read_bytes()[:4] == b"\x89PNG"
+    shift = pd.read_csv(out / "rank_shift.csv")
+    assert set(shift["protocol"]) == {"sw-eval", "temporal-user", "random-split"}
+    assert set(pd.read_csv(out / "kendall.csv")["metric"]) == {"ndcg"}
+    assert (shift.loc[shift["protocol"] == "sw-eval", "shift"].dropna() == 0).all()
+    record = json.loads((out / "compare.json").read_text())
+    assert record["protocols"]["random-split"] == {"share": 0.3, "seed": 4}
+    assert (record["split_ratio"], record["rank_metric"]) == (0.3, "ndcg")
+    # random-split has no timeline: POP-N is not defined there
+    rows = result.results[result.results["protocol"] == "random-split"]
+    assert rows.loc[rows["algorithm"] == "pop-n", "skipped"].all()
+    assert "Rank by mean NDCG@10 per protocol" in (out / "compare.txt").read_text()
+
+
+def test_bad_rank_metric_and_ratio(tmp_path, log):
+    with pytest.raises(SwevalError, match="--rank-metric"):
+        run_compare(small_config(tmp_path), ["sw-eval"], output=tmp_path / "o", log=log,
+                    rank_metric="r_precision")
+    with pytest.raises(SwevalError, match="--split-ratio"):
+        run_compare(small_config(tmp_path), ["temporal-user"], output=tmp_path / "o", log=log,
+                    split_ratio=1.0)

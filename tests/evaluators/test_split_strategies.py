@@ -1,0 +1,127 @@
+"""papers/002's splitting strategies: random-split and temporal-user (hand-computed splits,
+a slow reference, the hold-out invariants as properties), and the rank-shift table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sweval_testing import DAY, make_log, random_logs
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.comparison import rank_shift
+from sweval.evaluators.protocols import RandomSplit, TemporalUser, parse_protocols
+from sweval.evaluators.splits import held_out_count, share_positions
+
+#: u: 5 transactions (days 0..4), v: 2 (days 0 and 3), w: 1 (never evaluated), x: 3 at one time
+HAND = [("u", f"i{d}", d * DAY) for d in range(5)] + [
+    ("v", "i0", 0), ("v", "i2", 3 * DAY), ("w", "i1", DAY),
+    ("x", "i0", 2 * DAY), ("x", "i3", 2 * DAY), ("x", "i4", 2 * DAY),
+]
+
+
+@pytest.mark.parametrize(("share", "counts", "expected"), [
+    (0.2, [2, 5, 8, 10], [1, 1, 2, 2]),   # ⌊0.4 + ½⌋ = 0 is raised to 1
+    (0.25, [2, 4, 6], [1, 1, 2]),          # ⌊1.5 + ½⌋ = 2
+    (0.9, [3, 10], [2, 9]),                # at most n_u − 1
+    (0.3, [10], [3]),                      # exact: 0.3 · 10 is 3, not 2.9999...
+])
+def test_held_out_count_by_hand(share, counts, expected):
+    assert held_out_count(np.array(counts), share).tolist() == expected
+
+
+def test_temporal_user_holds_out_each_users_latest_share():
+    log = make_log(HAND)
+    split = next(TemporalUser(share=0.5).splits(log))
+    rel = {log.user_ids[u]: sorted(log.item_ids[split.relevant.items[a:b]].tolist())
+           for u, a, b in zip(split.relevant.users, split.relevant.indptr[:-1],
+                              split.relevant.indptr[1:], strict=True)}
+    # u: ⌊2.5 + ½⌋ = 3 latest; v: 1 (at most n − 1); x: 2 of 3, ties in t -> the later rows
+    assert rel == {"u": ["i2", "i3", "i4"], "v": ["i2"], "x": ["i3", "i4"]}
+    train = split.make_train()
+    assert train.matrix.nnz == len(HAND) - 6
+    times = dict(zip(log.user_ids[split.relevant.users], split.reference_time, strict=True))
+    assert times == {"u": 2 * DAY, "v": 3 * DAY, "x": 2 * DAY}  # the earliest held-out one
+
+
+def slow_random_positions(log, share: float, seed: int) -> list[int]:
+    """The documented draw, one user at a time: keys in (user, time) order, smallest held."""
+    keys = iter(np.random.default_rng(seed).random(len(log)).tolist())
+    held = []
+    for user in range(log.n_users):
+        positions = [p for p in range(len(log)) if log.user[p] == user]
+        user_keys = [next(keys) for _ in positions]
+        if len(positions) < 2:
+            continue
+        n = held_out_count(np.array([len(positions)]), share)[0]
+        ranked = sorted(zip(user_keys, range(len(positions)), strict=True))
+        held += [positions[i] for _, i in ranked[:n]]
+    return sorted(held)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_random_split_equals_a_slow_reference(seed):
+    rng = np.random.default_rng(seed)
+    log = make_log([(int(u), int(i), int(t)) for u, i, t in zip(
+        rng.integers(0, 15, 120), rng.integers(0, 40, 120), rng.integers(0, 9 * DAY, 120),
+        strict=True)])
+    assert share_positions(log, 0.3, "random", seed=seed).tolist() == slow_random_positions(
+        log, 0.3, seed)
+    assert not np.array_equal(share_positions(log, 0.3, "random", seed=seed),
+                              share_positions(log, 0.3, "random", seed=seed + 100))
+
+
+@settings(max_examples=40, deadline=None)
+@given(log=random_logs(sizes=(2, 60), users=8, items=12, days=5),
+       share=st.sampled_from([0.1, 0.2, 0.5, 0.8]), how=st.sampled_from(["last", "random"]))
+def test_share_splits_keep_the_hold_out_invariants(log, share, how):
+    protocol = TemporalUser(share=share) if how == "last" else RandomSplit(share=share, seed=3)
+    split = next(protocol.splits(log))
+    held = share_positions(log, share, how, seed=3)
+    counts = np.bincount(log.user, minlength=log.n_users)
+    # evaluated: exactly the users with ≥ 2 transactions, each keeping ≥ 1 in training
+    assert split.relevant.users.tolist() == np.flatnonzero(counts >= 2).tolist()
+    per_user = np.bincount(log.user[held], minlength=log.n_users)
+    assert (per_user[counts >= 2] == held_out_count(counts[counts >= 2], share)).all()
+    assert (per_user <= np.maximum(counts - 1, 0)).all()
+    # training: every transaction but the held-out ones
+    keep = np.ones(len(log), dtype=bool)
+    keep[held] = False
+    train = split.make_train()
+    pairs = {(int(u), int(i)) for u, i in zip(log.user[keep], log.item[keep], strict=True)}
+    coo = train.matrix.tocoo()
+    assert {(int(train.user_codes[r]), int(train.item_codes[c]))
+            for r, c in zip(coo.row, coo.col, strict=True)} == pairs
+    if how == "last":  # nothing held out is older than what the user keeps
+        for user in split.relevant.users:
+            mine = log.user == user
+            assert log.timestamp[held][log.user[held] == user].min() >= \
+                log.timestamp[keep & mine].max()
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0, -0.2, 1.5])
+def test_a_ratio_outside_the_open_interval_is_refused(share):
+    with pytest.raises(SwevalError, match="--split-ratio must be between 0 and 1"):
+        RandomSplit(share=share)
+
+
+def test_new_protocols_are_known():
+    assert parse_protocols(["random-split", "temporal-user"]) == ["random-split",
+                                                                  "temporal-user"]
+
+
+def test_rank_shift_by_hand():
+    rows = []
+    for protocol, means in {"a": {"x": 0.3, "y": 0.2, "z": 0.1},
+                            "b": {"x": 0.1, "y": 0.3, "z": 0.2},
+                            "c": {"y": 0.5, "z": 0.4}}.items():
+        rows += [{"protocol": protocol, "algorithm": name, "stratum": "all", "metric": "ndcg",
+                  "k": 10, "mean": value} for name, value in means.items()]
+    shift = rank_shift(pd.DataFrame(rows), ["a", "b", "c"], metric="ndcg")
+    got = {(r.algorithm, r.protocol): (r.rank, r.shift) for r in shift.itertuples()}
+    assert got["x", "a"] == (1, 0) and got["x", "b"] == (3, -2)
+    assert got["y", "b"] == (1, 1) and got["z", "b"] == (2, 1)
+    assert pd.isna(got["x", "c"][0]) and got["y", "c"] == (1, 1)
+    assert shift["algorithm"].drop_duplicates().tolist() == ["x", "y", "z"]  # a's order
