@@ -271,6 +271,29 @@ class TemporalUser(_ShareProtocol):
     how: ClassVar[str] = "last"
 
 
+class GivenSplits(Protocol):
+    """Splits built elsewhere under a protocol's name: ``sw-eval``'s per-policy folds from the
+    run's plan (so a stratum's units are those of ``sweval run --stratify-by``)."""
+
+    def __init__(self, name: str, splits: Sequence[Split], *, defines_time: bool = True) -> None:
+        self.name = name  # type: ignore[misc]
+        self.defines_time = defines_time  # type: ignore[misc]
+        self._splits = list(splits)
+
+    def splits(self, log: InteractionLog) -> Iterator[Split]:
+        yield from self._splits
+
+
+def for_stratum(protocol: Protocol, log: InteractionLog) -> Protocol:
+    """``protocol`` as it runs on one policy's sub-log of ``log`` (SPEC §6 mode ``subset``):
+    the same rule, with ``temporal-global``'s cut-off fixed from the whole log so that every
+    stratum is cut at the same instant."""
+    if isinstance(protocol, TemporalGlobal):
+        return TemporalGlobal(start=protocol.cutoff(log), train_window_s=protocol.train_window_s,
+                              u_min=protocol.u_min, relevance=protocol.relevance)
+    return protocol
+
+
 def parse_protocols(names: Sequence[str]) -> list[str]:
     """Validate a protocol list (``--protocols sw-eval,loocv``).
 

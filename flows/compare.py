@@ -74,6 +74,7 @@ from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
     LeaveLastOneOut,
+    GivenSplits,
     Protocol,
     ProtocolRun,
     RandomSplit,
@@ -81,6 +82,7 @@ from sweval.evaluators.protocols import (
     TemporalGlobal,
     TemporalUser,
     count_units,
+    for_stratum,
     parse_protocols,
     run_protocol,
 )
@@ -246,6 +248,8 @@ def run_compare(
                     log, protocol, names, ks=config.k, params=config.params, config_hash=key,
                     store=store, progress=lambda n, task=task: progress.advance(task, n),
                 )
+                if plan.strata is not None:
+                    run = _with_strata(run, protocol, plan, names, config, key, store)
                 timings[protocol.name] = time.perf_counter() - clock
                 runs[protocol.name] = run
                 files = _write_protocol(directory, protocol, run, plan, store)
@@ -267,6 +271,30 @@ def run_compare(
             tracker_group.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
         raise
     return comparison
+
+
+def _with_strata(run: ProtocolRun, protocol: Protocol, plan: Plan, names: list[str],
+                 config: EvalConfig, key: str, store: UnitStore) -> ProtocolRun:
+    """``run`` with the rows of every policy stratum (SPEC §6 mode ``subset``): the protocol
+    run on each policy's sub-log, u_min applying per stratum split. ``sw-eval``'s strata are
+    the plan's, so their units are those of ``sweval run --stratify-by``."""
+    assert plan.strata is not None
+    parts = [run.results]
+    for label in plan.strata.labels:
+        if protocol.name == "sw-eval":
+            stratum: Protocol = GivenSplits("sw-eval", plan.stratum_splits[label])
+        else:
+            stratum = for_stratum(protocol, plan.log)
+        try:
+            sub = run_protocol(plan.strata.logs[label], stratum, names, ks=config.k,
+                               params=config.params, config_hash=key, store=store)
+        except SwevalError as exc:  # e.g. no data of this policy after the cut-off
+            _log.warning("%s, stratum %s: not evaluated (%s)", protocol.name, label, exc)
+            continue
+        results = sub.results.copy()
+        results["stratum"] = label
+        parts.append(results)
+    return replace(run, results=pd.concat(parts, ignore_index=True))
 
 
 def _with_tuned(
@@ -430,10 +458,10 @@ def compare_command(
     ) -> None:
         setup_logging(options["verbose"])
         cfg = build_config(ctx, options)
-        if cfg.stratify_by is not None:
+        if cfg.stratify_by is not None and cfg.stratify_mode != "subset":
             raise SwevalError(
-                "--stratify-by: compare reports the unstratified results only; run "
-                "`sweval run --stratify-by ...` for per-policy results."
+                "--stratify-mode test: compare stratifies in mode subset (every protocol on "
+                "each policy's sub-log); use `sweval run --stratify-mode test` for SW-EVAL alone."
             )
         output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
         comparison = run_compare(cfg, _split(protocols), output=output,

@@ -115,6 +115,33 @@ def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:
     return table
 
 
+def strata_table(comparison: Comparison, k: int | None = None) -> Table | None:
+    """papers/001 Table 3: mean metric@k per protocol and policy stratum (rows), algorithm
+    (columns); None when the comparison is not stratified."""
+    summary = comparison.summary
+    if set(summary["stratum"].unique()) <= {"all"}:
+        return None
+    k = k if k is not None else (10 if 10 in comparison.ks else max(comparison.ks))
+    metric = comparison.rank_metric
+    part = summary[(summary["metric"] == metric) & (summary["k"] == k)]
+    algorithms = list(dict.fromkeys(part["algorithm"]))
+    table = Table(title=f"Mean {LABELS.get(metric, metric)}@{k} per protocol and policy stratum "
+                  "(each stratum: the protocol on that policy's transactions alone; u_min per "
+                  "stratum split)", title_justify="left")
+    table.add_column("protocol", style="bold")
+    table.add_column("stratum")
+    for algorithm in algorithms:
+        table.add_column(escape(algorithm), justify="right")
+    for protocol in comparison.protocols:
+        rows = part[part["protocol"] == protocol]
+        for stratum in dict.fromkeys(rows["stratum"]):
+            cells = rows[rows["stratum"] == stratum].set_index("algorithm")["mean"]
+            table.add_row(protocol, escape(str(stratum)), *(
+                "—" if a not in cells or pd.isna(cells[a]) else f"{cells[a]:.4f}"
+                for a in algorithms))
+    return table
+
+
 def kendall_rich(comparison: Comparison) -> Table:
     """Kendall's τ (p-value) between the rankings of every pair of protocols, per k."""
     label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
@@ -185,6 +212,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         console.print(table2_table(comparison, name))
         for note in skip_notes(comparison, name)[:4]:
             console.print(f"  {escape(note)}", style="dim", highlight=False)
+    strata = strata_table(comparison)
+    if strata is not None:
+        console.print(strata)
     console.print(ranking_table(comparison, metric=comparison.rank_metric))
     if len(comparison.protocols) > 1:
         console.print(rank_shift_rich(comparison))

@@ -193,3 +193,42 @@ def test_bad_rank_metric_and_ratio(tmp_path, log):
     with pytest.raises(SwevalError, match="--split-ratio"):
         run_compare(small_config(tmp_path), ["temporal-user"], output=tmp_path / "o", log=log,
                     split_ratio=1.0)
+
+
+def test_stratified_hold_out_protocols_equal_their_runs_on_each_policys_log(tmp_path, log):
+    """compare --stratify-by policy: each stratum's LOOCV and leave-last-one-out rows are the
+    protocols run on that policy's sub-log; SW-EVAL's strata are those of sweval run."""
+    from sweval.evaluators.protocols import LOOCV, LeaveLastOneOut, run_protocol
+
+    config = small_config(tmp_path, stratify_by="policy", algorithms=["pop", "item-knn"],
+                          params={})
+    result = run_compare(config, ["sw-eval", "loocv", "leave-last-one-out"],
+                         output=tmp_path / "out", loocv_repeats=2, log=log)
+    rows = result.results
+    labels = [str(label) for label in log.policy_ids]
+    assert set(rows["stratum"]) == {"all", *labels}
+    columns = ["fold", "algorithm", "metric", "k", "value", "n_eligible", "skipped"]
+    for code, label in enumerate(labels):
+        sub = log.restrict(log.policy == code)
+        for protocol in (LOOCV(repeats=2, u_min=config.u_min),
+                         LeaveLastOneOut(u_min=config.u_min)):
+            expected = run_protocol(sub, protocol, ["pop", "item-knn"], ks=config.k).results
+            got = rows[(rows["protocol"] == protocol.name) & (rows["stratum"] == label)]
+            pd.testing.assert_frame_equal(got[columns].reset_index(drop=True),
+                                          expected[columns].reset_index(drop=True))
+    reference = run_local(config.model_copy(update={"output": str(tmp_path / "run")}),
+                          log=log).results
+    for label in labels:
+        got = rows[(rows["protocol"] == "sw-eval") & (rows["stratum"] == label)]
+        want = reference[reference["stratum"] == label]
+        assert sorted(got["value"].dropna().round(12)) == sorted(want["value"].dropna().round(12))
+    assert "per protocol and policy stratum" in (result.directory / "compare.txt").read_text()
+
+
+def test_stratify_mode_test_is_refused_with_a_reason(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "sweval.flows.cli", "compare", "--stratify-by", "policy",
+         "--stratify-mode", "test", "--scale", "0.02", "--no-tracking", "--output",
+         str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 2
+    assert "compare stratifies in mode subset" in result.stderr
