@@ -299,6 +299,10 @@ from sweval.flows.leakage import leakage_command  # noqa: E402
 
 app.command(name="leakage")(with_eval_options(leakage_command(build_config, _setup_logging)))
 
+from sweval.flows.gap import gap_command  # noqa: E402
+
+app.command(name="gap")(with_eval_options(gap_command(build_config, _setup_logging)))
+
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")

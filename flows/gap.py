@@ -1,0 +1,159 @@
+"""``sweval gap``: the validation-to-deployment gap of papers/003 on any log.
+
+::
+
+    sweval gap --data log.csv --window 30D --start 2014-06-01 --algorithms pop,item-knn,svd
+
+Validates every algorithm three ways on the data before T = ``--start`` (traditional random
+hold-out, proportional per-user temporal hold-out, a cut-off window [T − tΔ, T)), then deploys it:
+trains on everything before T and tests on [T, T + tΔ) (:mod:`evaluators.deployment_gap`).
+Without ``--start``, T is the start of the last ``--window`` window (aligned as ``sweval run``
+aligns its windows). Output directory (``--output``, default ``runs/gap``)::
+
+    gap.csv            per algorithm, metric, k and validation set: validation value, test value,
+                       drop in % (papers/003 Table 2)
+    results.csv        the long tables of the four sets, with a ``set`` column
+    gap.json           T, the window, the share, the configuration
+    units/             the computed units (a rerun reuses them)
+
+Runs in this process (no Prefect); not tracked in MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.deployment_gap import (
+    VALIDATIONS,
+    GapDesign,
+    before_deployment,
+    deployment_protocol,
+    gap_table,
+    validation_protocols,
+)
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.protocols import run_protocol
+from sweval.evaluators.run import load_data, unit_store
+from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
+from sweval.flows.summary import unit_progress
+
+DEFAULT_OUTPUT = "runs/gap"
+#: ``sweval run``'s default output; gap writes to :data:`DEFAULT_OUTPUT` instead.
+DEFAULT_RUN_OUTPUT = "runs/latest"
+
+
+def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
+            console: Console | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Validate, deploy and write the tables; returns (gap table, long results).
+
+    Raises:
+        SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...).
+    """
+    log = load_data(config)
+    design.check(log)
+    validations = validation_protocols(design, u_min=config.u_min)
+    before = before_deployment(log, design)
+    store = unit_store(config, default=output / "units")
+    sets: dict[str, pd.DataFrame] = {}
+    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+                       console=console) as progress:
+        task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
+        advance = lambda n: progress.advance(task, n)  # noqa: E731
+        for name, protocol in validations.items():
+            sets[name] = run_protocol(before, protocol, list(config.algorithms), ks=config.k,
+                                      params=config.params, store=store, progress=advance).results
+        deploy = deployment_protocol(log, design, u_min=config.u_min)
+        sets["test"] = run_protocol(log, deploy, list(config.algorithms), ks=config.k,
+                                    params=config.params, store=store, progress=advance).results
+    gap = gap_table({name: sets[name] for name in VALIDATIONS}, sets["test"])
+    results = pd.concat([frame.assign(set=name) for name, frame in sets.items()],
+                        ignore_index=True)
+    output.mkdir(parents=True, exist_ok=True)
+    gap.to_csv(output / "gap.csv", index=False, float_format="%.10g")
+    results.to_csv(output / "results.csv", index=False, float_format="%.10g")
+    record = {"deploy_start": design.deploy_start, "window_s": design.width_s,
+              "share": design.share, "seed": design.seed,
+              "validations": VALIDATIONS, "config": config.model_dump(mode="json")}
+    (output / "gap.json").write_text(json.dumps(record, indent=2) + "\n")
+    return gap, results
+
+
+def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
+              console: Console | None = None) -> None:
+    """003 Table 2: per algorithm, each validation value with its drop to the test value."""
+    console = console or Console()
+    part = gap[(gap["metric"] == metric) & (gap["k"] == k)]
+    table = Table(title=f"{LABELS[metric]}@{k}: validated before T, then deployed on [T, T+tΔ) "
+                  "(drop = test / validation − 1)", title_justify="left")
+    table.add_column("algorithm", style="bold")
+    for name in VALIDATIONS:
+        table.add_column(f"val {name}", justify="right")
+        table.add_column("drop", justify="right", style="dim")
+    table.add_column("test", justify="right")
+    for algorithm in algorithms:
+        rows = part[part["algorithm"] == algorithm].set_index("validation")
+        if rows.empty:
+            continue
+        cells = []
+        for name in VALIDATIONS:
+            if name in rows.index:
+                row = rows.loc[name]
+                cells += [f"{row['validation_value']:.4f}",
+                          "" if pd.isna(row["drop_pct"]) else f"{row['drop_pct']:+.1f}%"]
+            else:
+                cells += ["—", ""]
+        test = rows["test_value"].dropna()
+        cells.append(f"{test.iloc[0]:.4f}" if len(test) else "—")
+        table.add_row(escape(algorithm), *cells)
+    console.print(table)
+
+
+def gap_command(
+    build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
+    setup_logging: Callable[[bool], None],
+) -> Callable[..., None]:
+    """The ``sweval gap`` command, registered by :mod:`flows.cli` with every option of
+    ``sweval run`` (--start is T, --window the width of the deployment and cut-off windows)."""
+
+    def gap(
+        ctx: typer.Context,
+        split_ratio: Annotated[float, typer.Option(help="Traditional and proportional validation: the share of each user's transactions held out, in (0, 1).")] = 0.2,
+        split_seed: Annotated[int, typer.Option(help="Traditional validation: the seed of the random hold-out.")] = 0,
+        **options: Any,
+    ) -> None:
+        setup_logging(options["verbose"])
+        cfg = build_config(ctx, options)
+        if cfg.stratify_by is not None:
+            raise SwevalError("--stratify-by: sweval gap reports unstratified results.")
+        width = parse_duration(cfg.window)
+        if cfg.start is not None:
+            start = parse_time(cfg.start, option="--start")
+        else:
+            start = WindowSpec(width_s=width, n_folds=1).first_start(load_data(cfg).t_max)
+        design = GapDesign(deploy_start=start, width_s=width, share=split_ratio,
+                           seed=split_seed)
+        output = Path(cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT)
+        stderr = Console(stderr=True)
+        gap_frame, _ = run_gap(cfg, design, output=output, console=stderr)
+        k = 10 if 10 in cfg.k else max(cfg.k)
+        for metric in ("recall", "ndcg"):
+            print_gap(gap_frame, list(cfg.algorithms), k, metric)
+        stderr.print(f"tables: {output}")
+
+    gap.__doc__ = (
+        "The validation-to-deployment gap (papers/003): each algorithm validated three ways "
+        "before T (random, per-user temporal, cut-off window), then deployed on [T, T+tΔ); "
+        "prints the % drop from each validation score to the deployment score."
+    )
+    return gap

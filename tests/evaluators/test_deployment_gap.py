@@ -1,0 +1,82 @@
+"""The validation-to-deployment gap (papers/003): the sets are the protocols they claim to be,
+nothing at or after T reaches validation, and the drops are test / validation − 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sweval_testing import DAY
+
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.deployment_gap import (
+    GapDesign,
+    before_deployment,
+    gap_table,
+    validation_protocols,
+)
+from sweval.evaluators.protocols import RandomSplit, TemporalGlobal, TemporalUser, run_protocol
+from sweval.evaluators.run import run_local
+from sweval.flows.gap import run_gap
+
+
+def random_frame(seed: int, n: int = 600) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"user": rng.integers(0, 50, n), "item": rng.integers(0, 40, n),
+                         "timestamp": rng.integers(0, 12 * DAY, n)})
+
+
+def test_gap_table_by_hand():
+    def frame(values: dict[str, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"algorithm": a, "metric": "recall", "k": 10, "value": v,
+                              "stratum": "all", "skipped": False} for a, v in values.items()])
+
+    table = gap_table({"traditional": frame({"x": 0.4, "y": 0.0}),
+                       "cut-off": frame({"x": 0.25})}, frame({"x": 0.2, "y": 0.1}))
+    got = {(r.validation, r.algorithm): r.drop_pct for r in table.itertuples()}
+    assert got["traditional", "x"] == pytest.approx(-50.0)
+    assert got["cut-off", "x"] == pytest.approx(-20.0)
+    assert np.isnan(got["traditional", "y"])  # a validation value of 0 has no ratio
+
+
+def test_the_sets_are_their_protocols_and_validation_never_sees_t(tmp_path):
+    data = tmp_path / "log.csv"
+    random_frame(0).to_csv(data, index=False)
+    config = EvalConfig(data=str(data), algorithms=["pop", "item-knn"], k=[5, 10], u_min=0,
+                        tracking=False, progress=False)
+    design = GapDesign(deploy_start=9 * DAY, width_s=2 * DAY, share=0.25, seed=3)
+    gap, results = run_gap(config, design, output=tmp_path / "out")
+    log = InteractionLog.from_frame(random_frame(0))
+    before = before_deployment(log, design)
+    assert before.t_max < design.deploy_start
+    columns = ["fold", "algorithm", "metric", "k", "value"]
+    for name, protocol in {"traditional": RandomSplit(share=0.25, seed=3),
+                           "proportional": TemporalUser(share=0.25),
+                           "cut-off": TemporalGlobal(start=7 * DAY)}.items():
+        want = run_protocol(before, protocol, ["pop", "item-knn"], ks=[5, 10]).results
+        got = results[results["set"] == name]
+        pd.testing.assert_frame_equal(got[columns].reset_index(drop=True),
+                                      want[columns].reset_index(drop=True))
+    deployed = run_local(config.model_copy(update={
+        "window": "2D", "folds": 1, "start": str(9 * DAY), "output": str(tmp_path / "run")}),
+        log=log).results
+    got = results[results["set"] == "test"]
+    assert got["value"].round(12).tolist() == deployed["value"].round(12).tolist()
+    assert set(gap["validation"]) == {"traditional", "proportional", "cut-off"}
+    assert (tmp_path / "out" / "gap.csv").is_file()
+
+
+def test_validation_protocols_cut_at_t_minus_the_window():
+    protocols = validation_protocols(GapDesign(deploy_start=9 * DAY, width_s=2 * DAY), u_min=0)
+    assert protocols["cut-off"].cutoff(InteractionLog.from_frame(random_frame(1))) == 7 * DAY
+
+
+@pytest.mark.parametrize(("design", "message"), [
+    (GapDesign(deploy_start=40 * DAY, width_s=DAY), "holds no transaction"),
+    (GapDesign(deploy_start=DAY, width_s=2 * DAY), "starts before the first transaction"),
+])
+def test_windows_outside_the_log_are_clear_errors(design, message):
+    with pytest.raises(SwevalError, match=message):
+        design.check(InteractionLog.from_frame(random_frame(2)))
