@@ -73,8 +73,8 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
-    LeaveLastOneOut,
     GivenSplits,
+    LeaveLastOneOut,
     Protocol,
     ProtocolRun,
     RandomSplit,
