@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.data.loaders import header_separator, load_log
+from sweval.data.loaders import load_log
+from sweval.data.text_files import header_separator
 
 
 @pytest.mark.parametrize("sep", [",", "\t", ";", "|"])
