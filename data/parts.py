@@ -24,7 +24,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.readers import Format, detect_format, read_file
-from sweval.data.text_files import first_line
+from sweval.data.text_files import is_blank
 
 _GLOB_CHARACTERS = frozenset("*?[")
 _HIDDEN_PREFIXES = ("_", ".")
@@ -100,7 +100,7 @@ def read_parts(
     """
     frames: list[tuple[Path, pd.DataFrame]] = []
     for path in files:
-        if fmt != "parquet" and (path.stat().st_size == 0 or not first_line(path).strip()):
+        if fmt != "parquet" and is_blank(path):
             continue  # an empty part (Spark writes them for empty partitions)
         frame = _utc(read_file(path, fmt, sep=sep, text_columns=text_columns))
         frames.append((path, frame))

@@ -34,6 +34,8 @@ SEPARATORS: dict[str, tuple[str, ...]] = {
 #: Files whose separator is a tab by name (after any ``.gz``).
 TAB_SUFFIXES = (".tsv", ".tab")
 _GZIP_MAGIC = b"\x1f\x8b"
+#: What a blank text file may hold: whitespace and the bytes of a UTF-8 byte-order mark.
+_BLANK_BYTES = b" \t\r\n" + "\ufeff".encode()
 
 
 def parse_separator(text: str) -> str:
@@ -98,6 +100,27 @@ def first_line(path: Path) -> str:
         raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
         raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+
+
+def is_blank(path: Path, chunk: int = 1 << 16) -> bool:
+    """The file holds nothing but whitespace once decompressed (a 0-byte file, an empty gzip).
+    Reads only until the first other character.
+
+    Raises:
+        SwevalError: unreadable file or corrupt gzip.
+    """
+    check_file(path)
+    opener = gzip.open if is_gzip(path) else open
+    try:
+        with opener(path, "rb") as handle:
+            while block := handle.read(chunk):
+                if block.strip(_BLANK_BYTES):
+                    return False
+    except PermissionError as exc:
+        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+    return True
 
 
 def header_separator(header: str) -> str:
