@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import gzip
+import itertools
 import json
 import os
 import pathlib
@@ -386,7 +387,7 @@ def _semicolons(tmp: Path) -> Path:
 def thirds(frame: pd.DataFrame) -> list[pd.DataFrame]:
     """``frame`` cut into three consecutive pieces."""
     cuts = [0, len(frame) // 3, 2 * len(frame) // 3, len(frame)]
-    return [frame.iloc[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
+    return [frame.iloc[a:b] for a, b in itertools.pairwise(cuts)]
 
 
 def _spark_parquet_parts(tmp: Path) -> Path:
