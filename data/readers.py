@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
-from sweval.data.errors import SwevalError
+from sweval.data.errors import SwevalError, first_rows
 from sweval.data.text_files import (
     check_file,
     check_header,
@@ -96,7 +97,7 @@ def read_file(
         if fmt == "movielens":
             return _read_movielens(path)
         if fmt == "jsonl":
-            return _read_jsonl(path)
+            return _read_jsonl(path, text_columns=text_columns)
         if fmt == "csv":
             return _read_csv(path, sep=sep, text_columns=text_columns)
     except SwevalError:
@@ -145,19 +146,30 @@ def _stripped(values: pd.Series) -> pd.Series:
     return stripped.mask(stripped == "")
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
+def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     """JSON Lines: each non-blank line one object. Values keep their JSON types (ids written as
-    strings stay text, ``"01"`` is not ``1``); nothing is converted to dates here."""
+    strings stay text, ``"01"`` is not ``1``); nothing is converted to dates here. An id that
+    is a JSON object or array is refused: it names no user, item or policy by itself."""
     if not first_line(path).strip():
         raise SwevalError(f"{path}: the file is empty.")
     try:
-        return pd.read_json(
+        frame = pd.read_json(
             path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
         )
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise
         raise SwevalError(f"{path}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
+    for column in text_columns:
+        if column in frame.columns:
+            nested = frame[column].map(lambda value: isinstance(value, dict | list)).to_numpy()
+            if nested.any():
+                raise SwevalError(
+                    f"{path}: column {column!r} holds JSON objects or arrays (data rows "
+                    f"{first_rows(np.flatnonzero(nested))}); ids must be strings or numbers: "
+                    "flatten the field first."
+                )
+    return frame
 
 
 def _jsonl_problem(path: Path, exc: ValueError) -> str:

@@ -564,6 +564,10 @@ CASES: list[Case] = [
          text('{"user": 1, "item": "i1", "timestamp": 1704067200}\n{"user": ' + str(2**70)
               + ', "item": "i1", "timestamp": 1704067201}\n', name="log.jsonl"),
          error=r"{file}: cannot parse as jsonl: line 2 holds the integer 1180591620717411303424 beyond 64 bits"),
+    Case("jsonl-nested-id", "a JSON object as a user id (`{\"id\": 1}`) on line 2",
+         "error: the column holds JSON objects or arrays, naming the rows",
+         text('{"user": "u1", "item": "i1", "timestamp": 1704067200}\n{"user": {"id": 1}, "item": "i1", "timestamp": 1704067201}\n', name="log.jsonl"),
+         error=r"{file}: column 'user' holds JSON objects or arrays \(data rows 2\)"),
     Case("jsonl-array", "a `.json` file holding one JSON array", "error: line 1 is a JSON list, not an object",
          text('[{"user": "u1", "item": "i1", "timestamp": 1704067200},\n"x"]\n', name="log.json"),
          error=r"{file}: cannot parse as jsonl: line 1 is not JSON|{file}: cannot parse as jsonl: line 1 is a JSON list"),
