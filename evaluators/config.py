@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sweval.data.errors import SwevalError
+from sweval.data.text_files import parse_separator
 from sweval.evaluators.option_text import (
     ALGORITHMS,
     DATA,
@@ -40,6 +41,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
     "progress", "tracking",
+    "sep",  # how a file is parsed: the data fingerprint covers what was read
 }
 
 
@@ -51,11 +53,17 @@ class EvalConfig(BaseModel):
     # data
     data: Annotated[str | None, Cli(DATA)] = Field(
         default=None,
-        description="Log file (CSV/TSV/Parquet/MovieLens, gzip ok) or bundled dataset name "
+        description="Log file (CSV/TSV, JSON Lines, Parquet, MovieLens; gzip ok), a directory "
+        "or glob of part files ('exports/part-*.parquet'), or a bundled dataset name "
         "(movielens-latest-small). Default: a generated log (--scale, --seed).",
     )
-    format: Annotated[Literal["auto", "csv", "parquet", "movielens"], Cli(DATA)] = (
-        Field(default="auto", description="auto | csv | parquet | movielens.")
+    format: Annotated[Literal["auto", "csv", "parquet", "jsonl", "movielens"], Cli(DATA)] = (
+        Field(default="auto", description="auto | csv | parquet | jsonl | movielens.")
+    )
+    sep: Annotated[str | None, Cli(DATA)] = Field(
+        default=None,
+        description="CSV/TSV field separator: , tab ; | (or comma, tab, semicolon, pipe). "
+        "[default: tab for .tsv, else the one the header uses most]",
     )
     user_col: Annotated[str | None, Cli(DATA)] = Field(
         default=None, description="User column. [default: user]"
@@ -204,6 +212,11 @@ class EvalConfig(BaseModel):
             raise ValueError(f"every k must be ≥ 1, got {ks}")
         return sorted(set(ks))
 
+    @field_validator("sep")
+    @classmethod
+    def _check_sep(cls, sep: str | None) -> str | None:
+        return None if sep is None else parse_separator(sep)
+
     @field_validator("tune", mode="before")
     @classmethod
     def _expand_grids(cls, tune: Any) -> Any:
@@ -256,10 +269,11 @@ class EvalConfig(BaseModel):
         """A short name of the data, for experiment and run names."""
         if self.data is None:
             return f"generated-s{self.scale:g}-seed{self.seed}"
-        name = Path(self.data).name
-        for suffix in (".gz", ".csv", ".parquet", ".data", ".dat", ".tsv"):
+        path = Path(self.data)
+        name = path.parent.name if any(c in path.name for c in "*?[") else path.name
+        for suffix in (".gz", ".csv", ".parquet", ".data", ".dat", ".tsv", ".jsonl"):
             name = name.removesuffix(suffix)
-        parent = Path(self.data).parent.name
+        parent = path.parent.name
         return f"{parent}-{name}" if name in ("u", "ratings", "interactions") and parent else name
 
     def result_hash(self) -> str:

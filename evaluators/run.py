@@ -128,6 +128,7 @@ def load_data(config: EvalConfig) -> InteractionLog:
     return load_log(
         config.data,
         fmt=config.format,
+        sep=config.sep,
         user_col=config.user_col,
         item_col=config.item_col,
         time_col=config.time_col,

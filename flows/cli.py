@@ -37,6 +37,25 @@ console = Console(stderr=True)
 _log = logging.getLogger(__name__)
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: the installed distribution's version (its metadata), then exit."""
+    if value:
+        from importlib.metadata import version
+
+        print(f"sweval {version('sweval')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the installed version and exit.",
+    )] = False,
+) -> None:
+    """SW-EVAL: sliding-window offline evaluation of recommender systems."""
+
+
 def _algorithm_help() -> str:
     from sweval.algorithms.registry import ALGORITHMS
 

@@ -103,13 +103,13 @@ def precheck(config: EvalConfig) -> None:
     Raises:
         SwevalError: the first problem found.
     """
-    from sweval.data.loaders import check_file, resolve_source
+    from sweval.data.loaders import source_files
     from sweval.evaluators.run import algorithm_specs, window_spec
 
     algorithm_specs(config)
     window_spec(config)
     if config.data is not None:
-        check_file(resolve_source(config.data)[0])
+        source_files(config.data)
 
 
 @dataclass(frozen=True)

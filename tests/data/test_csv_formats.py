@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.data.loaders import header_separator, load_log
+from sweval.data.loaders import load_log
+from sweval.data.text_files import header_separator, parse_separator
 
 
 @pytest.mark.parametrize("sep", [",", "\t", ";", "|"])
@@ -33,3 +34,26 @@ def test_a_column_named_twice_is_an_error_naming_file_column_and_positions(tmp_p
     with pytest.raises(SwevalError, match=r"dup\.csv: the header names a column twice: "
                                           r"'timestamp' at columns 2, 4"):
         load_log(str(path))
+
+
+@pytest.mark.parametrize("text, sep", [
+    (",", ","), ("comma", ","), ("\t", "\t"), ("tab", "\t"), ("\\t", "\t"), ("TAB", "\t"),
+    (";", ";"), ("semicolon", ";"), ("|", "|"), ("pipe", "|"),
+])
+def test_sep_accepts_each_separator_by_character_or_name(text: str, sep: str) -> None:
+    assert parse_separator(text) == sep
+
+
+def test_a_forced_separator_wins_over_the_header_count(tmp_path: Path) -> None:
+    """Four commas inside a column name outvote three semicolons; --sep ';' reads it right."""
+    path = tmp_path / "log.csv"
+    path.write_text("user;item;timestamp;note (a,b,c,d)\nu1;i1;1700000000;x\nu2;i2;1700000001;y\n")
+    assert header_separator(path.read_text().splitlines()[0]) == ","
+    log = load_log(str(path), sep=";")
+    assert sorted(log.user_ids) == ["u1", "u2"] and log.timestamp.tolist() == [1700000000, 1700000001]
+
+
+def test_a_tsv_file_is_tab_separated_whatever_its_header_counts(tmp_path: Path) -> None:
+    path = tmp_path / "log.tsv.gz"
+    path.write_bytes(gzip.compress(b"user\titem\ttimestamp\tnote (a,b,c,d)\nu1\ti1\t1700000000\tx\n"))
+    assert load_log(str(path)).item_ids.tolist() == ["i1"]

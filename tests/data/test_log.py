@@ -162,7 +162,7 @@ def test_real_movielens_100k_from_shared_if_present():
     "setup, message",
     [
         (lambda p: None, "no such file"),
-        (lambda p: p.mkdir(), "is a directory"),
+        (lambda p: p.mkdir(), "the directory holds no part file"),
         (lambda p: p.write_bytes(b""), "empty"),
         (lambda p: p.write_bytes(b"\x1f\x8b\x08\x00garbage"), "corrupt gzip|cannot"),
         (lambda p: p.write_text("user,item,timestamp\n"), "empty"),

@@ -90,6 +90,20 @@ def test_serve_needs_a_prefect_server(
     assert "prefect server start" in capsys.readouterr().err
 
 
+def test_version_prints_the_installed_distribution_version(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    from sweval_testing import REPO
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert version("sweval") == declared  # the checkout is what is installed
+    assert _sweval(monkeypatch, "--version") == 0
+    assert capsys.readouterr().out == f"sweval {declared}\n"
+
+
 def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _sweval(monkeypatch, "run", "--no-such-option") == 2
 

@@ -135,6 +135,8 @@ def _example(name: str, field: Any) -> tuple[list[str], Any]:
         values = [3, 7] if spec.codec.item is int else ["pop", "als"]
         return [flag, spec.codec.format(values)], values
     annotation = str(field.annotation)
+    if name == "sep":  # a separator, by name
+        return [flag, "semicolon"], ";"
     if field.annotation is bool:
         return ([f"--no-{flag[2:]}"] if default else [flag]), not default
     if get_origin(field.annotation) is Literal:

@@ -38,6 +38,12 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
         assert f"sweval/{package}/__init__.py" in names
     assert "sweval/data/bundled/movielens-latest-small/ratings.csv.gz" in names
     assert "sweval/evaluators/templates/report.html.j2" in names  # the report's HTML
+    dist_info = next(n for n in top_level if n.endswith(".dist-info"))
+    assert f"{dist_info}/licenses/LICENSE" in names
+    shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode()
+    assert shipped == (REPO / "LICENSE").read_text() and shipped.startswith("MIT License")
+    metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode().splitlines()
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "sweval = sweval.flows.cli:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
 

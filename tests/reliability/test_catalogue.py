@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import gzip
+import itertools
 import json
 import os
 import pathlib
@@ -125,6 +126,7 @@ def _gzip_without_suffix(tmp: Path) -> Path:
 def _directory(tmp: Path) -> Path:
     path = tmp / "log.csv"
     path.mkdir()
+    (path / "_SUCCESS").touch()
     return path
 
 
@@ -382,13 +384,97 @@ def _semicolons(tmp: Path) -> Path:
     small_frame().to_csv(path, index=False, sep=";")
     return path
 
+def thirds(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """``frame`` cut into three consecutive pieces."""
+    cuts = [0, len(frame) // 3, 2 * len(frame) // 3, len(frame)]
+    return [frame.iloc[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+def _spark_parquet_parts(tmp: Path) -> Path:
+    """What Spark's ``df.write.parquet(dir)`` leaves: snappy parts, ``_SUCCESS``, ``.crc`` files."""
+    directory = tmp / "events"
+    directory.mkdir()
+    for number, part in enumerate(thirds(small_frame())):
+        name = f"part-{number:05d}-c0ffee-c000.snappy.parquet"
+        part.to_parquet(directory / name, index=False)
+        (directory / f".{name}.crc").write_bytes(b"\x00crc")
+    (directory / "_SUCCESS").touch()
+    return directory
+
+
+def _csv_parts(tmp: Path, *, empty_part: bool = True) -> Path:
+    """Gzipped CSV parts with a header each, one part with no row (an empty partition)."""
+    directory = tmp / "events"
+    directory.mkdir()
+    for number, part in enumerate(thirds(small_frame())):
+        path = directory / f"part-{number:05d}.csv.gz"
+        path.write_bytes(gzip.compress(part.to_csv(index=False).encode()))
+    if empty_part:
+        (directory / "part-00003.csv.gz").write_bytes(gzip.compress(b""))
+    return directory
+
+
+def _glob_of_csv_parts(tmp: Path) -> Path:
+    directory = _csv_parts(tmp)
+    (directory / "README.md").write_text("not a part")
+    return directory / "part-*.csv.gz"
+
+
+def _parts(*frames: pd.DataFrame, suffix: str = ".parquet") -> Callable[[Path], Path]:
+    """A directory of parts ``part-0000N<suffix>``, one per frame."""
+
+    def build(tmp: Path) -> Path:
+        directory = tmp / "events"
+        directory.mkdir()
+        for number, frame in enumerate(frames):
+            path = directory / f"part-{number:05d}{suffix}"
+            if suffix == ".parquet":
+                frame.to_parquet(path, index=False)
+            else:
+                frame.to_csv(path, index=False)
+        return directory
+
+    return build
+
+
+def _parts_in_zones(tmp: Path) -> Path:
+    """Two Parquet parts, one naive (UTC) and one written in Europe/Brussels."""
+    zoned = pd.DataFrame({"user": ["u2"], "item": ["i1"],
+                          "timestamp": pd.to_datetime(["2024-01-01 01:00:00"]).tz_localize("Europe/Brussels")})
+    naive = pd.DataFrame({"user": ["u1"], "item": ["i1"], "timestamp": pd.to_datetime(["2024-01-01 00:00:00"])})
+    return _parts(naive, zoned)(tmp)
+
+
+def _jsonl(tmp: Path, name: str = "log.jsonl", bom: bool = False) -> Path:
+    path = tmp / name
+    data = ("\ufeff" if bom else "") + small_frame().to_json(orient="records", lines=True)
+    path.write_bytes(gzip.compress(data.encode()) if name.endswith(".gz") else data.encode())
+    return path
+
+
+def _fixed_offset_parquet(tmp: Path) -> Path:
+    """A pyarrow ``timestamp[ms, tz=-05:00]`` column: 2023-12-31T19:00-05:00 is T0."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp / "log.parquet"
+    stamps = pa.array([(T0 + 60) * 1000, T0 * 1000], type=pa.timestamp("ms", tz="-05:00"))
+    pq.write_table(pa.table({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": stamps}), path)
+    return path
+
+
+#: A semicolon file whose last column name holds more commas than the header has semicolons.
+COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\nu2;i1;1704067201;5\n"
+
+
 CASES: list[Case] = [
     # ---------------------------------------------------------------- files
     Case("file-missing", "a path that does not exist",
          "error: no such file or bundled dataset (lists the bundled ones)",
          lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or bundled dataset"),
-    Case("file-is-directory", "a directory instead of a file", "error: is a directory",
-         _directory, error=r"{file}: is a directory; pass the log file itself"),
+    Case("file-is-directory", "a directory without any log file (only `_SUCCESS`)",
+         "error: the directory holds no part file (a directory is read as part files, below)",
+         _directory, error=r"{file}: the directory holds no part file"),
     Case("file-unreadable", "a file without read permission (chmod 000)",
          "error: the file is not readable", _unreadable, error=r"{file}: the file is not readable"),
     Case("file-parent-unreadable", "a file in a directory that may not be entered",
@@ -421,6 +507,98 @@ CASES: list[Case] = [
          "read normally (the BOM is not part of the first column's name)",
          text(("\ufeff" + small_frame().to_csv(index=False)).encode("utf-8")),
          check=check_loads_like_plain),
+    # ---------------------------------------------------------------- formats
+    Case("csv-tab-in-csv", "a tab-separated file named `.csv`",
+         "read like the comma-separated file (the header's most used separator)",
+         lambda tmp: csv(small_frame)(tmp) and text(small_frame().to_csv(index=False, sep="\t"))(tmp),
+         check=check_loads_like_plain),
+    Case("csv-pipe", "a `|`-separated file", "read like the comma-separated file",
+         lambda tmp: text(small_frame().to_csv(index=False, sep="|"))(tmp), check=check_loads_like_plain),
+    Case("tsv-commas-in-a-name", "a `.tsv` file whose column name `genres (a,b,c,d)` holds more commas than the header has tabs",
+         "read with tabs: a `.tsv` (or `.tab`) file is tab-separated unless --sep says otherwise",
+         lambda tmp: text(small_frame().assign(**{"genres (a,b,c,d)": "x"}).to_csv(index=False, sep="\t"),
+                          name="log.tsv")(tmp), check=check_loads_like_plain),
+    Case("sep-sniffed-wrong", "a `;` file whose column name `rating (1,2,3,4,5)` holds more commas than the header has semicolons",
+         "error: missing columns, listing the columns read with commas; --sep ';' reads it (next row)",
+         text(COMMAS_IN_A_NAME), error=r"{file}: missing column\(s\) 'user', 'item', 'timestamp'; the data has columns \['user;item;timestamp;rating \(1', '2'"),
+    Case("sep-forced", "the same file with --sep ';' (or --sep semicolon)", "read with semicolons",
+         text(COMMAS_IN_A_NAME), options={"sep": ";"}, check=check_timestamps([T0, T0 + 1])),
+    Case("sep-absent-from-header", "--sep ';' on a comma-separated file",
+         "error: --sep does not occur in the header, naming the separator it uses",
+         PLAIN, options={"sep": ";"},
+         error=r"{file}: --sep ';' does not occur in the header, which is separated by ','"),
+    Case("sep-not-csv", "--sep ';' on a Parquet file", "error: --sep applies to CSV/TSV files",
+         parquet(small_frame()), options={"sep": ";"}, error=r"{file}: --sep applies to CSV/TSV files; this file is read as parquet"),
+    Case("sep-unknown", "--sep ':'", "error: not a separator, listing the four accepted ones and their names",
+         via="config", options={"sep": ":"},
+         error=r"invalid configuration: sep: .*--sep ':': not a separator; use one of ',' \(comma\), '\\t' \(tab\)"),
+    Case("text-utf8-bom-gzip-semicolon", "a gzipped `;` file starting with a UTF-8 BOM (Excel's \"CSV UTF-8\")",
+         "read normally: the first column is `user`, not `\\ufeffuser`",
+         lambda tmp: text(gzip.compress(("\ufeff" + small_frame().to_csv(index=False, sep=";")).encode()),
+                          name="log.csv.gz")(tmp), check=check_loads_like_plain),
+    Case("text-utf8-bom-named-twice", "a BOM before a header naming `user` first and fourth",
+         "error: names 'user' at columns 1, 4 (the BOM is not part of the first name)",
+         text("\ufeffuser,item,timestamp,user\nu1,i1,1704067200,u2\n".encode()),
+         error=r"{file}: the header names a column twice: 'user' at columns 1, 4"),
+    Case("parquet-naive-datetime", "a Parquet datetime column without a time zone",
+         "read as UTC (as naive ISO text is)",
+         parquet(pd.DataFrame({"user": ["u1"], "item": ["i1"], "timestamp": pd.to_datetime(["2024-01-01 00:00:00"])})),
+         check=check_timestamps([T0])),
+    Case("parquet-fixed-offset", "a pyarrow `timestamp[ms, tz=-05:00]` column",
+         "converted to UTC (2023-12-31T19:00-05:00 is 2024-01-01T00:00Z)", _fixed_offset_parquet,
+         check=check_timestamps([T0, T0 + 60])),
+    Case("jsonl", "a `.jsonl` file (one object per line)", "read like the CSV file", _jsonl,
+         check=check_loads_like_plain),
+    Case("jsonl-gzip-bom", "a `.jsonl.gz` file starting with a UTF-8 BOM", "read like the CSV file",
+         lambda tmp: _jsonl(tmp, "log.jsonl.gz", bom=True), check=check_loads_like_plain),
+    Case("jsonl-typed-ids", "JSON ids `\"01\"` (a string) and `1` (a number)",
+         "two distinct users: JSON strings stay text, never parsed as numbers",
+         text('{"user": "01", "item": "i1", "timestamp": 1704067200}\n{"user": 1, "item": "i1", "timestamp": 1704067201}\n', name="log.jsonl"),
+         check=check_ids("user", ["01", "1"])),
+    Case("jsonl-bad-line", "a `.jsonl` file whose second line is not JSON",
+         "error: cannot parse as jsonl, naming the line and column",
+         text('{"user": "u1", "item": "i1", "timestamp": 1704067200}\n{"user": "u2", item}\n', name="log.jsonl"),
+         error=r"{file}: cannot parse as jsonl: line 2 is not JSON \(Expecting property name .* at column 16\)"),
+    Case("jsonl-huge-integer", "a JSON id beyond 64 bits (`2**70`) on line 2",
+         "error: names the line; write such ids as strings",
+         text('{"user": 1, "item": "i1", "timestamp": 1704067200}\n{"user": ' + str(2**70)
+              + ', "item": "i1", "timestamp": 1704067201}\n', name="log.jsonl"),
+         error=r"{file}: cannot parse as jsonl: line 2 holds the integer 1180591620717411303424 beyond 64 bits"),
+    Case("jsonl-nested-id", "a JSON object as a user id (`{\"id\": 1}`) on line 2",
+         "error: the column holds JSON objects or arrays, naming the rows",
+         text('{"user": "u1", "item": "i1", "timestamp": 1704067200}\n{"user": {"id": 1}, "item": "i1", "timestamp": 1704067201}\n', name="log.jsonl"),
+         error=r"{file}: column 'user' holds JSON objects or arrays \(data rows 2\)"),
+    Case("jsonl-array", "a `.json` file holding one JSON array", "error: line 1 is a JSON list, not an object",
+         text('[{"user": "u1", "item": "i1", "timestamp": 1704067200},\n"x"]\n', name="log.json"),
+         error=r"{file}: cannot parse as jsonl: line 1 is not JSON|{file}: cannot parse as jsonl: line 1 is a JSON list"),
+    Case("parts-spark-parquet", "a directory as Spark writes it: `part-0000N-….snappy.parquet`, `_SUCCESS`, `.crc` files",
+         "the parts read as one log in path order, like the single file; names starting with `_` or `.` skipped",
+         _spark_parquet_parts, check=check_loads_like_plain),
+    Case("parts-csv-gzip-with-empty-part", "a directory of gzipped CSV parts, one of them empty (an empty partition)",
+         "read as one log; the empty part adds nothing", _csv_parts, check=check_loads_like_plain),
+    Case("parts-glob", "`--data 'events/part-*.csv.gz'` (a README beside the parts)",
+         "the matching files read as one log", _glob_of_csv_parts, check=check_loads_like_plain),
+    Case("parts-glob-no-match", "a glob that matches nothing", "error: no file matches",
+         lambda tmp: tmp / "part-*.parquet", error=r"{file}: no file matches"),
+    Case("parts-mixed-formats", "a directory holding Parquet and CSV parts",
+         "error: the parts are of different formats, naming a file of each",
+         lambda tmp: _parts(small_frame())(tmp) and (tmp / "events" / "extra.csv").write_text(rows("u1,i1,1"))
+         and tmp / "events",
+         error=r"{file}: the parts are of different formats: .*extra\.csv \(csv\), .*part-00000\.parquet \(parquet\)"),
+    Case("parts-mixed-columns", "Parquet parts where one lacks the `item` column and has `sku`",
+         "error: the parts have different columns, naming the files and the columns",
+         _parts(small_frame().iloc[:5], small_frame().iloc[5:].rename(columns={"item": "sku"})),
+         error=r"{file}: the parts have different columns: .*part-00000\.parquet has 'item' that .*part-00001\.parquet lacks, .*part-00001\.parquet has 'sku'"),
+    Case("parts-mixed-types", "CSV parts with epoch seconds in one and ISO dates in the other",
+         "error: the column holds numbers in one file and text in another, naming both",
+         _parts(small_frame().iloc[:5], small_frame().iloc[5:].assign(timestamp="2024-01-03"), suffix=".csv"),
+         error=r"{file}: column 'timestamp' holds number values in .*part-00000\.csv but text values in .*part-00001\.csv"),
+    Case("parts-row-error", "CSV parts, the second with a missing user in its 2nd data row",
+         "error: names that part file and the row in it",
+         _parts(small_frame().iloc[:5], small_frame().iloc[5:].assign(user=lambda f: f["user"].where(np.arange(len(f)) != 1)), suffix=".csv"),
+         error=r"events/part-00001\.csv: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
+    Case("parts-time-zones", "Parquet parts, one naive (UTC), one in Europe/Brussels",
+         "each taken to UTC, then read as one log", _parts_in_zones, check=check_timestamps([T0, T0])),
     # ---------------------------------------------------------------- columns
     Case("columns-missing", "columns `u,i,t` and no mapping",
          "error: missing column(s), listing the file's columns and the --*-col options",
@@ -700,6 +878,9 @@ CLI_CASES = [
     ("cli-folds-not-a-number", PLAIN, ["--folds", "many"], 2, r"Invalid value for '--folds'"),
     ("cli-config-unknown-field", PLAIN, ["--config", "@config"], 2, r"error: invalid configuration: bogus"),
     ("cli-every-fold-skipped", PLAIN, ["--u-min", "1000"], 0, r"folds: 0 used, 4 skipped"),
+    ("cli-sep-by-name", text(small_frame().to_csv(index=False, sep="|")), ["--sep", "pipe", "--u-min", "2"], 0, r"folds: 4 used"),
+    ("cli-sep-unknown", PLAIN, ["--sep", ":"], 2, r"error: invalid configuration: sep: .*--sep ':': not a separator"),
+    ("cli-glob-of-parts", _glob_of_csv_parts, ["--u-min", "2"], 0, r"folds: 4 used"),
 ]
 
 
@@ -785,6 +966,9 @@ CLI_DOCS = {
     "cli-folds-not-a-number": ("`sweval run --folds many`", "exit 2, the option parser's usage error"),
     "cli-config-unknown-field": ("`sweval run --config eval.toml` with `bogus = 1`", "exit 2, names the field"),
     "cli-every-fold-skipped": ("`sweval run --u-min 1000`", "exit 0; the summary says `folds: 0 used, 4 skipped` and why"),
+    "cli-sep-by-name": ("`sweval run --sep pipe` on a `|`-separated file", "exit 0, every fold used"),
+    "cli-sep-unknown": ("`sweval run --sep :`", "exit 2, one `error:` line listing the accepted separators"),
+    "cli-glob-of-parts": ("`sweval run --data 'events/part-*.csv.gz'`", "exit 0: the parts are one log (the check before any server starts accepts the glob)"),
 }
 
 

@@ -1,0 +1,223 @@
+"""Reading one log file into a raw frame: CSV/TSV, JSON Lines, Parquet and the MovieLens layouts.
+
+:func:`read_file` is the one entry point; every parsing problem becomes a :class:`SwevalError`
+naming the file. The format is guessed from the name (:func:`detect_format`) unless forced:
+
+==================================  =============================================================
+file                                read as
+==================================  =============================================================
+``*.parquet``, ``*.pq``             Parquet (datetime columns keep their time zone; naive ones are
+                                    UTC)
+``*.jsonl``, ``*.ndjson``,          JSON Lines: one object per line, its keys the columns (what
+``*.json``                          Spark's ``write.json`` produces)
+``u.data``                          MovieLens 100K: ``user item rating timestamp``, tab, no header
+``ratings.dat``                     MovieLens 1M/10M: ``user::item::rating::timestamp``, no header
+``ratings.csv`` (``userId,movieId``) MovieLens 20M/25M/latest: ``userId,movieId,rating,timestamp``
+anything else                       CSV/TSV with a header line (:mod:`data.text_files`)
+==================================  =============================================================
+
+Text formats may be gzip-compressed (``.gz``, or gzip content under any name) and may start
+with a UTF-8 byte-order mark.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from sweval.data.errors import SwevalError, first_rows
+from sweval.data.text_files import (
+    check_file,
+    check_header,
+    compression,
+    file_separator,
+    first_line,
+    is_gzip,
+)
+
+Format = Literal["auto", "csv", "parquet", "jsonl", "movielens"]
+
+_MOVIELENS_COLUMNS = ["user", "item", "rating", "timestamp"]
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+_JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json")
+#: The integers a JSON number may hold in a column (pandas reads int64 and uint64).
+_INT_RANGE = (-(2**63), 2**64 - 1)
+
+
+def detect_format(path: Path) -> Format:
+    """The format a file's name says (module docstring); CSV when it says nothing else."""
+    name = path.name.lower().removesuffix(".gz")
+    if name in ("u.data", "ratings.dat") or (name == "ratings.csv" and _looks_like_movielens(path)):
+        return "movielens"
+    if name.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(_JSONL_SUFFIXES):
+        return "jsonl"
+    return "csv"
+
+
+def _looks_like_movielens(path: Path) -> bool:
+    try:
+        header = first_line(path)
+    except SwevalError:
+        return False
+    return header.strip().lower().startswith("userid,movieid")
+
+
+def read_file(
+    path: Path, fmt: Format, *, sep: str | None = None, text_columns: Sequence[str] = ()
+) -> pd.DataFrame:
+    """Read the raw frame of one log file in the given format (no validation beyond parsing).
+
+    Args:
+        path: the file.
+        fmt: its format (not ``auto``: see :func:`detect_format`).
+        sep: the CSV/TSV separator (``--sep``); None sniffs it.
+        text_columns: the id columns. In CSV/TSV files they are read as the text written in the
+            file, stripped of surrounding spaces: parsed as numbers, ``01`` and ``1`` would
+            become the same id. :func:`data.ids.encode_ids` still orders a column numerically
+            when every id spells an integer without padding.
+
+    Raises:
+        SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, or unparsable.
+    """
+    check_file(path)
+    if sep is not None and fmt != "csv":
+        raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
+    try:
+        if fmt == "parquet":
+            return pd.read_parquet(path)
+        if fmt == "movielens":
+            return _read_movielens(path)
+        if fmt == "jsonl":
+            return _read_jsonl(path, text_columns=text_columns)
+        if fmt == "csv":
+            return _read_csv(path, sep=sep, text_columns=text_columns)
+    except SwevalError:
+        raise
+    except pd.errors.EmptyDataError as exc:
+        raise SwevalError(f"{path}: the file is empty.") from exc
+    except PermissionError as exc:
+        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+    except UnicodeDecodeError as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
+        ) from exc
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
+            f"{exc})."
+        ) from exc
+    except (OSError, pd.errors.ParserError) as exc:
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+        ) from exc
+    except Exception as exc:  # pyarrow raises its own types for corrupt parquet
+        raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
+    raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
+
+
+def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:
+    header = first_line(path)
+    if not header.strip():
+        raise SwevalError(f"{path}: the file is empty.")
+    sep = file_separator(path, header, sep)
+    check_header(path, header, sep)
+    frame = pd.read_csv(
+        path, sep=sep, compression=compression(path), encoding="utf-8-sig",
+        dtype=dict.fromkeys(text_columns, str),
+    )  # fmt: skip
+    for column in text_columns:
+        if column in frame.columns:
+            frame[column] = _stripped(frame[column])
+    return frame
+
+
+def _stripped(values: pd.Series) -> pd.Series:
+    """Cells without their surrounding spaces; a cell of spaces only is missing, like an empty one."""
+    stripped = values.str.strip()
+    return stripped.mask(stripped == "")
+
+
+def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
+    """JSON Lines: each non-blank line one object. Values keep their JSON types (ids written as
+    strings stay text, ``"01"`` is not ``1``); nothing is converted to dates here. An id that
+    is a JSON object or array is refused: it names no user, item or policy by itself."""
+    if not first_line(path).strip():
+        raise SwevalError(f"{path}: the file is empty.")
+    try:
+        frame = pd.read_json(
+            path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
+        )
+    except ValueError as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise
+        raise SwevalError(f"{path}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
+    for column in text_columns:
+        if column in frame.columns:
+            nested = frame[column].map(lambda value: isinstance(value, dict | list)).to_numpy()
+            if nested.any():
+                raise SwevalError(
+                    f"{path}: column {column!r} holds JSON objects or arrays (data rows "
+                    f"{first_rows(np.flatnonzero(nested))}); ids must be strings or numbers: "
+                    "flatten the field first."
+                )
+    return frame
+
+
+def _jsonl_problem(path: Path, exc: ValueError) -> str:
+    """What is wrong where, for pandas' message that names no line: the first line that is not
+    a JSON object, or that holds an integer beyond 64 bits."""
+    opener = gzip.open if is_gzip(path) else open
+
+    def checked_int(text: str) -> int:
+        value = int(text)
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise OverflowError(text)
+        return value
+
+    with opener(path, "rt", encoding="utf-8-sig") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line, parse_int=checked_int)
+            except OverflowError as big:
+                return (f"line {number} holds the integer {big} beyond 64 bits; write such ids "
+                        "as strings")
+            except json.JSONDecodeError as bad:
+                return f"line {number} is not JSON ({bad.msg} at column {bad.colno})"
+            if not isinstance(value, dict):
+                return f"line {number} is a JSON {type(value).__name__}, not an object"
+    return str(exc)
+
+
+def _read_movielens(path: Path) -> pd.DataFrame:
+    name = path.name.lower().removesuffix(".gz")
+    first = first_line(path)
+    if not first.strip():
+        raise SwevalError(f"{path}: the file is empty.")
+    if "::" in first or name == "ratings.dat":
+        # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
+        frame = pd.read_csv(
+            path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6],
+            compression=compression(path),
+        )
+        frame.columns = _MOVIELENS_COLUMNS
+        return frame
+    if first.lower().startswith("userid"):
+        frame = pd.read_csv(path, compression=compression(path), encoding="utf-8-sig")
+        return frame.rename(
+            columns={"userId": "user", "movieId": "item", "timestamp": "timestamp"}
+        )
+    sep = "\t" if "\t" in first else ","
+    return pd.read_csv(
+        path, sep=sep, header=None, names=_MOVIELENS_COLUMNS, compression=compression(path)
+    )
