@@ -75,6 +75,7 @@ def load_log(
     time_unit: Literal["s", "ms"] = "s",
     dedup: Dedup = "first",
     on_invalid: OnInvalid = "error",
+    basket_col: str | None = None,
 ) -> InteractionLog:
     """Read a log (file, part files or bundled dataset) and build the :class:`InteractionLog`.
 
@@ -90,11 +91,11 @@ def load_log(
     path, suggested = resolve_source(source)
     fmt = suggested if fmt == "auto" and suggested != "auto" else fmt
     user_col, item_col, time_col = user_col or "user", item_col or "item", time_col or "timestamp"
-    id_cols = [user_col, item_col] + ([policy_col] if policy_col else [])
+    id_cols = [user_col, item_col] + [col for col in (policy_col, basket_col) if col]
     options = {
         "user_col": user_col, "item_col": item_col, "time_col": time_col,
         "policy_col": policy_col, "time_unit": time_unit, "dedup": dedup,
-        "on_invalid": on_invalid,
+        "on_invalid": on_invalid, "basket_col": basket_col,
     }
     if files == [path]:
         frame = read_file(path, detect_format(path) if fmt == "auto" else fmt,

@@ -53,6 +53,10 @@ class InteractionLog:
         source: where the log came from (a path or a name), for messages and tracking.
         n_dropped_invalid: rows dropped at load because of a missing field (``--on-invalid drop``).
         n_duplicates: rows removed by de-duplication.
+        basket: basket code per transaction (index into ``basket_ids``), or None: the basket,
+            order or session a transaction belongs to (``--basket-col``; only the
+            ``leave-last-basket`` protocol reads it).
+        basket_ids: raw basket label per code, or None.
     """
 
     user: NDArray[np.int64]
@@ -66,6 +70,8 @@ class InteractionLog:
     dedup: Dedup = "first"
     n_dropped_invalid: int = 0
     n_duplicates: int = 0
+    basket: NDArray[np.int64] | None = None
+    basket_ids: NDArray[np.generic] | None = None
     _fingerprint: list[str] = field(default_factory=list, repr=False, compare=False)
     _user_major: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = field(
         default_factory=list, repr=False, compare=False
@@ -86,6 +92,7 @@ class InteractionLog:
         dedup: Dedup = "first",
         on_invalid: OnInvalid = "error",
         source: str = "<frame>",
+        basket_col: str | None = None,
     ) -> InteractionLog:
         """Validate a frame and build the log: normalise time, check rows, sort, de-duplicate.
 
@@ -93,6 +100,7 @@ class InteractionLog:
             frame: one row per transaction.
             user_col, item_col, time_col: the columns holding u, i and t.
             policy_col: optional column holding the logging policy π.
+            basket_col: optional column holding the basket, order or session of a transaction.
             time_unit: unit of numeric timestamps, seconds or milliseconds.
             dedup: ``first`` keeps the earliest (u, i) transaction (ties by row order);
                 ``none`` keeps repeats.
@@ -106,20 +114,22 @@ class InteractionLog:
         wanted = {"user": user_col, "item": item_col, "time": time_col}
         if policy_col is not None:
             wanted["policy"] = policy_col
+        if basket_col is not None:
+            wanted["basket"] = basket_col
         shared = {col for col in wanted.values() if list(wanted.values()).count(col) > 1}
         if shared:
             roles = [role for role, col in wanted.items() if col in shared]
             raise SwevalError(
                 f"{source}: column(s) {', '.join(map(repr, sorted(shared)))} given for several "
                 f"roles ({', '.join(roles)}); each role needs its own column (--user-col, "
-                "--item-col, --time-col, --policy-col)."
+                "--item-col, --time-col, --policy-col, --basket-col)."
             )
         missing = [col for col in wanted.values() if col not in frame.columns]
         if missing:
             raise SwevalError(
                 f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
                 f"the data has columns {list(map(str, frame.columns))}. "
-                "Map them with --user-col/--item-col/--time-col/--policy-col."
+                "Map them with --user-col/--item-col/--time-col/--policy-col/--basket-col."
             )
         if len(frame) == 0:
             raise SwevalError(f"{source}: the log is empty (no data rows).")
@@ -132,6 +142,8 @@ class InteractionLog:
         invalid = users.isna().to_numpy() | items.isna().to_numpy() | times.isna().to_numpy()
         if policy_col is not None:
             invalid |= frame[policy_col].isna().to_numpy()
+        if basket_col is not None:
+            invalid |= frame[basket_col].isna().to_numpy()
         n_invalid = int(invalid.sum())
         if n_invalid:
             rows = np.flatnonzero(invalid)
@@ -146,10 +158,12 @@ class InteractionLog:
             keep = ~invalid
             users, items, times = users[keep], items[keep], times[keep]
             policies = frame[policy_col][keep] if policy_col is not None else None
+            baskets = frame[basket_col][keep] if basket_col is not None else None
             if keep.sum() == 0:
                 raise SwevalError(f"{source}: every row has a missing value; nothing is left.")
         else:
             policies = frame[policy_col] if policy_col is not None else None
+            baskets = frame[basket_col] if basket_col is not None else None
 
         seconds = normalise_timestamps(times, time_unit=time_unit, source=source, column=time_col)
         user_codes, user_ids = encode_ids(users, source=source, column=user_col)
@@ -166,11 +180,15 @@ class InteractionLog:
             policy_codes, policy_ids = encode_ids(labels)
         else:
             policy_codes, policy_ids = None, None
+        basket_codes, basket_ids = (encode_ids(baskets.astype(str)) if baskets is not None
+                                    else (None, None))
 
         order = np.argsort(seconds, kind="stable")  # ties keep input row order
         user_codes, item_codes, seconds = user_codes[order], item_codes[order], seconds[order]
         if policy_codes is not None:
             policy_codes = policy_codes[order]
+        if basket_codes is not None:
+            basket_codes = basket_codes[order]
 
         n_duplicates = 0
         if dedup == "first":
@@ -181,10 +199,14 @@ class InteractionLog:
                 seconds = seconds[keep_first]
                 if policy_codes is not None:
                     policy_codes = policy_codes[keep_first]
+                if basket_codes is not None:
+                    basket_codes = basket_codes[keep_first]
         elif dedup != "none":
             raise SwevalError(f"unknown dedup rule {dedup!r}: use 'first' or 'none'.")
 
-        arrays = [user_codes, item_codes, seconds] + ([policy_codes] if policy_codes is not None else [])
+        arrays = [user_codes, item_codes, seconds] + [
+            codes for codes in (policy_codes, basket_codes) if codes is not None
+        ]
         for array in arrays:
             array.setflags(write=False)
         return cls(
@@ -199,6 +221,8 @@ class InteractionLog:
             dedup=dedup,
             n_dropped_invalid=n_invalid,
             n_duplicates=n_duplicates,
+            basket=basket_codes,
+            basket_ids=basket_ids,
         )
 
     # ------------------------------------------------------------------ views
@@ -302,6 +326,8 @@ class InteractionLog:
         )
         if self.policy is not None and self.policy_ids is not None:
             frame["policy"] = self.policy_ids[self.policy]
+        if self.basket is not None and self.basket_ids is not None:
+            frame["basket"] = self.basket_ids[self.basket]
         return frame
 
     def restrict(self, mask: NDArray[np.bool_]) -> InteractionLog:
@@ -320,6 +346,8 @@ class InteractionLog:
             item=take(self.item),
             timestamp=take(self.timestamp),
             policy=take(self.policy) if self.policy is not None else None,
+            basket=take(self.basket) if self.basket is not None else None,
+            basket_ids=self.basket_ids,
             user_ids=self.user_ids,
             item_ids=self.item_ids,
             policy_ids=self.policy_ids,

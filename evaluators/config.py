@@ -42,6 +42,7 @@ _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
     "progress", "tracking",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
+    "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
 }
 
 
@@ -76,6 +77,10 @@ class EvalConfig(BaseModel):
     )
     policy_col: Annotated[str | None, Cli(DATA)] = Field(
         default=None, description="Logging-policy column (kept for stratification)."
+    )
+    basket_col: Annotated[str | None, Cli(DATA)] = Field(
+        default=None,
+        description="Basket, order or session column (for compare's leave-last-basket).",
     )
     time_unit: Annotated[Literal["s", "ms"], Cli(DATA)] = Field(
         default="s", description="Unit of numeric timestamps: s | ms."

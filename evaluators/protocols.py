@@ -15,6 +15,7 @@ protocol               split(s)                                               gl
                        repeated with seeds 0..n-1
 ``random-split``       a random share of each user's transactions held out    ignored (leaks)
 ``temporal-user``      the latest share of each user's transactions held out  ignored (leaks)
+``leave-last-basket``  each user's last basket (``--basket-col``) held out    ignored (leaks)
 =====================  =====================================================  ==================
 
 ``random-split`` and ``temporal-user`` (papers/002) hold out ⌊share·n_u + ½⌋ of each user's n_u ≥ 2
@@ -47,6 +48,7 @@ This module is library code: no orchestration or tracking imports.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
 from abc import ABC, abstractmethod
@@ -70,6 +72,7 @@ from sweval.evaluators.splits import (
     holdout_positions,
     holdout_split,
     item_first_seen,
+    last_basket_positions,
     share_positions,
 )
 from sweval.evaluators.store import UnitStore
@@ -81,6 +84,7 @@ _log = logging.getLogger(__name__)
 #: Every protocol, in display order.
 PROTOCOLS: tuple[str, ...] = (
     "sw-eval", "loocv", "leave-last-one-out", "temporal-global", "random-split", "temporal-user",
+    "leave-last-basket",
 )
 #: Algorithms whose definition needs the global timeline (a cut-off time).
 TIME_DEPENDENT: frozenset[str] = frozenset({"pop-n"})
@@ -269,6 +273,23 @@ class TemporalUser(_ShareProtocol):
 
     name: ClassVar[str] = "temporal-user"
     how: ClassVar[str] = "last"
+
+
+class LeaveLastBasket(Protocol):
+    """``leave-last-basket``: each user's last basket held out (papers/002; ``--basket-col``)."""
+
+    name: ClassVar[str] = "leave-last-basket"
+
+    def __init__(self, *, u_min: int = 0) -> None:
+        self.u_min = u_min
+
+    def splits(self, log: InteractionLog) -> Iterator[Split]:
+        held = last_basket_positions(log)
+        assert log.basket is not None and log.basket_ids is not None
+        baskets = hashlib.sha256(np.asarray(log.basket_ids, dtype=str)[log.basket]
+                                 .astype("U").tobytes()).hexdigest()[:16]
+        yield holdout_split(log, held, index=0, u_min=self.u_min,
+                            definition={"kind": self.name, "baskets": baskets})
 
 
 class GivenSplits(Protocol):

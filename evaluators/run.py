@@ -136,6 +136,7 @@ def load_data(config: EvalConfig) -> InteractionLog:
         time_unit=config.time_unit,
         dedup=config.dedup,
         on_invalid=config.on_invalid,
+        basket_col=config.basket_col,
     )
 
 

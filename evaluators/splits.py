@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweval.algorithms.base import TrainData
+from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.metrics import Relevance, RelevantSets, relevant_sets
@@ -182,6 +183,30 @@ def share_positions(
         chosen[users] = n_held
         return np.sort(order[position_in_user < chosen[owner]])
     raise ValueError(f"unknown hold-out rule {how!r}")
+
+
+def last_basket_positions(log: InteractionLog) -> NDArray[np.int64]:
+    """Log positions of each user's last basket: every transaction of the user whose basket is
+    that of the user's latest transaction (ties in t: the later row), for the users with ≥ 2
+    baskets (papers/002's leave-one-last-basket). Baskets are the ``--basket-col`` labels, per
+    user: two users' baskets with one label are two baskets.
+
+    Raises:
+        SwevalError: the log has no basket column.
+    """
+    if log.basket is None:
+        raise SwevalError(
+            f"{log.source}: leave-last-basket needs the basket or session of each transaction; "
+            "name its column with --basket-col."
+        )
+    last = np.full(log.n_users, -1, dtype=np.int64)
+    last[log.user] = np.arange(len(log), dtype=np.int64)  # later rows win
+    pairs = np.unique(log.user * np.int64(len(log.basket_ids)) + log.basket)
+    n_baskets = np.bincount(pairs // len(log.basket_ids), minlength=log.n_users)
+    users = np.flatnonzero(n_baskets >= 2)
+    last_basket = np.full(log.n_users, -1, dtype=np.int64)
+    last_basket[users] = log.basket[last[users]]
+    return np.flatnonzero(log.basket == last_basket[log.user])
 
 
 def holdout_split(

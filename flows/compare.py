@@ -74,6 +74,7 @@ from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
     GivenSplits,
+    LeaveLastBasket,
     LeaveLastOneOut,
     Protocol,
     ProtocolRun,
@@ -98,7 +99,7 @@ _log = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
 PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global, "
-                  "random-split, temporal-user.")
+                  "random-split, temporal-user, leave-last-basket (needs --basket-col).")
 #: Metrics a ranking can use (one value per k).
 RANK_METRICS = ("recall", "hit_rate", "ndcg")
 DEFAULT_OUTPUT = "runs/compare"
@@ -174,6 +175,8 @@ def build_protocol(
         return RandomSplit(share=split_ratio, seed=split_seed, u_min=config.u_min)
     if name == "temporal-user":
         return TemporalUser(share=split_ratio, u_min=config.u_min)
+    if name == "leave-last-basket":
+        return LeaveLastBasket(u_min=config.u_min)
     raise SwevalError(f"unknown protocol {name!r}")
 
 
@@ -225,6 +228,11 @@ def run_compare(
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
     plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
     log = plan.log
+    if "leave-last-basket" in protocols and log.basket is None:
+        raise SwevalError(
+            f"{log.source}: --protocols leave-last-basket needs the basket or session of each "
+            "transaction; name its column with --basket-col."
+        )
 
     built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan,
                             split_ratio=split_ratio, split_seed=split_seed)

@@ -34,6 +34,7 @@ def _protocol_title(comparison: Comparison, name: str) -> str:
         "random-split": f"random split ({comparison.split_ratio:.0%} of each user's "
                         f"transactions, seed {comparison.split_seed})",
         "temporal-user": f"temporal-user (each user's last {comparison.split_ratio:.0%})",
+        "leave-last-basket": "leave-last-basket (each user's last basket)",
     }[name]
     return what
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from sweval_testing import DAY, make_log, random_logs
 
 from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
 from sweval.evaluators.comparison import rank_shift
 from sweval.evaluators.protocols import RandomSplit, TemporalUser, parse_protocols
 from sweval.evaluators.splits import held_out_count, share_positions
@@ -125,3 +126,34 @@ def test_rank_shift_by_hand():
     assert got["y", "b"] == (1, 1) and got["z", "b"] == (2, 1)
     assert pd.isna(got["x", "c"][0]) and got["y", "c"] == (1, 1)
     assert shift["algorithm"].drop_duplicates().tolist() == ["x", "y", "z"]  # a's order
+
+
+def test_leave_last_basket_by_hand():
+    from sweval.evaluators.protocols import LeaveLastBasket
+
+    rows = [("u", "a", 0, "o1"), ("u", "b", DAY, "o2"), ("u", "c", DAY, "o2"),
+            ("u", "d", DAY + 5, "o1"),           # a late item of the first order: still o1
+            ("v", "a", 0, "o1"), ("v", "e", 2 * DAY, "o1"),   # one basket: not evaluated
+            ("w", "b", 0, "x"), ("w", "c", 3 * DAY, "y"), ("w", "e", 3 * DAY, "y")]
+    log = InteractionLog.from_frame(
+        pd.DataFrame(rows, columns=["user", "item", "timestamp", "order"]), basket_col="order")
+    split = next(LeaveLastBasket().splits(log))
+    rel = {log.user_ids[u]: sorted(log.item_ids[split.relevant.items[a:b]].tolist())
+           for u, a, b in zip(split.relevant.users, split.relevant.indptr[:-1],
+                              split.relevant.indptr[1:], strict=True)}
+    # u's latest transaction (d) is in o1, so o1 = {a, d} is held out; w's last basket is y
+    assert rel == {"u": ["a", "d"], "w": ["c", "e"]}
+    assert split.make_train().matrix.nnz == len(rows) - 4
+
+
+def test_leave_last_basket_needs_the_column():
+    from sweval.evaluators.protocols import LeaveLastBasket
+
+    with pytest.raises(SwevalError, match="--basket-col"):
+        next(LeaveLastBasket().splits(make_log(HAND)))
+
+
+def test_a_basket_column_that_does_not_exist_names_it():
+    with pytest.raises(SwevalError, match="missing column.*'order'"):
+        InteractionLog.from_frame(pd.DataFrame(HAND, columns=["user", "item", "timestamp"]),
+                                  basket_col="order")

@@ -29,12 +29,15 @@ def prefect_api():
 @pytest.fixture(scope="module")
 def log():
     """A small generated log (3.7k interactions, 30 days): new items keep arriving, so the
-    hold-out protocols do recommend future items."""
+    hold-out protocols do recommend future items. A user's transactions of one day form a
+    basket (leave-last-basket)."""
     from sweval.data.log import InteractionLog
     from sweval.data.synthetic import generate_log
 
     frame = generate_log(scale=0.02, seed=1, days=30)
-    return InteractionLog.from_frame(frame, policy_col="policy", source="generated-small")
+    frame["basket"] = frame["timestamp"] // 86_400  # the day
+    return InteractionLog.from_frame(frame, policy_col="policy", basket_col="basket",
+                                     source="generated-small")
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:
@@ -232,3 +235,15 @@ def test_stratify_mode_test_is_refused_with_a_reason(tmp_path):
          str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 2
     assert "compare stratifies in mode subset" in result.stderr
+
+
+def test_leave_last_basket_without_a_basket_column_fails_before_any_fit(tmp_path):
+    from sweval.data.log import InteractionLog
+    from sweval.data.synthetic import generate_log
+
+    plain = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30),
+                                      policy_col="policy")
+    with pytest.raises(SwevalError, match="needs the basket.*--basket-col"):
+        run_compare(small_config(tmp_path), ["sw-eval", "leave-last-basket"],
+                    output=tmp_path / "o", log=plain)
+    assert not (tmp_path / "o" / "units").exists()  # nothing was computed
