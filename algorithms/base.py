@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -29,22 +30,48 @@ from sweval.algorithms.scores import snap_scores
 SCORE_BLOCK_ELEMENTS = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
 class TrainData:
-    """The training data of one fold, in the compact index space.
+    """The training data of one fold, in the compact index space: everything here is strictly
+    before the fold's cut-off t_f (``cutoff``).
+
+    Rows are the users with a training transaction, columns the items with one, both in
+    ascending global-code order (= the SPEC §3 tie-break order of the raw ids). The
+    transaction arrays (``user_sequence``, ``item_sequence``, ``timestamps``) are aligned, one
+    entry per training transaction, in time order (ties in time: the log's input row order).
+    With ``--dedup none`` repeats of a (user, item) pair stay separate transactions in them
+    (their count is the number of entries); ``matrix`` collapses them to 1.
+
+    Window folds train on [t_f − L, t_f) (sliding) or everything before t_f, so
+    ``timestamps.max() < cutoff`` by construction. Hold-out protocols (``loocv``,
+    ``leave-last-one-out``) train on the whole log minus the held-out transactions: their
+    ``cutoff`` is one second after the log's last transaction and training may hold
+    transactions *later* than a user's test instance (the leakage those protocols measure,
+    not a guarantee of the time order).
 
     Attributes:
         matrix: binary CSR R, users × items (float32 ones; repeats collapse to 1).
         user_codes: global user code of each row, ascending.
         item_codes: global item code of each column, ascending.
-        item_sequence: column of every training transaction, in time order (repeats kept when
-            the log keeps them); POP counts it, POP-N takes its tail.
+        item_sequence: column of every training transaction, in time order.
+        user_sequence: row of every training transaction, in time order.
+        timestamps: int64 epoch seconds (UTC) of every training transaction, non-decreasing
+            (a read-only view of the log where the training data is a slice of it).
+        cutoff: t_f, "now" for this fold, epoch seconds: every timestamp is < cutoff.
+        raw_user_ids, raw_item_ids: the raw id of every *global* code (the log's own arrays,
+            shared, not copied), or None when the data was built from codes alone; use
+            :attr:`user_ids` / :attr:`item_ids` for the ids of rows and columns.
     """
 
     matrix: sp.csr_matrix
     user_codes: NDArray[np.int64]
     item_codes: NDArray[np.int64]
     item_sequence: NDArray[np.int64]
+    user_sequence: NDArray[np.int64]
+    timestamps: NDArray[np.int64]
+    cutoff: int
+    raw_user_ids: NDArray[np.generic] | None = None
+    raw_item_ids: NDArray[np.generic] | None = None
 
     @classmethod
     def from_codes(
@@ -54,21 +81,41 @@ class TrainData:
         *,
         n_users: int,
         n_items: int,
+        timestamps: NDArray[np.int64],
+        cutoff: int,
         pairs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+        raw_user_ids: NDArray[np.generic] | None = None,
+        raw_item_ids: NDArray[np.generic] | None = None,
     ) -> TrainData:
         """Build from the time-ordered global codes of the training transactions.
 
         The CSR is assembled directly from the transactions in (user, item) order: rows are
         then contiguous, columns ascending within a row, and repeats of a pair adjacent, so
         one comparison with the neighbour drops them (no COO conversion, no sort per fold).
+        The sequences are gathers through the code → row / column maps, O(n).
 
         Args:
             user, item: global codes, one per transaction, time-ordered.
             n_users, n_items: sizes of the global code spaces.
+            timestamps: epoch seconds of the same transactions, non-decreasing; kept as given
+                (pass a view of the log's array: no copy is made).
+            cutoff: t_f; every timestamp must be below it.
             pairs: the same transactions' (user, item) codes sorted by (user, item), if the
                 caller has them (a fold filters them from the log's
                 :meth:`data.log.InteractionLog.user_major`); sorted here otherwise.
+            raw_user_ids, raw_item_ids: raw id per global code (the log's ``user_ids`` /
+                ``item_ids``), or None.
+
+        Raises:
+            ValueError: the arrays differ in length, or a timestamp is at or after ``cutoff``.
         """
+        if not len(user) == len(item) == len(timestamps):
+            raise ValueError("user, item and timestamps must have one entry per transaction")
+        if len(timestamps) and int(timestamps[-1]) >= cutoff:
+            raise ValueError(
+                f"a training timestamp ({int(timestamps[-1])}) is at or after the cut-off "
+                f"{cutoff}"
+            )
         if pairs is None:
             order = np.argsort(user * np.int64(n_items) + item, kind="stable")
             pairs = (user[order], item[order])
@@ -85,6 +132,7 @@ class TrainData:
         item_present = np.bincount(item, minlength=n_items) > 0
         user_codes = np.flatnonzero(user_present).astype(np.int64)
         item_codes = np.flatnonzero(item_present).astype(np.int64)
+        user_row = np.cumsum(user_present, dtype=np.int64) - 1
         item_col = np.cumsum(item_present, dtype=np.int64) - 1
         index_type = np.int32 if max(len(pair_item), len(item_codes)) < 2**31 else np.int64
         indptr = np.zeros(len(user_codes) + 1, dtype=index_type)
@@ -97,8 +145,20 @@ class TrainData:
         matrix.has_sorted_indices = True
         return cls(
             matrix=matrix, user_codes=user_codes, item_codes=item_codes,
-            item_sequence=item_col[item],
+            item_sequence=item_col[item], user_sequence=user_row[user],
+            timestamps=timestamps, cutoff=int(cutoff),
+            raw_user_ids=raw_user_ids, raw_item_ids=raw_item_ids,
         )  # fmt: skip
+
+    @cached_property
+    def user_ids(self) -> NDArray[np.generic]:
+        """Raw user id of every row (the global codes when no raw ids were given)."""
+        return self.user_codes if self.raw_user_ids is None else self.raw_user_ids[self.user_codes]
+
+    @cached_property
+    def item_ids(self) -> NDArray[np.generic]:
+        """Raw item id of every column (the global codes when no raw ids were given)."""
+        return self.item_codes if self.raw_item_ids is None else self.raw_item_ids[self.item_codes]
 
     @property
     def n_users(self) -> int:
