@@ -1,13 +1,31 @@
-"""The algorithm interface and the training data every model sees.
+"""The public algorithm API: the interface every model implements and the data it sees.
 
-A model for fold f is fitted on :class:`TrainData` built from D_{t_f} only. TrainData lives in a
-*compact* index space: rows are the users present in D_{t_f}, columns the items present in D_{t_f},
-both in ascending global-code order (= SPEC tie-break order). So a model cannot even address an
-item that first appears at or after t_f, and "ties by item id ascending" is "ties by column
-ascending".
+Timeline of one fold f with cut-off t_f::
 
-Recommending (SPEC §3): candidates are the training columns minus the user's own training row;
-ranking is by score descending, ties by column ascending (:mod:`algorithms.ranking`).
+    ──────── training D_{t_f}: everything the model sees ────────)[──── test [t_f, t_f+tΔ) ────)
+                                                                 t_f = TrainData.cutoff ("now")
+
+A model for fold f is fitted on :class:`TrainData` built from D_{t_f} only: everything in it is
+strictly before t_f. TrainData lives in a *compact* index space: rows are the users present in
+D_{t_f}, columns the items present in D_{t_f}, both in ascending global-code order (= SPEC
+tie-break order). So a model cannot even address an item that first appears at or after t_f,
+and "ties by item id ascending" is "ties by column ascending".
+
+What a model returns, one of (the engine ranks in every case):
+
+- dense scores for a batch of rows (:meth:`Algorithm.score`);
+- sparse scores as factors ``H @ W`` (:meth:`Algorithm.score_factors`, ``sparse_scores``);
+- its own candidates with their scores (:meth:`Algorithm.score_candidates`, ``sparse_scores``):
+  a sparse row per user; items it leaves out score 0.
+
+Recommending (SPEC §3) is always the engine's: candidates are the training columns minus the
+user's own training row; ranking is by score descending, ties by column ascending
+(:mod:`algorithms.ranking`). A model never returns a list, so it can neither recommend a seen
+item nor break a tie another way.
+
+The thread budget of a unit is :func:`sweval.algorithms.threads.unit_threads` (None: use every
+core), which the engine sets per fold task; the device is the model's own choice (a ``device``
+parameter, as ALS has), reported through :attr:`Algorithm.device` into ``units.csv``.
 """
 
 from __future__ import annotations
@@ -190,11 +208,17 @@ class AlgorithmConfig(BaseModel):
 
 
 class Algorithm(ABC):
-    """A recommender that can be fitted on one fold and asked for top-k lists.
+    """A recommender that can be fitted on one fold and asked for scores.
 
-    Subclasses set ``name`` (the registry key) and ``Config`` (a pydantic model of their
-    hyper-parameters), implement :meth:`fit` and :meth:`score`, and keep learned state in
-    attributes with a trailing underscore.
+    Subclasses set ``Config`` (a pydantic model of their hyper-parameters, a subclass of
+    :class:`AlgorithmConfig`), implement :meth:`_fit` and one of :meth:`score`,
+    :meth:`score_factors` or :meth:`score_candidates`, and keep learned state in attributes
+    with a trailing underscore. ``name`` (the registry key of built-ins) defaults to the
+    class's import path ``module:Class``.
+
+    The engine calls ``fit(train)`` once per fold on a fresh instance, then asks for scores of
+    batches of rows; a model must give the same numbers for the same data and parameters
+    (seed its randomness from a parameter), and must pickle (Dask workers).
     """
 
     name: ClassVar[str]
@@ -202,9 +226,15 @@ class Algorithm(ABC):
     #: True when every user gets the same scores (POP, POP-N): ranking is then done once per fold.
     user_independent: ClassVar[bool] = False
     #: True when the model implements :meth:`score_factors` (scores H @ W ≥ 0, most of them 0,
-    #: as in kNN): ranking then looks only at the positive sums and fills up with 0-score items
-    #: by id, and :meth:`score` defaults to the densified product.
+    #: as in kNN) or :meth:`score_candidates`: ranking then looks only at the positive scores
+    #: and fills up with 0-score items by id, and :meth:`score` defaults to the densified
+    #: product.
     sparse_scores: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "name"):
+            cls.name = f"{cls.__module__}:{cls.__qualname__}"
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
         if config is not None and params:
@@ -238,7 +268,7 @@ class Algorithm(ABC):
         return "cpu"
 
     def fit(self, train: TrainData) -> Self:
-        """Fit on one fold's training data."""
+        """Fit on one fold's training data (everything in it is before ``train.cutoff``)."""
         self.train_ = train
         self._fit(train)
         return self
@@ -256,7 +286,29 @@ class Algorithm(ABC):
         """(H, W) with sparse scores ``H @ W`` (len(rows) × n_items), snapped, entries ≥ 0.
 
         Only used when ``sparse_scores`` is True: ranking then runs on the product without
-        materialising it (:func:`top_k_of_product`).
+        materialising it (:func:`top_k_of_product`). Defaults to the model's own candidates,
+        ``(score_candidates(rows), I)``.
+        """
+        candidates = sp.csr_matrix(self.score_candidates(rows))
+        assert self.train_ is not None
+        if candidates.shape != (len(rows), self.train_.n_items):
+            raise ValueError(
+                f"{self.name}: score_candidates returned shape {candidates.shape}, expected "
+                f"{(len(rows), self.train_.n_items)} (rows × training items)"
+            )
+        if len(candidates.data) and (
+            not np.isfinite(candidates.data).all() or candidates.data.min() < 0
+        ):
+            raise ValueError(f"{self.name}: candidate scores must be finite and ≥ 0")
+        return candidates, sp.identity(self.train_.n_items, dtype=np.float64, format="csr")
+
+    def score_candidates(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
+        """The model's own candidates for each row, with their scores: a sparse
+        len(rows) × n_items matrix of finite scores ≥ 0 (set ``sparse_scores = True``).
+
+        Items left out score 0: they rank after the candidates, by item id. The engine still
+        drops the user's seen items, ranks by score descending and breaks ties by item id, so
+        the candidates need not exclude seen items and their order does not matter.
         """
         raise NotImplementedError(f"{self.name} has no sparse scores")
 
