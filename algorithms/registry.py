@@ -19,7 +19,6 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
-import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +103,7 @@ def resolve(name: str) -> tuple[type[Algorithm], Origin]:
             raise SwevalError(
                 f"algorithm {name!r}: the entry point {entry.value!r} (group "
                 f"{ENTRY_POINT_GROUP!r}{_declared_by(entry)}) fails to load: "
-                f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
+                f"{type(exc).__name__}: {exc}."
             ) from exc
         dist = entry.dist
         return _checked(loaded, name), Origin(
@@ -137,7 +136,7 @@ def _import_path(name: str) -> Any:
     except Exception as exc:
         raise SwevalError(
             f"algorithm {name!r}: importing module {module_name!r} failed: "
-            f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)}"
+            f"{type(exc).__name__}: {exc}."
         ) from exc
     found: Any = module
     for part in attribute.split("."):
@@ -192,7 +191,7 @@ def available() -> tuple[dict[str, tuple[type[Algorithm], Origin]], list[str]]:
         try:
             found[name] = resolve(name)
         except SwevalError as exc:
-            problems.append(str(exc).split("\n", 1)[0])
+            problems.append(str(exc))
     return found, problems
 
 
