@@ -162,3 +162,29 @@ def test_a_plugin_that_cannot_be_imported_stops_the_command_with_exit_2(tmp_path
     assert "error: algorithm 'no_such_pkg.models:Model': module 'no_such_pkg.models' not found" in (
         result.stderr.replace("\n", " "))
     assert "Traceback" not in result.stderr
+
+
+def test_the_readme_example_runs_and_prints_what_the_readme_shows(tmp_path):
+    """The model and the command of README's "Evaluating your own model", as written there; the
+    Recall table it shows is the run's summary."""
+    import re
+    import shlex
+
+    readme = (REPO / "README.md").read_text()
+    model = re.search(r"<!-- readme-model -->\n```python\n(.*?)```", readme, re.DOTALL)[1]
+    command = re.search(r"<!-- readme-command -->\n```bash\n(.*?)```", readme, re.DOTALL)[1]
+    shown = re.search(r"<!-- readme-command -->\n```bash\n.*?```\n\n```\n(.*?)```", readme,
+                      re.DOTALL)[1]
+    (tmp_path / "my_models.py").write_text(model)
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:4] == ["PYTHONPATH=.", "uv", "run", "sweval"]
+    result = sweval(*argv[4:], "--output", str(tmp_path / "out"), "--no-tracking",
+                    "--no-progress", pythonpath=[tmp_path])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    for line in shown.strip().splitlines()[1:]:
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        for k, cell in zip((5, 10, 15, 20), cells[1:5], strict=True):
+            row = summary[(summary["algorithm"] == cells[0]) & (summary["metric"] == "recall")
+                          & (summary["k"] == k) & (summary["stratum"] == "all")]
+            assert f"{row['mean'].item():.4f}" == cell.split()[0], (cells[0], k)
