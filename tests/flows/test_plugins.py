@@ -53,6 +53,7 @@ def run_args(data: Path, output: Path, *extra: str) -> list[str]:
             "--no-tracking", "--no-progress", *extra]
 
 
+@pytest.mark.slow
 def test_example_plugin_runs_from_the_command_line(tmp_path, write_log):
     data = write_log()
     path = install_example_plugin(tmp_path / "site")
@@ -164,6 +165,7 @@ def test_a_plugin_that_cannot_be_imported_stops_the_command_with_exit_2(tmp_path
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_the_readme_example_runs_and_prints_what_the_readme_shows(tmp_path):
     """The model and the command of README's "Evaluating your own model", as written there; the
     Recall table it shows is the run's summary."""
