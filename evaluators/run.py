@@ -295,8 +295,7 @@ def run_fold(
             except AlgorithmFailed as exc:
                 if failures is None:
                     raise
-                _log.error("unit failed: %s\n%s", exc.failure.describe(), exc.failure.traceback)
-                failures.append(exc.failure)
+                failures.append(exc.failure)  # logged with its traceback where it failed
                 continue
             if on_unit is not None:
                 on_unit(unit, computed[unit.key])

@@ -24,6 +24,7 @@ import functools
 import hashlib
 import inspect
 import json
+import logging
 import time
 import traceback
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ from sweval.evaluators.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore
+
+_log = logging.getLogger(__name__)
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,8 +267,12 @@ class UnitFailure:
         return f"fold {self.fold}{stratum}, {self.label}: {self.error}"
 
 
-class AlgorithmFailed(Exception):
-    """An algorithm raised while one unit was fitted or ranked (its :class:`UnitFailure`)."""
+class AlgorithmFailed(SwevalError):
+    """An algorithm raised while one unit was fitted or ranked (its :class:`UnitFailure`).
+
+    A run (:func:`evaluators.run.run_fold`) records it and goes on; anywhere else (``sweval
+    compare``, ``--tune-sampler tpe``) it stops the command as a user error naming the unit.
+    """
 
     def __init__(self, failure: UnitFailure) -> None:
         super().__init__(failure)
@@ -318,12 +325,14 @@ def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
     except SwevalError:
         raise
     except Exception as exc:
-        raise AlgorithmFailed(UnitFailure(
+        failure = UnitFailure(
             fold=unit.split.index, label=unit.spec.label, key=unit.key,
             stratum=str(unit.split.definition.get("stratum", "all")),
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
-        )) from exc
+        )
+        _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback)
+        raise AlgorithmFailed(failure) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists
 

@@ -140,3 +140,20 @@ def test_negative_candidate_scores_are_refused(lib):
     train = lib.train_from_dense(np.eye(3, dtype=bool))
     with pytest.raises(ValueError, match="finite and ≥ 0"):
         Negative().fit(train).recommend(np.arange(3), 2)
+
+
+class FailsInFit(api.Algorithm):
+    def _fit(self, train: api.TrainData) -> None:
+        raise ValueError("plugin bug")
+
+
+def test_a_failing_plugin_stops_sweval_compare_with_a_clear_error(caplog):
+    """Outside a run (sweval compare's protocols) a failing unit is a user error naming it, its
+    traceback in the log."""
+    from sweval.evaluators.protocols import LeaveLastOneOut, run_protocol
+
+    log = InteractionLog.from_frame(log_frame(4))
+    name = f"{__name__}:FailsInFit"
+    with pytest.raises(SwevalError, match=rf"unit failed \(fold 0, {name}: ValueError: plugin bug\)"):
+        run_protocol(log, LeaveLastOneOut(), ["pop", name], ks=[5])
+    assert 'raise ValueError("plugin bug")' in caplog.text
