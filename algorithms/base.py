@@ -23,7 +23,7 @@ user's own training row; ranking is by score descending, ties by column ascendin
 (:mod:`algorithms.ranking`). A model never returns a list, so it can neither recommend a seen
 item nor break a tie another way.
 
-The thread budget of a unit is :func:`sweval.algorithms.threads.unit_threads` (None: use every
+The thread budget of a unit is :data:`sweval.algorithms.threads.unit_threads` (None: use every
 core), which the engine sets per fold task; the device is the model's own choice (a ``device``
 parameter, as ALS has), reported through :attr:`Algorithm.device` into ``units.csv``.
 """
