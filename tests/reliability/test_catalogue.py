@@ -37,7 +37,10 @@ from sweval_testing import DAY, REPO, T0, use_plugins, write_dist_info
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.deployment_gap import GapDesign
 from sweval.evaluators.run import run_local
+from sweval.flows.compare import run_compare
+from sweval.flows.gap import run_gap
 
 DOCS = REPO / "docs" / "reliability.md"
 #: The run options of every "run" case (a case's options override them).
@@ -360,6 +363,14 @@ def _failing_plugin(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return PLAIN(tmp)
 
 
+def _leakage(ctx: Context, *, start: int, periods: int) -> Any:
+    from sweval.evaluators.leakage_severity import SeverityDesign
+    from sweval.flows.leakage import run_leakage
+
+    return run_leakage(ctx.config(), SeverityDesign(test_start=start, period_s=DAY,
+                                                    periods=periods), output=ctx.tmp / "leak")
+
+
 def check_plugin_failed_alone(outputs: Any, ctx: Context) -> None:
     used = sorted(int(f) for f in outputs.folds.loc[~outputs.folds["skipped"], "fold"])
     assert used
@@ -381,8 +392,8 @@ class Case:
         behaviour: what SW-EVAL does (for the docs).
         build: writes the input under a temporary directory, returns the data path; builders
             taking a second argument get the test's monkeypatch.
-        via: ``load`` (load_log), ``run`` (run_local on an EvalConfig) or ``config``
-            (EvalConfig.build only).
+        via: ``load`` (load_log), ``run`` (run_local on an EvalConfig), ``config``
+            (EvalConfig.build only) or ``call`` (``call(ctx)``: the experiments' commands).
         options: load_log keyword arguments, or EvalConfig fields over RUN_DEFAULTS.
         error: a regex the SwevalError message must match (``{file}`` = the data path).
         check: ``check(result, ctx)`` for cases that succeed.
@@ -396,6 +407,7 @@ class Case:
     options: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     check: Callable[[Any, Context], None] | None = None
+    call: Callable[[Context], Any] | None = None
 
 
 @dataclass
@@ -864,6 +876,38 @@ CASES: list[Case] = [
          options={"folds": 10**9, "window": "1s"}, error=r"--folds 1000000000: at most 100,000 windows"),
     Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the output directory",
          PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the output directory .*Not a directory"),
+    # ---------------------------------------------------------------- experiments (issue 19)
+    Case("leak-test-period-outside", "sweval leakage --leak-test-start 2030-01-01",
+         "error: the test period holds no transaction, with the log's span", PLAIN, via="call",
+         call=lambda ctx: _leakage(ctx, start=T0 + 3650 * DAY, periods=0),
+         error=r"the test period \[2033.*holds no transaction \(the log spans 2024-01-01"),
+    Case("leak-periods-beyond-log", "sweval leakage --leak-periods 9 on the log's 4th day",
+         "error: J needs more periods than the log has after P (at most 2)", PLAIN, via="call",
+         call=lambda ctx: _leakage(ctx, start=T0 + 3 * DAY, periods=9),
+         error=r"--leak-periods 9 needs 9 periods .* at most 2"),
+    Case("split-ratio-outside", "sweval compare --protocols random-split --split-ratio 1.5",
+         "error: the ratio must lie in (0, 1)", PLAIN, via="call",
+         call=lambda ctx: run_compare(ctx.config(), ["random-split"], output=ctx.output,
+                                      split_ratio=1.5),
+         error=r"--split-ratio must be between 0 and 1 \(exclusive\), got 1.5"),
+    Case("basket-column-missing", "--basket-col order on a log without that column",
+         "error: the missing column is named, with the columns the data has", PLAIN,
+         options={"basket_col": "order"}, error=r"missing column\(s\) 'order'; the data has"),
+    Case("basket-protocol-without-column", "sweval compare --protocols leave-last-basket, no --basket-col",
+         "error before any fit: leave-last-basket needs --basket-col", PLAIN, via="call",
+         call=lambda ctx: run_compare(ctx.config(), ["sw-eval", "leave-last-basket"],
+                                      output=ctx.output),
+         error=r"leave-last-basket needs the basket or session .* --basket-col"),
+    Case("gap-window-outside", "sweval gap --start 2030-01-01",
+         "error: the deployment window holds no transaction", PLAIN, via="call",
+         call=lambda ctx: run_gap(ctx.config(), GapDesign(deploy_start=T0 + 3650 * DAY,
+                                                          width_s=DAY), output=ctx.tmp / "gap"),
+         error=r"the deployment window starting at .* holds no transaction"),
+    Case("gap-cutoff-before-log", "sweval gap --start (the log's 2nd day) --window 3D",
+         "error: the cut-off validation window would start before the first transaction", PLAIN,
+         via="call", call=lambda ctx: run_gap(ctx.config(), GapDesign(
+             deploy_start=T0 + DAY, width_s=3 * DAY), output=ctx.tmp / "gap"),
+         error=r"the cut-off validation window \[T − tΔ, T\) starts before the first"),
     # ---------------------------------------------------------------- plugins (docs/plugins.md)
     Case("plugin-module-missing", "--algorithms pop,no_such_pkg.models:Model",
          "error: the module is not found (is its package installed, its folder on PYTHONPATH?)",
@@ -920,6 +964,9 @@ def test_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
             return load_log(data, **options)
         if case.via == "config":
             return EvalConfig.build(**(RUN_DEFAULTS | options))
+        if case.via == "call":
+            assert case.call is not None
+            return case.call(ctx)
         return run_local(ctx.config())
 
     if case.error is not None:
