@@ -171,13 +171,29 @@ def test_dockerfiles() -> None:
     project = (REPO / "docker" / "Dockerfile").read_text()
     assert "FROM python:3.11-slim" in project
     assert "pip install --no-cache-dir uv" in project
-    assert "uv sync --locked --extra dask" in project
+    assert "uv sync --locked --extra dask --extra server" in project  # Prefect on Postgres
     assert 'ENTRYPOINT ["sweval"]' in project
     mlflow_file = (REPO / "docker" / "mlflow.Dockerfile").read_text()
     # The server image's MLflow is the client's (the locked version) and has a Postgres driver.
     version = importlib.metadata.version("mlflow")
     assert f"FROM ghcr.io/mlflow/mlflow:v{version}" in mlflow_file
-    assert "psycopg2-binary" in mlflow_file
+    # ... and the driver the loopback test runs MLflow on Postgres with (the `server` extra).
+    driver = importlib.metadata.version("psycopg2-binary")
+    assert f'"psycopg2-binary=={driver}"' in mlflow_file
+
+
+def test_server_extra_has_the_drivers_of_the_compose_urls(services: dict[str, dict[str, Any]]) -> None:
+    """The `server` extra carries a driver for each Postgres URL the compose file uses."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["server"]
+    names = {re.split(r"[<>=\[ ;]", requirement, maxsplit=1)[0] for requirement in extra}
+    mlflow_url = environment(services["mlflow"])["MLFLOW_BACKEND_STORE_URI"]
+    prefect_url = environment(services["prefect-server"])["PREFECT_API_DATABASE_CONNECTION_URL"]
+    # SQLAlchemy's default driver of postgresql:// is psycopg2; +asyncpg names its own.
+    assert mlflow_url.startswith("postgresql://") and "psycopg2-binary" in names
+    assert prefect_url.startswith("postgresql+asyncpg://") and "asyncpg" in names
 
 
 def test_init_sql_creates_both_databases() -> None:
