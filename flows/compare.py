@@ -65,6 +65,7 @@ from sweval.evaluators.comparison import (
     table2,
 )
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
@@ -185,12 +186,28 @@ def run_compare(
         log: an already loaded log (tests); default: load ``config.data``.
 
     Raises:
-        SwevalError: bad options, data or protocol problems, tracking failures.
+        SwevalError: bad options, data or protocol problems, tracking failures, or another
+            run writing to ``output`` (:func:`evaluators.locks.output_lock`).
     """
     protocols = parse_protocols(protocols)
     if loocv_repeats < 1:
         raise SwevalError(f"--loocv-repeats must be at least 1, got {loocv_repeats}.")
     directory = Path(output)
+    with output_lock(directory):
+        return _compare(config, protocols, directory, loocv_repeats=loocv_repeats, log=log,
+                        console=console)
+
+
+def _compare(
+    config: EvalConfig,
+    protocols: list[str],
+    directory: Path,
+    *,
+    loocv_repeats: int,
+    console: Console | None,
+    log: InteractionLog | None,
+) -> Comparison:
+    """:func:`run_compare`'s work, with the output directory locked."""
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
     plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
     log = plan.log
