@@ -50,7 +50,7 @@ def owner_record() -> dict[str, Any]:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
     }
 
 

@@ -178,3 +178,19 @@ def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path: Path):
     with pytest.raises(SwevalError, match="cannot prepare the output directory"), \
             output_lock(path):
         pass
+
+
+# ------------------------------------------------------------------------------ the catalogue
+def test_the_operations_catalogue_names_tests_that_exist():
+    """docs/reliability.md's "Processes, concurrency and upgrades" table: every row's test exists."""
+    from sweval_testing import REPO
+
+    text = (REPO / "docs" / "reliability.md").read_text()
+    section = text.split("## Processes, concurrency and upgrades", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    named = [re.search(r"`(tests/[\w/]+\.py)::(\w+)` \|$", row) for row in rows]
+    assert len(rows) >= 8 and all(named), rows
+    for found in named:
+        path, name = found[1], found[2]
+        source = (REPO / path).read_text()
+        assert re.search(rf"^def {name}\(", source, re.M), f"{path}::{name} does not exist"
