@@ -7,8 +7,8 @@ therefore never "stale": the next run takes it at once.
 
 Output directory (``<output>/.sweval.lock``)::
 
-    run A ── takes the lock, writes {pid, host, started, command} into the file ── ... ── releases
-    run B ──── tries once, finds it held ── stops: SwevalError naming A's pid, host, start time
+    run A ── takes the lock, writes {pid, host, started, command} in the file ── ... ── releases
+    run B ──── tries once, finds it held ── stops: SwevalError naming A's pid, host, start
 
 A second run into a directory in use stops at once with that error rather than waiting: its
 outputs would be the first run's anyway (the same units), and a process waiting silently for

@@ -182,7 +182,7 @@ def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path: Path):
 
 # ------------------------------------------------------------------------------ the catalogue
 def test_the_operations_catalogue_names_tests_that_exist():
-    """docs/reliability.md's "Processes, concurrency and upgrades" table: every row's test exists."""
+    """docs/reliability.md's "Processes, concurrency and upgrades" table: each row's test exists."""
     from sweval_testing import REPO
 
     text = (REPO / "docs" / "reliability.md").read_text()

@@ -182,7 +182,9 @@ def test_dockerfiles() -> None:
     assert f'"psycopg2-binary=={driver}"' in mlflow_file
 
 
-def test_server_extra_has_the_drivers_of_the_compose_urls(services: dict[str, dict[str, Any]]) -> None:
+def test_server_extra_has_the_drivers_of_the_compose_urls(
+    services: dict[str, dict[str, Any]],
+) -> None:
     """The `server` extra carries a driver for each Postgres URL the compose file uses."""
     import tomllib
 
@@ -274,3 +276,15 @@ def test_serve_default_config_is_valid(services: dict[str, dict[str, Any]]) -> N
     config = EvalConfig.load(REPO / "docker" / "serve.toml")
     assert config.start is not None, "rolling (scheduled) runs need a fixed start"
     assert config.output.startswith("/runs/"), "the series state must live on the sweval-runs volume"
+
+
+def test_postgres_major_version_matches_the_loopback_binaries(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The loopback test's Postgres (Debian's, when installed) is the compose image's major."""
+    image = services["postgres"]["image"]
+    assert re.fullmatch(r"postgres:\d+", image), image
+    bin_dir = stack.postgres_bin_dir()
+    if bin_dir is None or not bin_dir.parent.name.isdigit():
+        pytest.skip("no Debian PostgreSQL installed here (/usr/lib/postgresql/N/bin)")
+    assert image == f"postgres:{bin_dir.parent.name}"
