@@ -45,6 +45,7 @@ class Outputs:
     devices: dict[str, str]
     n_reused: int = 0
     n_computed: int = 0
+    n_code_changed: int = 0  # of the computed units, those stored as computed by other code
     tuning: pd.DataFrame | None = None
     optimism: pd.DataFrame | None = None
     #: units whose algorithm raised: left out of every table

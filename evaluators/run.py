@@ -45,6 +45,7 @@ from sweval.evaluators.units import (
     UnitFailure,
     code_version,
     compute_unit,
+    outdated_by_code,
     plan_units,
     variant_label,
 )
@@ -271,6 +272,9 @@ def run_fold(
 ) -> dict[str, UnitLists]:
     """Compute the units of one fold that ``store`` lacks, sharing the fold's training data.
 
+    Each unit is computed under its lock in the store (:func:`evaluators.locks.unit_lock`): a
+    unit another process is computing is waited for and then reused, not computed twice.
+
     Args:
         plan: the run plan.
         fold: the fold's index.
@@ -292,13 +296,16 @@ def run_fold(
         for unit in units:
             if store.has(unit.key, depth=unit.depth):
                 continue
-            try:
-                computed[unit.key] = compute_unit(unit, store)
-            except AlgorithmFailed as exc:
-                if failures is None:
-                    raise
-                failures.append(exc.failure)  # logged with its traceback where it failed
-                continue
+            with store.lock(unit.key):
+                if store.has(unit.key, depth=unit.depth):  # another process finished it meanwhile
+                    continue
+                try:
+                    computed[unit.key] = compute_unit(unit, store)
+                except AlgorithmFailed as exc:
+                    if failures is None:
+                        raise
+                    failures.append(exc.failure)  # logged with its traceback where it failed
+                    continue
             if on_unit is not None:
                 on_unit(unit, computed[unit.key])
     finally:
@@ -346,11 +353,15 @@ def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outpu
     """
     plan = make_plan(config, log)
     store = unit_store(config)
-    n_missing = len(missing_units(plan, store))
+    missing = missing_units(plan, store)
+    code_changed = outdated_by_code(missing, store)
     failures: list[UnitFailure] = []
     computed = run_units(plan, store, failures=failures)
     n_units = len({unit.key for unit in plan.units})
-    outputs = replace(collect(plan, store, failed=failures), n_reused=n_units - n_missing,
-                      n_computed=computed)
+    outputs = replace(
+        collect(plan, store, failed=failures),
+        n_reused=n_units - computed - len({failure.key for failure in failures}),
+        n_computed=computed, n_code_changed=min(code_changed, computed),
+    )
     write_outputs(plan, outputs)
     return outputs

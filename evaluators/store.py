@@ -11,12 +11,15 @@ Layout under the store's directory (``<output>/units`` by default, or a shared `
 Lists hold raw ids, not codes: codes shift when a log grows, ids do not, so a window's unit
 serves the same window of a longer log. Every file is written to a temporary name and renamed
 into place, so a kill leaves each file whole or absent, and two processes writing the same unit
-write the same bytes. Nothing is deleted because a configuration changed; only
-:meth:`UnitStore.prune` (``sweval cache prune``) deletes, on request.
+write the same bytes; a unit is computed under its lock (``<2 hex>/.<key>.lock``, see
+:mod:`evaluators.locks`), so two runs sharing a store compute it once. Nothing is deleted
+because a configuration changed; only :meth:`UnitStore.prune` (``sweval cache prune``)
+deletes, on request.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -36,6 +39,7 @@ import pyarrow.parquet as pq
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitLists
+from sweval.evaluators.locks import unit_lock
 
 _log = logging.getLogger(__name__)
 
@@ -96,6 +100,10 @@ class UnitStore:
                 f"{self.directory}: cannot prepare the output directory ({exc})."
             ) from exc
         return self
+
+    def lock(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """Hold unit ``key``'s lock (waiting while another process computes it)."""
+        return unit_lock(self.directory, key)
 
     def has(self, key: str, *, depth: int = 0) -> bool:
         """Whether the unit is finished, with lists of at least ``depth`` items."""
@@ -163,6 +171,16 @@ class UnitStore:
             timings={k: float(v) for k, v in record.get("timings", {}).items()},
             warm_state=warm,
         )
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """The record (``unit.json``) of every finished unit in the store, in no set order."""
+        if not self.directory.is_dir():
+            return
+        for record_path in self.directory.glob(f"??/*/{UNIT_FILE}"):
+            try:
+                yield json.loads(record_path.read_text())
+            except (OSError, ValueError):
+                continue
 
     def entries(self) -> Iterator[StoredUnit]:
         """Every finished unit in the store."""

@@ -299,6 +299,42 @@ class UnitsFailed(SwevalError):
         return (type(self), (self.failures,))
 
 
+def code_free_identity(split: dict[str, Any], algorithm: str, params: dict[str, Any]) -> str:
+    """What a unit is apart from the code that computes it: its split, algorithm and validated
+    parameters (as JSON, the way a stored record holds them)."""
+    identity = {"split": split, "algorithm": algorithm, "params": params}
+    text = json.dumps(json.loads(json.dumps(identity, default=str)), sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def outdated_by_code(units: Sequence[Unit], store: UnitStore) -> int:
+    """How many of ``units`` (units to compute) ``store`` holds only as computed by other code.
+
+    Such a unit has a stored record with the same split, algorithm and parameters, whose
+    ``code`` (:func:`code_version` of the code that computed it) differs from this code's, and
+    none with this code's version: after an upgrade, its key changed with the code and it is
+    recomputed rather than mixed in. Reads every record of the store, so only when there are
+    units to compute.
+    """
+    if not units:
+        return 0
+    codes: dict[str, set[str]] = {}
+    for record in store.records():
+        try:
+            identity = code_free_identity(record["split"], record["algorithm"], record["params"])
+        except (KeyError, TypeError):
+            continue
+        codes.setdefault(identity, set()).add(str(record.get("code")))
+    outdated = 0
+    for unit in units:
+        stored = codes.get(code_free_identity(unit.split.definition, unit.spec.name,
+                                              unit.spec.canonical), set())
+        if stored and code_version(unit.spec.name) not in stored:
+            outdated += 1
+    return outdated
+
+
 def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
     """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
     and save it in ``store``.

@@ -232,9 +232,8 @@ def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
 ) -> None:
     """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1)."""
-    import subprocess
-
     from sweval.evaluators.config import EvalConfig
+    from sweval.flows.processes import run_server
     from sweval.flows.tracking import resolve_tracking_uri, server_command, server_env
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
@@ -245,8 +244,8 @@ def ui(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start; experiments "
         "are under 'Model training'); stop with Ctrl-C"
     )
-    try:
-        subprocess.run(server_command(uri, port=port), env=server_env(), check=False)
+    try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
+        run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:
         pass
 
@@ -296,7 +295,13 @@ def entry_point() -> None:
     standard streams' flush run as usual; only objects caught in reference cycles are left
     for the operating system to reclaim. SW-EVAL's own files are closed when written, so
     nothing they hold waits for a collection.
+
+    SIGINT, SIGTERM and SIGHUP unwind the command like Ctrl-C, and whatever it started (servers,
+    workers, flow-run processes) is stopped with it (:mod:`flows.processes`).
     """
+    from sweval.flows.processes import stop_children_on_signals
+
+    stop_children_on_signals()
     try:
         main()
     finally:
@@ -308,13 +313,12 @@ def main() -> None:
     finished with failed units)."""
     apply_env_defaults()  # before any command imports Prefect
     try:
-        app(standalone_mode=False)
+        status = app(standalone_mode=False)
     except SwevalError as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
-        sys.exit(130)
+        _interrupted()
     except Exception as exc:  # click's own usage errors
         exceptions = _click_exceptions()
         if isinstance(exc, exceptions.ClickException):
@@ -325,6 +329,17 @@ def main() -> None:
         if isinstance(exc, typer.Abort):
             sys.exit(1)
         raise
+    if status == 130:  # typer turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) into Exit(130)
+        _interrupted()
+
+
+def _interrupted() -> None:
+    """A command stopped by Ctrl-C, SIGTERM or SIGHUP (:mod:`flows.processes`): say how to
+    resume, exit with 128 + the signal's number (130, 143, 129)."""
+    from sweval.flows.processes import received_signal
+
+    console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
+    sys.exit(128 + (received_signal() or 2))
 
 
 def _click_exceptions() -> Any:

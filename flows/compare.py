@@ -70,6 +70,7 @@ from sweval.evaluators.comparison import (
     table2,
 )
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
@@ -217,7 +218,8 @@ def run_compare(
         rank_metric: the metric of the rankings, Kendall's τ and the rank shifts.
 
     Raises:
-        SwevalError: bad options, data or protocol problems, tracking failures.
+        SwevalError: bad options, data or protocol problems, tracking failures, or another
+            run writing to ``output`` (:func:`evaluators.locks.output_lock`).
     """
     protocols = parse_protocols(protocols)
     if loocv_repeats < 1:
@@ -225,6 +227,21 @@ def run_compare(
     if rank_metric not in RANK_METRICS:
         raise SwevalError(f"--rank-metric {rank_metric!r}: one of {', '.join(RANK_METRICS)}.")
     directory = Path(output)
+    with output_lock(directory):
+        return _compare(config, protocols, directory, loocv_repeats=loocv_repeats, log=log,
+                        console=console)
+
+
+def _compare(
+    config: EvalConfig,
+    protocols: list[str],
+    directory: Path,
+    *,
+    loocv_repeats: int,
+    console: Console | None,
+    log: InteractionLog | None,
+) -> Comparison:
+    """:func:`run_compare`'s work, with the output directory locked."""
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
     plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
     log = plan.log

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
 from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
 from sweval.flows.summary import progress_bar
@@ -27,7 +28,17 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
 
     Returns:
         The written tables; None when a rolling run found no complete window.
+
+    Raises:
+        SwevalError: any problem with the data or the options, or another run writing to
+            ``config.output`` (:func:`evaluators.locks.output_lock`).
     """
+    with output_lock(config.output):
+        return _execute(config, rolling=rolling, tracking=tracking)
+
+
+def _execute(config: EvalConfig, *, rolling: bool, tracking: bool) -> Outputs | None:
+    """:func:`execute`'s work, with the output directory locked."""
     prepared = prepare(config, rolling=rolling)
     if prepared is None:
         return None

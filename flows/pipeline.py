@@ -31,8 +31,9 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import Outputs, algorithm_rows, collect, write_outputs
 from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
 from sweval.evaluators.store import UnitFiles
-from sweval.evaluators.units import Unit, UnitFailure, describe
+from sweval.evaluators.units import Unit, UnitFailure, describe, outdated_by_code
 from sweval.flows import rolling as rolling_mode
+from sweval.flows.summary import units_line
 
 _log = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class Evaluation:
         self.tracker = tracker
         self.progress = progress
         self.missing = missing_units(self.plan, self.store)
+        self.code_changed = outdated_by_code(self.missing, self.store)
         self.computed = 0
         self.failed: list[UnitFailure] = []
         self.tracking_deferred = False
@@ -233,6 +235,12 @@ class Evaluation:
     def reused(self) -> int:
         """Units of the plan that were already in the store when the run started."""
         return len({unit.key for unit in self.plan.units}) - len(self.missing)
+
+    @property
+    def taken_from_store(self) -> int:
+        """Units of the plan this run did not compute itself: those stored when it started and
+        those another process sharing the store finished meanwhile."""
+        return len({unit.key for unit in self.plan.units}) - self.computed
 
     def pending_units(self) -> list[Unit]:
         """The plan's units whose key is missing (two labels may share a key)."""
@@ -262,7 +270,8 @@ class Evaluation:
         }
 
     def log_line(self) -> str:
-        return f"reused {self.reused} units, computed {len(self.missing)}"
+        """``reused R units, computed C (N because the code changed)``, as planned at the start."""
+        return units_line(self.reused, len(self.missing), self.code_changed)
 
     def _rows(self, fold: int, names: list[str]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
         rows: list[Mapping[str, Any]] = []
@@ -321,8 +330,9 @@ class Evaluation:
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
         outputs = replace(
-            collect(self.plan, self.store, failed=self.failed), n_reused=self.reused,
-            n_computed=self.computed,
+            collect(self.plan, self.store, failed=self.failed),
+            n_reused=self.taken_from_store - len({failure.key for failure in self.failed}),
+            n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
         )
         write_outputs(self.plan, outputs)
         self.report_files = write_report_quietly(outputs.directory)

@@ -42,6 +42,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from sweval.algorithms.threads import thread_budget, usable_cpus
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
 from sweval.flows.pipeline import (
     Evaluation,
@@ -217,6 +218,12 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
     Returns:
         The written tables, or None when a rolling run found no complete window.
     """
+    with output_lock(config.output):  # one run per output directory (SwevalError otherwise)
+        return _evaluate(config, rolling)
+
+
+def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
+    """The flow's work, with the output directory locked."""
     from prefect.runtime import flow_run
 
     logger = get_run_logger()

@@ -90,7 +90,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     )
     for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
         console.print(f"  skipped: {reason}", style="dim")
-    console.print(f"units: reused {outputs.n_reused} units, computed {outputs.n_computed}")
+    line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed)
+    console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
@@ -98,6 +99,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}")
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def units_line(reused: int, computed: int, code_changed: int) -> str:
+    """``reused 10 units, computed 5 (3 because the code changed)``: the second part only when
+    some computed units were stored as computed by other code
+    (:func:`evaluators.units.outdated_by_code`)."""
+    line = f"reused {reused} units, computed {computed}"
+    return line + (f" ({code_changed} because the code changed)" if code_changed else "")
 
 
 def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:

@@ -225,3 +225,62 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["sweval", "cache", "size", "--output", out])
     main()
     assert "pop-n" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------ after an upgrade
+def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
+    tmp_path, fits, monkeypatch, capsys, caplog
+):
+    """An upgrade that changes pop's code (faked: its code version differs): the 3 pop units
+    stored by the old code are recomputed, not reused, and the run says so; pop-n's are reused."""
+    import logging
+
+    from sweval.evaluators import units
+    from sweval.flows.cli import main
+
+    output = tmp_path / "x"
+    base = ["sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
+            "--data", "movielens-latest-small", "--window", "7D", "--u-min", "3",
+            "--algorithms", "pop,pop-n", "--output", str(output)]
+    monkeypatch.setattr(sys, "argv", [*base, "--folds", "3"])
+    main()
+    assert "reused 0 units, computed 6\n" in capsys.readouterr().out
+    old_pop = units.code_version("pop")
+
+    real = units.code_version
+    monkeypatch.setattr(units, "code_version",
+                        lambda name: "0123456789abcdef" if name == "pop" else real(name))
+    fits.clear()
+    monkeypatch.setattr(sys, "argv", [*base, "--folds", "4"])
+    with caplog.at_level(logging.INFO, logger="sweval.flows.execute"):
+        main()
+    # pop: 4 units (3 were the old code's), pop-n: the new earliest fold only
+    assert sorted(fits) == [(0, "pop"), (0, "pop-n"), (1, "pop"), (2, "pop"), (3, "pop")]
+    line = "reused 3 units, computed 5 (3 because the code changed)"
+    assert f"units: {line}" in capsys.readouterr().out
+    assert line in caplog.text  # the run's log (the flow logs the same line)
+
+    # Nothing is mixed or deleted: the store holds pop's 3 old units and its 4 new ones apart.
+    stored = list(UnitStore(output / "units").records())
+    pop_codes = sorted(r["code"] for r in stored if r["algorithm"] == "pop")
+    assert pop_codes == sorted([old_pop] * 3 + ["0123456789abcdef"] * 4)
+    # Same numbers as a run that never saw the old units (the faked upgrade changed no formula).
+    fresh = tmp_path / "fresh"
+    monkeypatch.setattr(sys, "argv", [*base[:-1], str(fresh), "--folds", "4"])
+    main()
+    assert (fresh / "results.csv").read_bytes() == (output / "results.csv").read_bytes()
+
+
+def test_a_rerun_after_the_upgrade_reuses_the_new_units_and_counts_no_code_change(
+    tmp_path, fits, monkeypatch
+):
+    from sweval.evaluators import units
+
+    run_local(config(tmp_path, folds=2))
+    real = units.code_version
+    monkeypatch.setattr(units, "code_version", lambda name: real(name)[::-1])
+    upgraded = run_local(config(tmp_path, folds=2))
+    assert (upgraded.n_reused, upgraded.n_computed, upgraded.n_code_changed) == (0, 4, 4)
+    fits.clear()
+    again = run_local(config(tmp_path, folds=2))
+    assert fits == [] and (again.n_reused, again.n_computed, again.n_code_changed) == (4, 0, 0)

@@ -171,13 +171,31 @@ def test_dockerfiles() -> None:
     project = (REPO / "docker" / "Dockerfile").read_text()
     assert "FROM python:3.11-slim" in project
     assert "pip install --no-cache-dir uv" in project
-    assert "uv sync --locked --extra dask" in project
+    assert "uv sync --locked --extra dask --extra server" in project  # Prefect on Postgres
     assert 'ENTRYPOINT ["sweval"]' in project
     mlflow_file = (REPO / "docker" / "mlflow.Dockerfile").read_text()
     # The server image's MLflow is the client's (the locked version) and has a Postgres driver.
     version = importlib.metadata.version("mlflow")
     assert f"FROM ghcr.io/mlflow/mlflow:v{version}" in mlflow_file
-    assert "psycopg2-binary" in mlflow_file
+    # ... and the driver the loopback test runs MLflow on Postgres with (the `server` extra).
+    driver = importlib.metadata.version("psycopg2-binary")
+    assert f'"psycopg2-binary=={driver}"' in mlflow_file
+
+
+def test_server_extra_has_the_drivers_of_the_compose_urls(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The `server` extra carries a driver for each Postgres URL the compose file uses."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["server"]
+    names = {re.split(r"[<>=\[ ;]", requirement, maxsplit=1)[0] for requirement in extra}
+    mlflow_url = environment(services["mlflow"])["MLFLOW_BACKEND_STORE_URI"]
+    prefect_url = environment(services["prefect-server"])["PREFECT_API_DATABASE_CONNECTION_URL"]
+    # SQLAlchemy's default driver of postgresql:// is psycopg2; +asyncpg names its own.
+    assert mlflow_url.startswith("postgresql://") and "psycopg2-binary" in names
+    assert prefect_url.startswith("postgresql+asyncpg://") and "asyncpg" in names
 
 
 def test_init_sql_creates_both_databases() -> None:
@@ -258,3 +276,15 @@ def test_serve_default_config_is_valid(services: dict[str, dict[str, Any]]) -> N
     config = EvalConfig.load(REPO / "docker" / "serve.toml")
     assert config.start is not None, "rolling (scheduled) runs need a fixed start"
     assert config.output.startswith("/runs/"), "the series state must live on the sweval-runs volume"
+
+
+def test_postgres_major_version_matches_the_loopback_binaries(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """The loopback test's Postgres (Debian's, when installed) is the compose image's major."""
+    image = services["postgres"]["image"]
+    assert re.fullmatch(r"postgres:\d+", image), image
+    bin_dir = stack.postgres_bin_dir()
+    if bin_dir is None or not bin_dir.parent.name.isdigit():
+        pytest.skip("no Debian PostgreSQL installed here (/usr/lib/postgresql/N/bin)")
+    assert image == f"postgres:{bin_dir.parent.name}"

@@ -5,7 +5,7 @@ same environment variable names (tests/stack/test_compose.py checks that the two
 mapping is in docs/production.md):
 
     postgres        Debian's postgres binaries + docker/postgres/init.sql   (sqlite without them)
-    mlflow          mlflow server                      backend: Postgres with psycopg2, else sqlite
+    mlflow          mlflow server                      backend: Postgres (psycopg2), else sqlite
     prefect-server  prefect server start               database: Postgres (asyncpg), else sqlite
     dask-scheduler  dask scheduler
     dask-worker     dask worker
@@ -18,8 +18,12 @@ per-fold metrics (read through the REST API). Ports are free ports picked at run
 address is 127.0.0.1, and every process is stopped by process group; the last test asserts that
 none is left.
 
-``SWEVAL_STACK_POSTGRES=0`` forces the sqlite fallback where Postgres is installed. Each service's
-output is copied to pytest's temporary directory (``stack-logs*``) at the end.
+Where Postgres is installed, both servers run on it, and the drivers come from the project's
+``server`` extra (``uv sync --extra server``; the README's test command installs it): without
+them the test fails rather than quietly falling back to sqlite. The runs are then also read
+straight from the two databases with ``psql``. ``SWEVAL_STACK_POSTGRES=0`` forces the sqlite
+fallback where Postgres is installed. Each service's output is copied to pytest's temporary
+directory (``stack-logs*``) at the end.
 """
 
 from __future__ import annotations
@@ -160,12 +164,29 @@ def _postgres_url(s: Stack, driver: str, database: str) -> str:
     )
 
 
-def _has_psycopg2() -> bool:
-    try:
-        import psycopg2  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def _require_server_extra() -> None:
+    """The Postgres drivers of the ``server`` extra: psycopg2 (MLflow), asyncpg (Prefect)."""
+    import importlib.util
+
+    missing = [name for name in ("psycopg2", "asyncpg") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.fail(
+            f"Postgres is installed but its drivers are not ({', '.join(missing)}): install the "
+            "server extra (uv sync --locked --extra dask --extra server), or set "
+            "SWEVAL_STACK_POSTGRES=0 to test on sqlite", pytrace=False,
+        )
+
+
+def _psql(s: Stack, database: str, query: str) -> list[str]:
+    """Rows of ``query`` on ``database`` of the test's Postgres, one string per row."""
+    bin_dir = stack.postgres_bin_dir()
+    assert bin_dir is not None
+    result = subprocess.run(
+        [str(bin_dir / "psql"), "-h", HOST, "-p", str(s.postgres_port), "-U", POSTGRES_USER,
+         "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", query],
+        check=True, capture_output=True, text=True, env=s.base_env, timeout=60,
+    )
+    return result.stdout.splitlines()
 
 
 @pytest.fixture(scope="module")
@@ -183,9 +204,9 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         elif stack.postgres_bin_dir() is None:
             s.backends["prefect"] = s.backends["mlflow"] = "sqlite (no postgres binaries)"
         else:
+            _require_server_extra()
             _start_postgres(s)
-            s.backends["prefect"] = "postgres"
-            s.backends["mlflow"] = "postgres" if _has_psycopg2() else "sqlite (no psycopg2)"
+            s.backends["prefect"] = s.backends["mlflow"] = "postgres"
 
         # mlflow and prefect-server, started together (each takes 8-25 s) -------------------
         mlflow_port, prefect_port = stack.free_port(), stack.free_port()
@@ -374,6 +395,17 @@ def _flow_run(s: Stack, flow_run_id: str) -> Any:
 
 
 # ------------------------------------------------------------------------------------- tests
+def test_servers_run_on_postgres_where_it_is_installed(topology: Stack) -> None:
+    """Where Postgres is installed (and not turned off), MLflow and Prefect both store in it."""
+    s = topology
+    if os.environ.get("SWEVAL_STACK_POSTGRES") == "0" or stack.postgres_bin_dir() is None:
+        pytest.skip(f"no Postgres here: {s.backends}")
+    assert s.backends == {"prefect": "postgres", "mlflow": "postgres"}
+    # Both servers created their schemas in their own database (docker/postgres/init.sql's).
+    assert "experiments" in _psql(s, "mlflow", "SELECT tablename FROM pg_tables")
+    assert "flow_run" in _psql(s, "prefect", "SELECT tablename FROM pg_tables")
+
+
 def test_servers_are_up_on_loopback(topology: Stack) -> None:
     s = topology
     assert stack.http_ok(f"{s.mlflow_url}/health")
@@ -459,6 +491,30 @@ def test_sweval_run_against_the_stack(topology: Stack) -> None:
     _check_mlflow_runs(
         s, experiment="loopback/adhoc", flow_run_id=flow_run_id, n_folds=SMALL_RUN["folds"]
     )
+    if s.postgres_port is not None:  # the same run, read from the databases themselves
+        parent_id = record["parent_run_id"]
+        assert _psql(s, "mlflow", f"SELECT status FROM runs WHERE run_uuid = '{parent_id}'") == [
+            "FINISHED"
+        ]
+        children = _psql(s, "mlflow", (
+            "SELECT r.name, r.status FROM runs r JOIN tags t ON t.run_uuid = r.run_uuid "
+            f"WHERE t.key = 'mlflow.parentRunId' AND t.value = '{parent_id}' ORDER BY r.name"
+        ))
+        assert children == [f"{name}|FINISHED" for name in sorted(SMALL_RUN["algorithms"])]
+        n_steps = _psql(s, "mlflow", (
+            "SELECT count(DISTINCT m.step) FROM metrics m JOIN tags t ON t.run_uuid = m.run_uuid "
+            f"WHERE t.key = 'mlflow.parentRunId' AND t.value = '{parent_id}' "
+            "AND m.key = 'recall_at_10'"
+        ))
+        assert n_steps == [str(SMALL_RUN["folds"])]
+        assert _psql(s, "prefect", (
+            f"SELECT state_type FROM flow_run WHERE id = '{flow_run_id}'"
+        )) == ["COMPLETED"]
+        fold_tasks = _psql(s, "prefect", (
+            "SELECT count(*) FROM task_run WHERE flow_run_id = "
+            f"'{flow_run_id}' AND state_type = 'COMPLETED' AND name LIKE 'fold-%'"
+        ))
+        assert fold_tasks == [str(SMALL_RUN["folds"])]
 
 
 def test_every_listener_is_on_loopback(topology: Stack) -> None:

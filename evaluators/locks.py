@@ -1,0 +1,118 @@
+"""Locks that keep concurrent ``sweval`` processes apart: one run per output directory, one
+computation per unit of a shared store.
+
+Both are ``filelock.FileLock`` locks: an exclusive ``flock`` on a lock file, which the kernel
+releases when the holding process ends, however it ends. A lock left by a killed process is
+therefore never "stale": the next run takes it at once.
+
+Output directory (``<output>/.sweval.lock``)::
+
+    run A ── takes the lock, writes {pid, host, started, command} in the file ── ... ── releases
+    run B ──── tries once, finds it held ── stops: SwevalError naming A's pid, host, start
+
+A second run into a directory in use stops at once with that error rather than waiting: its
+outputs would be the first run's anyway (the same units), and a process waiting silently for
+hours helps nobody. Scheduled runs of one deployment never overlap (``concurrency_limit=1``).
+
+Unit (``<store>/<2 hex>/.<key>.lock``): a process computes a unit only while holding its lock,
+and checks again, once it holds it, whether another process finished the unit meanwhile, which
+it then reuses. Two runs into one shared store (``--cache``) thus wait for each other's units
+instead of computing them twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from sweval.data.errors import SwevalError
+
+_log = logging.getLogger(__name__)
+
+#: The output directory's lock file (it holds the owner's description while locked).
+OUTPUT_LOCK = ".sweval.lock"
+
+
+def owner_record() -> dict[str, Any]:
+    """Who holds a lock: this process's pid, host, start time (UTC) and command line."""
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
+    }
+
+
+def describe_owner(path: Path) -> str:
+    """The holder of the lock file ``path`` in words (as much as its record says)."""
+    try:
+        owner = json.loads(path.read_text(encoding="utf-8"))
+        return (
+            f"pid {owner['pid']} on host {owner['host']}, started {owner['started']} "
+            f"({owner['command']})"
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not described itself yet"
+
+
+@contextlib.contextmanager
+def output_lock(directory: str | Path) -> Iterator[None]:
+    """Hold ``directory``'s lock for the block: no other ``sweval`` run may write there meanwhile.
+
+    Raises:
+        SwevalError: the directory cannot be created, or another process holds its lock (the
+            message names that process).
+    """
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SwevalError(f"{directory}: cannot prepare the output directory ({exc}).") from exc
+    path = directory / OUTPUT_LOCK
+    lock = FileLock(path, thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise SwevalError(
+            f"{directory}: another sweval run is writing to this output directory: "
+            f"{describe_owner(path)}. Wait until it has finished (or stop it), or choose "
+            "another --output."
+        ) from None
+    except OSError as exc:
+        raise SwevalError(f"{directory}: cannot lock the output directory ({exc}).") from exc
+    try:
+        path.write_text(json.dumps(owner_record()), encoding="utf-8")  # we hold it: ours to write
+        yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def unit_lock(store_directory: Path, key: str) -> Iterator[None]:
+    """Hold the lock of unit ``key`` in the store at ``store_directory``, waiting for it as long
+    as another process (or thread) computes that unit."""
+    parent = store_directory / key[:2]
+    parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(parent / f".{key}.lock", thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        _log.info("unit %s is being computed by another process: waiting for it", key)
+        clock = time.monotonic()
+        lock.acquire()
+        _log.info("unit %s: waited %.1f s for the other process", key, time.monotonic() - clock)
+    try:
+        yield
+    finally:
+        lock.release()

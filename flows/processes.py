@@ -1,0 +1,131 @@
+"""Nothing a command started outlives it: its servers and workers stop with it, on SIGINT, SIGTERM
+and SIGHUP as on a normal exit.
+
+What ``sweval`` commands start: ``sweval ui`` an ``mlflow server`` (which starts uvicorn and its
+workers); ``sweval run`` Prefect's temporary API server and, with ``--task-runner dask``, a local
+Dask cluster; ``sweval serve`` a subprocess per flow run. Python's default SIGTERM and SIGHUP end
+the process at once, skipping ``finally`` blocks and ``atexit`` handlers, so all of those were
+left running. Here::
+
+    SIGINT, SIGTERM, SIGHUP ─▶ Stopped (a KeyboardInterrupt) raised in the main thread
+        ─▶ the command unwinds: finally blocks, context managers (the Dask cluster closes),
+           tracker.fail("KILLED"), atexit handlers (Prefect stops its temporary server)
+        ─▶ at exit, last: every descendant still alive gets SIGTERM, and SIGKILL after a grace
+
+``mlflow server`` runs in a process group of its own (:func:`run_server`), stopped as a group:
+its workers are in it even when their parent died first. (Prefect's runner in ``sweval serve``
+installs its own SIGTERM handler, which stops the runner and exits; the exit sweep then stops
+its flow-run processes.) Only SIGKILL, which no process can catch, still leaves children behind.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Mapping, Sequence
+from types import FrameType
+
+import psutil
+
+#: The signals that stop a command (and with it everything it started).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+#: Seconds a process gets to exit after SIGTERM before SIGKILL.
+GRACE_S = 10.0
+
+
+class Stopped(KeyboardInterrupt):
+    """The command was stopped by a signal (``signum``); exits with status 128 + signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+_installed = False
+_received: int | None = None
+
+
+def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
+    global _received
+    _received = signum
+    raise Stopped(signum)
+
+
+def received_signal() -> int | None:
+    """The stop signal this process received, if any."""
+    return _received
+
+
+def stop_children_on_signals() -> None:
+    """Make SIGINT, SIGTERM and SIGHUP unwind this command (:class:`Stopped`), and stop every
+    descendant still alive when it exits. Call once, early, from the main thread."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _raise_stopped)
+    atexit.register(stop_descendants)
+    _installed = True
+
+
+def stop_descendants(grace_s: float = GRACE_S) -> list[int]:
+    """SIGTERM every live descendant of this process, SIGKILL those still alive after
+    ``grace_s``; returns their pids. The tree is listed before anyone is signalled, so a
+    grandchild whose parent exits first is not missed."""
+    try:
+        descendants = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    return _stop(descendants, grace_s)
+
+
+def _stop(processes: list[psutil.Process], grace_s: float) -> list[int]:
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            process.terminate()
+    _gone, alive = psutil.wait_procs(processes, timeout=grace_s)
+    for process in alive:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    psutil.wait_procs(alive, timeout=grace_s)
+    return [process.pid for process in processes]
+
+
+def stop_group(process: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
+    """Stop ``process`` (the leader of its own process group) and everything it started: the
+    tree as it is now and the whole group get SIGTERM, then SIGKILL after ``grace_s``."""
+    try:
+        tree = [psutil.Process(process.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.Error:
+        tree = []
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGTERM)
+    _stop(tree, grace_s)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # anything of the group the tree did not show
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+
+
+def run_server(argv: Sequence[str], env: Mapping[str, str]) -> int:
+    """Run a server command in its own process group until it exits or this command is stopped
+    (Ctrl-C, SIGTERM, SIGHUP: :class:`Stopped` propagates); the group is stopped either way.
+
+    Returns:
+        The server's exit status when it ended by itself.
+    """
+    process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+    try:
+        return process.wait()
+    finally:
+        # A second Ctrl-C must not cut the stop short: the signals wait until it is done.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            stop_group(process)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)

@@ -1,0 +1,196 @@
+"""No process left behind: ``sweval ui`` and ``sweval serve`` stopped by SIGTERM, SIGINT or SIGHUP
+stop everything they started (flows/processes.py).
+
+Each command runs as the real console script in a session of its own, with a marker variable
+in its environment that every process it starts inherits. The signal goes to the ``sweval``
+process only, as a process manager or ``kill PID`` sends it (not to its group: that would stop
+the children without ``sweval``'s help). Then no process of the tree listed just before the
+signal, and none carrying the marker, may be alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from sweval_testing import DAY, T0
+
+pytestmark = pytest.mark.slow
+
+SWEVAL = Path(sys.executable).parent / "sweval"
+MARKER = "SWEVAL_SIGNAL_TEST_ID"
+SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    """Live processes whose environment carries ``MARKER=marker``."""
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.status() != psutil.STATUS_ZOMBIE and \
+                    process.environ().get(MARKER) == marker:
+                found.append(process)
+    return found
+
+
+def alive(processes: list[psutil.Process]) -> list[str]:
+    """Those of ``processes`` still running (the same process: pid and start time)."""
+    left = []
+    for process in processes:
+        with contextlib.suppress(psutil.Error):
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{process.pid} {' '.join(process.cmdline())[:150]}")
+    return left
+
+
+@contextlib.contextmanager
+def sweval_command(
+    args: list[str], tmp_path: Path, **env: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """``sweval ARGS`` in a session of its own, marked; anything marked is SIGKILLed at the end.
+    The environment is this one (less PREFECT_API_URL: no Prefect API unless ``env`` gives one)
+    with ``env``."""
+    marker = uuid.uuid4().hex
+    log = tmp_path / f"sweval-{marker[:8]}.log"
+    base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(
+            [str(SWEVAL), *args], env=base | env | {MARKER: marker}, cwd=tmp_path,
+            stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield process, marker, log
+    finally:
+        for left in marked(marker):
+            with contextlib.suppress(psutil.Error):
+                left.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
+def wait_for(check: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str,
+             timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert process.poll() is None, f"sweval exited before {what}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, \
+            f"not {what} after {timeout_s} s:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    with contextlib.suppress(psutil.Error):
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    return []
+
+
+def stop_and_check(process: subprocess.Popen[bytes], marker: str, log: Path, signum: int) -> int:
+    """Signal the sweval process alone; then nothing it started may be left."""
+    before = tree(process.pid)
+    os.kill(process.pid, signum)
+    try:
+        status = process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sweval did not exit on {signal.Signals(signum).name}:\n"
+                    f"{log.read_text()[-3000:]}")
+    deadline = time.monotonic() + 20  # children get SIGTERM, then SIGKILL after a grace
+    while (alive(before) or marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(before) == [], f"left behind after {signal.Signals(signum).name}"
+    assert [p.pid for p in marked(marker)] == []
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    return status
+
+
+# ------------------------------------------------------------------------------------ sweval ui
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_ui_stops_the_mlflow_server_and_its_workers(signum: int, tmp_path: Path) -> None:
+    port = _free_port()
+    args = ["ui", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--port", str(port)]
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        # mlflow server and the uvicorn server it starts; SIGTERM waits until the UI answers
+        wait_for(lambda: len(tree(process.pid)) >= 3, process, log, "serving (3 processes)")
+        if signum == signal.SIGTERM:
+            wait_for(lambda: _healthy(f"http://127.0.0.1:{port}"), process, log, "healthy")
+        assert len(marked(marker)) >= 3
+        status = stop_and_check(process, marker, log, signum)
+        assert status == 0  # the UI stopped as asked
+
+
+# --------------------------------------------------------------------------------- sweval serve
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_serve_stops_its_flow_run_processes(
+    signum: int, tmp_path: Path, prefect_api: str, write_log
+) -> None:
+    """`sweval serve` while a flow run of its deployment runs in a child process."""
+    from prefect.deployments import run_deployment
+
+    from sweval.flows.serve import api_url
+
+    data = write_log(days=8)
+    name = f"signals-{uuid.uuid4().hex[:8]}"
+    args = ["serve", "--data", str(data), "--window", "1D", "--start", str(T0 + 2 * DAY),
+            "--algorithms", "pop", "--u-min", "1", "--output", str(tmp_path / "out"),
+            "--no-tracking", "--no-progress", "--cron", "0 3 * * *", "--name", name]
+    with sweval_command(args, tmp_path, PREFECT_API_URL=api_url() or prefect_api) as (
+        process, marker, log
+    ):
+        wait_for(lambda: "serving sliding-window-eval" in log.read_text()
+                 and _deployment_exists(name), process, log, "serving its deployment")
+        run_deployment(f"sliding-window-eval/{name}", timeout=0)
+        wait_for(lambda: len(tree(process.pid)) >= 2, process, log, "running a flow run")
+        stop_and_check(process, marker, log, signum)
+
+
+def _deployment_exists(name: str) -> bool:
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_deployment_by_name(f"sliding-window-eval/{name}")
+        except ObjectNotFound:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------------- sweval run
+@pytest.mark.parametrize("signum", SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_run_stops_its_temporary_prefect_server(signum: int, tmp_path: Path) -> None:
+    """`sweval run` without PREFECT_API_URL starts Prefect's temporary API server: stopped with it,
+    the run exits 128 + the signal's number and says how to resume."""
+    args = ["run", "--scale", "0.05", "--folds", "3", "--algorithms", "pop,item-knn",
+            "--output", str(tmp_path / "out"), "--no-tracking", "--no-progress"]
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        wait_for(lambda: len(tree(process.pid)) >= 2, process, log, "starting Prefect's server")
+        status = stop_and_check(process, marker, log, signum)
+    assert status == 128 + signum, log.read_text()[-2000:]
+    assert "interrupted: finished units are saved; rerun to resume." in log.read_text()
