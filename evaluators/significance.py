@@ -1,0 +1,301 @@
+"""Is the difference real? Bootstrap intervals over folds, paired tests, Holm's correction.
+
+The fold is SW-EVAL's unit of replication: each fold is one more window of the timeline, scored
+by every algorithm. Every interval and test here resamples or pairs folds (the non-skipped values
+of ``results.csv``); users within a fold are already averaged into the fold's value.
+
+Confidence interval of a mean over folds (``summary.csv``'s ``ci_low``, ``ci_high``)::
+
+    scipy.stats.bootstrap((values,), np.mean, n_resamples=B, confidence_level=c,
+                          method="percentile" | "BCa", rng=np.random.default_rng(seed))
+
+with ``B = --bootstrap``, ``c = --ci``, ``seed = --bootstrap-seed`` and a fresh generator of that
+seed for every interval (so an interval does not depend on which other intervals the run
+computes). One value: no interval (empty); all values equal: the interval is that value.
+
+Paired comparison of algorithms a and b at one (stratum, metric, k), over the folds F_ab where
+both have a value::
+
+    d_f       = value(a, f) − value(b, f)                 f ∈ F_ab, n_folds = |F_ab|
+    mean_diff = mean(d)        with the interval above applied to d
+    wilcoxon  = scipy.stats.wilcoxon(d)                   signed-rank, zero differences dropped
+                                                          (scipy's "wilcox"); every d_f = 0: p = 1
+    t-test    = scipy.stats.ttest_rel(value(a), value(b)) every d_f = 0: statistic 0, p = 1
+
+Between strata s and s' (the logging-policy effect), the paired unit is still the fold, and the
+difference is a difference of leads::
+
+    d_f = (value(a, s, f) − value(b, s, f)) − (value(a, s', f) − value(b, s', f))
+
+Holm's correction, per family = the rows of one test at one (stratum, metric, k) (between strata:
+at one (metric, k)), over the m rows that have a p-value, sorted p_(1) ≤ … ≤ p_(m)::
+
+    p_holm_(i) = min(1, max_{j ≤ i} (m − j + 1) · p_(j))
+
+With fewer than :data:`MIN_FOLDS` paired folds a test has no power (Wilcoxon's smallest
+two-sided p-value over 4 folds is 0.125): ``statistic``, ``p_value`` and ``p_holm`` stay empty
+and ``note`` says so; the mean difference and its interval are still given.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+#: Fewer paired folds than this: the tests are not run.
+MIN_FOLDS = 5
+#: The level at which a lead is called significant in the summary and the report.
+ALPHA = 0.05
+TESTS = ("wilcoxon", "t-test")
+NO_POWER = f"fewer than {MIN_FOLDS} paired folds: the test has no power, no p-value"
+#: Columns of ``significance.csv``.
+SIGNIFICANCE_COLUMNS = [
+    "stratum", "metric", "k", "algorithm_a", "algorithm_b", "n_folds", "mean_diff", "ci_low",
+    "ci_high", "test", "statistic", "p_value", "p_holm", "note",
+]
+#: Columns of ``significance_strata.csv`` (the same comparison between two strata).
+STRATA_COLUMNS = [
+    "metric", "k", "algorithm_a", "algorithm_b", "stratum_a", "stratum_b", "n_folds",
+    "mean_diff", "ci_low", "ci_high", "test", "statistic", "p_value", "p_holm", "note",
+]
+_KEYS = ["stratum", "metric", "k"]
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """How intervals are computed: level, method, resamples, seed (``--ci``, ``--ci-method``,
+    ``--bootstrap``, ``--bootstrap-seed``)."""
+
+    level: float = 0.95
+    method: Literal["percentile", "bca"] = "percentile"
+    n_resamples: int = 9999
+    seed: int = 0
+
+    @classmethod
+    def of(cls, config: Any) -> Bootstrap:
+        """The settings of an :class:`~evaluators.config.EvalConfig` or of its dump (a run's
+        ``config.json``); a missing field takes its default."""
+        get = config.get if isinstance(config, Mapping) else (
+            lambda name, default: getattr(config, name, default))
+        default = cls()
+        return cls(
+            level=float(get("ci", default.level)),
+            method=get("ci_method", default.method),
+            n_resamples=int(get("bootstrap", default.n_resamples)),
+            seed=int(get("bootstrap_seed", default.seed)),
+        )
+
+
+def interval(values: ArrayLike, settings: Bootstrap) -> tuple[float, float]:
+    """The bootstrap interval of the mean of ``values`` (see the module docstring)."""
+    from scipy.stats import bootstrap
+
+    data = np.asarray(values, dtype=np.float64)
+    if len(data) < 2:
+        return np.nan, np.nan
+    if np.all(data == data[0]):
+        return float(data[0]), float(data[0])
+    result = bootstrap(
+        (data,), np.mean, n_resamples=settings.n_resamples, confidence_level=settings.level,
+        method="BCa" if settings.method == "bca" else "percentile",
+        rng=np.random.default_rng(settings.seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def holm(p_values: ArrayLike) -> NDArray[np.float64]:
+    """Holm's step-down adjusted p-values; NaN entries stay NaN and are not counted in m."""
+    p = np.asarray(p_values, dtype=np.float64)
+    adjusted = np.full(p.shape, np.nan)
+    present = np.flatnonzero(~np.isnan(p))
+    order = present[np.argsort(p[present], kind="stable")]
+    m = len(order)
+    stepped = np.maximum.accumulate((m - np.arange(m)) * p[order]) if m else np.array([])
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted
+
+
+def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
+    """Wilcoxon and paired t-test of x against y (same folds, same order): one row per test
+    with n_folds, mean_diff (of x − y) and its interval, statistic, p_value and note."""
+    from scipy.stats import ttest_rel, wilcoxon
+
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(y, dtype=np.float64)
+    d = a - b
+    low, high = interval(d, settings)
+    common = {"n_folds": len(d), "mean_diff": float(d.mean()) if len(d) else np.nan,
+              "ci_low": low, "ci_high": high}
+    rows = []
+    for test in TESTS:
+        statistic = p_value = np.nan
+        note = ""
+        if len(d) < MIN_FOLDS:
+            note = NO_POWER
+        elif np.all(d == 0):
+            statistic, p_value, note = 0.0, 1.0, "identical on every fold"
+        else:
+            with warnings.catch_warnings():  # near-constant d: scipy's precision warning
+                warnings.simplefilter("ignore", RuntimeWarning)
+                result = wilcoxon(d) if test == "wilcoxon" else ttest_rel(a, b)
+            statistic, p_value = float(result.statistic), float(result.pvalue)
+        rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
+                              "note": note})
+    return rows
+
+
+def _used(results: pd.DataFrame) -> pd.DataFrame:
+    used = results[~results["skipped"] & results["value"].notna()]
+    return used.assign(k=used["k"].astype("Int64"))
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Any:
+    return frame.groupby(keys, dropna=False, sort=False)
+
+
+def with_intervals(
+    summary: pd.DataFrame, results: pd.DataFrame, settings: Bootstrap
+) -> pd.DataFrame:
+    """``summary`` with ``ci_low`` and ``ci_high`` of each mean, from ``results``' values over the
+    folds it averages (keys: algorithm, stratum, metric, k, and protocol when both have one)."""
+    keys = [c for c in ("protocol", "algorithm", "stratum", "metric", "k")
+            if c in summary.columns and c in results.columns]
+    rows = [
+        dict(zip(keys, key, strict=True)) | dict(zip(("ci_low", "ci_high"),
+                                                     interval(part["value"], settings)))
+        for key, part in _groups(_used(results), keys)
+    ]
+    intervals = pd.DataFrame(rows, columns=[*keys, "ci_low", "ci_high"])
+    intervals["k"] = intervals["k"].astype("Int64")
+    out = summary.assign(k=summary["k"].astype("Int64")).merge(intervals, on=keys, how="left")
+    return out
+
+
+def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:
+    rank = {name: i for i, name in enumerate(order or [])}
+    return sorted(names, key=lambda name: (rank.get(name, len(rank)), list(names).index(name)))
+
+
+def _with_holm(frame: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+    frame["p_holm"] = np.nan
+    for _, part in _groups(frame, [*family, "test"]):
+        frame.loc[part.index, "p_holm"] = holm(part["p_value"].to_numpy())
+    return frame
+
+
+def compare_algorithms(
+    results: pd.DataFrame, settings: Bootstrap, order: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """``significance.csv``: every pair of algorithms at every (stratum, metric, k), paired over
+    the folds both scored, both tests, Holm within each (stratum, metric, k, test).
+
+    ``order``: the algorithms' order (a before b); default: as they appear in ``results``.
+    """
+    rows: list[dict[str, Any]] = []
+    for key, part in _groups(_used(results), _KEYS):
+        wide = part.pivot_table(index="fold", columns="algorithm", values="value",
+                                aggfunc="first")
+        names = _ordered(list(dict.fromkeys(part["algorithm"])), order)
+        for first, second in combinations(names, 2):
+            pair = wide[[first, second]].dropna()
+            for row in paired_tests(pair[first], pair[second], settings):
+                rows.append(dict(zip(_KEYS, key, strict=True))
+                            | {"algorithm_a": first, "algorithm_b": second} | row)
+    frame = pd.DataFrame(rows, columns=[c for c in SIGNIFICANCE_COLUMNS if c != "p_holm"])
+    frame = _with_holm(frame, _KEYS)
+    frame["k"] = frame["k"].astype("Int64")
+    return frame[SIGNIFICANCE_COLUMNS]
+
+
+def compare_strata(
+    results: pd.DataFrame, settings: Bootstrap, order: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """``significance_strata.csv``: is a's lead over b different in stratum s than in s'?
+    Every pair of algorithms and every pair of strata other than ``all``, paired over the folds
+    where all four values exist; Holm within each (metric, k, test)."""
+    used = _used(results)
+    used = used[used["stratum"] != "all"]
+    rows: list[dict[str, Any]] = []
+    for (metric, k), part in _groups(used, ["metric", "k"]):
+        wide = part.pivot_table(index="fold", columns=["stratum", "algorithm"], values="value",
+                                aggfunc="first")
+        names = _ordered(list(dict.fromkeys(part["algorithm"])), order)
+        strata = list(dict.fromkeys(part["stratum"]))
+        for first, second in combinations(names, 2):
+            for s_a, s_b in combinations(strata, 2):
+                columns = [(s_a, first), (s_a, second), (s_b, first), (s_b, second)]
+                if not all(c in wide.columns for c in columns):
+                    continue
+                four = wide[columns].dropna()
+                lead_a = four[(s_a, first)] - four[(s_a, second)]
+                lead_b = four[(s_b, first)] - four[(s_b, second)]
+                for row in paired_tests(lead_a, lead_b, settings):
+                    rows.append({"metric": metric, "k": k, "algorithm_a": first,
+                                 "algorithm_b": second, "stratum_a": s_a, "stratum_b": s_b}
+                                | row)
+    frame = pd.DataFrame(rows, columns=[c for c in STRATA_COLUMNS if c != "p_holm"])
+    frame = _with_holm(frame, ["metric", "k"])
+    frame["k"] = frame["k"].astype("Int64")
+    return frame[STRATA_COLUMNS]
+
+
+@dataclass(frozen=True)
+class Lead:
+    """The best algorithm's lead over the runner-up at one (stratum, metric, k)."""
+
+    best: str
+    runner_up: str
+    n_folds: int
+    mean_diff: float
+    ci_low: float
+    ci_high: float
+    p_holm: float
+    note: str
+
+    @property
+    def significant(self) -> bool:
+        return bool(np.isfinite(self.p_holm) and self.p_holm < ALPHA)
+
+    def describe(self) -> str:
+        """``item-knn over pop-n: +0.0123 [+0.0081, +0.0170], Wilcoxon p_holm = 0.002``."""
+        text = (f"{self.best} over {self.runner_up}: {self.mean_diff:+.4f} "
+                f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}]")
+        if self.note == NO_POWER:
+            return f"{text}, {self.n_folds} paired folds: no test (no power)"
+        verdict = "significant" if self.significant else "not significant"
+        return f"{text}, Wilcoxon p_holm = {self.p_holm:.3g} ({verdict} at {ALPHA:g})"
+
+
+def best_lead(
+    summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str,
+    k: int | None, test: str = "wilcoxon",
+) -> Lead | None:
+    """The lead of the best mean over the second best (None with fewer than two means)."""
+    part = summary[(summary["stratum"] == stratum) & (summary["metric"] == metric)
+                   & _k_is(summary["k"], k) & summary["mean"].notna()]
+    if len(part) < 2:
+        return None
+    ranked = part.sort_values("mean", ascending=False, kind="stable")["algorithm"].tolist()
+    best, second = ranked[0], ranked[1]
+    rows = significance[(significance["stratum"] == stratum) & (significance["metric"] == metric)
+                        & _k_is(significance["k"], k) & (significance["test"] == test)]
+    for a, b, sign in ((best, second, 1.0), (second, best, -1.0)):
+        row = rows[(rows["algorithm_a"] == a) & (rows["algorithm_b"] == b)]
+        if len(row):
+            r = row.iloc[0]
+            low, high = sorted((sign * r["ci_low"], sign * r["ci_high"]))
+            return Lead(best=best, runner_up=second, n_folds=int(r["n_folds"]),
+                        mean_diff=sign * float(r["mean_diff"]), ci_low=low, ci_high=high,
+                        p_holm=float(r["p_holm"]), note=str(r["note"]))
+    return None
+
+
+def _k_is(column: pd.Series, k: int | None) -> pd.Series:
+    return column.isna() if k is None else (column == k).fillna(False).astype(bool)
