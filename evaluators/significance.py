@@ -152,8 +152,12 @@ def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[s
 
 
 def _used(results: pd.DataFrame) -> pd.DataFrame:
+    """The non-skipped values, as ``results.csv`` writes them (10 significant digits): the
+    intervals and tests are then exactly reproducible from the file (BCa's bias correction
+    counts resampled means below the observed one, where the 11th digit can flip a tie)."""
     used = results[~results["skipped"] & results["value"].notna()]
-    return used.assign(k=used["k"].astype("Int64"))
+    written = [float(f"{value:.10g}") for value in used["value"]]
+    return used.assign(k=used["k"].astype("Int64"), value=written)
 
 
 def _groups(frame: pd.DataFrame, keys: list[str]) -> Any:
