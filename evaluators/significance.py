@@ -18,8 +18,12 @@ both have a value::
 
     d_f       = value(a, f) − value(b, f)                 f ∈ F_ab, n_folds = |F_ab|
     mean_diff = mean(d)        with the interval above applied to d
-    wilcoxon  = scipy.stats.wilcoxon(d)                   signed-rank, zero differences dropped
+    wilcoxon  = scipy.stats.wilcoxon(d, method=m)         signed-rank, zero differences dropped
                                                           (scipy's "wilcox"); every d_f = 0: p = 1
+                m = "approx" when d has zeros or tied |d_f| (the normal approximation with
+                the tie correction, as R's wilcox.test does), else scipy's "auto" (exact up
+                to 50 folds); scipy's own choice for ties, a permutation test over all 2^n
+                signs in Python, takes seconds per test
     t-test    = scipy.stats.ttest_rel(value(a), value(b)) every d_f = 0: statistic 0, p = 1
 
 Between strata s and s' (the logging-policy effect), the paired unit is still the fold, and the
@@ -144,11 +148,19 @@ def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[s
         else:
             with warnings.catch_warnings():  # near-constant d: scipy's precision warning
                 warnings.simplefilter("ignore", RuntimeWarning)
-                result = wilcoxon(d) if test == "wilcoxon" else ttest_rel(a, b)
+                result = (wilcoxon(d, method=wilcoxon_method(d)) if test == "wilcoxon"
+                          else ttest_rel(a, b))
             statistic, p_value = float(result.statistic), float(result.pvalue)
         rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
                               "note": note})
     return rows
+
+
+def wilcoxon_method(d: NDArray[np.float64]) -> str:
+    """``approx`` when the differences have zeros or ties, else ``auto`` (module docstring)."""
+    magnitudes = np.abs(d)
+    ties = len(np.unique(magnitudes)) < len(magnitudes)
+    return "approx" if ties or np.any(d == 0) else "auto"
 
 
 def _used(results: pd.DataFrame) -> pd.DataFrame:

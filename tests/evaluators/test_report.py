@@ -92,7 +92,22 @@ def expected_summary(path: Path) -> pd.DataFrame:
     best = out.groupby(["protocol", "stratum", "metric", "k"])["mean"].transform("max")
     out["best"] = out["mean"].notna() & (out["mean"] == best) & (best > 0)
     out["delta"] = out["mean"] / best - 1
+    # the bootstrap interval over folds, scipy's, with the defaults (the record has no --ci...)
+    used = raw[(raw["skipped"].astype(str) != "True") & raw["value"].notna()]
+    values = used.groupby(keys)["value"].apply(lambda v: v.to_numpy())
+    out["ci_text"] = [_interval_text(values.get(tuple(key))) for key in out[keys].itertuples(
+        index=False)]
     return out
+
+
+def _interval_text(values: np.ndarray | None) -> str:
+    from scipy import stats
+
+    if values is None or len(values) < 2:
+        return ""
+    ci = stats.bootstrap((values,), np.mean, method="percentile",
+                         rng=np.random.default_rng(0)).confidence_interval
+    return f"{ci.low:.3f}–{ci.high:.3f}"
 
 
 class ReportCells(HTMLParser):
@@ -106,10 +121,14 @@ class ReportCells(HTMLParser):
         self._delta_of: dict | None = None
         self.protocol_headers: list[str] = []
         self._header = False
+        self._in_ci = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "table" and a.get("class") == "metric":
+        if tag == "span" and a.get("class") == "ci" and self._cell is not None:
+            self._in_ci = True
+            self._cell["ci_text"] = ""
+        elif tag == "table" and a.get("class") == "metric":
             self.metric = a["data-metric"]
         elif tag == "tbody" and "data-stratum" in a:
             self.stratum = a["data-stratum"]
@@ -125,7 +144,9 @@ class ReportCells(HTMLParser):
             self.protocol_headers.append("")
 
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
+        if tag == "span":
+            self._in_ci = False
+        elif tag == "td" and self._cell is not None:
             self.cells.append(self._cell)
             self._delta_of, self._cell = self._cell, None
         elif tag == "td" and self._delta_of is not None and "delta_text" in self._delta_of:
@@ -134,7 +155,9 @@ class ReportCells(HTMLParser):
             self._header = False
 
     def handle_data(self, data):
-        if self._cell is not None:
+        if self._cell is not None and self._in_ci:
+            self._cell["ci_text"] += data
+        elif self._cell is not None:
             self._cell["text"] += data
         elif self._delta_of is not None and "delta_text" in self._delta_of:
             self._delta_of["delta_text"] += data
@@ -159,6 +182,7 @@ def check_cells_against_csv(cells: list[dict], csv: Path) -> int:
             continue
         assert float(cell["data-mean"]) == pytest.approx(row["mean"], rel=1e-9), key
         assert cell["text"] == f"{row['mean']:.4f}", key
+        assert cell.get("ci_text", "") == row["ci_text"], key
         assert cell["bold"] == bool(row["best"]), key
         if row["best"]:
             assert cell["delta_text"] == "best"
