@@ -31,6 +31,17 @@ difference is a difference of leads::
 
     d_f = (value(a, s, f) − value(b, s, f)) − (value(a, s', f) − value(b, s', f))
 
+Between protocols P and Q of ``sweval compare`` the splits differ (folds, LOOCV repetitions, one
+leave-last-one-out split), so nothing pairs them: a's lead over b is compared unpaired, the
+per-split leads x_i = value(a, P, i) − value(b, P, i) against y_j (Q)::
+
+    mean_diff    = mean(x) − mean(y)      interval: scipy.stats.bootstrap((x, y), statistic) with
+                                          x and y resampled independently (same settings)
+    mann-whitney = scipy.stats.mannwhitneyu(x, y)
+    welch        = scipy.stats.ttest_ind(x, y, equal_var=False)
+
+and each side needs :data:`MIN_FOLDS` splits for a p-value.
+
 Holm's correction, per family = the rows of one test at one (stratum, metric, k) (between strata:
 at one (metric, k)), over the m rows that have a p-value, sorted p_(1) ≤ … ≤ p_(m)::
 
@@ -59,6 +70,7 @@ MIN_FOLDS = 5
 ALPHA = 0.05
 TESTS = ("wilcoxon", "t-test")
 NO_POWER = f"fewer than {MIN_FOLDS} paired folds: the test has no power, no p-value"
+NO_POWER_UNPAIRED = f"fewer than {MIN_FOLDS} splits on a side: the test has no power, no p-value"
 #: Columns of ``significance.csv``.
 SIGNIFICANCE_COLUMNS = [
     "stratum", "metric", "k", "algorithm_a", "algorithm_b", "n_folds", "mean_diff", "ci_low",
@@ -69,6 +81,12 @@ STRATA_COLUMNS = [
     "metric", "k", "algorithm_a", "algorithm_b", "stratum_a", "stratum_b", "n_folds",
     "mean_diff", "ci_low", "ci_high", "test", "statistic", "p_value", "p_holm", "note",
 ]
+#: Columns of ``significance_protocols.csv`` (a's lead over b, one protocol against another).
+PROTOCOL_COLUMNS = [
+    "metric", "k", "algorithm_a", "algorithm_b", "protocol_a", "protocol_b", "n_folds_a",
+    "n_folds_b", "mean_diff", "ci_low", "ci_high", "test", "statistic", "p_value", "p_holm", "note",
+]
+UNPAIRED_TESTS = ("mann-whitney", "welch")
 _KEYS = ["stratum", "metric", "k"]
 
 
@@ -150,6 +168,56 @@ def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[s
                 warnings.simplefilter("ignore", RuntimeWarning)
                 result = (wilcoxon(d, method=wilcoxon_method(d)) if test == "wilcoxon"
                           else ttest_rel(a, b))
+            statistic, p_value = float(result.statistic), float(result.pvalue)
+        rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
+                              "note": note})
+    return rows
+
+
+def _difference_of_means(x: NDArray[np.float64], y: NDArray[np.float64], axis: int = -1) -> Any:
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def unpaired_interval(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> tuple[float, float]:
+    """The bootstrap interval of mean(x) − mean(y), x and y resampled independently."""
+    from scipy.stats import bootstrap
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    if len(a) < 2 or len(b) < 2:
+        return np.nan, np.nan
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        return float(a[0] - b[0]), float(a[0] - b[0])
+    result = bootstrap(
+        (a, b), _difference_of_means, n_resamples=settings.n_resamples,
+        confidence_level=settings.level, method="BCa" if settings.method == "bca" else "percentile",
+        rng=np.random.default_rng(settings.seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def unpaired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
+    """Mann-Whitney U and Welch's t-test of x against y: one row per test with n_folds_a,
+    n_folds_b, mean_diff (mean x − mean y) and its interval, statistic, p_value and note."""
+    from scipy.stats import mannwhitneyu, ttest_ind
+
+    a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    low, high = unpaired_interval(a, b, settings)
+    common = {"n_folds_a": len(a), "n_folds_b": len(b),
+              "mean_diff": float(a.mean() - b.mean()) if len(a) and len(b) else np.nan,
+              "ci_low": low, "ci_high": high}
+    rows = []
+    for test in UNPAIRED_TESTS:
+        statistic = p_value = np.nan
+        note = ""
+        if min(len(a), len(b)) < MIN_FOLDS:
+            note = NO_POWER_UNPAIRED
+        elif np.all(np.concatenate([a, b]) == a[0]):
+            statistic, p_value, note = 0.0, 1.0, "identical on every split"
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                result = (mannwhitneyu(a, b) if test == "mann-whitney"
+                          else ttest_ind(a, b, equal_var=False))
             statistic, p_value = float(result.statistic), float(result.pvalue)
         rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
                               "note": note})
@@ -260,6 +328,55 @@ def compare_strata(
     frame = _with_holm(frame, ["metric", "k"])
     frame["k"] = frame["k"].astype("Int64")
     return frame[STRATA_COLUMNS]
+
+
+def compare_protocols(
+    results: pd.DataFrame, settings: Bootstrap, order: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """``significance_protocols.csv``: is a's lead over b different under protocol P than under
+    Q? The long table of ``sweval compare`` (a ``protocol`` column; stratum ``all``), every pair
+    of algorithms both protocols evaluate, unpaired tests; Holm within each (metric, k, test)."""
+    used = _used(results)
+    used = used[used["stratum"] == "all"]
+    rows: list[dict[str, Any]] = []
+    for (metric, k), part in _groups(used, ["metric", "k"]):
+        names = _ordered(list(dict.fromkeys(part["algorithm"])), order)
+        protocols = list(dict.fromkeys(part["protocol"]))
+        leads: dict[tuple[str, str, str], pd.Series] = {}
+        for protocol in protocols:
+            wide = part[part["protocol"] == protocol].pivot_table(
+                index="fold", columns="algorithm", values="value", aggfunc="first")
+            for first, second in combinations(names, 2):
+                if first in wide.columns and second in wide.columns:
+                    pair = wide[[first, second]].dropna()
+                    leads[(protocol, first, second)] = pair[first] - pair[second]
+        for first, second in combinations(names, 2):
+            for p_a, p_b in combinations(protocols, 2):
+                if (p_a, first, second) not in leads or (p_b, first, second) not in leads:
+                    continue
+                for row in unpaired_tests(leads[(p_a, first, second)],
+                                          leads[(p_b, first, second)], settings):
+                    rows.append({"metric": metric, "k": k, "algorithm_a": first,
+                                 "algorithm_b": second, "protocol_a": p_a, "protocol_b": p_b}
+                                | row)
+    frame = pd.DataFrame(rows, columns=[c for c in PROTOCOL_COLUMNS if c != "p_holm"])
+    frame = _with_holm(frame, ["metric", "k"])
+    frame["k"] = frame["k"].astype("Int64")
+    return frame[PROTOCOL_COLUMNS]
+
+
+def compare_algorithms_per_protocol(
+    results: pd.DataFrame, settings: Bootstrap, order: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """:func:`compare_algorithms` within each protocol of a ``protocol`` column (first)."""
+    parts = []
+    for protocol, part in results.groupby("protocol", sort=False):
+        table = compare_algorithms(part.drop(columns="protocol"), settings, order)
+        table.insert(0, "protocol", protocol)
+        parts.append(table)
+    if not parts:
+        return pd.DataFrame(columns=["protocol", *SIGNIFICANCE_COLUMNS])
+    return pd.concat(parts, ignore_index=True)
 
 
 @dataclass(frozen=True)

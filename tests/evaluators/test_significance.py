@@ -202,3 +202,35 @@ def test_algorithm_order_follows_the_configuration():
     table = compare_algorithms(results, Bootstrap(n_resamples=B), order=["c", "a", "b"])
     assert list(dict.fromkeys(zip(table["algorithm_a"], table["algorithm_b"]))) == [
         ("c", "a"), ("c", "b"), ("a", "b")]
+
+
+def test_between_protocols_the_leads_are_compared_unpaired_as_scipy_does():
+    from sweval.evaluators.significance import NO_POWER_UNPAIRED, compare_protocols
+
+    rng = np.random.default_rng(5)
+    sizes = {"sw-eval": 7, "loocv": 6, "leave-last-one-out": 1}
+    values = {(p, a): rng.uniform(0, 1, n) for p, n in sizes.items() for a in ("x", "y")}
+    frames = []
+    for protocol in sizes:
+        part = long_table({("all", a): list(values[(protocol, a)]) for a in ("x", "y")})
+        part.insert(0, "protocol", protocol)
+        frames.append(part)
+    table = compare_protocols(pd.concat(frames, ignore_index=True), Bootstrap(n_resamples=B))
+    assert len(table) == 3 * 2  # 3 protocol pairs x 2 tests, one algorithm pair
+    lead = {p: values[(p, "x")] - values[(p, "y")] for p in sizes}
+    x, y = lead["sw-eval"], lead["loocv"]
+    rows = table[(table["protocol_a"] == "sw-eval") & (table["protocol_b"] == "loocv")]
+    mw, welch = rows.iloc[0], rows.iloc[1]
+    assert (mw["test"], welch["test"]) == ("mann-whitney", "welch")
+    assert (mw["n_folds_a"], mw["n_folds_b"]) == (7, 6)
+    assert mw["mean_diff"] == pytest.approx(x.mean() - y.mean())
+    assert mw["p_value"] == pytest.approx(stats.mannwhitneyu(x, y).pvalue)
+    assert welch["p_value"] == pytest.approx(stats.ttest_ind(x, y, equal_var=False).pvalue)
+    ci = stats.bootstrap((x, y), lambda a, b, axis: a.mean(axis) - b.mean(axis),
+                         n_resamples=B, method="percentile",
+                         rng=np.random.default_rng(0)).confidence_interval
+    assert (mw["ci_low"], mw["ci_high"]) == pytest.approx((ci.low, ci.high))
+    one_split = table[table["protocol_b"] == "leave-last-one-out"]
+    assert (one_split["note"] == NO_POWER_UNPAIRED).all() and one_split["p_value"].isna().all()
+    # Holm over the tested rows of one test: a family of one
+    assert welch["p_holm"] == pytest.approx(welch["p_value"])

@@ -67,6 +67,14 @@ def test_files_and_tables(comparison):
     assert loocv.loc[loocv["algorithm"] == "pop-n", "skipped"].all()
     kendall = pd.read_csv(out / "kendall.csv")
     assert len(kendall) == 6 * 2  # protocol pairs x k
+    # 4 folds, 2 LOOCV repetitions, 1 leave-last-one-out split: no test has power
+    significance = pd.read_csv(out / "significance.csv")
+    assert set(significance["protocol"]) == {"sw-eval", "leave-last-one-out", "temporal-global"}
+    assert significance["p_value"].isna().all() and significance["note"].str.contains(
+        "no power").all()
+    protocols = pd.read_csv(out / "significance_protocols.csv")
+    assert len(protocols) and protocols["p_value"].isna().all()
+    assert "no power" in (out / "compare.txt").read_text()
     assert kendall.loc[kendall["protocol_b"] == "loocv", "n_algorithms"].eq(1).all()
     leakage = pd.read_csv(out / "leakage.csv")
     timeline = leakage["protocol"].isin(["sw-eval", "temporal-global"])
