@@ -158,7 +158,7 @@ class EvalConfig(BaseModel):
         "just before it | once: choose once on the first --tune-windows folds."
     )
 
-    # statistics (summary.csv's intervals, significance.csv; docs/protocol.md §9)
+    # statistics (summary.csv's intervals, significance.csv; docs/protocol.md §8)
     ci: Annotated[float, Cli(STATISTICS)] = Field(
         default=0.95, gt=0, lt=1,
         description="Confidence level of the bootstrap intervals over folds (summary.csv's "
