@@ -115,21 +115,26 @@ class Bootstrap:
         )
 
 
-def interval(values: ArrayLike, settings: Bootstrap) -> tuple[float, float]:
-    """The bootstrap interval of the mean of ``values`` (see the module docstring)."""
+def _bootstrap(samples: tuple[NDArray[np.float64], ...], statistic: Any,
+               settings: Bootstrap) -> tuple[float, float]:
     from scipy.stats import bootstrap
 
+    result = bootstrap(
+        samples, statistic, n_resamples=settings.n_resamples, confidence_level=settings.level,
+        method="BCa" if settings.method == "bca" else "percentile",
+        rng=np.random.default_rng(settings.seed),
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def interval(values: ArrayLike, settings: Bootstrap) -> tuple[float, float]:
+    """The bootstrap interval of the mean of ``values`` (see the module docstring)."""
     data = np.asarray(values, dtype=np.float64)
     if len(data) < 2:
         return np.nan, np.nan
     if np.all(data == data[0]):
         return float(data[0]), float(data[0])
-    result = bootstrap(
-        (data,), np.mean, n_resamples=settings.n_resamples, confidence_level=settings.level,
-        method="BCa" if settings.method == "bca" else "percentile",
-        rng=np.random.default_rng(settings.seed),
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return _bootstrap((data,), np.mean, settings)
 
 
 def holm(p_values: ArrayLike) -> NDArray[np.float64]:
@@ -180,19 +185,12 @@ def _difference_of_means(x: NDArray[np.float64], y: NDArray[np.float64], axis: i
 
 def unpaired_interval(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> tuple[float, float]:
     """The bootstrap interval of mean(x) − mean(y), x and y resampled independently."""
-    from scipy.stats import bootstrap
-
     a, b = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if len(a) < 2 or len(b) < 2:
         return np.nan, np.nan
     if np.all(a == a[0]) and np.all(b == b[0]):
         return float(a[0] - b[0]), float(a[0] - b[0])
-    result = bootstrap(
-        (a, b), _difference_of_means, n_resamples=settings.n_resamples,
-        confidence_level=settings.level, method="BCa" if settings.method == "bca" else "percentile",
-        rng=np.random.default_rng(settings.seed),
-    )
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return _bootstrap((a, b), _difference_of_means, settings)
 
 
 def unpaired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
@@ -395,15 +393,6 @@ class Lead:
     @property
     def significant(self) -> bool:
         return bool(np.isfinite(self.p_holm) and self.p_holm < ALPHA)
-
-    def describe(self) -> str:
-        """``item-knn over pop-n: +0.0123 [+0.0081, +0.0170], Wilcoxon p_holm = 0.002``."""
-        text = (f"{self.best} over {self.runner_up}: {self.mean_diff:+.4f} "
-                f"[{self.ci_low:+.4f}, {self.ci_high:+.4f}]")
-        if self.note == NO_POWER:
-            return f"{text}, {self.n_folds} paired folds: no test (no power)"
-        verdict = "significant" if self.significant else "not significant"
-        return f"{text}, Wilcoxon p_holm = {self.p_holm:.3g} ({verdict} at {ALPHA:g})"
 
 
 def best_lead(
