@@ -149,6 +149,29 @@ def holm(p_values: ArrayLike) -> NDArray[np.float64]:
     return adjusted
 
 
+def _test_rows(
+    common: dict[str, Any], tests: Sequence[str], run: Any, *, no_power: str | None,
+    identical: str | None,
+) -> list[dict[str, Any]]:
+    """One row per test: ``common`` plus test, statistic, p_value and note. ``no_power``: the
+    note when too few values (no p-value); ``identical``: the note when every value is equal
+    (statistic 0, p = 1); else ``run(test)`` gives scipy's result."""
+    rows = []
+    for test in tests:
+        statistic = p_value = np.nan
+        note = no_power or identical or ""
+        if no_power is None and identical is not None:
+            statistic, p_value = 0.0, 1.0
+        elif no_power is None:
+            with warnings.catch_warnings():  # near-constant values: scipy's precision warning
+                warnings.simplefilter("ignore", RuntimeWarning)
+                result = run(test)
+            statistic, p_value = float(result.statistic), float(result.pvalue)
+        rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
+                              "note": note})
+    return rows
+
+
 def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
     """Wilcoxon and paired t-test of x against y (same folds, same order): one row per test
     with n_folds, mean_diff (of x − y) and its interval, statistic, p_value and note."""
@@ -160,23 +183,13 @@ def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[s
     low, high = interval(d, settings)
     common = {"n_folds": len(d), "mean_diff": float(d.mean()) if len(d) else np.nan,
               "ci_low": low, "ci_high": high}
-    rows = []
-    for test in TESTS:
-        statistic = p_value = np.nan
-        note = ""
-        if len(d) < MIN_FOLDS:
-            note = NO_POWER
-        elif np.all(d == 0):
-            statistic, p_value, note = 0.0, 1.0, "identical on every fold"
-        else:
-            with warnings.catch_warnings():  # near-constant d: scipy's precision warning
-                warnings.simplefilter("ignore", RuntimeWarning)
-                result = (wilcoxon(d, method=wilcoxon_method(d)) if test == "wilcoxon"
-                          else ttest_rel(a, b))
-            statistic, p_value = float(result.statistic), float(result.pvalue)
-        rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
-                              "note": note})
-    return rows
+    return _test_rows(
+        common, TESTS,
+        lambda test: wilcoxon(d, method=wilcoxon_method(d)) if test == "wilcoxon"
+        else ttest_rel(a, b),
+        no_power=NO_POWER if len(d) < MIN_FOLDS else None,
+        identical="identical on every fold" if np.all(d == 0) else None,
+    )
 
 
 def _difference_of_means(x: NDArray[np.float64], y: NDArray[np.float64], axis: int = -1) -> Any:
@@ -203,23 +216,14 @@ def unpaired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict
     common = {"n_folds_a": len(a), "n_folds_b": len(b),
               "mean_diff": float(a.mean() - b.mean()) if len(a) and len(b) else np.nan,
               "ci_low": low, "ci_high": high}
-    rows = []
-    for test in UNPAIRED_TESTS:
-        statistic = p_value = np.nan
-        note = ""
-        if min(len(a), len(b)) < MIN_FOLDS:
-            note = NO_POWER_UNPAIRED
-        elif np.all(np.concatenate([a, b]) == a[0]):
-            statistic, p_value, note = 0.0, 1.0, "identical on every split"
-        else:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                result = (mannwhitneyu(a, b) if test == "mann-whitney"
-                          else ttest_ind(a, b, equal_var=False))
-            statistic, p_value = float(result.statistic), float(result.pvalue)
-        rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
-                              "note": note})
-    return rows
+    return _test_rows(
+        common, UNPAIRED_TESTS,
+        lambda test: mannwhitneyu(a, b) if test == "mann-whitney"
+        else ttest_ind(a, b, equal_var=False),
+        no_power=NO_POWER_UNPAIRED if min(len(a), len(b)) < MIN_FOLDS else None,
+        identical="identical on every split"
+        if len(a) and np.all(np.concatenate([a, b]) == a[0]) else None,
+    )
 
 
 def wilcoxon_method(d: NDArray[np.float64]) -> str:
