@@ -27,6 +27,7 @@ from sweval.evaluators.option_text import (
     DATA,
     PROTOCOL,
     RUN,
+    STATISTICS,
     Cli,
     CommaList,
     Grids,
@@ -40,7 +41,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
-    "progress", "tracking",
+    "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
 }
@@ -168,6 +169,22 @@ class EvalConfig(BaseModel):
     tune_mode: Annotated[Literal["rolling", "once"], Cli(ALGORITHMS)] = Field(
         default="rolling", description="rolling: choose again for every fold on the windows "
         "just before it | once: choose once on the first --tune-windows folds."
+    )
+
+    # statistics (summary.csv's intervals, significance.csv; docs/protocol.md §8)
+    ci: Annotated[float, Cli(STATISTICS)] = Field(
+        default=0.95, gt=0, lt=1,
+        description="Confidence level of the bootstrap intervals over folds (summary.csv's "
+        "ci_low, ci_high; significance.csv).",
+    )
+    ci_method: Annotated[Literal["percentile", "bca"], Cli(STATISTICS)] = Field(
+        default="percentile", description="Bootstrap interval: percentile | bca.",
+    )
+    bootstrap: Annotated[int, Cli(STATISTICS)] = Field(
+        default=9999, ge=100, description="Bootstrap resamples of the folds.",
+    )
+    bootstrap_seed: Annotated[int, Cli(STATISTICS)] = Field(
+        default=0, description="Seed of the bootstrap (the same seed, the same intervals).",
     )
 
     # where and how

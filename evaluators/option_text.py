@@ -32,10 +32,11 @@ class Group(StrEnum):
     DATA = "Data"
     PROTOCOL = "Protocol"
     ALGORITHMS = "Algorithms"
+    STATISTICS = "Statistics: intervals and tests"
     RUN = "Run: output, tracking, orchestration"
 
 
-DATA, PROTOCOL, ALGORITHMS, RUN = Group
+DATA, PROTOCOL, ALGORITHMS, STATISTICS, RUN = Group
 
 
 class CommaList:

@@ -5,8 +5,10 @@
     collect(plan, store)         per (fold, algorithm): load the unit's lists, measure them at the
                                  run's k against the fold's relevant sets -> results rows (every
                                  stratum), units.csv records; skipped folds keep empty rows
+                                 summary.csv: means with bootstrap intervals; significance.csv
+                                 (and significance_strata.csv with strata): paired tests
     write_outputs(plan, outputs) results.csv, summary.csv, folds.csv, units.csv, config.json,
-                                 each written whole or not at all
+                                 significance*.csv, each written whole or not at all
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.engine import UnitResult, measure
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.significance import (
+    Bootstrap,
+    compare_algorithms,
+    compare_strata,
+    with_intervals,
+)
 from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
@@ -50,6 +58,8 @@ class Outputs:
     optimism: pd.DataFrame | None = None
     #: units whose algorithm raised: left out of every table
     failed: tuple[UnitFailure, ...] = ()
+    significance: pd.DataFrame | None = None
+    significance_strata: pd.DataFrame | None = None
 
 
 def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ()) -> Outputs:
@@ -73,16 +83,21 @@ def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ())
         tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
         optimism_table = optimism(results, plan.config, plan.searches)
+    settings = Bootstrap.of(plan.config)
     return Outputs(
         directory=Path(plan.config.output),
         results=results,
-        summary=summarise(results),
+        summary=with_intervals(summarise(results), results, settings),
         folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
         tuning=tuning,
         optimism=optimism_table,
         failed=tuple(failed),
+        significance=compare_algorithms(results, settings, labels),
+        significance_strata=(
+            compare_strata(results, settings, labels) if plan.strata is not None else None
+        ),
     )
 
 
@@ -159,7 +174,8 @@ def stratum_rows(
 
 
 def write_outputs(plan: Plan, outputs: Outputs) -> None:
-    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv`` and ``config.json``.
+    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv``, ``config.json`` and
+    the significance tables.
 
     Each file is written whole or not at all (temporary name, then rename).
     """
@@ -174,6 +190,10 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
     if outputs.tuning is not None and outputs.optimism is not None:
         tables["tuning.csv"] = outputs.tuning.to_csv(index=False, float_format="%.10g")
         tables["optimism.csv"] = outputs.optimism.to_csv(index=False, float_format="%.10g")
+    for name, table in (("significance.csv", outputs.significance),
+                        ("significance_strata.csv", outputs.significance_strata)):
+        if table is not None:
+            tables[name] = table.to_csv(index=False, float_format="%.10g")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in tables.items():

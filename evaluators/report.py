@@ -27,6 +27,7 @@ It assembles and writes; the parts are in their own modules:
 - :mod:`evaluators.report_tables`: the metric tables and how values are written;
 - :mod:`evaluators.report_figures`: the matplotlib figures and their PNG bytes;
 - :mod:`evaluators.report_facts`: run facts, folds and compute time;
+- :mod:`evaluators.report_significance`: who beats whom, and the policy effect between strata;
 - :mod:`evaluators.report_html` and ``templates/``: the HTML (jinja2, autoescaped).
 """
 
@@ -41,6 +42,7 @@ from pathlib import Path
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report_data import ReportData, load, read_results, summarise_protocols
 from sweval.evaluators.report_facts import (
+    PlainTable,
     compute_times,
     folds_summary,
     run_facts,
@@ -48,6 +50,11 @@ from sweval.evaluators.report_facts import (
 )
 from sweval.evaluators.report_figures import DPI, figure_over_time, figure_png, figure_vs_k
 from sweval.evaluators.report_html import render_page, table_html
+from sweval.evaluators.report_significance import (
+    SignificanceMatrix,
+    policy_effect,
+    significance_matrices,
+)
 from sweval.evaluators.report_tables import (
     MAX_TABLE_ALGORITHMS,
     Cell,
@@ -94,6 +101,8 @@ class MetricSection:
         k_time: the k of the over-time figure (None for a metric without k).
         vs_k: the metric@k against k figure (None for a metric without k).
         over_time: the per-fold figure (None when no protocol has a timeline).
+        significance: who beats whom at ``k_time``, per (protocol, stratum).
+        policy_effect: the leads' differences between strata at ``k_time`` (None without).
     """
 
     metric: str
@@ -102,6 +111,8 @@ class MetricSection:
     k_time: int | None
     vs_k: ReportFigure | None
     over_time: ReportFigure | None
+    significance: list[SignificanceMatrix]
+    policy_effect: PlainTable | None
 
     @property
     def label(self) -> str:
@@ -149,7 +160,9 @@ def metric_section(data: ReportData, metric: str, k_time: int | None) -> MetricS
         over_time = ReportFigure(f"report-{_slug(metric)}{at}-over-time.png", figure_png(fig),
                                  f"{metric_label(metric, k_time)} per fold")
     return MetricSection(metric=metric, table=table, protocol_groups=protocol_groups(table),
-                         k_time=k_time, vs_k=vs_k, over_time=over_time)
+                         k_time=k_time, vs_k=vs_k, over_time=over_time,
+                         significance=significance_matrices(data, metric, k_time),
+                         policy_effect=policy_effect(data, metric, k_time))
 
 
 def write_report(
@@ -207,6 +220,7 @@ def write_report(
         folds=folds_summary(data),
         compute_times=compute_times(data),
         tuning=tuning_summary(data),
+        ci_level=f"{100 * data.bootstrap.level:g}%",
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     written = [target / "report.html"]

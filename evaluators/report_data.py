@@ -4,7 +4,8 @@
 a ``protocol`` column, else ``results.csv``), the run record (``compare.json`` / ``config.json``),
 ``folds.csv`` and ``units.csv`` into a :class:`ReportData`. Means, Δ% and fold counts are
 recomputed from the long table with :func:`evaluators.results.summarise` (per protocol), so they
-match ``summary.csv``.
+match ``summary.csv``; so are the bootstrap intervals, with the run's ``--ci``, ``--ci-method``,
+``--bootstrap`` and ``--bootstrap-seed`` read from its record (defaults when it has none).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.results import summarise
+from sweval.evaluators.significance import Bootstrap, with_intervals
 
 _log = logging.getLogger(__name__)
 
@@ -33,7 +35,8 @@ class ReportData:
         table_file: the long table read (``results.csv`` or ``compare.csv``).
         results: the long table, with a ``protocol`` column ("" when the input has none).
         summary: per (protocol, algorithm, stratum, metric, k): mean, std, n_folds, n_skipped,
-            delta, as :func:`~evaluators.results.summarise` computes them per protocol.
+            delta, as :func:`~evaluators.results.summarise` computes them per protocol, and the
+            bootstrap interval ci_low, ci_high.
         config: ``config.json`` (``compare.json`` next to ``compare.csv``; empty when absent).
         folds: ``folds.csv`` (None when absent).
         units: ``units.csv`` (None when absent or empty).
@@ -46,6 +49,11 @@ class ReportData:
     config: dict[str, Any] = field(default_factory=dict)
     folds: pd.DataFrame | None = None
     units: pd.DataFrame | None = None
+
+    @property
+    def bootstrap(self) -> Bootstrap:
+        """The run's interval settings (its record's configuration; defaults without one)."""
+        return Bootstrap.of(self.config.get("config", {}))
 
     @property
     def protocols(self) -> list[str]:
@@ -142,9 +150,11 @@ def load(directory: str | Path) -> ReportData:
             _log.warning("%s unreadable (%s); the report omits the run facts", record, exc)
     folds = _read_optional(directory / "folds.csv")
     units = _read_optional(directory / "units.csv")
+    summary = with_intervals(summarise_protocols(results), results,
+                             Bootstrap.of(config.get("config", {})))
     return ReportData(
         directory=directory, table_file=name, results=results,
-        summary=summarise_protocols(results), config=config, folds=folds, units=units,
+        summary=summary, config=config, folds=folds, units=units,
     )
 
 

@@ -18,6 +18,7 @@ from sweval.evaluators.report_tables import (
     cell_title,
     format_delta,
     format_folds,
+    format_interval,
     format_k,
     format_mean,
 )
@@ -39,7 +40,8 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(format_mean=format_mean, format_delta=format_delta, format_k=format_k,
-                       format_folds=format_folds, repr=repr)
+                       format_folds=format_folds, format_interval=format_interval,
+                       repr=repr)
     env.globals.update(cell_title=cell_title)
     return env
 

@@ -31,6 +31,8 @@ class Cell:
     n_folds: int
     n_skipped: int
     best: bool
+    ci_low: float = np.nan
+    ci_high: float = np.nan
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
             mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
             n_skipped=int(row.n_skipped),
             best=bool(np.isfinite(mean) and best > 0 and mean >= best),
+            ci_low=float(getattr(row, "ci_low", np.nan)),
+            ci_high=float(getattr(row, "ci_high", np.nan)),
         )
     return MetricTable(metric=metric, strata=strata, ks=ks, columns=columns, cells=cells)
 
@@ -127,6 +131,13 @@ def format_delta(cell: Cell) -> str:
     return f"{100 * cell.delta:+.1f}%".replace("-", "−")
 
 
+def format_interval(cell: Cell) -> str:
+    """A cell's bootstrap interval, "0.013–0.057", empty when there is none (one fold)."""
+    if not (np.isfinite(cell.ci_low) and np.isfinite(cell.ci_high)):
+        return ""
+    return f"{cell.ci_low:.3f}–{cell.ci_high:.3f}"
+
+
 def format_k(k: int | None) -> str:
     """A row's k as shown in the table ("—" for a metric without k)."""
     return "—" if k is None else str(k)
@@ -134,8 +145,10 @@ def format_k(k: int | None) -> str:
 
 def cell_title(metric: str, algorithm: str, k: int | None, cell: Cell) -> str:
     """A value cell's tooltip: its full-precision mean, std and fold counts."""
+    interval = format_interval(cell)
     return (f"{algorithm}, {metric_label(metric, k)}: mean {cell.mean:.6g}, "
-            f"std {cell.std:.4g} over {cell.n_folds} folds ({cell.n_skipped} skipped)")
+            f"std {cell.std:.4g} over {cell.n_folds} folds ({cell.n_skipped} skipped)"
+            + (f", bootstrap interval {interval}" if interval else ""))
 
 
 def format_folds(used: tuple[int, int] | None) -> str:

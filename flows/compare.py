@@ -23,6 +23,10 @@ Output directory (``--output``, default ``runs/compare``)::
                            the first protocol (papers/002 Table 3)
     kendall_scatter.png    metric@k of every algorithm configuration, one panel per protocol
                            pair, with τ (papers/002 Fig. 2; --algorithms variants add points)
+    significance.csv       per protocol, paired tests between algorithms over its splits
+                           (evaluators/significance.py: interval, Wilcoxon, t-test, Holm)
+    significance_protocols.csv  is a's lead over b different under one protocol than under
+                           another? (unpaired: Mann-Whitney, Welch)
     leakage.csv            future items per protocol, algorithm and k, pooled over splits
     leakage_per_split.csv  the same per split (fold / repetition seed)
     compare.txt            the printed tables
@@ -89,6 +93,11 @@ from sweval.evaluators.protocols import (
     run_protocol,
 )
 from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
+from sweval.evaluators.significance import (
+    Bootstrap,
+    compare_algorithms_per_protocol,
+    compare_protocols,
+)
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.tuning import Search, tune_comparison
 from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
@@ -122,6 +131,8 @@ class Comparison:
         summary: per protocol, the macro means with Δ% (``compare_summary.csv``).
         kendall: τ per protocol pair and k, on ``rank_metric`` (``kendall.csv``).
         leakage: future items pooled over splits (``leakage.csv``).
+        significance: per protocol, the algorithms' paired tests (``significance.csv``).
+        protocol_effect: the leads compared between protocols (``significance_protocols.csv``).
         log: the log compared on.
         timings: seconds per protocol.
         mlflow_run_id: the comparison's MLflow parent run, when tracked.
@@ -140,6 +151,8 @@ class Comparison:
     leakage: pd.DataFrame
     log: InteractionLog
     loocv_repeats: int
+    significance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    protocol_effect: pd.DataFrame = field(default_factory=pd.DataFrame)
     timings: dict[str, float] = field(default_factory=dict)
     mlflow_run_id: str | None = None
     rank_metric: str = "recall"
@@ -374,6 +387,8 @@ def _assemble(
     results = pd.concat([runs[name].results for name in protocols], ignore_index=True)
     results = results[COMPARE_COLUMNS]
     summary = compare_summary(results)
+    settings = Bootstrap.of(config)
+    order = list(dict.fromkeys(results["algorithm"]))
     leakage = leakage_summary(
         pd.concat([runs[name].leakage for name in protocols], ignore_index=True)
     )
@@ -388,6 +403,8 @@ def _assemble(
         leakage=leakage,
         log=log,
         loocv_repeats=loocv_repeats,
+        significance=compare_algorithms_per_protocol(results, settings, order),
+        protocol_effect=compare_protocols(results, settings, order),
         timings=timings,
         rank_metric=rank_metric,
     )
@@ -408,6 +425,8 @@ def write_comparison(comparison: Comparison) -> None:
         _write_scatter(comparison)
         comparison.leakage.to_csv(directory / "leakage.csv", **kw)
         comparison.leakage_per_split.to_csv(directory / "leakage_per_split.csv", **kw)
+        comparison.significance.to_csv(directory / "significance.csv", **kw)
+        comparison.protocol_effect.to_csv(directory / "significance_protocols.csv", **kw)
         recorder = Console(record=True, width=PRINT_WIDTH, file=io.StringIO())
         print_comparison(comparison, recorder)
         (directory / "compare.txt").write_text(recorder.export_text())

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from sweval.evaluators.comparison import rank_shift, rankings, table2
 from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
+from sweval.flows.summary import lead_cell
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison
@@ -51,6 +53,11 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
     for algorithm in algorithms:
         table.add_column(escape(algorithm), justify="right", overflow="fold")
         table.add_column("Δ%", justify="right", style="dim", overflow="fold")
+    table.add_column("best's lead", justify="right", overflow="fold")
+    summary = comparison.summary[comparison.summary["protocol"] == name]
+    significance = comparison.significance
+    if len(significance):
+        significance = significance[significance["protocol"] == name]
     for k in comparison.ks:
         cells = [str(k)]
         for algorithm in algorithms:
@@ -62,8 +69,30 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
             best = not np.isnan(delta) and abs(delta) < 1e-12
             cells += [f"[bold]{mean:.4f}[/bold]" if best else f"{mean:.4f}",
                       "best" if best else (f"{100 * delta:+.0f}%" if not np.isnan(delta) else "")]
+        cells.append(lead_cell(summary, significance, stratum="all", metric=metric, k=k)
+                     if len(significance) else "—")
         table.add_row(*cells)
     return table
+
+
+def protocol_effect_lines(comparison: Comparison, *, metric: str = "recall") -> list[str]:
+    """Per k, how many algorithm leads differ between protocols (significance_protocols.csv)."""
+    frame = comparison.protocol_effect
+    if frame.empty:
+        return []
+    lines = []
+    for k in comparison.ks:
+        at = frame[(frame["metric"] == metric) & (frame["k"] == k) & (frame["test"] == "welch")]
+        if at.empty:
+            continue
+        tested = at[at["note"] != NO_POWER_UNPAIRED]
+        n_significant = int((tested["p_holm"] < ALPHA).sum())
+        lines.append(
+            f"{LABELS.get(metric, metric)}@{k}: {n_significant} of {len(tested)} tested "
+            f"(algorithm pair, protocol pair) leads differ between protocols (Welch, Holm, "
+            f"p < {ALPHA:g}); {len(at) - len(tested)} untested: fewer than 5 splits on a side"
+        )
+    return lines
 
 
 def skip_notes(comparison: Comparison, name: str) -> list[str]:
@@ -213,6 +242,11 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         console.print(table2_table(comparison, name))
         for note in skip_notes(comparison, name)[:4]:
             console.print(f"  {escape(note)}", style="dim", highlight=False)
+    console.print(
+        "  best's lead: best vs runner-up, paired over the protocol's splits, Wilcoxon, Holm "
+        f"(✓: p < {ALPHA:g}; no power: fewer than 5 splits); significance.csv",
+        style="dim", highlight=False,
+    )
     strata = strata_table(comparison)
     if strata is not None:
         console.print(strata)
@@ -220,6 +254,10 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     if len(comparison.protocols) > 1:
         console.print(rank_shift_rich(comparison))
         console.print(kendall_rich(comparison))
+        for line in protocol_effect_lines(comparison):
+            console.print(f"  {line}", highlight=False)
+        console.print("  leads compared between protocols, unpaired: "
+                      "significance_protocols.csv", style="dim", highlight=False)
     console.print(leakage_rich(comparison))
     console.print(
         "  first appearance = an item's first timestamp in the whole log; test instance = the "

@@ -348,7 +348,7 @@ class Evaluation:
             directory = Path(outputs.directory)
             files = [directory / name for name in (
                 "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json",
-                "tuning.csv", "optimism.csv",
+                "tuning.csv", "optimism.csv", "significance.csv", "significance_strata.csv",
             ) if (directory / name).exists()] + self.report_files
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,

@@ -1,5 +1,6 @@
-"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best;
-and the progress bar shown while units run."""
+"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best,
+its bootstrap interval and whether the best's lead over the runner-up is significant; and the
+progress bar shown while units run."""
 
 from __future__ import annotations
 
@@ -15,13 +16,19 @@ from rich.table import Table
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metrics import LABELS
 from sweval.evaluators.outputs import Outputs
+from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
 
-def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: str) -> Table:
-    """A rich table: one row per algorithm, one column per k (mean and Δ% to the best)."""
+def summary_table(
+    summary: pd.DataFrame, *, metric: str, stratum: str, title: str,
+    significance: pd.DataFrame | None = None,
+) -> Table:
+    """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
+    the bootstrap interval when the summary has one); with ``significance``, a last row says
+    whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``)."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     ks = sorted(int(k) for k in part["k"].dropna().unique())
     table = Table(title=title, title_justify="left", padding=(0, 1))
@@ -42,9 +49,29 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
                 cells.append(f"[bold green]{row['mean']:.4f}[/]    ")
             else:
                 cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]")
+            if "ci_low" in row and pd.notna(row["ci_low"]):
+                cells[-1] += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
         cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
         table.add_row(*cells)
+    if significance is not None:
+        table.add_row("best's lead", *(
+            lead_cell(summary, significance, stratum=stratum, metric=metric, k=k) for k in ks
+        ), "", style="italic", end_section=False)
     return table
+
+
+def lead_cell(
+    summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int
+) -> str:
+    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``no power`` (too few folds) or ``—``."""
+    lead = best_lead(summary, significance, stratum=stratum, metric=metric, k=k)
+    if lead is None or pd.isna(lead.mean_diff):
+        return "—"
+    if lead.note == NO_POWER:
+        return "[yellow]no power[/]"
+    if lead.significant:
+        return f"[bold green]p={lead.p_holm:.2g} ✓[/]"
+    return f"[dim]p={lead.p_holm:.2g} n.s.[/]"
 
 
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
@@ -79,9 +106,12 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         title = (
             f"Recall@k on {config.dataset_name}, {config.window} windows"
             + (f", stratum {stratum}" if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
-            + " — mean over folds, Δ% to the best (green)"
+            + f" — mean over folds, Δ% to the best (green), {100 * config.ci:g}% bootstrap "
+            "interval over folds"
         )
-        console.print(summary_table(summary, metric="recall", stratum=stratum, title=title))
+        console.print(summary_table(summary, metric="recall", stratum=stratum, title=title,
+                                    significance=outputs.significance))
+    print_significance_notes(outputs, config, console)
     folds = outputs.folds
     used = int((~folds["skipped"]).sum())
     console.print(
@@ -94,7 +124,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
-    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
+    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, "
+                  "significance.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
     for failure in outputs.failed:
@@ -107,6 +138,37 @@ def units_line(reused: int, computed: int, code_changed: int) -> str:
     (:func:`evaluators.units.outdated_by_code`)."""
     line = f"reused {reused} units, computed {computed}"
     return line + (f" ({code_changed} because the code changed)" if code_changed else "")
+
+
+def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Console) -> None:
+    """What the "best's lead" row means, the warning when folds are too few for a test, and the
+    policy effect's count of significant differences (``significance_strata.csv``)."""
+    significance = outputs.significance
+    if significance is None or significance.empty:
+        return
+    console.print(
+        f"best's lead: best vs runner-up, paired over folds, Wilcoxon signed-rank, Holm-corrected "
+        f"over the algorithm pairs (✓: p_holm < {ALPHA:g}); every pair and the t-test: "
+        "significance.csv", style="dim", highlight=False,
+    )
+    if (significance["note"] == NO_POWER).any():
+        console.print(
+            f"fewer than {MIN_FOLDS} paired folds: the tests have no power and report no p-value; "
+            "the intervals are rough. Evaluate more folds (--folds) before calling a difference "
+            "real.", style="yellow", highlight=False,
+        )
+    strata = outputs.significance_strata
+    if strata is not None and not strata.empty:
+        at = strata[(strata["metric"] == "recall") & (strata["test"] == "wilcoxon")]
+        k = 10 if (at["k"] == 10).any() else at["k"].dropna().min()
+        at = at[at["k"] == k]
+        if len(at):
+            n_significant = int((at["p_holm"] < ALPHA).sum())
+            console.print(
+                f"policy effect at Recall@{k}: {n_significant} of {len(at)} (algorithm pair, "
+                f"stratum pair) leads differ between strata (p_holm < {ALPHA:g}); see "
+                "significance_strata.csv", highlight=False,
+            )
 
 
 def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:

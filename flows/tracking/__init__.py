@@ -19,12 +19,14 @@ Layout in MLflow::
         params   the result-relevant configuration, flattened (k, window, u_min, algorithms, ...)
         tags     sweval.run_key, sweval.config_hash, sweval.data_fingerprint, sweval.version,
                  mlflow.source.git.commit, prefect.flow_run_id, sweval.als_device, ...
-        artifacts  sweval_config.json, results.csv, summary.csv, folds.csv, units.csv, config.json
+        artifacts  sweval_config.json, results.csv, summary.csv, folds.csv, units.csv, config.json,
+                   significance.csv (significance_strata.csv when stratified)
         ├── child run  <algorithm>                one per algorithm (per algorithm and stratum
         │   params   the algorithm's resolved hyper-parameters   when stratified: "<alg> [<s>]")
         │   metrics  recall_at_10, hit_rate_at_10, ndcg_at_10, r_precision, ... at step = fold
         │            n_eligible and fold_t_start at step = fold (skipped folds too)
         │            mean_recall_at_10, std_recall_at_10, ..., n_folds, n_skipped (summary)
+        │            ci_low_recall_at_10, ci_high_recall_at_10, ... (its bootstrap interval)
         │   artifacts  per_fold.csv (this child's metrics, one row per fold)
         └── ...
 

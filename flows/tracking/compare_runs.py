@@ -178,7 +178,8 @@ class ComparisonTracker:
                 self.client.log_batch(self.parent_run_id, metrics=metrics[lo : lo + MAX_BATCH])
             reports = sorted(p.name for p in comparison.directory.glob("report*"))
             for name in ("compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv",
-                         "leakage.csv", "leakage_per_split.csv", "compare.txt", "compare.json",
+                         "leakage.csv", "leakage_per_split.csv", "significance.csv",
+                         "significance_protocols.csv", "compare.txt", "compare.json",
                          *reports):
                 path = comparison.directory / name
                 if path.exists():

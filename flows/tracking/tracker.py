@@ -325,8 +325,8 @@ class Tracker:
                 metrics = []
                 for row in part.to_dict("records"):
                     key = metric_key(row["metric"], row["k"])
-                    for stat in ("mean", "std"):
-                        if row[stat] is not None and not pd.isna(row[stat]):
+                    for stat in ("mean", "std", "ci_low", "ci_high"):
+                        if row.get(stat) is not None and not pd.isna(row[stat]):
                             metrics.append(Metric(f"{stat}_{key}", float(row[stat]), now, 0))
                 if len(part):
                     metrics.append(Metric("n_folds", float(part["n_folds"].max()), now, 0))

@@ -8,6 +8,10 @@ Effect statistics, from per-stratum means over folds of Recall@10 (mode ``subset
 
 Noise is the bootstrap standard deviation of each statistic over folds (folds resampled with
 replacement, seeded).
+
+The same effect as SW-EVAL reports it (``significance_strata.csv``, mode ``test``): the per-fold
+difference of an algorithm's lead between two buckets, its bootstrap interval and Holm-corrected
+Wilcoxon p-value: significant with bias, not without.
 """
 
 from __future__ import annotations
@@ -59,3 +63,46 @@ def test_policy_bias_shows_in_strata_and_vanishes_without_it(tmp_path):
     assert (effect > 2 * noise).all(), (effect, noise)
     effect, noise = measure(0.0, tmp_path)
     assert (np.abs(effect) < 2 * noise).all(), (effect, noise)
+
+
+def policy_effect(bias: float, tmp_path) -> pd.DataFrame:
+    """significance_strata.csv of a run in mode ``test`` (every model trains on all of D_t, so
+    only the presentation bias can make the strata differ), at Recall@10, Wilcoxon; and the
+    report written from the same directory."""
+    from sweval.evaluators.outputs import write_outputs
+    from sweval.evaluators.report import write_report
+
+    log = InteractionLog.from_frame(generate_log(scale=0.05, seed=0, bias=bias), policy_col="policy")
+    config = EvalConfig.build(
+        algorithms=["pop", "pop-n", "item-knn"], folds=20, u_min=5, stratify_by="policy",
+        stratify_mode="test", output=str(tmp_path / f"test-bias{bias}"), progress=False,
+    )
+    plan = make_plan(config, log)
+    store = unit_store(config)
+    run_units(plan, store)
+    write_outputs(plan, collect(plan, store))
+    write_report(config.output)
+    table = pd.read_csv(tmp_path / f"test-bias{bias}" / "significance_strata.csv")
+    table = table[(table["metric"] == "recall") & (table["k"] == 10)
+                  & (table["test"] == "wilcoxon")]
+    return table.set_index(["algorithm_a", "algorithm_b", "stratum_a", "stratum_b"])
+
+
+@pytest.mark.slow
+def test_policy_effect_is_significant_with_bias_and_not_without(tmp_path):
+    # item-kNN's lead over POP, bucket item-knn minus bucket pop (rows are a − b = POP − item-kNN,
+    # so the effect is negative); POP-N's lead over POP, bucket pop minus bucket item-knn
+    knn = ("pop", "item-knn", "item-knn", "pop")
+    popn = ("pop", "pop-n", "item-knn", "pop")
+    with_bias = policy_effect(0.3, tmp_path)
+    assert with_bias.loc[knn, "ci_high"] < 0 and with_bias.loc[knn, "p_holm"] < 0.05
+    assert with_bias.loc[popn, "ci_low"] > 0 and with_bias.loc[popn, "p_holm"] < 0.05
+    report = (tmp_path / "test-bias0.3" / "report.html").read_text(encoding="utf-8")
+    assert "Policy effect: Recall@10" in report
+    assert f"{with_bias.loc[knn, 'mean_diff']:+.4f}" in report
+    without = policy_effect(0.0, tmp_path)
+    assert (without["n_folds"] == 20).all()
+    # no (algorithm pair, stratum pair) differs, the two effects included
+    assert (without["p_holm"] > 0.05).all(), without
+    assert without.loc[knn, "ci_low"] < 0 < without.loc[knn, "ci_high"]
+    assert without.loc[popn, "ci_low"] < 0 < without.loc[popn, "ci_high"]

@@ -92,7 +92,22 @@ def expected_summary(path: Path) -> pd.DataFrame:
     best = out.groupby(["protocol", "stratum", "metric", "k"])["mean"].transform("max")
     out["best"] = out["mean"].notna() & (out["mean"] == best) & (best > 0)
     out["delta"] = out["mean"] / best - 1
+    # the bootstrap interval over folds, scipy's, with the defaults (the record has no --ci...)
+    used = raw[(raw["skipped"].astype(str) != "True") & raw["value"].notna()]
+    values = used.groupby(keys)["value"].apply(lambda v: v.to_numpy())
+    out["ci_text"] = [_interval_text(values.get(tuple(key))) for key in out[keys].itertuples(
+        index=False)]
     return out
+
+
+def _interval_text(values: np.ndarray | None) -> str:
+    from scipy import stats
+
+    if values is None or len(values) < 2:
+        return ""
+    ci = stats.bootstrap((values,), np.mean, method="percentile",
+                         rng=np.random.default_rng(0)).confidence_interval
+    return f"{ci.low:.3f}–{ci.high:.3f}"
 
 
 class ReportCells(HTMLParser):
@@ -106,10 +121,14 @@ class ReportCells(HTMLParser):
         self._delta_of: dict | None = None
         self.protocol_headers: list[str] = []
         self._header = False
+        self._in_ci = False
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        if tag == "table" and a.get("class") == "metric":
+        if tag == "span" and a.get("class") == "ci" and self._cell is not None:
+            self._in_ci = True
+            self._cell["ci_text"] = ""
+        elif tag == "table" and a.get("class") == "metric":
             self.metric = a["data-metric"]
         elif tag == "tbody" and "data-stratum" in a:
             self.stratum = a["data-stratum"]
@@ -125,7 +144,9 @@ class ReportCells(HTMLParser):
             self.protocol_headers.append("")
 
     def handle_endtag(self, tag):
-        if tag == "td" and self._cell is not None:
+        if tag == "span":
+            self._in_ci = False
+        elif tag == "td" and self._cell is not None:
             self.cells.append(self._cell)
             self._delta_of, self._cell = self._cell, None
         elif tag == "td" and self._delta_of is not None and "delta_text" in self._delta_of:
@@ -134,7 +155,9 @@ class ReportCells(HTMLParser):
             self._header = False
 
     def handle_data(self, data):
-        if self._cell is not None:
+        if self._cell is not None and self._in_ci:
+            self._cell["ci_text"] += data
+        elif self._cell is not None:
             self._cell["text"] += data
         elif self._delta_of is not None and "delta_text" in self._delta_of:
             self._delta_of["delta_text"] += data
@@ -159,6 +182,7 @@ def check_cells_against_csv(cells: list[dict], csv: Path) -> int:
             continue
         assert float(cell["data-mean"]) == pytest.approx(row["mean"], rel=1e-9), key
         assert cell["text"] == f"{row['mean']:.4f}", key
+        assert cell.get("ci_text", "") == row["ci_text"], key
         assert cell["bold"] == bool(row["best"]), key
         if row["best"]:
             assert cell["delta_text"] == "best"
@@ -398,3 +422,84 @@ def test_names_and_sources_reach_the_page_as_text(tmp_path):
         assert shown in texts[0], shown
     for shown in (f"{evil} title", f"{evil} origin"):
         assert shown in texts[1], shown
+
+
+class SignificanceCells(HTMLParser):
+    """The who-beats-whom matrices of Recall: per (stratum, row, column) the cell's class, text
+    and title; and each matrix's caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[dict]]] = {}
+        self.captions: dict[str, str] = {}
+        self._stratum: str | None = None
+        self._item: dict | None = None
+        self._in_caption = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and a.get("class") == "sig" and a["data-metric"] == "recall":
+            self._stratum = a["data-stratum"]
+            self.tables[self._stratum], self.captions[self._stratum] = [], ""
+        elif self._stratum is None:
+            return
+        elif tag == "caption":
+            self._in_caption = True
+        elif tag == "tr":
+            self.tables[self._stratum].append([])
+        elif tag in ("th", "td"):
+            self._item = {"class": a.get("class"), "title": a.get("title", ""), "text": ""}
+            self.tables[self._stratum][-1].append(self._item)
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._stratum = None
+        elif tag == "caption":
+            self._in_caption = False
+        elif tag in ("th", "td"):
+            self._item = None
+
+    def handle_data(self, data):
+        if self._item is not None:
+            self._item["text"] += data
+        elif self._in_caption and self._stratum is not None:
+            self.captions[self._stratum] += data
+
+    @property
+    def cells(self) -> dict[tuple[str, str, str], dict]:
+        out = {}
+        for stratum, (header, *rows) in self.tables.items():
+            columns = [item["text"] for item in header[1:]]
+            for name, *cells in rows:
+                for column, cell in zip(columns, cells, strict=True):
+                    out[(stratum, name["text"], column)] = cell
+        return out
+
+
+def test_who_beats_whom_matrix_matches_scipy_on_results_csv(report_dir):
+    from scipy import stats
+
+    html = (report_dir / "report.html").read_text(encoding="utf-8")
+    parser = SignificanceCells()
+    parser.feed(html)
+    cells = parser.cells
+    raw = pd.read_csv(report_dir / "results.csv", keep_default_na=False,
+                      na_values={"value": [""], "k": [""]})
+    used = raw[(raw["metric"] == "recall") & (raw["k"] == 10) & raw["value"].notna()]
+    wide = used[used["stratum"] == "all"].pivot(index="fold", columns="algorithm", values="value")
+    # 5 folds in stratum all: tests run; the p-values of the 3 pairs, Holm by hand
+    pairs = [("pop", "pop-n"), ("pop", "item-knn"), ("pop-n", "item-knn")]
+    p = np.array([stats.wilcoxon(wide[a] - wide[b]).pvalue for a, b in pairs])
+    order = np.argsort(p)
+    holm = np.empty(3)
+    holm[order] = np.minimum(1, np.maximum.accumulate(p[order] * [3, 2, 1]))
+    for (a, b), p_holm in zip(pairs, holm, strict=True):
+        for row, column, sign in ((a, b, 1), (b, a, -1)):
+            cell = cells[("all", row, column)]
+            diff = sign * (wide[a] - wide[b]).mean()
+            assert cell["text"].startswith(f"{diff:+.3f}"), (row, column, cell)
+            assert f"Holm {p_holm:.3g}" in cell["title"]
+            assert cell["class"] == ("ns" if p_holm >= 0.05 else "win" if diff > 0 else "loss")
+    # stratum A has 4 folds: the matrix says no test has power, its cells carry no p-value
+    assert "no test has power" in parser.captions["A"]
+    assert all("Holm" not in c["title"] for (s, _, _), c in cells.items() if s == "A")

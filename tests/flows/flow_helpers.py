@@ -29,5 +29,13 @@ def check_mlflow_matches_results(uri: str, experiment: str, output: Path) -> Any
         used = mine[~mine["skipped"]]
         recall = used[(used["metric"] == "recall") & (used["k"] == 10)]["value"].mean()
         assert child.data.metrics["mean_recall_at_10"] == pytest.approx(recall, rel=1e-9, abs=1e-12)
+        # its bootstrap interval, as summary.csv has it
+        summary = pd.read_csv(output / "summary.csv")
+        row = summary[(summary["algorithm"] == child.info.run_name) & (summary["stratum"] == "all")
+                      & (summary["metric"] == "recall") & (summary["k"] == 10)].iloc[0]
+        for stat in ("ci_low", "ci_high"):
+            if pd.notna(row[stat]):
+                assert child.data.metrics[f"{stat}_recall_at_10"] == pytest.approx(
+                    row[stat], rel=1e-9, abs=1e-12)
     assert parent.info.status == "FINISHED"
     return parent

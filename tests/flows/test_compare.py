@@ -71,6 +71,15 @@ def test_files_and_tables(comparison):
     assert loocv.loc[loocv["algorithm"] == "pop-n", "skipped"].all()
     kendall = pd.read_csv(out / "kendall.csv")
     assert len(kendall) == len(PROTOCOLS) * (len(PROTOCOLS) - 1) // 2 * 2  # pairs x k
+    # 4 folds, 2 LOOCV repetitions, single hold-out splits: no test has power; LOOCV and
+    # random-split evaluate POP alone (no POP-N without a timeline): no pair to test
+    significance = pd.read_csv(out / "significance.csv")
+    assert set(significance["protocol"]) == set(PROTOCOLS) - {"loocv", "random-split"}
+    assert significance["p_value"].isna().all() and significance["note"].str.contains(
+        "no power").all()
+    protocols = pd.read_csv(out / "significance_protocols.csv")
+    assert len(protocols) and protocols["p_value"].isna().all()
+    assert "no power" in (out / "compare.txt").read_text()
     assert kendall.loc[kendall["protocol_b"] == "loocv", "n_algorithms"].eq(1).all()
     leakage = pd.read_csv(out / "leakage.csv")
     timeline = leakage["protocol"].isin(["sw-eval", "temporal-global"])

@@ -144,8 +144,8 @@ def _example(name: str, field: Any) -> tuple[list[str], Any]:
         return [flag, value], value
     if field.annotation is int:
         return [flag, str(default + 2)], default + 2
-    if field.annotation is float:
-        return [flag, str(default * 3)], default * 3
+    if field.annotation is float:  # halved: valid for a scale (> 0) and a level (in (0, 1))
+        return [flag, str(default / 2)], default / 2
     if "str" in annotation:
         return [flag, f"{name}-value"], f"{name}-value"
     raise AssertionError(f"EvalConfig.{name}: add an example value for {annotation}")

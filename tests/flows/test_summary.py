@@ -30,3 +30,50 @@ def test_a_k_where_every_algorithm_scored_zero_shows_no_percentage():
     })
     text = render(summary)
     assert "nan" not in text and "0.0000" in text and "0.0024" in text
+
+
+def long_results(values: dict[str, list[float]]) -> pd.DataFrame:
+    rows = [{"fold": f, "algorithm": a, "stratum": "all", "metric": "recall", "k": 10,
+             "value": v, "skipped": False} for a, vs in values.items() for f, v in enumerate(vs)]
+    frame = pd.DataFrame(rows)
+    frame["k"] = frame["k"].astype("Int64")
+    return frame
+
+
+def summary_of(results: pd.DataFrame):
+    from sweval.evaluators.results import summarise
+    from sweval.evaluators.significance import Bootstrap, compare_algorithms, with_intervals
+
+    settings = Bootstrap(n_resamples=999)
+    return (with_intervals(summarise(results), results, settings),
+            compare_algorithms(results, settings))
+
+
+def render_with_lead(results: pd.DataFrame) -> str:
+    summary, significance = summary_of(results)
+    console = Console(width=120, record=True)
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t",
+                                significance=significance))
+    return console.export_text()
+
+
+def test_each_mean_shows_its_interval_and_the_best_lead_its_significance():
+    # b beats a on all 8 folds by distinct margins: Wilcoxon exact p = 2/256, one pair: p_holm = p
+    a = [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11]
+    margins = [0.101, 0.112, 0.105, 0.125, 0.117, 0.083, 0.121, 0.133]
+    results = long_results({"a": a, "b": [x + m for x, m in zip(a, margins, strict=True)]})
+    summary, significance = summary_of(results)
+    text = render_with_lead(results)
+    for row in summary.itertuples():
+        assert f"{row.ci_low:.3f}–{row.ci_high:.3f}" in text
+    assert "best's lead" in text and "p=0.0078 ✓" in text
+    # a and b alike: no significant lead
+    results = long_results({"a": [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11],
+                            "b": [0.11, 0.11, 0.12, 0.12, 0.11, 0.11, 0.13, 0.12]})
+    assert "n.s." in render_with_lead(results)
+
+
+def test_fewer_than_five_folds_say_no_power():
+    results = long_results({"a": [0.1, 0.2, 0.1, 0.2], "b": [0.3, 0.4, 0.3, 0.4]})
+    text = render_with_lead(results)
+    assert "no power" in text and "p=" not in text

@@ -190,6 +190,15 @@ def expected_full_list_recall(frame: pd.DataFrame, fold_start: int, width: int) 
     return float(np.mean(values))
 
 
+def check_no_p_value_below_five_folds(outputs: Any, ctx: Context) -> None:
+    from sweval.evaluators.significance import NO_POWER
+
+    table = outputs.significance
+    assert len(table) and (table["n_folds"] < 5).all()
+    assert table["p_value"].isna().all() and table["p_holm"].isna().all()
+    assert (table["note"] == NO_POWER).all()
+
+
 def check_k_above_catalogue(outputs: Any, ctx: Context) -> None:
     frame = small_frame()
     got = recall_at(outputs, 1000)
@@ -838,6 +847,15 @@ CASES: list[Case] = [
     # ---------------------------------------------------------------- options
     Case("k-zero", "--k 0", "error: every k must be ≥ 1", None, via="config", options={"k": [0, 10]},
          error=r"invalid configuration: k: .*every k must be ≥ 1"),
+    Case("ci-out-of-range", "--ci 1.5", "error: the level must be below 1", None, via="config",
+         options={"ci": 1.5}, error=r"invalid configuration: ci: Input should be less than 1"),
+    Case("bootstrap-too-few", "--bootstrap 10", "error: at least 100 resamples", None,
+         via="config", options={"bootstrap": 10},
+         error=r"invalid configuration: bootstrap: Input should be greater than or equal to 100"),
+    Case("tests-with-fewer-than-5-folds", "4 folds, two algorithms",
+         "runs; significance.csv has no p-value, its note says the tests have no power",
+         PLAIN, via="run", options={"algorithms": ["pop", "pop-n"]},
+         check=check_no_p_value_below_five_folds),
     Case("k-above-catalogue", "--k 1000 with 15 items",
          "lists hold every candidate; Recall@1000 equals the share of relevant items among the candidates, computed independently",
          PLAIN, via="run", options={"k": [1000]}, check=check_k_above_catalogue),
