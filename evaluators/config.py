@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.metric_set import ALL_METRICS, DEFAULT_METRICS, parse_metrics
 from sweval.evaluators.option_text import (
     ALGORITHMS,
     DATA,
@@ -39,7 +40,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
-    "progress", "tracking",
+    "progress", "tracking", "per_user",
 }
 
 
@@ -109,6 +110,11 @@ class EvalConfig(BaseModel):
     relevance: Annotated[Literal["all", "first"], Cli(PROTOCOL)] = Field(
         default="all", description="all: every test item is relevant | first: only the first."
     )
+    metrics: Annotated[list[str], Cli(PROTOCOL, codec=CommaList(str))] = Field(
+        default_factory=lambda: list(DEFAULT_METRICS),
+        description="Metrics, comma-separated, or all: " + ",".join(ALL_METRICS)
+        + " (formulas: docs/protocol.md §4b).",
+    )
     stratify_by: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,
         description="Report results per value of this column (the logging policy).",
@@ -127,6 +133,11 @@ class EvalConfig(BaseModel):
     params: Annotated[dict[str, dict[str, Any]], Cli(ALGORITHMS, "--set", Settings())] = Field(
         default_factory=dict,
         description="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).",
+    )
+    seeds: Annotated[list[int], Cli(ALGORITHMS, codec=CommaList(int))] = Field(
+        default_factory=list,
+        description="Run every algorithm with a seed parameter (svd, als) once per seed, as "
+        "variants ALGORITHM(seed=S); overlap.csv gives their intrinsic overlap.",
     )
     tune: Annotated[dict[str, dict[str, list[Any]]], Cli(ALGORITHMS, "--tune", Grids())] = Field(
         default_factory=dict,
@@ -194,6 +205,11 @@ class EvalConfig(BaseModel):
     tracking: Annotated[bool, Cli(RUN)] = Field(
         default=True, description="Log the run to MLflow."
     )
+    per_user: Annotated[bool, Cli(RUN)] = Field(
+        default=False,
+        description="Also write per_user.parquet: every per-user metric value (fold, algorithm, "
+        "stratum, user, metric, k, value), raw user ids.",
+    )
 
     @field_validator("k")
     @classmethod
@@ -203,6 +219,18 @@ class EvalConfig(BaseModel):
         if any(k < 1 for k in ks):
             raise ValueError(f"every k must be ≥ 1, got {ks}")
         return sorted(set(ks))
+
+    @field_validator("metrics")
+    @classmethod
+    def _check_metrics(cls, names: list[str]) -> list[str]:
+        return parse_metrics(names)
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"a seed is listed twice: {seeds}")
+        return seeds
 
     @field_validator("tune", mode="before")
     @classmethod

@@ -71,13 +71,20 @@ def tune_metric(config: EvalConfig) -> tuple[str, int | None]:
     """
     text = config.tune_metric.strip().lower().replace("-", "_")
     metric, _, k = text.partition("@")
-    if metric == "r_precision" and not k:
-        return metric, None
-    if metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit():
+    if not (metric == "r_precision" and not k) and (
+        metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit()
+    ):
         raise SwevalError(
             f"--tune-metric {config.tune_metric!r}: expected recall@K, hit_rate@K, ndcg@K or "
             "r_precision."
         )
+    if metric not in config.metrics:
+        raise SwevalError(
+            f"--tune-metric {config.tune_metric!r}: {metric} is not measured; add it to "
+            f"--metrics (now {','.join(config.metrics)})."
+        )
+    if not k:
+        return metric, None
     if int(k) not in config.k:
         raise SwevalError(
             f"--tune-metric {config.tune_metric!r}: k={k} is not computed; add it to --k "
