@@ -6,8 +6,8 @@
                                  run's k against the fold's relevant sets -> results rows (every
                                  stratum), units.csv records; skipped folds keep empty rows
     write_outputs(plan, outputs) results.csv, summary.csv, folds.csv, units.csv, config.json
-                                 (and per_user.parquet with --per-user), each written whole or
-                                 not at all
+                                 overlap.csv (evaluators.overlap), per_user.parquet with
+                                 --per-user; each written whole or not at all
 
 The metrics are ``--metrics`` (:mod:`evaluators.measures`); recency and the exposure metrics
 read the item facts of each split's training data, computed once per split.
@@ -28,9 +28,11 @@ from sweval.evaluators.engine import UnitResult
 from sweval.evaluators.exposure import ItemFacts
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.measures import fold_level, measure_chosen, needs_facts, split_facts
+from sweval.evaluators.overlap import Lists, list_overlap
 from sweval.evaluators.per_user import PerUser
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from sweval.evaluators.store import UnitStore, atomic_write_text
+from sweval.evaluators.seeds import seed_pairs
 from sweval.evaluators.splits import Split
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
@@ -38,6 +40,8 @@ from sweval.evaluators.units import Unit
 
 if TYPE_CHECKING:
     from sweval.evaluators.run import Plan
+
+OVERLAP_FILE = "overlap.csv"
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class Outputs:
     tuning: pd.DataFrame | None = None
     optimism: pd.DataFrame | None = None
     per_user: PerUser | None = None
+    overlap: pd.DataFrame | None = None
 
 
 @dataclass
@@ -66,6 +71,8 @@ class Measuring:
     store: UnitStore
     per_user: PerUser | None = None
     facts: dict[int, ItemFacts] = field(default_factory=dict)
+    #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
+    lists: dict[tuple[int, str], Lists] | None = None
 
     def facts_of(self, split: Split) -> ItemFacts | None:
         """The split's item facts, when the run's metrics need them."""
@@ -82,7 +89,7 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
     rows: list[dict[str, Any]] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
-    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None)
+    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={})
     for fold in plan.folds:
         for spec in plan.specs:
             fold_rows, record = algorithm_rows(measuring, fold.index, spec.label)
@@ -107,7 +114,15 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
         tuning=tuning,
         optimism=optimism_table,
         per_user=measuring.per_user,
+        overlap=run_overlap(plan, measuring.lists or {}),
     )
+
+
+def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
+    """``overlap.csv``: J@k between the run's algorithms, seeds and consecutive folds."""
+    labels = [spec.label for spec in plan.specs]
+    folds = [fold.index for fold in plan.folds if not fold.skipped]
+    return list_overlap(lists, folds, labels, plan.config.k, seed_pairs(labels))
 
 
 def algorithm_rows(
@@ -133,6 +148,9 @@ def algorithm_rows(
                      fold_level=fold_level(result, facts, config.k, config.metrics))
     if measuring.per_user is not None:
         measuring.per_user.add(result, split.log, stratum="all")
+    if measuring.lists is not None and result.recommended is not None:
+        measuring.lists[(fold.index, name)] = (result.users,
+                                               result.recommended[:, : max(config.k)])
     if plan.strata is not None:
         rows += stratum_rows(measuring, fold, result, name, facts)
     record = (
@@ -218,6 +236,9 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
             atomic_write_text(directory / name, text)
         if outputs.per_user is not None:
             outputs.per_user.write(directory)
+        if outputs.overlap is not None and not outputs.overlap.empty:
+            atomic_write_text(directory / OVERLAP_FILE,
+                              outputs.overlap.to_csv(index=False, float_format="%.10g"))
     except OSError as exc:
         raise SwevalError(
             f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "

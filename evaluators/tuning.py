@@ -33,6 +33,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.results import results_frame
+from sweval.evaluators.seeds import expand_seeds
 
 #: ``objective(name, params)``: a candidate's mean metric on the windows before the first test
 #: fold (what ``--tune-sampler tpe`` steers by).
@@ -172,8 +173,9 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
 
 
 def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> list[str]:
-    """The run's algorithm entries with every candidate added (once) after them."""
-    entries = list(config.algorithms)
+    """The run's algorithm entries (``--seeds`` expanded) with every candidate added (once)
+    after them."""
+    entries = expand_seeds(config.algorithms, config.seeds)
     for search in searches(config) if found is None else found:
         entries += [label for label in search.candidates if label not in entries]
     return entries
@@ -261,7 +263,7 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
     algorithm right after its first entry, then the candidates not listed already."""
     tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
     labels: list[str] = []
-    for entry in config.algorithms:
+    for entry in expand_seeds(config.algorithms, config.seeds):
         labels.append(entry)
         name = parse_variant(entry)[0]
         if name in tuned and TUNED.format(name) not in labels:
