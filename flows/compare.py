@@ -65,6 +65,7 @@ from sweval.evaluators.comparison import (
     table2,
 )
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.metric_set import DEFAULT_METRICS
 from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocols import (
     LOOCV,
@@ -377,6 +378,11 @@ def compare_command(
             raise SwevalError(
                 "--stratify-by: compare reports the unstratified results only; run "
                 "`sweval run --stratify-by ...` for per-policy results."
+            )
+        if cfg.metrics != DEFAULT_METRICS or cfg.seeds:
+            raise SwevalError(
+                "--metrics/--seeds: compare reports SPEC §4's metrics of one configuration per "
+                "algorithm; run `sweval run --metrics ... --seeds ...` for the others."
             )
         output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
         comparison = run_compare(cfg, _split(protocols), output=output,
