@@ -107,3 +107,18 @@ def overlap_means(overlap: pd.DataFrame) -> pd.DataFrame:
     used = overlap[overlap["jaccard"].notna()]
     grouped = used.groupby(["kind", "algorithm_a", "algorithm_b", "k"], sort=False)["jaccard"]
     return grouped.agg(mean="mean", n_folds="count").reset_index()
+
+
+def overlap_matrix(overlap: pd.DataFrame, k: int) -> pd.DataFrame | None:
+    """Mean J@k as an algorithm × algorithm matrix (labels in the table's order): off the
+    diagonal between two algorithms or seeds on the same folds, on it one algorithm on
+    consecutive folds. None when the table has no row at ``k``."""
+    means = overlap_means(overlap[overlap["k"] == k])
+    if means.empty:
+        return None
+    labels = list(dict.fromkeys([*overlap["algorithm_a"], *overlap["algorithm_b"]]))
+    matrix = pd.DataFrame(np.nan, index=labels, columns=labels)
+    for row in means.itertuples():
+        matrix.loc[row.algorithm_a, row.algorithm_b] = row.mean
+        matrix.loc[row.algorithm_b, row.algorithm_a] = row.mean
+    return matrix

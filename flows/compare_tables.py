@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.comparison import rankings, table2
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison

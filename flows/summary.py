@@ -1,4 +1,5 @@
-"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best;
+"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best
+(the first chosen metric when --metrics leaves Recall out), the top-k overlap between algorithms;
 and the progress bar shown while units run."""
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.outputs import Outputs
+from sweval.evaluators.overlap import overlap_matrix
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -47,6 +49,31 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
     return table
 
 
+def overlap_table(overlap: pd.DataFrame, k: int) -> Table | None:
+    """Mean J@k between algorithms (and seeds) over folds; the diagonal is each algorithm's
+    stability over consecutive folds (None when there is nothing to compare)."""
+    matrix = overlap_matrix(overlap, k)
+    if matrix is None:
+        return None
+    table = Table(
+        title=f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
+        "consecutive folds (overlap.csv)", title_justify="left", padding=(0, 1),
+    )
+    table.add_column("", style="bold", no_wrap=True)
+    for label in matrix.columns:
+        table.add_column(escape(str(label)), justify="right")
+    for label, row in matrix.iterrows():
+        table.add_row(escape(str(label)),
+                      *("" if pd.isna(value) else f"{value:.2f}" for value in row))
+    return table
+
+
+def shown_metric(summary: pd.DataFrame) -> str:
+    """The metric of the terminal tables: Recall, else the first metric with a k."""
+    metrics = list(summary.loc[summary["k"].notna(), "metric"].unique())
+    return "recall" if "recall" in metrics or not metrics else str(metrics[0])
+
+
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
     """Tuned against the oracle: what choosing on the test folds themselves would claim."""
     table = Table(
@@ -68,6 +95,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     """Print the per-stratum Recall tables, the fold counts and where the files are."""
     console = console or Console()
     summary = outputs.summary
+    metric = shown_metric(summary)
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
@@ -77,11 +105,11 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
             )
             continue
         title = (
-            f"Recall@k on {config.dataset_name}, {config.window} windows"
+            f"{LABELS.get(metric, metric)}@k on {config.dataset_name}, {config.window} windows"
             + (f", stratum {stratum}" if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
             + " — mean over folds, Δ% to the best (green)"
         )
-        console.print(summary_table(summary, metric="recall", stratum=stratum, title=title))
+        console.print(summary_table(summary, metric=metric, stratum=stratum, title=title))
     folds = outputs.folds
     used = int((~folds["skipped"]).sum())
     console.print(
@@ -93,6 +121,11 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"units: reused {outputs.n_reused} units, computed {outputs.n_computed}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
+    if outputs.overlap is not None and not outputs.overlap.empty:
+        k = 10 if 10 in config.k else max(config.k)
+        overlap = overlap_table(outputs.overlap, k)
+        if overlap is not None:
+            console.print(overlap)
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
