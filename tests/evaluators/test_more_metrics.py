@@ -189,3 +189,21 @@ def test_tune_metric_must_be_measured():
     config = EvalConfig.build(metrics=["precision"], tune={"item-knn": {"n_neighbors": [5, 10]}})
     with pytest.raises(SwevalError, match="--tune-metric.*add it to --metrics"):
         tune_metric(config)
+
+
+def test_exposure_per_policy_group_by_hand(tmp_path):
+    # mode test: models train on all of D_{t_f}; groups by test policy: A = {u1, u3}, B = {u2}
+    policy = {"u1": "A", "u2": "B", "u3": "A", "u4": "B"}
+    rows = [(user, item, t, policy[user]) for user, item, t in ROWS]
+    results = tiny_run(tmp_path, rows=rows, stratify_by="policy", stratify_mode="test").results
+    found = {(r.stratum, r.metric, r.k): (r.value, r.n_users) for r in results.itertuples()
+             if not pd.isna(r.k) and r.k == 1}
+    # top-1: u1 c, u2 b, u3 c
+    assert found[("A", "coverage", 1)] == pytest.approx((1 / 4, 2))
+    assert found[("A", "popularity", 1)] == pytest.approx((1, 2))
+    assert found[("A", "gini", 1)] == pytest.approx((0.75, 2))  # exposure (0, 0, 2, 0)
+    assert found[("A", "precision", 1)] == pytest.approx((1, 2))
+    assert found[("B", "coverage", 1)] == pytest.approx((1 / 4, 1))
+    assert found[("B", "popularity", 1)] == pytest.approx((2, 1))
+    assert found[("B", "precision", 1)] == pytest.approx((0, 1))
+    assert found[("all", "coverage", 1)] == pytest.approx((2 / 4, 3))

@@ -9,7 +9,7 @@ import pytest
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.overlap import jaccard, list_overlap, overlap_means
+from sweval.evaluators.overlap import jaccard, list_overlap, overlap_matrix, overlap_means
 from sweval.evaluators.seeds import expand_seeds, seed_pairs
 from sweval.evaluators.tuning import ordered_labels
 
@@ -59,6 +59,10 @@ def test_list_overlap_pairs_users_and_folds():
     assert len(rows) == 2  # y has no fold 2
     means = overlap_means(frame)
     assert set(means["kind"]) == {"algorithms", "folds"}
+    matrix = overlap_matrix(frame, 2)
+    assert matrix.loc["x", "y"] == matrix.loc["y", "x"] == pytest.approx((1 + 1 / 3) / 3)
+    assert matrix.loc["x", "x"] == pytest.approx((1 + 1 / 3) / 2)  # stability over folds
+    assert np.isnan(matrix.loc["y", "y"])  # y was evaluated on one fold only
 
 
 def test_seeds_expand_stochastic_algorithms_only():
@@ -96,3 +100,9 @@ def test_a_run_with_seeds_writes_intrinsic_overlap(tmp_path):
     assert set(frame["kind"]) == {"algorithms", "seeds", "folds"}
     evaluated = (~outputs.folds["skipped"]).sum()
     assert len(seeds) == evaluated * 2  # per fold and k
+
+    from sweval.evaluators.report import write_report
+
+    written = write_report(tmp_path)
+    assert tmp_path / "report-overlap-at-5.png" in written  # no k=10: the largest k
+    assert "How different are the lists?" in (tmp_path / "report.html").read_text()
