@@ -27,11 +27,13 @@ def seed_parameter(name: str) -> str | None:
     return next((field for field in SEED_PARAMETERS if field in fields), None)
 
 
-def expand_seeds(entries: list[str], seeds: list[int]) -> list[str]:
+def expand_seeds(
+    entries: list[str], seeds: list[int], settings: dict[str, dict[str, Any]] | None = None
+) -> list[str]:
     """The ``--algorithms`` entries with every stochastic one repeated once per seed.
 
     Raises:
-        SwevalError: an entry sets its seed itself.
+        SwevalError: an entry sets its seed itself, or ``--set`` (``settings``) does.
     """
     if not seeds:
         return list(entries)
@@ -45,6 +47,10 @@ def expand_seeds(entries: list[str], seeds: list[int]) -> list[str]:
         if field in params:
             raise SwevalError(
                 f"--seeds: {entry!r} sets its {field} itself; drop it or drop --seeds."
+            )
+        if field in (settings or {}).get(name, {}):
+            raise SwevalError(
+                f"--seeds: --set {name}.{field} sets the seed of every {name} entry; drop one."
             )
         expanded += [variant_label(name, params | {field: seed}) for seed in seeds]
     return expanded

@@ -175,7 +175,7 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
 def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> list[str]:
     """The run's algorithm entries (``--seeds`` expanded) with every candidate added (once)
     after them."""
-    entries = expand_seeds(config.algorithms, config.seeds)
+    entries = expand_seeds(config.algorithms, config.seeds, config.params)
     for search in searches(config) if found is None else found:
         entries += [label for label in search.candidates if label not in entries]
     return entries
@@ -263,7 +263,7 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
     algorithm right after its first entry, then the candidates not listed already."""
     tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
     labels: list[str] = []
-    for entry in expand_seeds(config.algorithms, config.seeds):
+    for entry in expand_seeds(config.algorithms, config.seeds, config.params):
         labels.append(entry)
         name = parse_variant(entry)[0]
         if name in tuned and TUNED.format(name) not in labels:

@@ -49,11 +49,15 @@ def summary_table(summary: pd.DataFrame, *, metric: str, stratum: str, title: st
     return table
 
 
+#: More algorithms than this (e.g. --tune candidates): the overlap matrix stays in the files.
+MAX_OVERLAP_ALGORITHMS = 8
+
+
 def overlap_table(overlap: pd.DataFrame, k: int) -> Table | None:
     """Mean J@k between algorithms (and seeds) over folds; the diagonal is each algorithm's
-    stability over consecutive folds (None when there is nothing to compare)."""
+    stability over consecutive folds (None when there is nothing to compare, or too much)."""
     matrix = overlap_matrix(overlap, k)
-    if matrix is None:
+    if matrix is None or len(matrix) > MAX_OVERLAP_ALGORITHMS:
         return None
     table = Table(
         title=f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
@@ -126,7 +130,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         overlap = overlap_table(outputs.overlap, k)
         if overlap is not None:
             console.print(overlap)
-    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
+    extra = [name for name in ("overlap.csv", "per_user.parquet")
+             if (outputs.directory / name).exists()]
+    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, "
+                  + ", ".join(["config.json", *extra]))
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
 

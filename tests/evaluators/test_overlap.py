@@ -72,6 +72,8 @@ def test_seeds_expand_stochastic_algorithms_only():
     assert expand_seeds(["pop", "als"], []) == ["pop", "als"]
     with pytest.raises(SwevalError, match="--seeds.*sets its seed"):
         expand_seeds(["als(seed=1)"], [0, 1])
+    with pytest.raises(SwevalError, match="--set als.seed"):
+        expand_seeds(["als"], [0, 1], {"als": {"seed": 4}})
     config = EvalConfig.build(algorithms=["item-knn", "als"], seeds=[0, 1, 2])
     labels = ordered_labels(config)
     assert labels == ["item-knn", "als(seed=0)", "als(seed=1)", "als(seed=2)"]
