@@ -291,6 +291,14 @@ from sweval.flows.compare import compare_command  # noqa: E402
 
 app.command(name="compare")(with_eval_options(compare_command(build_config, _setup_logging)))
 
+from sweval.flows.inspect_cli import inspect as _inspect  # noqa: E402
+
+app.command(name="inspect")(_inspect)
+
+from sweval.flows.leakage import leakage_command  # noqa: E402
+
+app.command(name="leakage")(with_eval_options(leakage_command(build_config, _setup_logging)))
+
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")

@@ -1,0 +1,215 @@
+"""``sweval leakage``: the leakage-severity experiment of papers/000 §3–4 on any log.
+
+::
+
+    sweval leakage --data log.csv --window 365D --leak-test-start 2008-01-01 --leak-periods 3 \
+        --algorithms pop,item-knn,svd --k 10,20
+
+The test period P is ``[--leak-test-start, + --window)``; models train on everything before P's
+end (minus the test instances) plus j = 0..``--leak-periods`` later periods of the same width
+(:mod:`evaluators.leakage_severity`). Output directory (``--output``, default ``runs/leakage``)::
+
+    results.csv        the long table (SPEC §8), fold = j
+    leakage_splits.csv per j: training end, training transactions, test users
+    future_items.csv   per j, algorithm, k: recommended, future and instance-future items (Table 4)
+    change.csv         min/max % change of every metric against j = 0 (Table 5)
+    ranking.csv        the algorithms' rank per j, metric and k (Table 6)
+    overlap.csv        mean Jaccard of each user's top-k set against j = 0 (Fig. 7), and for
+                       seeded models (svd, als) the intrinsic overlap: the same model with
+                       seed + 1 at j = 0
+    severity.png       HR@k and NDCG@k against j (Fig. 8)
+    leakage.json       the design and the configuration
+    units/             the computed units (a rerun reuses them)
+
+Runs in this process (no Prefect); not tracked in MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sweval.data.errors import SwevalError
+from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.leakage_severity import (
+    LeakageSeverity,
+    Severity,
+    SeverityDesign,
+    pivot_by_j,
+    reseeded_entry,
+    severity_tables,
+    with_intrinsic,
+)
+from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.protocols import run_protocol
+from sweval.evaluators.run import load_data, unit_store
+from sweval.evaluators.windows import parse_duration, parse_time
+from sweval.flows.summary import unit_progress
+
+DEFAULT_OUTPUT = "runs/leakage"
+#: ``sweval run``'s default output; leakage writes to :data:`DEFAULT_OUTPUT` instead.
+DEFAULT_RUN_OUTPUT = "runs/latest"
+
+
+def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
+                console: Console | None = None) -> Severity:
+    """Run the experiment and write its tables into ``output``.
+
+    Raises:
+        SwevalError: bad options or data (test period outside the log, J too large, ...).
+    """
+    log = load_data(config)
+    protocol = LeakageSeverity(design, u_min=config.u_min)
+    design.check(log)
+    store = unit_store(config, default=output / "units")
+    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+                       console=console) as progress:
+        task = progress.add_task("leakage severity",
+                                 total=(design.periods + 1) * len(config.algorithms))
+        run = run_protocol(log, protocol, list(config.algorithms), ks=config.k,
+                           params=config.params, store=store,
+                           progress=lambda n: progress.advance(task, n))
+        reseeded = {entry: other for entry in config.algorithms
+                    if (other := reseeded_entry(entry, config.params)) is not None}
+        if reseeded:  # intrinsic overlap: the same model, another seed, at j = 0
+            task = progress.add_task("other seeds (j = 0)", total=len(reseeded))
+            seeds = run_protocol(log, LeakageSeverity(replace(design, periods=0)),
+                                 list(reseeded.values()), ks=config.k, params=config.params,
+                                 store=store, progress=lambda n: progress.advance(task, n))
+    lists_of = lambda key: store.load(key, log).items
+    severity = severity_tables(log, protocol, run.results, run.units, lists_of, config.k)
+    if reseeded:
+        severity.overlap = with_intrinsic(severity.overlap, seeds.units, reseeded, lists_of,
+                                          run.units, config.k)
+    _write(output, severity, design, config)
+    return severity
+
+
+def _write(output: Path, severity: Severity, design: SeverityDesign, config: EvalConfig) -> None:
+    from sweval.evaluators.leakage_figures import severity_figure
+    from sweval.evaluators.report_figures import figure_png
+
+    output.mkdir(parents=True, exist_ok=True)
+    severity.results.to_csv(output / "results.csv", index=False)
+    severity.splits.to_csv(output / "leakage_splits.csv", index=False)
+    severity.future.to_csv(output / "future_items.csv", index=False)
+    severity.change.to_csv(output / "change.csv", index=False)
+    severity.ranking.to_csv(output / "ranking.csv", index=False)
+    severity.overlap.to_csv(output / "overlap.csv", index=False)
+    k = main_k(config.k)
+    figure = severity_figure(severity.results, list(config.algorithms), k)
+    (output / "severity.png").write_bytes(figure_png(figure))
+    record = {"design": {"test_start": design.test_start, "test_end": design.test_end,
+                         "period_s": design.period_s, "periods": design.periods},
+              "config": config.model_dump(mode="json")}
+    (output / "leakage.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def main_k(ks: list[int]) -> int:
+    """The k the printed tables and the figure use: 10 when asked for, else the largest."""
+    return 10 if 10 in ks else max(ks)
+
+
+def print_severity(severity: Severity, algorithms: list[str], k: int,
+                   console: Console | None = None) -> None:
+    """The experiment's tables: metric@k per j, future items, % change, ranking, overlap."""
+    console = console or Console()
+    splits = Table(title="Training data per j (the test users are the same for every j)",
+                   title_justify="left")
+    for column in ("j", "training ends", "training transactions", "test users"):
+        splits.add_column(column, justify="right")
+    for row in severity.splits.itertuples(index=False):
+        splits.add_row(str(row.j), _iso(row.train_end), f"{row.n_train:,}", f"{row.n_test:,}")
+    console.print(splits)
+    values = severity.results[(severity.results["stratum"] == "all")
+                              & (severity.results["k"] == k)].rename(columns={"fold": "j"})
+    for metric in ("hit_rate", "ndcg"):
+        part = values[values["metric"] == metric]
+        console.print(_by_j(pivot_by_j(part, "value", algorithms),
+                            f"{LABELS[metric]}@{k} with j future periods in training", "{:.4f}"))
+    future = severity.future[severity.future["k"] == k]
+    console.print(_by_j(pivot_by_j(future, "n_future", algorithms),
+                        f"Future items in the top-{k} lists (first seen after the test period)",
+                        "{:,.0f}"))
+    change = severity.change[(severity.change["k"] == k)
+                             & severity.change["metric"].isin(["hit_rate", "ndcg"])]
+    table = Table(title=f"% change against j = 0 (min / max over j ≥ 1), k = {k}",
+                  title_justify="left")
+    for column in ("algorithm", "metric", "value at j = 0", "min %", "max %"):
+        table.add_column(column, justify="left" if column in ("algorithm", "metric") else "right")
+    for row in change.itertuples(index=False):
+        table.add_row(escape(row.algorithm), LABELS[row.metric], f"{row.value_j0:.4f}",
+                      f"{row.min_change_pct:+.1f}", f"{row.max_change_pct:+.1f}")
+    console.print(table)
+    ranking = severity.ranking[(severity.ranking["k"] == k)
+                               & (severity.ranking["metric"] == "ndcg")]
+    console.print(_by_j(pivot_by_j(ranking, "rank", algorithms),
+                        f"Rank by NDCG@{k} (1 = best)", "{:.0f}"))
+    overlap = severity.overlap[severity.overlap["k"] == k]
+    table = pivot_by_j(overlap, "jaccard_vs_j0", algorithms)
+    if "intrinsic" in overlap:
+        intrinsic = overlap.drop_duplicates("algorithm").set_index("algorithm")["intrinsic"]
+        table["seed+1"] = intrinsic.reindex(table.index)
+    console.print(_by_j(table, f"Mean Jaccard of each user's top-{k} against j = 0 (seed+1: "
+                        "the same model with another seed at j = 0, the intrinsic overlap)",
+                        "{:.3f}"))
+
+
+def _iso(seconds: int) -> str:
+    return pd.Timestamp(int(seconds), unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M")
+
+
+def _by_j(table: pd.DataFrame, title: str, fmt: str) -> Table:
+    out = Table(title=title, title_justify="left")
+    out.add_column("algorithm")
+    for j in table.columns:
+        out.add_column(f"j={j}" if isinstance(j, int | np.integer) else str(j), justify="right")
+    for algorithm, row in table.iterrows():
+        out.add_row(escape(str(algorithm)),
+                    *("" if pd.isna(v) else fmt.format(v) for v in row.tolist()))
+    return out
+
+
+def leakage_command(
+    build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
+    setup_logging: Callable[[bool], None],
+) -> Callable[..., None]:
+    """The ``sweval leakage`` command, registered by :mod:`flows.cli` with every option of
+    ``sweval run`` (data, --window as the period width, --k, --u-min, --algorithms, --set)."""
+
+    def leakage(
+        ctx: typer.Context,
+        leak_test_start: Annotated[str, typer.Option(help="Start of the test period P (ISO date/time or epoch s); P lasts one --window.", show_default=False)],
+        leak_periods: Annotated[int, typer.Option(help="J: train with 0, 1, ..., J periods of --window after P.")] = 2,
+        **options: Any,
+    ) -> None:
+        setup_logging(options["verbose"])
+        cfg = build_config(ctx, options)
+        if cfg.stratify_by is not None:
+            raise SwevalError("--stratify-by: sweval leakage reports unstratified results.")
+        design = SeverityDesign(
+            test_start=parse_time(leak_test_start, option="--leak-test-start"),
+            period_s=parse_duration(cfg.window), periods=leak_periods,
+        )  # fmt: skip
+        output = Path(cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT)
+        stderr = Console(stderr=True)
+        severity = run_leakage(cfg, design, output=output, console=stderr)
+        print_severity(severity, list(cfg.algorithms), main_k(cfg.k))
+        stderr.print(f"tables and severity.png: {output}")
+
+    leakage.__doc__ = (
+        "Leakage severity (papers/000 §3-4): the same test users (their last transaction in "
+        "the test period P) scored by models trained with 0, 1, ..., J later periods of future "
+        "data; metrics, future items, % change, rankings and list overlap per j."
+    )
+    return leakage

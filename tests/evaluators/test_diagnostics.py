@@ -1,0 +1,142 @@
+"""Dataset diagnostics (``sweval inspect``): hand-computed counts and SW-EVAL's own folds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from sweval_testing import DAY
+
+from sweval.data.log import InteractionLog
+from sweval.evaluators.diagnostics import (
+    active_time,
+    covering_windows,
+    eligibility_by_width,
+    top_item_popularity,
+    window_activity,
+)
+from sweval.evaluators.folds import build_folds
+
+HOUR = 3600
+
+
+def log_of(rows: list[tuple]) -> InteractionLog:
+    return InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp"]))
+
+
+#: Three daily windows [0, 1D), [1D, 2D), [2D, 3D):
+#:   a: x at 0D+10h, y at 2D+1h        b: x at 1D+5h, z at 2D+2h        c: z at 2D+3h
+HAND = [("a", "x", 10 * HOUR), ("b", "x", DAY + 5 * HOUR), ("a", "y", 2 * DAY + HOUR),
+        ("b", "z", 2 * DAY + 2 * HOUR), ("c", "z", 2 * DAY + 3 * HOUR)]
+
+
+def test_window_counts_equal_a_hand_computation():
+    frame = window_activity(log_of(HAND), DAY).frame
+    assert frame["t_start"].tolist() == [0, DAY, 2 * DAY]
+    assert frame["interactions"].tolist() == [1, 1, 3]
+    assert frame["active_users"].tolist() == [1, 1, 3]
+    assert frame["new_users"].tolist() == [1, 1, 1]          # a, b, c
+    assert frame["new_items"].tolist() == [1, 0, 2]          # x; -; y and z
+    assert frame["last_interactions"].tolist() == [0, 0, 3]  # every user leaves on day 2
+    assert frame["eligible_users"].tolist() == [0, 0, 2]     # a and b have history before 2D
+
+
+def test_active_time_equals_a_hand_computation():
+    table = active_time(log_of(HAND)).set_index("entity")
+    a_days, b_days = (2 * DAY + HOUR - 10 * HOUR) / DAY, (DAY - 3 * HOUR) / DAY
+    users = [a_days, b_days, 0.0]
+    assert table.loc["users", "n"] == 3
+    assert table.loc["users", "single"] == pytest.approx(1 / 3)
+    assert table.loc["users", "mean_days"] == pytest.approx(np.mean(users))
+    assert table.loc["users", "median_days"] == pytest.approx(np.median(users))
+    assert table.loc["users", "max_days"] == pytest.approx(a_days)
+    items = [(DAY + 5 * HOUR - 10 * HOUR) / DAY, 0.0, HOUR / DAY]  # x, y, z
+    assert table.loc["items", "mean_days"] == pytest.approx(np.mean(items))
+    assert table.loc["items", "single"] == pytest.approx(1 / 3)
+
+
+def test_eligibility_table_counts_usable_windows():
+    table = eligibility_by_width(log_of(HAND), [("1D", DAY), ("3D", 3 * DAY)], u_min=1)
+    one_day, three_days = table.to_dict("records")
+    assert (one_day["windows"], one_day["usable"], one_day["median_eligible"]) == (3, 1, 0.0)
+    # one window [0, 3D) holds everything: every user is first seen inside it
+    assert (three_days["windows"], three_days["usable"]) == (1, 0)
+
+
+def random_log(seed: int) -> InteractionLog:
+    rng = np.random.default_rng(seed)
+    n = 400
+    return log_of(list(zip(rng.integers(0, 60, n), rng.integers(0, 30, n),
+                           rng.integers(0, 20 * DAY, n), strict=True)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("width", [HOUR * 7, DAY, 3 * DAY])
+def test_eligible_users_are_the_folds_eligible_users(seed, width):
+    """The diagnostics' eligible users per window are SW-EVAL's own (build_folds, SPEC §2)."""
+    log = random_log(seed)
+    spec = covering_windows(log, width)
+    frame = window_activity(log, width).frame
+    folds = build_folds(log, spec, u_min=0)
+    assert frame["t_start"].tolist() == [f.t_start for f in folds]
+    assert frame["eligible_users"].tolist() == [f.n_eligible for f in folds]
+    assert frame["interactions"].tolist() == [f.n_test for f in folds]
+    assert frame["active_users"].tolist() == [f.n_test_users for f in folds]
+    assert spec.first_start(log.t_max) <= log.t_min  # the windows cover the whole log
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_new_and_last_counts_equal_pandas(seed):
+    log = random_log(seed)
+    frame = window_activity(log, DAY).frame
+    raw = log.to_frame()
+    t0 = int(frame["t_start"].iloc[0])
+
+    def per_window(times: pd.Series) -> list[int]:
+        counts = ((times - t0) // DAY).value_counts()
+        return [int(counts.get(w, 0)) for w in range(len(frame))]
+
+    assert frame["new_users"].tolist() == per_window(raw.groupby("user")["timestamp"].min())
+    assert frame["new_items"].tolist() == per_window(raw.groupby("item")["timestamp"].min())
+    assert frame["last_interactions"].tolist() == per_window(
+        raw.groupby("user")["timestamp"].max())
+    popularity = top_item_popularity(log, DAY, n_items=2)
+    counts = raw["item"].value_counts()
+    expected = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:2]  # ties by id
+    assert list(popularity.columns[1:]) == [str(item) for item, _ in expected]
+    for item, _ in expected:
+        assert popularity[str(item)].tolist() == per_window(raw.loc[raw["item"] == item,
+                                                                    "timestamp"])
+
+
+def test_inspect_command_writes_the_page(tmp_path):
+    from typer.testing import CliRunner
+
+    from sweval.flows.cli import app
+
+    data = tmp_path / "log.csv"
+    log = random_log(0)
+    log.to_frame().to_csv(data, index=False)
+    result = CliRunner().invoke(app, ["inspect", str(data), "--windows", "1D,3D", "--window",
+                                      "1D", "--u-min", "5", "--output", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "usable" in result.stdout and "Active time" in result.stdout
+    page = (tmp_path / "out" / "inspect.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+    windows = pd.read_csv(tmp_path / "out" / "inspect-windows.csv")
+    assert windows["interactions"].sum() == len(log)  # every transaction lies in a window
+
+
+def test_inspect_rejects_a_bad_width(tmp_path):
+    import sys
+
+    from sweval.flows.cli import main
+
+    argv = sys.argv
+    sys.argv = ["sweval", "inspect", "--windows", "1D,soon", "--output", str(tmp_path)]
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    finally:
+        sys.argv = argv
+    assert exit_info.value.code == 2
