@@ -36,15 +36,24 @@ Lists = tuple[NDArray[np.int64], NDArray[np.int64]]
 
 
 def jaccard(a: NDArray[np.int64], b: NDArray[np.int64], ks: list[int]) -> dict[int, NDArray[np.float64]]:
-    """J@k per row of two aligned list matrices (rows hold distinct items), for every k."""
-    valid_a, valid_b = a >= 0, b >= 0
-    same = (a[:, :, None] == b[:, None, :]) & valid_a[:, :, None]
+    """J@k per row of two aligned list matrices (−1 = empty slot; an item repeated in a row
+    counts once), for every k."""
+    new_a, new_b = _first_occurrences(a), _first_occurrences(b)
+    same = a[:, :, None] == b[:, None, :]
     values = {}
     for k in ks:
-        common = same[:, :k, :k].sum(axis=(1, 2))
-        union = valid_a[:, :k].sum(axis=1) + valid_b[:, :k].sum(axis=1) - common
+        common = (new_a[:, :k] & same[:, :k, :k].any(axis=2)).sum(axis=1)
+        union = new_a[:, :k].sum(axis=1) + new_b[:, :k].sum(axis=1) - common
         values[k] = np.where(union > 0, common / np.maximum(union, 1), 1.0)
     return values
+
+
+def _first_occurrences(lists: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Whether each slot holds an item not seen earlier in its row (empty slots: False)."""
+    width = lists.shape[1]
+    earlier = np.tril(np.ones((width, width), dtype=bool), k=-1)  # [i, j]: j before i
+    repeated = ((lists[:, :, None] == lists[:, None, :]) & earlier).any(axis=2)
+    return (lists >= 0) & ~repeated
 
 
 def _common(first: Lists, second: Lists) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:

@@ -30,6 +30,14 @@ def test_jaccard_by_hand():
     assert values[3] == pytest.approx([2 / 4, 0, 1])  # {1,2,3} vs {2,1,9}; {4,5} vs {6,7,8}
 
 
+def test_jaccard_counts_a_repeated_item_once(rng):
+    a = rng.integers(-1, 8, (50, 6))  # repeats within rows, as arbitrary matrices may have
+    b = rng.integers(-1, 8, (50, 6))
+    values = jaccard(a, b, [1, 3, 6])
+    for k in (1, 3, 6):
+        assert values[k] == pytest.approx([slow_jaccard(a[i], b[i], k) for i in range(50)])
+
+
 def test_jaccard_matches_sets(rng):
     n, width = 40, 6
     a = np.array([np.concatenate([rng.permutation(12)[: rng.integers(0, width + 1)],
