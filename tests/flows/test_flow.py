@@ -38,7 +38,8 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     assert parent.data.params["window"] == "1D" and parent.data.params["k"] == "5,10"
     client = MlflowClient(mlflow_uri)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json"}
+    expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json",
+                "overlap.csv"}
     assert expected <= artifacts
     _, children = experiment_runs(mlflow_uri, config.experiment)
     assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
