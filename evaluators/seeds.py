@@ -33,7 +33,8 @@ def expand_seeds(
     """The ``--algorithms`` entries with every stochastic one repeated once per seed.
 
     Raises:
-        SwevalError: an entry sets its seed itself, or ``--set`` (``settings``) does.
+        SwevalError: an entry sets its seed itself, or ``--set`` (``settings``) does; no entry
+            has a seed.
     """
     if not seeds:
         return list(entries)
@@ -53,6 +54,10 @@ def expand_seeds(
                 f"--seeds: --set {name}.{field} sets the seed of every {name} entry; drop one."
             )
         expanded += [variant_label(name, params | {field: seed}) for seed in seeds]
+    if expanded == list(entries):
+        raise SwevalError(
+            f"--seeds: none of {', '.join(entries)} has a seed parameter (svd and als do)."
+        )
     return expanded
 
 

@@ -80,6 +80,8 @@ def test_seeds_expand_stochastic_algorithms_only():
     assert expand_seeds(["pop", "als"], []) == ["pop", "als"]
     with pytest.raises(SwevalError, match="--seeds.*sets its seed"):
         expand_seeds(["als(seed=1)"], [0, 1])
+    with pytest.raises(SwevalError, match="--seeds: none of pop, item-knn has a seed"):
+        expand_seeds(["pop", "item-knn"], [0, 1])
     with pytest.raises(SwevalError, match="--set als.seed"):
         expand_seeds(["als"], [0, 1], {"als": {"seed": 4}})
     config = EvalConfig.build(algorithms=["item-knn", "als"], seeds=[0, 1, 2])
