@@ -112,7 +112,7 @@ class EvalConfig(BaseModel):
     )
     metrics: Annotated[list[str], Cli(PROTOCOL, codec=CommaList(str))] = Field(
         default_factory=lambda: list(DEFAULT_METRICS),
-        description="Metrics, comma-separated, or all: " + ",".join(ALL_METRICS)
+        description="Metrics, comma-separated, or all: " + ", ".join(ALL_METRICS)
         + " (formulas: docs/protocol.md §4b).",
     )
     stratify_by: Annotated[str | None, Cli(PROTOCOL)] = Field(
