@@ -21,6 +21,8 @@ Output directory (``--output``, default ``runs/compare``)::
     kendall.csv            τ and p-value per protocol pair and k
     leakage.csv            future items per protocol, algorithm and k, pooled over splits
     leakage_per_split.csv  the same per split (fold / repetition seed)
+    overlap_protocols.csv  Jaccard of each protocol's top-k lists against SW-EVAL's for the same
+                           user and test instance (evaluators.protocol_overlap)
     compare.txt            the printed tables
     compare.json           configuration, protocol parameters, data facts, timings
     sw-eval/               exactly what ``sweval run`` writes (results.csv, summary.csv, ...)
@@ -67,6 +69,7 @@ from sweval.evaluators.comparison import (
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metric_set import DEFAULT_METRICS
 from sweval.evaluators.outputs import collect, write_outputs
+from sweval.evaluators.protocol_overlap import protocol_overlap
 from sweval.evaluators.protocols import (
     LOOCV,
     LeaveLastOneOut,
@@ -112,6 +115,7 @@ class Comparison:
         log: the log compared on.
         timings: seconds per protocol.
         mlflow_run_id: the comparison's MLflow parent run, when tracked.
+        overlap: J@k of each protocol's lists against SW-EVAL's (``overlap_protocols.csv``).
     """
 
     config: EvalConfig
@@ -126,6 +130,7 @@ class Comparison:
     loocv_repeats: int
     timings: dict[str, float] = field(default_factory=dict)
     mlflow_run_id: str | None = None
+    overlap: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def ks(self) -> list[int]:
@@ -225,6 +230,7 @@ def run_compare(
         if config.tune and "sw-eval" in runs:
             runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings)
+        comparison.overlap = protocol_overlap(log, built, runs, store, config.k)
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
         write_comparison(comparison)
@@ -318,6 +324,8 @@ def write_comparison(comparison: Comparison) -> None:
         comparison.kendall.to_csv(directory / "kendall.csv", **kw)
         comparison.leakage.to_csv(directory / "leakage.csv", **kw)
         comparison.leakage_per_split.to_csv(directory / "leakage_per_split.csv", **kw)
+        if not comparison.overlap.empty:
+            comparison.overlap.to_csv(directory / "overlap_protocols.csv", **kw)
         recorder = Console(record=True, width=PRINT_WIDTH, file=io.StringIO())
         print_comparison(comparison, recorder)
         (directory / "compare.txt").write_text(recorder.export_text())
