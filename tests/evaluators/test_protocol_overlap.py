@@ -60,3 +60,21 @@ def _ranked(store, key, log, user):
     lists = store.load(key, log)
     row = lists.items[list(log.user_ids[lists.users]).index(user)]
     return [log.item_ids[i] for i in row if i >= 0]
+
+
+def test_the_printed_table_pools_the_paired_users_of_all_splits():
+    from types import SimpleNamespace
+
+    import pandas as pd
+    from rich.console import Console
+
+    from sweval.flows.compare_tables import overlap_rich
+
+    frame = pd.DataFrame([
+        ("loocv", 0, "pop", 10, 0.5, 2), ("loocv", 1, "pop", 10, 1.0, 6),
+        ("loocv", 2, "pop", 10, np.nan, 0), ("loocv", 0, "pop", 5, 0.0, 2),
+    ], columns=["protocol", "split", "algorithm", "k", "jaccard", "n_users"])
+    console = Console(width=120, record=True)
+    console.print(overlap_rich(SimpleNamespace(overlap=frame, ks=[5, 10])))
+    assert "0.88 (8)" in console.export_text()  # (0.5·2 + 1.0·6) / 8
+    assert overlap_rich(SimpleNamespace(overlap=frame.assign(n_users=0), ks=[10])) is None
