@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sweval.data.errors import SwevalError
 from sweval.data.text_files import parse_separator
+from sweval.evaluators.metric_set import ALL_METRICS, DEFAULT_METRICS, parse_metrics
 from sweval.evaluators.option_text import (
     ALGORITHMS,
     DATA,
@@ -41,7 +42,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
-    "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed",
+    "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
 }
@@ -123,6 +124,11 @@ class EvalConfig(BaseModel):
     relevance: Annotated[Literal["all", "first"], Cli(PROTOCOL)] = Field(
         default="all", description="all: every test item is relevant | first: only the first."
     )
+    metrics: Annotated[list[str], Cli(PROTOCOL, codec=CommaList(str))] = Field(
+        default_factory=lambda: list(DEFAULT_METRICS),
+        description="Metrics, comma-separated, or all: " + ", ".join(ALL_METRICS)
+        + " (formulas: docs/protocol.md §4b).",
+    )
     stratify_by: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,
         description="Report results per value of this column (the logging policy).",
@@ -141,6 +147,11 @@ class EvalConfig(BaseModel):
     params: Annotated[dict[str, dict[str, Any]], Cli(ALGORITHMS, "--set", Settings())] = Field(
         default_factory=dict,
         description="Hyper-parameter, ALGORITHM.PARAM=VALUE (repeatable).",
+    )
+    seeds: Annotated[list[int], Cli(ALGORITHMS, codec=CommaList(int))] = Field(
+        default_factory=list,
+        description="Run every algorithm with a seed parameter (svd, als) once per seed, as "
+        "variants ALGORITHM(seed=S); overlap.csv gives their intrinsic overlap.",
     )
     tune: Annotated[dict[str, dict[str, list[Any]]], Cli(ALGORITHMS, "--tune", Grids())] = Field(
         default_factory=dict,
@@ -224,6 +235,11 @@ class EvalConfig(BaseModel):
     tracking: Annotated[bool, Cli(RUN)] = Field(
         default=True, description="Log the run to MLflow."
     )
+    per_user: Annotated[bool, Cli(RUN)] = Field(
+        default=False,
+        description="Also write per_user.parquet: every per-user metric value (fold, algorithm, "
+        "stratum, user, metric, k, value), raw user ids.",
+    )
 
     @field_validator("k")
     @classmethod
@@ -238,6 +254,18 @@ class EvalConfig(BaseModel):
     @classmethod
     def _check_sep(cls, sep: str | None) -> str | None:
         return None if sep is None else parse_separator(sep)
+
+    @field_validator("metrics")
+    @classmethod
+    def _check_metrics(cls, names: list[str]) -> list[str]:
+        return parse_metrics(names)
+
+    @field_validator("seeds")
+    @classmethod
+    def _check_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"a seed is listed twice: {seeds}")
+        return seeds
 
     @field_validator("tune", mode="before")
     @classmethod

@@ -44,6 +44,7 @@ from numpy.typing import NDArray
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.option_text import parse_variant
+from sweval.evaluators.overlap import jaccard
 from sweval.evaluators.protocols import Protocol
 from sweval.evaluators.splits import Split, holdout_split
 from sweval.evaluators.units import AlgorithmSpec, variant_label
@@ -154,13 +155,10 @@ def future_item_counts(
 
 def mean_jaccard(a: NDArray[np.int64], b: NDArray[np.int64], k: int) -> float:
     """Mean over rows of the Jaccard index of the top-k sets of ``a`` and ``b`` (pads ignored;
-    two empty lists count 1)."""
-    values = []
-    for row_a, row_b in zip(a[:, :k], b[:, :k], strict=True):
-        set_a, set_b = set(row_a[row_a >= 0].tolist()), set(row_b[row_b >= 0].tolist())
-        union = set_a | set_b
-        values.append(len(set_a & set_b) / len(union) if union else 1.0)
-    return float(np.mean(values)) if values else float("nan")
+    two empty lists count 1): :func:`evaluators.overlap.jaccard`, as in ``overlap.csv``."""
+    if len(a) != len(b):
+        raise ValueError("the two list matrices rank different numbers of users")
+    return float(jaccard(a, b, [k])[k].mean()) if len(a) else float("nan")
 
 
 def change_table(results: pd.DataFrame) -> pd.DataFrame:

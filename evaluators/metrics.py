@@ -10,6 +10,19 @@ For an eligible user u with relevant set Rel_u and list Rec_u (top-K, K ≥ ever
 
 A fold's value is the mean over its eligible users; a run's value is the mean of its folds.
 
+``--metrics`` adds (docs/protocol.md §4b; :mod:`evaluators.user_metrics`, :mod:`evaluators.exposure`),
+with hit_j = 1[Rec_u[j] ∈ Rel_u], ranks j = 0..K−1:
+
+- Precision@k         = Σ_{j<k} hit_j / k
+- Recall (capped)@k   = Σ_{j<k} hit_j / min(k, |Rel_u|)
+- MRR@k               = 1 / (r + 1), r the first j < k with hit_j = 1; 0 without one
+- Recency@k           = Σ_{j<k} hit_j · f(Rec_u[j]), f = papers/003 Eq. 1 on the fold's catalogue:
+                        s_i = (t_i − t_min)/(t_max − t_min), t_i = i's first training interaction;
+                        f = 1 if s_i ≥ 0.8 else 0.3 ** ((0.8 − s_i)·10/3)
+- per fold, from all top-k lists L_u over the catalogue I_f (items with training interactions):
+  Coverage@k   = |∪ L_u| / |I_f|;  Popularity@k = mean training count of a recommended slot;
+  Gini@k       = Σ_r (2r − n − 1) e_(r) / (n Σ e), e_i = lists holding i, sorted, n = |I_f|
+
 Relevance: ``all`` takes every item u interacted with in the test window; ``first`` only the
 first one (ties by row order), so |Rel_u| = 1.
 """

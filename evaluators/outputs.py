@@ -8,13 +8,18 @@
                                  summary.csv: means with bootstrap intervals; significance.csv
                                  (and significance_strata.csv with strata): paired tests
     write_outputs(plan, outputs) results.csv, summary.csv, folds.csv, units.csv, config.json,
-                                 significance*.csv, each written whole or not at all
+                                 significance*.csv, overlap.csv (evaluators.overlap),
+                                 per_user.parquet with --per-user; each written whole or not
+                                 at all
+
+The metrics are ``--metrics`` (:mod:`evaluators.measures`); recency and the exposure metrics
+read the item facts of each split's training data, computed once per split.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,8 +28,12 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.engine import UnitResult, measure
+from sweval.evaluators.engine import UnitResult
+from sweval.evaluators.exposure import ItemFacts
 from sweval.evaluators.folds import Fold
+from sweval.evaluators.measures import fold_level, measure_chosen, needs_facts, split_facts
+from sweval.evaluators.overlap import Lists, list_overlap
+from sweval.evaluators.per_user import PerUser
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from sweval.evaluators.significance import (
     Bootstrap,
@@ -33,12 +42,16 @@ from sweval.evaluators.significance import (
     with_intervals,
 )
 from sweval.evaluators.store import UnitStore, atomic_write_text
-from sweval.evaluators.stratify import group_rows
+from sweval.evaluators.seeds import seed_pairs
+from sweval.evaluators.splits import Split
+from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units import Unit, UnitFailure
 
 if TYPE_CHECKING:
     from sweval.evaluators.run import Plan
+
+OVERLAP_FILE = "overlap.csv"
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,29 @@ class Outputs:
     failed: tuple[UnitFailure, ...] = ()
     significance: pd.DataFrame | None = None
     significance_strata: pd.DataFrame | None = None
+    per_user: PerUser | None = None
+    overlap: pd.DataFrame | None = None
+
+
+@dataclass
+class Measuring:
+    """What measuring the units of a run shares: the splits' item facts (computed once per
+    split) and, with ``--per-user``, the collected per-user values."""
+
+    plan: Plan
+    store: UnitStore
+    per_user: PerUser | None = None
+    facts: dict[int, ItemFacts] = field(default_factory=dict)
+    #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
+    lists: dict[tuple[int, str], Lists] | None = None
+
+    def facts_of(self, split: Split) -> ItemFacts | None:
+        """The split's item facts, when the run's metrics need them."""
+        if not needs_facts(self.plan.config.metrics):
+            return None
+        if id(split) not in self.facts:
+            self.facts[id(split)] = split_facts(split)
+        return self.facts[id(split)]
 
 
 def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ()) -> Outputs:
@@ -69,9 +105,10 @@ def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ())
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     skip = frozenset(failure.key for failure in failed)
+    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={})
     for fold in plan.folds:
         for spec in plan.specs:
-            fold_rows, record = algorithm_rows(plan, fold.index, spec.label, store, skip=skip)
+            fold_rows, record = algorithm_rows(measuring, fold.index, spec.label, skip=skip)
             rows += fold_rows
             if record is not None:
                 devices[spec.label] = record["device"]
@@ -98,32 +135,51 @@ def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ())
         significance_strata=(
             compare_strata(results, settings, labels) if plan.strata is not None else None
         ),
+        per_user=measuring.per_user,
+        overlap=run_overlap(plan, measuring.lists or {}),
     )
 
 
+def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
+    """``overlap.csv``: J@k between the run's algorithms, seeds and consecutive folds."""
+    labels = [spec.label for spec in plan.specs]
+    folds = [fold.index for fold in plan.folds if not fold.skipped]
+    return list_overlap(lists, folds, labels, plan.config.k, seed_pairs(labels))
+
+
 def algorithm_rows(
-    plan: Plan, fold_index: int, name: str, store: UnitStore, *, skip: frozenset[str] = frozenset()
+    measuring: Measuring, fold_index: int, name: str, *, skip: frozenset[str] = frozenset()
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
     (None for a skipped fold); none for a unit whose key is in ``skip`` (a failed unit), nor
     for the strata of a (fold, algorithm) with one."""
+    plan = measuring.plan
     config = plan.config
     fold = plan.folds[fold_index]
     if fold.skipped:
         labels = ["all", *(plan.strata.labels if plan.strata is not None else [])]
         return [
             row for label in labels
-            for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key)
+            for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key,
+                                    metrics=config.metrics)
         ], None
-    unit = plan.unit(plan.splits[fold_index], name)
+    split = plan.splits[fold_index]
+    unit = plan.unit(split, name)
     if skip and (unit.key in skip or any(
         other.key in skip for other in plan.units_of(fold_index, [name])
     )):
         return [], None
-    result = measure_unit(plan, unit, store)
-    rows = unit_rows(fold, result, config_hash=plan.key)
+    result = measure_unit(measuring, unit)
+    facts = measuring.facts_of(split)
+    rows = unit_rows(fold, result, config_hash=plan.key,
+                     fold_level=fold_level(result, facts, config.k, config.metrics))
+    if measuring.per_user is not None:
+        measuring.per_user.add(result, split.log, stratum="all")
+    if measuring.lists is not None and result.recommended is not None:
+        measuring.lists[(fold.index, name)] = (result.users,
+                                               result.recommended[:, : max(config.k)])
     if plan.strata is not None:
-        rows += stratum_rows(plan, fold, result, name, store)
+        rows += stratum_rows(measuring, fold, result, name, facts)
     record = (
         {"fold": fold.index, "algorithm": name, "device": result.device}
         | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
@@ -132,44 +188,56 @@ def algorithm_rows(
     return rows, record
 
 
-def measure_unit(plan: Plan, unit: Unit, store: UnitStore) -> UnitResult:
-    """A stored unit's per-user metrics at the run's k.
+def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
+    """A stored unit's per-user metrics at the run's k (``--metrics``).
 
     Raises:
         RuntimeError: the unit has not been computed.
     """
+    store, config = measuring.store, measuring.plan.config
     if not store.has(unit.key, depth=unit.depth):
         raise RuntimeError(
             f"unit (fold {unit.split.index}, {unit.spec.label}) has not been computed"
         )
     lists = store.load(unit.key, unit.split.log)
-    return measure(
-        lists, unit.split.relevant, plan.config.k, n_items=unit.split.log.n_items,
-        index=unit.split.index, algorithm=unit.spec.label,
-    )
+    return measure_chosen(lists, unit.split, config.k, config.metrics,
+                          algorithm=unit.spec.label, facts=measuring.facts_of(unit.split))
 
 
 def stratum_rows(
-    plan: Plan, fold: Fold, result: UnitResult, name: str, store: UnitStore
+    measuring: Measuring, fold: Fold, result: UnitResult, name: str, facts: ItemFacts | None
 ) -> list[dict[str, Any]]:
     """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
-    (mode ``test``) or the stratum's own units (mode ``subset``)."""
+    (mode ``test``, exposure from the ``all`` fold's facts) or the stratum's own units (mode
+    ``subset``)."""
+    plan = measuring.plan
     assert plan.strata is not None
     config = plan.config
     if plan.strata.mode == "test":
+        if measuring.per_user is not None:
+            groups = groups_by_test_policy(plan.log, fold, result.users, plan.strata.labels)
+            for label, mask in groups.items():
+                if int(mask.sum()) >= config.u_min:
+                    measuring.per_user.add(result, plan.log, stratum=label, mask=mask)
         return group_rows(
             plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
-            config_hash=plan.key,
+            config_hash=plan.key, metrics=config.metrics,
+            fold_level=fold_level(result, facts, config.k, config.metrics),
         )
     rows: list[dict[str, Any]] = []
     for label in plan.strata.labels:
         split = plan.stratum_splits[label][fold.index]
         sub_fold = plan.strata.folds[label][fold.index]
         if split.skipped:
-            rows += skipped_rows(sub_fold, name, config.k, stratum=label, config_hash=plan.key)
+            rows += skipped_rows(sub_fold, name, config.k, stratum=label, config_hash=plan.key,
+                                 metrics=config.metrics)
             continue
-        sub_result = measure_unit(plan, plan.unit(split, name), store)
-        rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key)
+        sub_result = measure_unit(measuring, plan.unit(split, name))
+        sub_facts = measuring.facts_of(split)
+        rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key,
+                          fold_level=fold_level(sub_result, sub_facts, config.k, config.metrics))
+        if measuring.per_user is not None:
+            measuring.per_user.add(sub_result, split.log, stratum=label)
     return rows
 
 
@@ -198,6 +266,11 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in tables.items():
             atomic_write_text(directory / name, text)
+        if outputs.per_user is not None:
+            outputs.per_user.write(directory)
+        if outputs.overlap is not None and not outputs.overlap.empty:
+            atomic_write_text(directory / OVERLAP_FILE,
+                              outputs.overlap.to_csv(index=False, float_format="%.10g"))
     except OSError as exc:
         raise SwevalError(
             f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "

@@ -39,7 +39,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pandas as pd
+
 from sweval.data.errors import SwevalError
+from sweval.evaluators.overlap import overlap_matrix
 from sweval.evaluators.report_data import ReportData, load, read_results, summarise_protocols
 from sweval.evaluators.report_facts import (
     PlainTable,
@@ -48,7 +51,13 @@ from sweval.evaluators.report_facts import (
     run_facts,
     tuning_summary,
 )
-from sweval.evaluators.report_figures import DPI, figure_over_time, figure_png, figure_vs_k
+from sweval.evaluators.report_figures import (
+    DPI,
+    figure_over_time,
+    figure_overlap,
+    figure_png,
+    figure_vs_k,
+)
 from sweval.evaluators.report_html import render_page, table_html
 from sweval.evaluators.report_significance import (
     SignificanceMatrix,
@@ -165,10 +174,29 @@ def metric_section(data: ReportData, metric: str, k_time: int | None) -> MetricS
                          policy_effect=policy_effect(data, metric, k_time))
 
 
+def overlap_figure(data: ReportData, k: int | None) -> ReportFigure | None:
+    """The heat map of ``overlap.csv`` at ``k`` (default 10, else the largest k it has), or
+    None when the directory has none."""
+    path = data.directory / "overlap.csv"
+    if not path.exists():
+        return None
+    frame = pd.read_csv(path)
+    ks = sorted(int(value) for value in frame["k"].unique())
+    if not ks:
+        return None
+    chosen = k if k in ks else DEFAULT_K if DEFAULT_K in ks else ks[-1]
+    matrix = overlap_matrix(frame, chosen)
+    if matrix is None:
+        return None
+    return ReportFigure(f"report-overlap-at-{chosen}.png",
+                        figure_png(figure_overlap(matrix, chosen)),
+                        f"Mean Jaccard@{chosen} of the top-{chosen} lists between algorithms")
+
+
 def write_report(
     output_dir: str | Path,
     *,
-    metrics: Sequence[str] = ("recall",),
+    metrics: Sequence[str] | None = None,
     k: int | None = None,
     destination: str | Path | None = None,
     title: str | None = None,
@@ -178,8 +206,9 @@ def write_report(
 
     Args:
         output_dir: a directory written by ``sweval run`` or ``sweval compare``.
-        metrics: the metrics to report (``recall``, ``hit_rate``, ``ndcg``, ``r_precision``), or
-            ``["all"]`` for every metric in the results. Tables and figures come per metric.
+        metrics: the metrics to report (``recall``, ``hit_rate``, ``ndcg``, ``r_precision``, and
+            any other ``--metrics`` of the run), or ``["all"]`` for every metric in the results.
+            Tables and figures come per metric. Default: Recall, else the results' first.
         k: the cut-off of the over-time figures (default 10, else the middle k of the run).
         destination: where to write (default: ``output_dir``).
         title: the HTML title (default: from the data source).
@@ -188,12 +217,15 @@ def write_report(
 
     Returns:
         The written files: ``report.html`` first, then the PNG figures
-        (``report-<metric>-vs-k.png``, ``report-<metric>-at-<k>-over-time.png``).
+        (``report-<metric>-vs-k.png``, ``report-<metric>-at-<k>-over-time.png``,
+        ``report-overlap-at-<k>.png`` when the directory has ``overlap.csv``).
 
     Raises:
         SwevalError: unreadable directory, a metric or k not in the results.
     """
     data = load(output_dir)
+    if metrics is None:
+        metrics = ["recall"] if "recall" in data.metrics or not data.metrics else data.metrics[:1]
     chosen = data.metrics if list(metrics) == ["all"] else list(dict.fromkeys(metrics))
     unknown = [m for m in chosen if m not in data.metrics]
     if unknown:
@@ -210,6 +242,7 @@ def write_report(
     source = data.config.get("data", {}).get("source") or data.directory.name
     title = title or f"SW-EVAL report — {source}"
     sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
+    overlap = overlap_figure(data, k)
     page = render_page(
         title=title,
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -221,8 +254,10 @@ def write_report(
         compute_times=compute_times(data),
         tuning=tuning_summary(data),
         ci_level=f"{100 * data.bootstrap.level:g}%",
+        overlap=overlap,
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
+    figures += [overlap] if overlap is not None else []
     written = [target / "report.html"]
     try:
         written[0].write_text(page, encoding="utf-8")

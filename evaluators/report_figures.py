@@ -3,7 +3,9 @@
 - Figure 1/2 style (:func:`figure_vs_k`): mean metric@k against k, one line per algorithm, one
   panel per (protocol, stratum);
 - over time (:func:`figure_over_time`): each algorithm's metric@k per fold, with the fold's
-  n_eligible as a bar underlay (right axis) and the skipped folds marked.
+  n_eligible as a bar underlay (right axis) and the skipped folds marked;
+- top-k overlap (:func:`figure_overlap`): mean Jaccard@k between algorithms as a heat map, the
+  diagonal each algorithm's stability over consecutive folds (papers/000 Fig. 7's question).
 
 :func:`figure_png` gives byte-stable PNG bytes (no matplotlib version inside).
 """
@@ -171,6 +173,27 @@ def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | N
                        label=skip_label)]
     fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6),
                frameon=False)
+    return fig
+
+
+def figure_overlap(matrix: pd.DataFrame, k: int) -> Figure:
+    """The algorithm × algorithm matrix of mean Jaccard@k (:func:`evaluators.overlap.
+    overlap_matrix`) as an annotated heat map on [0, 1]; blank cells were not compared."""
+    labels = [str(label) for label in matrix.index]
+    side = max(3.6, 0.62 * len(labels) + 2.4)
+    fig = Figure(figsize=(side + 1.0, side), dpi=DPI, layout="constrained")
+    ax: Axes = fig.subplots()
+    values = matrix.to_numpy(dtype=float)
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=1.0)
+    for (row, column), value in np.ndenumerate(values):
+        if np.isfinite(value):
+            ax.text(column, row, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                    color="black" if value > 0.6 else "white")
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_title(f"Top-{k} overlap: mean Jaccard over folds\n"
+                 "(diagonal: the same algorithm on consecutive folds)", fontsize=10)
+    fig.colorbar(image, ax=ax, shrink=0.8, label=f"Jaccard@{k}")
     return fig
 
 

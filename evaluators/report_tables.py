@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.report_data import unique_in_order
 
 MAX_TABLE_ALGORITHMS = 10  # value columns per table: protocols side by side up to this many

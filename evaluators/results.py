@@ -9,6 +9,10 @@
 averages over (equal to ``n_eligible`` except in stratification mode ``test``, where a group
 holds part of U_f). ``k`` is empty for R-precision. Skipped folds keep their rows with an empty
 value, so the table shows every fold.
+
+The metrics are ``--metrics`` (:mod:`evaluators.metric_set`; default SPEC §4's four). A per-user
+metric's value is the mean over the row's users; an exposure metric's (coverage, popularity,
+gini) is computed once from all the row's users' lists, so ``n_users`` counts the lists it read.
 """
 
 from __future__ import annotations
@@ -21,21 +25,14 @@ from numpy.typing import NDArray
 
 from sweval.evaluators.engine import UnitResult
 from sweval.evaluators.folds import Fold
+from sweval.evaluators.measures import FoldLevel
+from sweval.evaluators.metric_set import ORDER, UNRANKED, metric_keys
 
 COLUMNS = [
     "fold", "t_start", "t_end", "algorithm", "stratum", "metric", "k", "value",
     "n_users", "n_eligible", "skipped", "skip_reason", "config_hash",
 ]
 SORT_KEYS = ["fold", "algorithm", "stratum", "metric", "k"]
-METRIC_ORDER = {"recall": 0, "hit_rate": 1, "ndcg": 2, "r_precision": 3}
-
-
-def metric_keys(ks: list[int]) -> list[tuple[str, int | None]]:
-    """Every (metric, k) the run reports, in display order."""
-    keys: list[tuple[str, int | None]] = []
-    for metric in ("recall", "hit_rate", "ndcg"):
-        keys += [(metric, k) for k in ks]
-    return keys + [("r_precision", None)]
 
 
 def unit_rows(
@@ -45,6 +42,7 @@ def unit_rows(
     stratum: str = "all",
     groups: Mapping[str, NDArray[np.bool_]] | None = None,
     config_hash: str = "",
+    fold_level: FoldLevel | None = None,
 ) -> list[dict[str, object]]:
     """Rows of one evaluated unit: the mean over all its users, or over each group's users.
 
@@ -54,13 +52,20 @@ def unit_rows(
         stratum: label of the rows when ``groups`` is None.
         groups: ``{stratum: mask over unit.users}`` to report several strata from one unit.
         config_hash: the run's configuration hash.
+        fold_level: the exposure metrics of the same users' lists (one value per fold).
     """
     selections = groups if groups is not None else {stratum: None}
     rows = []
     for label, mask in selections.items():
         n_users = len(unit.users) if mask is None else int(mask.sum())
-        for (metric, k), values in unit.values.items():
-            chosen = values if mask is None else values[mask]
+        measured = {
+            key: float((values if mask is None else values[mask]).mean()) if n_users else np.nan
+            for key, values in unit.values.items()
+        }
+        if fold_level is not None:
+            measured |= {key: value if n_users else np.nan
+                         for key, value in fold_level(mask).items()}
+        for (metric, k), value in measured.items():
             rows.append(
                 {
                     "fold": fold.index,
@@ -70,7 +75,7 @@ def unit_rows(
                     "stratum": label,
                     "metric": metric,
                     "k": k,
-                    "value": float(chosen.mean()) if n_users else np.nan,
+                    "value": value,
                     "n_users": n_users,
                     "n_eligible": fold.n_eligible,
                     # a mean over no user is undefined: such a row is skipped, never averaged
@@ -91,8 +96,10 @@ def skipped_rows(
     reason: str | None = None,
     n_users: int | None = None,
     config_hash: str = "",
+    metrics: list[str] | None = None,
 ) -> list[dict[str, object]]:
-    """Rows of a skipped unit: every metric present, value empty, reason recorded."""
+    """Rows of a skipped unit: every metric present (default: SPEC §4's), value empty, reason
+    recorded."""
     return [
         {
             "fold": fold.index,
@@ -109,7 +116,7 @@ def skipped_rows(
             "skip_reason": reason or fold.skip_reason or "",
             "config_hash": config_hash,
         }
-        for metric, k in metric_keys(ks)
+        for metric, k in metric_keys(ks, metrics)
     ]
 
 
@@ -127,7 +134,7 @@ def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -
     order = np.lexsort(
         (
             frame["k"].fillna(0).to_numpy(),
-            frame["metric"].map(METRIC_ORDER).to_numpy(),
+            frame["metric"].map(ORDER).to_numpy(),
             (frame["stratum"] != "all").to_numpy().astype(int) * 1_000_000
             + frame["stratum"].rank(method="dense").to_numpy().astype(int),
             frame["algorithm"].map(algorithm_rank).fillna(len(algorithm_rank)).to_numpy(),
@@ -140,7 +147,8 @@ def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Macro mean ± std over non-skipped folds, per (algorithm, stratum, metric, k), with Δ%.
 
-    Δ% = mean / best mean at the same (stratum, metric, k) − 1, as a fraction (−0.25 = 25 % worse).
+    Δ% = mean / best mean at the same (stratum, metric, k) − 1, as a fraction (−0.25 = 25 % worse);
+    none for :data:`~evaluators.metric_set.UNRANKED` metrics (more is not better).
     """
     keys = ["algorithm", "stratum", "metric", "k"]
     used = results[~results["skipped"]]
@@ -156,7 +164,8 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
     summary["n_folds"] = summary["n_folds"].fillna(0).astype(int)
     summary["n_skipped"] = summary["n_skipped"].fillna(0).astype(int)
     best = summary.groupby(["stratum", "metric", "k"], dropna=False)["mean"].transform("max")
-    summary["delta"] = np.where(best > 0, summary["mean"] / best - 1.0, np.nan)
+    ranked = ~summary["metric"].isin(UNRANKED).to_numpy()
+    summary["delta"] = np.where((best > 0) & ranked, summary["mean"] / best - 1.0, np.nan)
     order = results[keys].drop_duplicates().reset_index(drop=True).reset_index()
     summary = summary.merge(order, on=keys, how="left").sort_values("index").drop(columns="index")
     return summary.reset_index(drop=True)

@@ -206,7 +206,8 @@ class UnitStore:
 
 
 # ------------------------------------------------------------------------------ lists as ids
-def _id_array(ids: Any) -> pa.Array:
+def id_array(ids: Any) -> pa.Array:
+    """Raw ids as an Arrow array (text when their types are mixed)."""
     try:
         return pa.array(ids)
     except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: compare as text
@@ -219,9 +220,9 @@ def lists_table(lists: UnitLists, log: InteractionLog) -> pa.Table:
     offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int32)
     flat = lists.items[valid]
     items = pa.ListArray.from_arrays(
-        pa.array(offsets), _id_array(np.asarray(log.item_ids)[flat])
+        pa.array(offsets), id_array(np.asarray(log.item_ids)[flat])
     )
-    return pa.table({"user": _id_array(np.asarray(log.user_ids)[lists.users]), "items": items})
+    return pa.table({"user": id_array(np.asarray(log.user_ids)[lists.users]), "items": items})
 
 
 def _codes(ids: pa.Array, vocabulary: Any) -> np.ndarray:

@@ -28,6 +28,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitResult
 from sweval.evaluators.folds import Fold, build_folds
+from sweval.evaluators.measures import FoldLevel
 from sweval.evaluators.results import skipped_rows, unit_rows
 from sweval.evaluators.windows import WindowSpec
 
@@ -124,9 +125,12 @@ def group_rows(
     ks: list[int],
     u_min: int,
     config_hash: str,
+    metrics: list[str] | None = None,
+    fold_level: FoldLevel | None = None,
 ) -> list[dict[str, object]]:
     """Mode ``test``: the rows of every policy group of one (fold, algorithm) unit, from the
-    unstratified unit's per-user values (groups with fewer than u_min users are skipped)."""
+    unstratified unit's per-user values and lists (groups with fewer than u_min users are
+    skipped); ``metrics``, ``fold_level`` as in :func:`~evaluators.results.unit_rows`."""
     rows: list[dict[str, object]] = []
     groups = groups_by_test_policy(log, fold, all_unit.users, strata.labels)
     for label, mask in groups.items():
@@ -135,9 +139,11 @@ def group_rows(
             rows += skipped_rows(
                 fold, all_unit.algorithm, ks, stratum=label, n_users=size,
                 reason=f"n_eligible={size} < u_min={u_min}", config_hash=config_hash,
+                metrics=metrics,
             )
         else:
-            group = unit_rows(fold, all_unit, groups={label: mask}, config_hash=config_hash)
+            group = unit_rows(fold, all_unit, groups={label: mask}, config_hash=config_hash,
+                              fold_level=fold_level)
             for row in group:
                 row["n_eligible"] = size
             rows += group

@@ -33,6 +33,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.results import results_frame
+from sweval.evaluators.seeds import expand_seeds
 
 #: ``objective(name, params)``: a candidate's mean metric on the windows before the first test
 #: fold (what ``--tune-sampler tpe`` steers by).
@@ -71,13 +72,20 @@ def tune_metric(config: EvalConfig) -> tuple[str, int | None]:
     """
     text = config.tune_metric.strip().lower().replace("-", "_")
     metric, _, k = text.partition("@")
-    if metric == "r_precision" and not k:
-        return metric, None
-    if metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit():
+    if not (metric == "r_precision" and not k) and (
+        metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit()
+    ):
         raise SwevalError(
             f"--tune-metric {config.tune_metric!r}: expected recall@K, hit_rate@K, ndcg@K or "
             "r_precision."
         )
+    if metric not in config.metrics:
+        raise SwevalError(
+            f"--tune-metric {config.tune_metric!r}: {metric} is not measured; add it to "
+            f"--metrics (now {','.join(config.metrics)})."
+        )
+    if not k:
+        return metric, None
     if int(k) not in config.k:
         raise SwevalError(
             f"--tune-metric {config.tune_metric!r}: k={k} is not computed; add it to --k "
@@ -165,8 +173,9 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
 
 
 def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> list[str]:
-    """The run's algorithm entries with every candidate added (once) after them."""
-    entries = list(config.algorithms)
+    """The run's algorithm entries (``--seeds`` expanded) with every candidate added (once)
+    after them."""
+    entries = expand_seeds(config.algorithms, config.seeds, config.params)
     for search in searches(config) if found is None else found:
         entries += [label for label in search.candidates if label not in entries]
     return entries
@@ -254,7 +263,7 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
     algorithm right after its first entry, then the candidates not listed already."""
     tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
     labels: list[str] = []
-    for entry in config.algorithms:
+    for entry in expand_seeds(config.algorithms, config.seeds, config.params):
         labels.append(entry)
         name = parse_variant(entry)[0]
         if name in tuned and TUNED.format(name) not in labels:

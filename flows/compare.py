@@ -29,6 +29,8 @@ Output directory (``--output``, default ``runs/compare``)::
                            another? (unpaired: Mann-Whitney, Welch)
     leakage.csv            future items per protocol, algorithm and k, pooled over splits
     leakage_per_split.csv  the same per split (fold / repetition seed)
+    overlap_protocols.csv  Jaccard of each protocol's top-k lists against SW-EVAL's for the same
+                           user and test instance (evaluators.protocol_overlap)
     compare.txt            the printed tables
     compare.json           configuration, protocol parameters, data facts, timings
     sw-eval/               exactly what ``sweval run`` writes (results.csv, summary.csv, ...)
@@ -75,7 +77,9 @@ from sweval.evaluators.comparison import (
 )
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
+from sweval.evaluators.metric_set import DEFAULT_METRICS
 from sweval.evaluators.outputs import collect, write_outputs
+from sweval.evaluators.protocol_overlap import protocol_overlap
 from sweval.evaluators.protocols import (
     LOOCV,
     GivenSplits,
@@ -139,6 +143,7 @@ class Comparison:
         rank_metric: the metric the rankings, τ and rank shifts use.
         split_ratio, split_seed: the per-user test share of ``random-split`` and
             ``temporal-user``, and the seed of ``random-split``.
+        overlap: J@k of each protocol's lists against SW-EVAL's (``overlap_protocols.csv``).
     """
 
     config: EvalConfig
@@ -158,6 +163,7 @@ class Comparison:
     rank_metric: str = "recall"
     split_ratio: float = 0.2
     split_seed: int = 0
+    overlap: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def ks(self) -> list[int]:
@@ -298,6 +304,7 @@ def _compare(
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
                                rank_metric=rank_metric)
         comparison.split_ratio, comparison.split_seed = split_ratio, split_seed
+        comparison.overlap = protocol_overlap(log, built, runs, store, config.k)
         if tracker_group is not None:
             comparison.mlflow_run_id = tracker_group.parent_run_id
         write_comparison(comparison)
@@ -427,6 +434,8 @@ def write_comparison(comparison: Comparison) -> None:
         comparison.leakage_per_split.to_csv(directory / "leakage_per_split.csv", **kw)
         comparison.significance.to_csv(directory / "significance.csv", **kw)
         comparison.protocol_effect.to_csv(directory / "significance_protocols.csv", **kw)
+        if not comparison.overlap.empty:
+            comparison.overlap.to_csv(directory / "overlap_protocols.csv", **kw)
         recorder = Console(record=True, width=PRINT_WIDTH, file=io.StringIO())
         print_comparison(comparison, recorder)
         (directory / "compare.txt").write_text(recorder.export_text())
@@ -506,6 +515,11 @@ def compare_command(
             raise SwevalError(
                 "--stratify-mode test: compare stratifies in mode subset (every protocol on "
                 "each policy's sub-log); use `sweval run --stratify-mode test` for SW-EVAL alone."
+            )
+        if cfg.metrics != DEFAULT_METRICS or cfg.seeds:
+            raise SwevalError(
+                "--metrics/--seeds: compare reports SPEC §4's metrics of one configuration per "
+                "algorithm; run `sweval run --metrics ... --seeds ...` for the others."
             )
         output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
         comparison = run_compare(cfg, _split(protocols), output=output,

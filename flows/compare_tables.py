@@ -1,5 +1,6 @@
 """The printed tables of ``sweval compare`` (rich): Table 2 per protocol, the rankings, Kendall's
-τ and the leakage diagnostic; :func:`print_comparison` prints them all (see :mod:`flows.compare`)."""
+τ, the leakage diagnostic and the lists' overlap with SW-EVAL's; :func:`print_comparison` prints
+them all (see :mod:`flows.compare`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.comparison import rank_shift, rankings, table2
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
 
@@ -226,8 +227,38 @@ def _observes_timeline(name: str) -> bool:
     return name in ("sw-eval", "temporal-global")
 
 
+def overlap_rich(comparison: Comparison) -> Table | None:
+    """Mean Jaccard@k (k = 10, else the largest) of each protocol's lists against SW-EVAL's,
+    pooled over the paired users of all splits (None without pairs)."""
+    frame = comparison.overlap
+    if frame.empty or not frame["n_users"].gt(0).any():
+        return None
+    k = 10 if 10 in comparison.ks else max(comparison.ks)
+    part = frame[(frame["k"] == k) & (frame["n_users"] > 0)]
+    pooled = part.assign(weighted=part["jaccard"] * part["n_users"]).groupby(
+        ["protocol", "algorithm"], sort=False)[["weighted", "n_users"]].sum()
+    algorithms = list(dict.fromkeys(part["algorithm"]))
+    table = Table(title=f"Top-{k} overlap with SW-EVAL's lists for the same user and test "
+                  "instance (mean Jaccard; users paired)", title_justify="left",
+                  padding=(0, 1))
+    table.add_column("protocol", no_wrap=True)
+    for algorithm in algorithms:
+        table.add_column(escape(algorithm), justify="right")
+    for protocol in dict.fromkeys(part["protocol"]):
+        cells = []
+        for algorithm in algorithms:
+            if (protocol, algorithm) not in pooled.index:
+                cells.append("")
+                continue
+            row = pooled.loc[(protocol, algorithm)]
+            cells.append(f"{row['weighted'] / row['n_users']:.2f} ({int(row['n_users'])})")
+        table.add_row(escape(str(protocol)), *cells)
+    return table
+
+
 def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
-    """Print Table 2 per protocol, the rankings, Kendall's τ and the leakage diagnostic."""
+    """Print Table 2 per protocol, the rankings, Kendall's τ, the leakage diagnostic and the
+    lists' overlap with SW-EVAL's."""
     if console is None:
         console = Console()
         if not console.is_terminal:  # a file or a pipe: never squeeze the numbers to 80 columns
@@ -264,6 +295,9 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         "held-out transaction (hold-out protocols) or the user's first test transaction; counts "
         "are summed over splits (LOOCV: over all repetitions)", style="dim", highlight=False,
     )
+    overlap = overlap_rich(comparison)
+    if overlap is not None:
+        console.print(overlap)
     console.print(
         f"files: {comparison.directory}/compare.csv, kendall.csv, rank_shift.csv, leakage.csv, "
         "table2.csv, kendall_scatter.png, compare.txt" + (f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id

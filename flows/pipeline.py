@@ -28,7 +28,13 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.outputs import Outputs, algorithm_rows, collect, write_outputs
+from sweval.evaluators.outputs import (
+    Measuring,
+    Outputs,
+    algorithm_rows,
+    collect,
+    write_outputs,
+)
 from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
 from sweval.evaluators.store import UnitFiles
 from sweval.evaluators.units import Unit, UnitFailure, describe, outdated_by_code
@@ -218,6 +224,7 @@ class Evaluation:
         self.plan = prepared.plan
         self.config = prepared.plan.config
         self.store = unit_store(self.config)
+        self.measuring = Measuring(self.plan, self.store)  # for MLflow's rows as folds finish
         self.tracker = tracker
         self.progress = progress
         self.missing = missing_units(self.plan, self.store)
@@ -278,7 +285,7 @@ class Evaluation:
         devices = {}
         for name in names:
             fold_rows, record = algorithm_rows(
-                self.plan, fold, name, self.store,
+                self.measuring, fold, name,
                 skip=frozenset(failure.key for failure in self.failed),
             )
             rows += fold_rows
@@ -349,6 +356,7 @@ class Evaluation:
             files = [directory / name for name in (
                 "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json",
                 "tuning.csv", "optimism.csv", "significance.csv", "significance_strata.csv",
+                "overlap.csv", "per_user.parquet",
             ) if (directory / name).exists()] + self.report_files
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,

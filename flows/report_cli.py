@@ -33,7 +33,7 @@ ARTIFACT_PATH = "report"
 
 def report(
     target: Annotated[str, typer.Argument(help="Output directory of `sweval run` / `sweval compare`, or an MLflow run id.", show_default=False)],
-    metrics: Annotated[str, typer.Option(help="Comma-separated metrics to report: recall, hit_rate, ndcg, r_precision, or all.")] = "recall",
+    metrics: Annotated[str, typer.Option(help="Comma-separated metrics to report: recall, hit_rate, ndcg, r_precision, any other metric the run measured (--metrics), or all.")] = "recall",
     k: Annotated[int | None, typer.Option(help="k of the over-time figures. (default: 10, else the middle k)", show_default=False)] = None,
     output: Annotated[Path | None, typer.Option(help="Where to write the report. (default: the directory itself; for a run id, runs/report-RUN_ID)", show_default=False)] = None,
     tracking_uri: Annotated[str | None, typer.Option(help="MLflow tracking URI, for a run id. (default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db)", show_default=False)] = None,

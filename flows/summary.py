@@ -1,5 +1,6 @@
-"""The summary printed at the end of a run: mean Recall@k per algorithm and k, with Δ% to the best,
-its bootstrap interval and whether the best's lead over the runner-up is significant; and the
+"""The summary printed at the end of a run: mean Recall@k per algorithm and k (the first chosen
+metric when --metrics leaves Recall out), with Δ% to the best, its bootstrap interval and whether
+the best's lead over the runner-up is significant; the top-k overlap between algorithms; and the
 progress bar shown while units run."""
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.outputs import Outputs
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
+from sweval.evaluators.overlap import overlap_matrix
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -74,6 +76,35 @@ def lead_cell(
     return f"[dim]p={lead.p_holm:.2g} n.s.[/]"
 
 
+#: More algorithms than this (e.g. --tune candidates): the overlap matrix stays in the files.
+MAX_OVERLAP_ALGORITHMS = 8
+
+
+def overlap_table(overlap: pd.DataFrame, k: int) -> Table | None:
+    """Mean J@k between algorithms (and seeds) over folds; the diagonal is each algorithm's
+    stability over consecutive folds (None when there is nothing to compare, or too much)."""
+    matrix = overlap_matrix(overlap, k)
+    if matrix is None or len(matrix) > MAX_OVERLAP_ALGORITHMS:
+        return None
+    table = Table(
+        title=f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
+        "consecutive folds (overlap.csv)", title_justify="left", padding=(0, 1),
+    )
+    table.add_column("", style="bold", no_wrap=True)
+    for label in matrix.columns:
+        table.add_column(escape(str(label)), justify="right")
+    for label, row in matrix.iterrows():
+        table.add_row(escape(str(label)),
+                      *("" if pd.isna(value) else f"{value:.2f}" for value in row))
+    return table
+
+
+def shown_metric(summary: pd.DataFrame) -> str:
+    """The metric of the terminal tables: Recall, else the first metric with a k."""
+    metrics = list(summary.loc[summary["k"].notna(), "metric"].unique())
+    return "recall" if "recall" in metrics or not metrics else str(metrics[0])
+
+
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
     """Tuned against the oracle: what choosing on the test folds themselves would claim."""
     table = Table(
@@ -95,6 +126,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     """Print the per-stratum Recall tables, the fold counts and where the files are."""
     console = console or Console()
     summary = outputs.summary
+    metric = shown_metric(summary)
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
@@ -104,12 +136,12 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
             )
             continue
         title = (
-            f"Recall@k on {config.dataset_name}, {config.window} windows"
+            f"{LABELS.get(metric, metric)}@k on {config.dataset_name}, {config.window} windows"
             + (f", stratum {stratum}" if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
             + f" — mean over folds, Δ% to the best (green), {100 * config.ci:g}% bootstrap "
             "interval over folds"
         )
-        console.print(summary_table(summary, metric="recall", stratum=stratum, title=title,
+        console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
                                     significance=outputs.significance))
     print_significance_notes(outputs, config, console)
     folds = outputs.folds
@@ -124,8 +156,15 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
+    if outputs.overlap is not None and not outputs.overlap.empty:
+        k = 10 if 10 in config.k else max(config.k)
+        overlap = overlap_table(outputs.overlap, k)
+        if overlap is not None:
+            console.print(overlap)
+    extra = [name for name in ("overlap.csv", "per_user.parquet")
+             if (outputs.directory / name).exists()]
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, "
-                  "significance.csv, config.json")
+                  + ", ".join(["significance.csv", "config.json", *extra]))
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
     for failure in outputs.failed:

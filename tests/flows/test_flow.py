@@ -38,7 +38,8 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     assert parent.data.params["window"] == "1D" and parent.data.params["k"] == "5,10"
     client = MlflowClient(mlflow_uri)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
-    expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json"}
+    expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json",
+                "overlap.csv"}
     assert expected <= artifacts
     _, children = experiment_runs(mlflow_uri, config.experiment)
     assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
@@ -218,3 +219,26 @@ def test_a_tuned_algorithm_is_a_child_of_its_own_in_mlflow(
     assert (Path(config.output) / "tuning.csv").exists()
     artifacts = MlflowClient(mlflow_uri).list_artifacts(children["pop-n[tuned]"].info.run_id)
     assert "tuning.csv" in {artifact.path for artifact in artifacts}
+
+
+def test_flow_logs_every_chosen_metric_and_writes_per_user_values(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    config = make_config(write_log(8), metrics=["all"], per_user=True)
+    state = sliding_window_eval(config=config, return_state=True)
+    assert state.is_completed()
+    output = Path(config.output)
+    results = pd.read_csv(output / "results.csv")
+    assert {"precision", "recall_capped", "mrr", "recency", "coverage", "popularity",
+            "gini"} <= set(results["metric"])
+    # every metric of every non-skipped fold reaches MLflow, step by step, as in results.csv
+    check_mlflow_matches_results(mlflow_uri, config.experiment, output)
+    per_user = pd.read_parquet(output / "per_user.parquet")
+    used = results[~results["skipped"] & results["metric"].eq("mrr") & results["k"].eq(5)]
+    mine = per_user[per_user["metric"].eq("mrr") & per_user["k"].eq(5)]
+    means = mine.groupby(["fold", "algorithm"])["value"].mean()
+    for row in used.itertuples():
+        assert means.loc[(row.fold, row.algorithm)] == pytest.approx(row.value, rel=1e-9)
+    artifacts = {a.path for a in MlflowClient(mlflow_uri).list_artifacts(
+        experiment_runs(mlflow_uri, config.experiment)[0][0].info.run_id)}
+    assert {"overlap.csv", "per_user.parquet"} <= artifacts

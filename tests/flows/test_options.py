@@ -132,7 +132,8 @@ def _example(name: str, field: Any) -> tuple[list[str], Any]:
     if isinstance(spec.codec, Settings):
         return [flag, "pop.x=1", flag, "als.factors=8"], {"pop": {"x": 1}, "als": {"factors": 8}}
     if isinstance(spec.codec, CommaList):
-        values = [3, 7] if spec.codec.item is int else ["pop", "als"]
+        values = ([3, 7] if spec.codec.item is int
+                  else ["precision", "mrr"] if name == "metrics" else ["pop", "als"])
         return [flag, spec.codec.format(values)], values
     annotation = str(field.annotation)
     if name == "sep":  # a separator, by name

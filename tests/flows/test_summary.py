@@ -77,3 +77,25 @@ def test_fewer_than_five_folds_say_no_power():
     results = long_results({"a": [0.1, 0.2, 0.1, 0.2], "b": [0.3, 0.4, 0.3, 0.4]})
     text = render_with_lead(results)
     assert "no power" in text and "p=" not in text
+
+
+def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
+    from sweval.flows.summary import MAX_OVERLAP_ALGORITHMS, overlap_table, shown_metric
+
+    overlap = pd.DataFrame([
+        ("algorithms", 0, 0, "pop", "als", 10, 0.25, 5),
+        ("algorithms", 1, 1, "pop", "als", 10, 0.75, 5),
+        ("folds", 0, 1, "pop", "pop", 10, 0.9, 4),
+        ("algorithms", 0, 0, "pop", "als", 5, 0.1, 5),
+    ], columns=["kind", "fold_a", "fold_b", "algorithm_a", "algorithm_b", "k", "jaccard",
+                "n_users"])
+    console = Console(width=120, record=True)
+    console.print(overlap_table(overlap, 10))
+    lines = console.export_text().splitlines()
+    pop = next(line for line in lines if line.startswith("│ pop"))
+    als = next(line for line in lines if line.startswith("│ als"))
+    assert pop.split("│")[2:4] == [" 0.90 ", " 0.50 "]  # stability, mean of 0.25 and 0.75
+    assert als.split("│")[2:4] == [" 0.50 ", "      "]  # als: one fold, no stability
+    many = pd.concat([overlap.assign(algorithm_b=f"v{i}") for i in range(MAX_OVERLAP_ALGORITHMS)])
+    assert overlap_table(many, 10) is None  # too many for the terminal: overlap.csv has them
+    assert shown_metric(pd.DataFrame({"metric": ["r_precision", "mrr"], "k": [None, 5]})) == "mrr"
