@@ -248,7 +248,8 @@ def run_compare(
     directory = Path(output)
     with output_lock(directory):
         return _compare(config, protocols, directory, loocv_repeats=loocv_repeats, log=log,
-                        console=console)
+                        console=console, split_ratio=split_ratio, split_seed=split_seed,
+                        rank_metric=rank_metric)
 
 
 def _compare(
@@ -259,6 +260,9 @@ def _compare(
     loocv_repeats: int,
     console: Console | None,
     log: InteractionLog | None,
+    split_ratio: float,
+    split_seed: int,
+    rank_metric: str,
 ) -> Comparison:
     """:func:`run_compare`'s work, with the output directory locked."""
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
