@@ -1,19 +1,38 @@
-"""The algorithm interface and the training data every model sees.
+"""The public algorithm API: the interface every model implements and the data it sees.
 
-A model for fold f is fitted on :class:`TrainData` built from D_{t_f} only. TrainData lives in a
-*compact* index space: rows are the users present in D_{t_f}, columns the items present in D_{t_f},
-both in ascending global-code order (= SPEC tie-break order). So a model cannot even address an
-item that first appears at or after t_f, and "ties by item id ascending" is "ties by column
-ascending".
+Timeline of one fold f with cut-off t_f::
 
-Recommending (SPEC §3): candidates are the training columns minus the user's own training row;
-ranking is by score descending, ties by column ascending (:mod:`algorithms.ranking`).
+    ──────── training D_{t_f}: everything the model sees ────────)[──── test [t_f, t_f+tΔ) ────)
+                                                                 t_f = TrainData.cutoff ("now")
+
+A model for fold f is fitted on :class:`TrainData` built from D_{t_f} only: everything in it is
+strictly before t_f. TrainData lives in a *compact* index space: rows are the users present in
+D_{t_f}, columns the items present in D_{t_f}, both in ascending global-code order (= SPEC
+tie-break order). So a model cannot even address an item that first appears at or after t_f,
+and "ties by item id ascending" is "ties by column ascending".
+
+What a model returns, one of (the engine ranks in every case):
+
+- dense scores for a batch of rows (:meth:`Algorithm.score`);
+- sparse scores as factors ``H @ W`` (:meth:`Algorithm.score_factors`, ``sparse_scores``);
+- its own candidates with their scores (:meth:`Algorithm.score_candidates`, ``sparse_scores``):
+  a sparse row per user; items it leaves out score 0.
+
+Recommending (SPEC §3) is always the engine's: candidates are the training columns minus the
+user's own training row; ranking is by score descending, ties by column ascending
+(:mod:`algorithms.ranking`). A model never returns a list, so it can neither recommend a seen
+item nor break a tie another way.
+
+The thread budget of a unit is :func:`sweval.algorithms.threads.unit_threads` (None: use every
+core), which the engine sets per fold task; the device is the model's own choice (a ``device``
+parameter, as ALS has), reported through :attr:`Algorithm.device` into ``units.csv``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, ClassVar, Self
 
 import numpy as np
@@ -29,22 +48,48 @@ from sweval.algorithms.scores import snap_scores
 SCORE_BLOCK_ELEMENTS = 1_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, eq=False)
 class TrainData:
-    """The training data of one fold, in the compact index space.
+    """The training data of one fold, in the compact index space: everything here is strictly
+    before the fold's cut-off t_f (``cutoff``).
+
+    Rows are the users with a training transaction, columns the items with one, both in
+    ascending global-code order (= the SPEC §3 tie-break order of the raw ids). The
+    transaction arrays (``user_sequence``, ``item_sequence``, ``timestamps``) are aligned, one
+    entry per training transaction, in time order (ties in time: the log's input row order).
+    With ``--dedup none`` repeats of a (user, item) pair stay separate transactions in them
+    (their count is the number of entries); ``matrix`` collapses them to 1.
+
+    Window folds train on [t_f − L, t_f) (sliding) or everything before t_f, so
+    ``timestamps.max() < cutoff`` by construction. Hold-out protocols (``loocv``,
+    ``leave-last-one-out``) train on the whole log minus the held-out transactions: their
+    ``cutoff`` is one second after the log's last transaction and training may hold
+    transactions *later* than a user's test instance (the leakage those protocols measure,
+    not a guarantee of the time order).
 
     Attributes:
         matrix: binary CSR R, users × items (float32 ones; repeats collapse to 1).
         user_codes: global user code of each row, ascending.
         item_codes: global item code of each column, ascending.
-        item_sequence: column of every training transaction, in time order (repeats kept when
-            the log keeps them); POP counts it, POP-N takes its tail.
+        item_sequence: column of every training transaction, in time order.
+        user_sequence: row of every training transaction, in time order.
+        timestamps: int64 epoch seconds (UTC) of every training transaction, non-decreasing
+            (a read-only view of the log where the training data is a slice of it).
+        cutoff: t_f, "now" for this fold, epoch seconds: every timestamp is < cutoff.
+        raw_user_ids, raw_item_ids: the raw id of every *global* code (the log's own arrays,
+            shared, not copied), or None when the data was built from codes alone; use
+            :attr:`user_ids` / :attr:`item_ids` for the ids of rows and columns.
     """
 
     matrix: sp.csr_matrix
     user_codes: NDArray[np.int64]
     item_codes: NDArray[np.int64]
     item_sequence: NDArray[np.int64]
+    user_sequence: NDArray[np.int64]
+    timestamps: NDArray[np.int64]
+    cutoff: int
+    raw_user_ids: NDArray[np.generic] | None = None
+    raw_item_ids: NDArray[np.generic] | None = None
 
     @classmethod
     def from_codes(
@@ -54,21 +99,41 @@ class TrainData:
         *,
         n_users: int,
         n_items: int,
+        timestamps: NDArray[np.int64],
+        cutoff: int,
         pairs: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None,
+        raw_user_ids: NDArray[np.generic] | None = None,
+        raw_item_ids: NDArray[np.generic] | None = None,
     ) -> TrainData:
         """Build from the time-ordered global codes of the training transactions.
 
         The CSR is assembled directly from the transactions in (user, item) order: rows are
         then contiguous, columns ascending within a row, and repeats of a pair adjacent, so
         one comparison with the neighbour drops them (no COO conversion, no sort per fold).
+        The sequences are gathers through the code → row / column maps, O(n).
 
         Args:
             user, item: global codes, one per transaction, time-ordered.
             n_users, n_items: sizes of the global code spaces.
+            timestamps: epoch seconds of the same transactions, non-decreasing; kept as given
+                (pass a view of the log's array: no copy is made).
+            cutoff: t_f; every timestamp must be below it.
             pairs: the same transactions' (user, item) codes sorted by (user, item), if the
                 caller has them (a fold filters them from the log's
                 :meth:`data.log.InteractionLog.user_major`); sorted here otherwise.
+            raw_user_ids, raw_item_ids: raw id per global code (the log's ``user_ids`` /
+                ``item_ids``), or None.
+
+        Raises:
+            ValueError: the arrays differ in length, or a timestamp is at or after ``cutoff``.
         """
+        if not len(user) == len(item) == len(timestamps):
+            raise ValueError("user, item and timestamps must have one entry per transaction")
+        if len(timestamps) and int(timestamps[-1]) >= cutoff:
+            raise ValueError(
+                f"a training timestamp ({int(timestamps[-1])}) is at or after the cut-off "
+                f"{cutoff}"
+            )
         if pairs is None:
             order = np.argsort(user * np.int64(n_items) + item, kind="stable")
             pairs = (user[order], item[order])
@@ -85,6 +150,7 @@ class TrainData:
         item_present = np.bincount(item, minlength=n_items) > 0
         user_codes = np.flatnonzero(user_present).astype(np.int64)
         item_codes = np.flatnonzero(item_present).astype(np.int64)
+        user_row = np.cumsum(user_present, dtype=np.int64) - 1
         item_col = np.cumsum(item_present, dtype=np.int64) - 1
         index_type = np.int32 if max(len(pair_item), len(item_codes)) < 2**31 else np.int64
         indptr = np.zeros(len(user_codes) + 1, dtype=index_type)
@@ -97,8 +163,20 @@ class TrainData:
         matrix.has_sorted_indices = True
         return cls(
             matrix=matrix, user_codes=user_codes, item_codes=item_codes,
-            item_sequence=item_col[item],
+            item_sequence=item_col[item], user_sequence=user_row[user],
+            timestamps=timestamps, cutoff=int(cutoff),
+            raw_user_ids=raw_user_ids, raw_item_ids=raw_item_ids,
         )  # fmt: skip
+
+    @cached_property
+    def user_ids(self) -> NDArray[np.generic]:
+        """Raw user id of every row (the global codes when no raw ids were given)."""
+        return self.user_codes if self.raw_user_ids is None else self.raw_user_ids[self.user_codes]
+
+    @cached_property
+    def item_ids(self) -> NDArray[np.generic]:
+        """Raw item id of every column (the global codes when no raw ids were given)."""
+        return self.item_codes if self.raw_item_ids is None else self.raw_item_ids[self.item_codes]
 
     @property
     def n_users(self) -> int:
@@ -130,11 +208,17 @@ class AlgorithmConfig(BaseModel):
 
 
 class Algorithm(ABC):
-    """A recommender that can be fitted on one fold and asked for top-k lists.
+    """A recommender that can be fitted on one fold and asked for scores.
 
-    Subclasses set ``name`` (the registry key) and ``Config`` (a pydantic model of their
-    hyper-parameters), implement :meth:`fit` and :meth:`score`, and keep learned state in
-    attributes with a trailing underscore.
+    Subclasses set ``Config`` (a pydantic model of their hyper-parameters, a subclass of
+    :class:`AlgorithmConfig`), implement :meth:`_fit` and one of :meth:`score`,
+    :meth:`score_factors` or :meth:`score_candidates`, and keep learned state in attributes
+    with a trailing underscore. ``name`` (the registry key of built-ins) defaults to the
+    class's import path ``module:Class``.
+
+    The engine calls ``fit(train)`` once per fold on a fresh instance, then asks for scores of
+    batches of rows; a model must give the same numbers for the same data and parameters
+    (seed its randomness from a parameter), and must pickle (Dask workers).
     """
 
     name: ClassVar[str]
@@ -142,9 +226,15 @@ class Algorithm(ABC):
     #: True when every user gets the same scores (POP, POP-N): ranking is then done once per fold.
     user_independent: ClassVar[bool] = False
     #: True when the model implements :meth:`score_factors` (scores H @ W ≥ 0, most of them 0,
-    #: as in kNN): ranking then looks only at the positive sums and fills up with 0-score items
-    #: by id, and :meth:`score` defaults to the densified product.
+    #: as in kNN) or :meth:`score_candidates`: ranking then looks only at the positive scores
+    #: and fills up with 0-score items by id, and :meth:`score` defaults to the densified
+    #: product.
     sparse_scores: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls, "name"):
+            cls.name = f"{cls.__module__}:{cls.__qualname__}"
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
         if config is not None and params:
@@ -178,7 +268,7 @@ class Algorithm(ABC):
         return "cpu"
 
     def fit(self, train: TrainData) -> Self:
-        """Fit on one fold's training data."""
+        """Fit on one fold's training data (everything in it is before ``train.cutoff``)."""
         self.train_ = train
         self._fit(train)
         return self
@@ -196,7 +286,29 @@ class Algorithm(ABC):
         """(H, W) with sparse scores ``H @ W`` (len(rows) × n_items), snapped, entries ≥ 0.
 
         Only used when ``sparse_scores`` is True: ranking then runs on the product without
-        materialising it (:func:`top_k_of_product`).
+        materialising it (:func:`top_k_of_product`). Defaults to the model's own candidates,
+        ``(score_candidates(rows), I)``.
+        """
+        candidates = sp.csr_matrix(self.score_candidates(rows))
+        assert self.train_ is not None
+        if candidates.shape != (len(rows), self.train_.n_items):
+            raise ValueError(
+                f"{self.name}: score_candidates returned shape {candidates.shape}, expected "
+                f"{(len(rows), self.train_.n_items)} (rows × training items)"
+            )
+        if len(candidates.data) and (
+            not np.isfinite(candidates.data).all() or candidates.data.min() < 0
+        ):
+            raise ValueError(f"{self.name}: candidate scores must be finite and ≥ 0")
+        return candidates, sp.identity(self.train_.n_items, dtype=np.float64, format="csr")
+
+    def score_candidates(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
+        """The model's own candidates for each row, with their scores: a sparse
+        len(rows) × n_items matrix of finite scores ≥ 0 (set ``sparse_scores = True``).
+
+        Items left out score 0: they rank after the candidates, by item id. The engine still
+        drops the user's seen items, ranks by score descending and breaks ties by item id, so
+        the candidates need not exclude seen items and their order does not matter.
         """
         raise NotImplementedError(f"{self.name} has no sparse scores")
 

@@ -68,7 +68,11 @@ class Fold:
         return self.skip_reason is not None
 
     def train_data(self, log: InteractionLog) -> TrainData:
-        """The fold's training data D_{t_f} in compact form."""
+        """The fold's training data D_{t_f} in compact form, cut off at t_f = ``t_start``.
+
+        Training is the log slice [train_lo, train_hi): timestamps in [train_start, t_f) for a
+        sliding window, < t_f otherwise; its timestamps are a view of the log's array.
+        """
         lo, hi = self.train_lo, self.train_hi
         position, user, item = log.user_major()
         inside = position < hi if lo == 0 else (position >= lo) & (position < hi)
@@ -77,7 +81,11 @@ class Fold:
             log.item[lo:hi],
             n_users=log.n_users,
             n_items=log.n_items,
+            timestamps=log.timestamp[lo:hi],
+            cutoff=self.t_start,
             pairs=(user[inside], item[inside]),
+            raw_user_ids=log.user_ids,
+            raw_item_ids=log.item_ids,
         )
 
     def summary(self) -> dict[str, object]:

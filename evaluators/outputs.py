@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from sweval.evaluators.results import results_frame, skipped_rows, summarise, un
 from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
-from sweval.evaluators.units import Unit
+from sweval.evaluators.units import Unit, UnitFailure
 
 if TYPE_CHECKING:
     from sweval.evaluators.run import Plan
@@ -46,17 +47,20 @@ class Outputs:
     n_computed: int = 0
     tuning: pd.DataFrame | None = None
     optimism: pd.DataFrame | None = None
+    #: units whose algorithm raised: left out of every table
+    failed: tuple[UnitFailure, ...] = ()
 
 
-def collect(plan: Plan, store: UnitStore) -> Outputs:
+def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ()) -> Outputs:
     """Assemble the tables from the finished units, measured at the run's k (every unit must
-    be in the store)."""
+    be in the store, except the ``failed`` ones, which have no rows)."""
     rows: list[dict[str, Any]] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
+    skip = frozenset(failure.key for failure in failed)
     for fold in plan.folds:
         for spec in plan.specs:
-            fold_rows, record = algorithm_rows(plan, fold.index, spec.label, store)
+            fold_rows, record = algorithm_rows(plan, fold.index, spec.label, store, skip=skip)
             rows += fold_rows
             if record is not None:
                 devices[spec.label] = record["device"]
@@ -77,14 +81,16 @@ def collect(plan: Plan, store: UnitStore) -> Outputs:
         devices=devices,
         tuning=tuning,
         optimism=optimism_table,
+        failed=tuple(failed),
     )
 
 
 def algorithm_rows(
-    plan: Plan, fold_index: int, name: str, store: UnitStore
+    plan: Plan, fold_index: int, name: str, store: UnitStore, *, skip: frozenset[str] = frozenset()
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
-    (None for a skipped fold)."""
+    (None for a skipped fold); none for a unit whose key is in ``skip`` (a failed unit), nor
+    for the strata of a (fold, algorithm) with one."""
     config = plan.config
     fold = plan.folds[fold_index]
     if fold.skipped:
@@ -94,6 +100,10 @@ def algorithm_rows(
             for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key)
         ], None
     unit = plan.unit(plan.splits[fold_index], name)
+    if skip and (unit.key in skip or any(
+        other.key in skip for other in plan.units_of(fold_index, [name])
+    )):
+        return [], None
     result = measure_unit(plan, unit, store)
     rows = unit_rows(fold, result, config_hash=plan.key)
     if plan.strata is not None:

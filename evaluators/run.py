@@ -39,8 +39,10 @@ from sweval.evaluators.store import UnitStore
 from sweval.evaluators.stratify import Strata, build_strata
 from sweval.evaluators.tuning import Objective, Search, searches, tune_metric, with_candidates
 from sweval.evaluators.units import (
+    AlgorithmFailed,
     AlgorithmSpec,
     Unit,
+    UnitFailure,
     code_version,
     compute_unit,
     plan_units,
@@ -263,6 +265,7 @@ def run_fold(
     names: list[str] | None = None,
     *,
     on_unit: Callable[[Unit, UnitLists], None] | None = None,
+    failures: list[UnitFailure] | None = None,
 ) -> dict[str, UnitLists]:
     """Compute the units of one fold that ``store`` lacks, sharing the fold's training data.
 
@@ -272,9 +275,14 @@ def run_fold(
         store: where finished units are (and go, one by one, as soon as each is finished).
         names: only these algorithms (default: all).
         on_unit: called with each computed unit.
+        failures: where a unit whose algorithm raises goes (logged with the algorithm's name
+            and traceback; the fold's other units go on); None: the error is raised.
 
     Returns:
         ``{unit key: lists}`` of the units computed here.
+
+    Raises:
+        AlgorithmFailed: a unit's algorithm raised and ``failures`` is None.
     """
     computed: dict[str, UnitLists] = {}
     units = plan.units_of(fold, names)
@@ -282,7 +290,14 @@ def run_fold(
         for unit in units:
             if store.has(unit.key, depth=unit.depth):
                 continue
-            computed[unit.key] = compute_unit(unit, store)
+            try:
+                computed[unit.key] = compute_unit(unit, store)
+            except AlgorithmFailed as exc:
+                if failures is None:
+                    raise
+                _log.error("unit failed: %s\n%s", exc.failure.describe(), exc.failure.traceback)
+                failures.append(exc.failure)
+                continue
             if on_unit is not None:
                 on_unit(unit, computed[unit.key])
     finally:
@@ -301,29 +316,40 @@ def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
     return list(missing.values())
 
 
-def run_units(plan: Plan, store: UnitStore, *, progress: Any = None) -> int:
+def run_units(
+    plan: Plan, store: UnitStore, *, progress: Any = None,
+    failures: list[UnitFailure] | None = None,
+) -> int:
     """Compute every unit not yet in ``store``, fold by fold; returns how many were computed.
 
     Args:
         plan: the run plan.
         store: where finished units go (and which are already there).
         progress: optional callable ``progress(n_done_now)`` called after each unit.
+        failures: collects the units whose algorithm raised (see :func:`run_fold`).
     """
     computed = 0
     for fold in plan.folds:
         done = run_fold(plan, fold.index, store,
-                        on_unit=None if progress is None else lambda *_: progress(1))
+                        on_unit=None if progress is None else lambda *_: progress(1),
+                        failures=failures)
         computed += len(done)
     return computed
 
 
 def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:
-    """Plan, compute every missing unit and write the outputs, in this process (no Prefect)."""
+    """Plan, compute every missing unit and write the outputs, in this process (no Prefect).
+
+    A unit whose algorithm raises is left out of the outputs, which are written all the same;
+    the failures are in ``Outputs.failed``.
+    """
     plan = make_plan(config, log)
     store = unit_store(config)
     n_missing = len(missing_units(plan, store))
-    computed = run_units(plan, store)
+    failures: list[UnitFailure] = []
+    computed = run_units(plan, store, failures=failures)
     n_units = len({unit.key for unit in plan.units})
-    outputs = replace(collect(plan, store), n_reused=n_units - n_missing, n_computed=computed)
+    outputs = replace(collect(plan, store, failed=failures), n_reused=n_units - n_missing,
+                      n_computed=computed)
     write_outputs(plan, outputs)
     return outputs

@@ -168,8 +168,12 @@ def holdout_split(
     def make_train() -> TrainData:
         keep = np.ones(len(log), dtype=bool)
         keep[held] = False
+        # Hold-out protocols train on the whole log minus the held-out rows, later ones too:
+        # the cut-off is the end of the log, not the test instance's time (their leakage).
         return TrainData.from_codes(
-            log.user[keep], log.item[keep], n_users=log.n_users, n_items=log.n_items
+            log.user[keep], log.item[keep], n_users=log.n_users, n_items=log.n_items,
+            timestamps=log.timestamp[keep], cutoff=log.t_max + 1,
+            raw_user_ids=log.user_ids, raw_item_ids=log.item_ids,
         )
 
     reason = None

@@ -25,13 +25,14 @@ import hashlib
 import inspect
 import json
 import time
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sweval.algorithms.base import Algorithm
-from sweval.algorithms.registry import algorithm_class, build_algorithm
+from sweval.algorithms.registry import build_algorithm, resolve
 from sweval.data.errors import SwevalError
 from sweval.evaluators.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.option_text import parse_variant
@@ -79,13 +80,18 @@ def source_version(path: Path) -> str:
 @functools.cache
 def code_version(algorithm: str) -> str:
     """The version of the code that computes ``algorithm``'s units: the core modules and the
-    algorithm's own module."""
-    own = Path(inspect.getfile(algorithm_class(algorithm))).resolve()
+    algorithm's own module; for a plugin (entry point or import path) also its class path and
+    its package's version where installed, so a new release or an edit of its module is a new
+    version (modules it imports besides its own are not hashed: bump the package version)."""
+    cls, origin = resolve(algorithm)
+    own = Path(inspect.getfile(cls)).resolve()
     paths = sorted({_ROOT / name for name in CORE_MODULES} | {own})
     digest = hashlib.sha256()
     for path in paths:
         if path.exists():
             digest.update(f"{path.name}:{source_version(path)}\0".encode())
+    if origin.kind != "built-in":
+        digest.update(f"plugin:{origin.target}:{origin.distribution}:{origin.version}\0".encode())
     return digest.hexdigest()[:16]
 
 
@@ -234,25 +240,91 @@ def plan_units(
     return units
 
 
+@dataclass(frozen=True)
+class UnitFailure:
+    """A unit whose algorithm raised: the run goes on without it and reports it at the end.
+
+    Attributes:
+        fold: the split's index.
+        label: the algorithm configuration's label.
+        key: the unit's key.
+        stratum: the split's stratum (``all`` unless stratified).
+        error: ``ExceptionType: message``.
+        traceback: the formatted traceback, for the log.
+    """
+
+    fold: int
+    label: str
+    key: str
+    stratum: str
+    error: str
+    traceback: str
+
+    def describe(self) -> str:
+        stratum = "" if self.stratum == "all" else f", stratum {self.stratum}"
+        return f"fold {self.fold}{stratum}, {self.label}: {self.error}"
+
+
+class AlgorithmFailed(Exception):
+    """An algorithm raised while one unit was fitted or ranked (its :class:`UnitFailure`)."""
+
+    def __init__(self, failure: UnitFailure) -> None:
+        super().__init__(failure)
+        self.failure = failure
+
+    def __str__(self) -> str:
+        return f"unit failed ({self.failure.describe()})"
+
+
+class UnitsFailed(SwevalError):
+    """A run that finished with some units failed: the others' results are written; the
+    command exits with status :attr:`exit_code` (3; user errors exit with 2)."""
+
+    exit_code = 3
+
+    def __init__(self, failures: Sequence[UnitFailure]) -> None:
+        self.failures = tuple(failures)
+        super().__init__(
+            f"{len(self.failures)} unit(s) failed and are left out of the results (tracebacks "
+            "in the log above): " + "; ".join(failure.describe() for failure in self.failures)
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.failures,))
+
+
 def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
     """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
     and save it in ``store``.
 
     Raises:
-        SwevalError: the predecessor's state is missing (compute the units in order).
+        AlgorithmFailed: fitting or ranking raised an exception other than a
+            :class:`SwevalError` (a bug or a crash in the model), or the warm-start predecessor
+            failed; its traceback is in the failure. Building the training data, a user error
+            (SwevalError, e.g. ``als.device=gpu`` without CUDA) and saving the unit pass through.
     """
-    algorithm = unit.spec.build()
-    if unit.warm_from is not None:
-        algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
-        if algorithm.warm_ is None:
-            raise SwevalError(
-                f"{unit.spec.label}: the warm-start state of unit {unit.warm_from} is missing; "
-                "rerun to recompute the chain in order."
-            )
     clock = time.perf_counter()
     train = unit.split.train
     timings = {"train_data": time.perf_counter() - clock}
-    lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
+    try:
+        algorithm = unit.spec.build()
+        if unit.warm_from is not None:
+            algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
+            if algorithm.warm_ is None:
+                raise RuntimeError(
+                    f"the warm-start state of unit {unit.warm_from} is missing (did its fold "
+                    "fail?); rerun to recompute the chain in order"
+                )
+        lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
+    except SwevalError:
+        raise
+    except Exception as exc:
+        raise AlgorithmFailed(UnitFailure(
+            fold=unit.split.index, label=unit.spec.label, key=unit.key,
+            stratum=str(unit.split.definition.get("stratum", "all")),
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists
 

@@ -3,8 +3,10 @@
 ``sweval run`` evaluates algorithms with the sliding-window protocol (as the Prefect flow
 ``sliding-window-eval``, tracked in MLflow), ``sweval serve`` serves it on a cron schedule,
 ``sweval ui`` opens the MLflow UI on the local store, ``sweval generate`` writes a synthetic
-log. Every user error is printed as one red line naming the problem, with exit status 2 and no
-traceback.
+log, ``sweval algorithms`` lists the algorithms (built-in and plugins). Every user error is
+printed as one red line naming the problem, with exit status 2 and no traceback; a run whose
+every unit could not be computed (an algorithm raised) writes the others' results, lists the
+failed units and exits with status 3.
 """
 
 from __future__ import annotations
@@ -89,6 +91,10 @@ def run(
         return
     print_summary(outputs, cfg)
     _print_tracking(cfg)
+    if outputs.failed:
+        from sweval.evaluators.units import UnitsFailed
+
+        raise UnitsFailed(outputs.failed)
 
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
@@ -175,6 +181,33 @@ def serve(
 
 
 @app.command()
+def algorithms() -> None:
+    """List every available algorithm, built-in and plugin, with its parameters, defaults and
+    origin. Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class
+    can be named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that
+    cannot be used is reported after the table, with exit status 2."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from sweval.algorithms.registry import available
+
+    _setup_logging(False)
+    found, problems = available()
+    table = Table(title="Algorithms (--algorithms NAME, --set NAME.PARAM=VALUE)")
+    for column in ("name", "parameters (default)", "origin"):
+        table.add_column(column, overflow="fold")
+    for name, (cls, origin) in found.items():
+        params = "\n".join(
+            f"{param}={field.default!r}" + (f": {field.description}" if field.description else "")
+            for param, field in cls.Config.model_fields.items()
+        )
+        table.add_row(escape(name), escape(params) or "—", escape(origin.describe()))
+    Console().print(table)
+    if problems:
+        raise SwevalError("\n".join(problems))
+
+
+@app.command()
 def ui(
     tracking_uri: Annotated[str | None, typer.Option(help="The MLflow store to show. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db]")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
@@ -252,13 +285,14 @@ def entry_point() -> None:
 
 
 def main() -> None:
-    """Run the command line: user errors become one clear line and exit status 2."""
+    """Run the command line: user errors become one clear line and exit status 2 (3: a run
+    finished with failed units)."""
     apply_env_defaults()  # before any command imports Prefect
     try:
         app(standalone_mode=False)
     except SwevalError as exc:
         console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
         sys.exit(130)

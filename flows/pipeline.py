@@ -31,7 +31,7 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import Outputs, algorithm_rows, collect, write_outputs
 from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
 from sweval.evaluators.store import UnitFiles
-from sweval.evaluators.units import Unit, describe
+from sweval.evaluators.units import Unit, UnitFailure, describe
 from sweval.flows import rolling as rolling_mode
 
 _log = logging.getLogger(__name__)
@@ -162,20 +162,30 @@ def prepare(
 
 
 # ------------------------------------------------------------------------------------- one fold
+@dataclass(frozen=True)
+class FoldOutcome:
+    """What a fold task returns: the units it computed, in raw ids (the flow saves them too
+    when the task ran where its store is not shared, and its log's codes may differ), and the
+    units whose algorithm raised."""
+
+    computed: dict[str, UnitFiles]
+    failed: list[UnitFailure]
+
+
 def compute_fold(
     config: EvalConfig, fold_index: int, names: list[str], *, key: str, fingerprint: str
-) -> dict[str, UnitFiles]:
+) -> FoldOutcome:
     """Compute the named algorithms' missing units of one fold, each saved in the unit store
-    as soon as it is finished (units an earlier attempt finished are not recomputed).
-
-    Returns:
-        ``{unit key: files}`` of the units computed here, in raw ids (the flow saves them too
-        when this ran where its store is not shared, and its log's codes may differ).
-    """
+    as soon as it is finished (units an earlier attempt finished are not recomputed). A unit
+    whose algorithm raises is logged with its traceback and reported; the others go on."""
     plan = plan_for(config, fingerprint, key)
-    computed = run_fold(plan, fold_index, unit_store(config), names)
+    failed: list[UnitFailure] = []
+    computed = run_fold(plan, fold_index, unit_store(config), names, failures=failed)
     logs = {unit.key: unit.split.log for unit in plan.units_of(fold_index, names)}
-    return {key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()}
+    return FoldOutcome(
+        computed={key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()},
+        failed=failed,
+    )
 
 
 @dataclass(frozen=True)
@@ -211,6 +221,7 @@ class Evaluation:
         self.progress = progress
         self.missing = missing_units(self.plan, self.store)
         self.computed = 0
+        self.failed: list[UnitFailure] = []
         self.tracking_deferred = False
         self.report_files: list[Path] = []
 
@@ -257,7 +268,10 @@ class Evaluation:
         rows: list[Mapping[str, Any]] = []
         devices = {}
         for name in names:
-            fold_rows, record = algorithm_rows(self.plan, fold, name, self.store)
+            fold_rows, record = algorithm_rows(
+                self.plan, fold, name, self.store,
+                skip=frozenset(failure.key for failure in self.failed),
+            )
             rows += fold_rows
             if record is not None:
                 devices[name] = record["device"]
@@ -283,8 +297,11 @@ class Evaluation:
             _log.warning("MLflow logging deferred to the end of the run: %s", exc)
             self.tracking_deferred = True
 
-    def accept(self, job: FoldJob, computed: Mapping[str, UnitFiles]) -> None:
-        """Take a finished fold: make sure its units are stored, log them, advance progress."""
+    def accept(self, job: FoldJob, outcome: FoldOutcome) -> None:
+        """Take a finished fold: make sure its units are stored, log them, advance progress;
+        remember its failed units."""
+        computed = outcome.computed
+        self.failed += outcome.failed
         for unit in self.plan.units_of(job.fold, job.names):
             if unit.key in computed and not self.store.has(unit.key, depth=unit.depth):
                 # the worker may not share our filesystem
@@ -304,15 +321,18 @@ class Evaluation:
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
         outputs = replace(
-            collect(self.plan, self.store), n_reused=self.reused, n_computed=self.computed
+            collect(self.plan, self.store, failed=self.failed), n_reused=self.reused,
+            n_computed=self.computed,
         )
         write_outputs(self.plan, outputs)
         self.report_files = write_report_quietly(outputs.directory)
         return outputs
 
     def finish(self, outputs: Outputs) -> None:
-        """Record the rolling state and complete the MLflow runs."""
-        if self.prepared.step is not None:
+        """Record the rolling state and complete the MLflow runs; with failed units, log them
+        and mark the MLflow runs FAILED (their metrics are logged all the same) and do not
+        record a rolling step (its windows are evaluated again next time)."""
+        if self.prepared.step is not None and not outputs.failed:
             rolling_mode.record(self.prepared.step)
         if self.tracker is not None:
             directory = Path(outputs.directory)
@@ -324,6 +344,13 @@ class Evaluation:
                 outputs.results, outputs.summary, outputs.devices, files,
                 n_folds=len(self.plan.folds),
             )
+        if outputs.failed:
+            _log.error(
+                "%d unit(s) failed, left out of the results: %s", len(outputs.failed),
+                "; ".join(failure.describe() for failure in outputs.failed),
+            )
+            if self.tracker is not None:
+                self.tracker.fail("FAILED")
 
     def fail(self, exc: BaseException) -> None:
         if self.tracker is not None:

@@ -45,6 +45,7 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import Outputs
 from sweval.flows.pipeline import (
     Evaluation,
+    FoldOutcome,
     Prepared,
     compute_fold,
     open_tracker,
@@ -90,8 +91,9 @@ def load_log(config: EvalConfig, rolling: bool = False) -> Prepared | None:
 @task(name="evaluate-fold", task_run_name="fold-{fold_index}", **_TASK_OPTIONS)
 def evaluate_fold(
     config: EvalConfig, fold_index: int, names: list[str], key: str, fingerprint: str
-) -> dict[str, dict[str, Any]]:
-    """Every missing algorithm of one fold (units are persisted one by one)."""
+) -> FoldOutcome:
+    """Every missing algorithm of one fold (units are persisted one by one; a unit whose
+    algorithm raises is reported in the outcome, the others go on)."""
     with thread_budget(threads_per_task(config)):
         return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
 

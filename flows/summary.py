@@ -96,6 +96,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, config.json")
     if (outputs.directory / "report.html").exists():
         console.print(f"report:  {outputs.directory / 'report.html'}")
+    for failure in outputs.failed:
+        console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
 
 
 def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:

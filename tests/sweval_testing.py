@@ -132,3 +132,43 @@ def check_child_metrics(uri: str, child: Any, results: pd.DataFrame) -> pd.DataF
     eligible = client.get_metric_history(child.info.run_id, "n_eligible")
     assert sorted(m.step for m in eligible) == sorted(mine["fold"].unique().tolist()), algorithm
     return mine
+
+
+# ------------------------------------------------------------------------------------ plugins
+EXAMPLE_PLUGIN = REPO / "examples" / "plugin"
+
+
+def write_dist_info(site: Path, name: str, version: str, entry_points: dict[str, str]) -> Path:
+    """What ``pip install`` leaves for importlib.metadata to find in ``site``: a
+    ``NAME-VERSION.dist-info`` with METADATA and the ``sweval.algorithms`` entry points."""
+    dist = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    lines = "".join(f"{key} = {value}\n" for key, value in entry_points.items())
+    (dist / "entry_points.txt").write_text(f"[sweval.algorithms]\n{lines}")
+    return dist
+
+
+def install_example_plugin(site: Path) -> list[Path]:
+    """Install ``examples/plugin`` for a test, offline and without building: its source folder
+    plus a dist-info carrying the entry points its pyproject declares. Returns the folders to
+    put on the path (sys.path or PYTHONPATH)."""
+    import tomllib
+
+    project = tomllib.loads((EXAMPLE_PLUGIN / "pyproject.toml").read_text())["project"]
+    write_dist_info(site, project["name"], project["version"],
+                    project["entry-points"]["sweval.algorithms"])
+    return [site, EXAMPLE_PLUGIN / "src"]
+
+
+def use_plugins(monkeypatch: Any, *folders: Path) -> None:
+    """Put ``folders`` on sys.path for one test, with a registry that reads the entry points
+    afresh (and forgets them afterwards)."""
+    import functools
+
+    from sweval.algorithms import registry
+
+    for folder in folders:
+        monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(registry, "plugin_entry_points",
+                        functools.cache(registry.plugin_entry_points.__wrapped__))

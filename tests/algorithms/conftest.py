@@ -22,7 +22,12 @@ REFERENCE_DECIMALS = 9
 def train_from_dense(dense: NDArray[np.bool_]) -> TrainData:
     """TrainData of a binary matrix whose every row and column is non-empty."""
     users, items = np.nonzero(dense)
-    train = TrainData.from_codes(users, items, n_users=dense.shape[0], n_items=dense.shape[1])
+    # one transaction per pair, one second apart, in row-major order; "now" is after the last
+    times = np.arange(len(users), dtype=np.int64)
+    train = TrainData.from_codes(
+        users, items, n_users=dense.shape[0], n_items=dense.shape[1],
+        timestamps=times, cutoff=len(users),
+    )
     assert train.matrix.shape == dense.shape, "every row and column must be non-empty"
     return train
 

@@ -1,0 +1,1 @@
+"""An example SW-EVAL plugin: see :mod:`sweval_recency.models`."""

@@ -1,0 +1,142 @@
+"""The public algorithm API and plugin registration: the example plugin against a slow
+reference, entry points and import paths, their errors, their unit keys, and a model's own
+candidates ranked by the engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sweval_testing import DAY, install_example_plugin, log_frame, use_plugins, write_dist_info
+
+import sweval.algorithms as api
+from sweval.algorithms.registry import available, build_algorithm, resolve
+from sweval.data.errors import SwevalError
+from sweval.data.log import InteractionLog
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.windows import WindowSpec
+
+EXAMPLE = "sweval_recency.models:RecencyPop"
+
+
+@pytest.fixture
+def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    use_plugins(monkeypatch, *install_example_plugin(tmp_path / "site"))
+
+
+def test_the_public_api_exports_what_a_plugin_needs():
+    assert api.Algorithm.__module__ == "sweval.algorithms.base"
+    assert {"Algorithm", "AlgorithmConfig", "TrainData", "unit_threads"} <= set(api.__all__)
+    assert api.ENTRY_POINT_GROUP == "sweval.algorithms"
+
+
+def test_recency_pop_equals_a_slow_reference(example):
+    """score(i) = Σ 0.5 ** ((t_f − t) / half-life) over i's training transactions, from the
+    input frame with a Python loop."""
+    frame = log_frame(8)
+    log = InteractionLog.from_frame(frame, dedup="none")
+    for fold in build_folds(log, WindowSpec(width_s=DAY, n_folds=3, train_window_s=3 * DAY),
+                            u_min=0):
+        train = fold.train_data(log)
+        model = build_algorithm(EXAMPLE, {"half_life_days": 1.5}).fit(train)
+        expected: dict[str, float] = {}
+        for item, t in zip(frame["item"], frame["timestamp"], strict=True):
+            if fold.t_start - 3 * DAY <= t < fold.t_start:
+                expected[item] = expected.get(item, 0.0) + 0.5 ** ((fold.t_start - t) / (1.5 * DAY))
+        got = dict(zip(train.item_ids.tolist(), model.score(np.array([0]))[0].tolist(), strict=True))
+        assert got.keys() == expected.keys()
+        for item, value in expected.items():
+            assert got[item] == pytest.approx(value, rel=1e-12)
+
+
+def test_entry_point_and_import_path_name_the_same_class(example):
+    by_entry, origin = resolve("recency-pop")
+    by_path, path_origin = resolve(EXAMPLE)
+    assert by_entry is by_path
+    assert (origin.kind, origin.target, origin.distribution, origin.version) == (
+        "entry point", EXAMPLE, "sweval-recency", "0.1.0")
+    assert path_origin.kind == "import path"
+    assert by_entry.name == EXAMPLE  # a plugin's default name is its import path
+    found, problems = available()
+    assert "recency-pop" in found and "pop" in found and problems == []
+
+
+def test_a_plugins_unit_code_version_covers_its_package_version(tmp_path, monkeypatch):
+    from sweval.evaluators.units import code_version
+
+    site = tmp_path / "site"
+    use_plugins(monkeypatch, *install_example_plugin(site))
+    first = code_version.__wrapped__("recency-pop")
+    by_path = code_version.__wrapped__(EXAMPLE)
+    (dist,) = site.glob("*.dist-info")
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sweval-recency\nVersion: 0.2.0\n")
+    use_plugins(monkeypatch)  # read the entry points again
+    assert code_version.__wrapped__("recency-pop") not in (first, by_path)
+    assert code_version.__wrapped__("pop") == code_version("pop")
+
+
+@pytest.mark.parametrize(("name", "message"), [
+    ("no_such_pkg.models:Model", r"module 'no_such_pkg.models' not found"),
+    ("sweval.algorithms.popularity:Nope", r"module 'sweval.algorithms.popularity' has no attribute 'Nope'"),
+    ("sweval.data.log:InteractionLog", r"is not an algorithm: class InteractionLog is not a subclass"),
+    ("sweval.data.log:ALL_STRATUM", r"is not an algorithm: str is not a subclass"),
+    ("sweval.algorithms.base:Algorithm", r"class Algorithm is abstract \(implement _fit\)"),
+    ("no-such-model", r"unknown algorithm 'no-such-model'; available: pop, pop-n"),
+    (":Model", r"an import path is module:Class"),
+])
+def test_import_path_errors_are_clear(name, message):
+    with pytest.raises(SwevalError, match=message):
+        resolve(name)
+
+
+def test_a_broken_entry_point_and_a_name_clash_are_clear(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    write_dist_info(site, "bad-plugin", "1.0", {
+        "broken": "no_such_module_x:Model", "pop": "sweval_recency.models:RecencyPop",
+    })
+    use_plugins(monkeypatch, site)
+    with pytest.raises(SwevalError, match=r"'broken': the entry point 'no_such_module_x:Model' "
+                       r"\(group 'sweval.algorithms', declared by bad-plugin 1.0\) fails to load"):
+        resolve("broken")
+    with pytest.raises(SwevalError, match=r"'pop': the entry point .* takes the name of a built-in"):
+        resolve("pop")
+    found, problems = available()
+    assert "broken" not in found and len(problems) == 2
+
+
+class OwnCandidates(api.Algorithm):
+    """Proposes every item, seen ones too, with scores that tie: the engine must drop the seen
+    items and break the ties by column."""
+
+    user_independent: ClassVar[bool] = False
+    sparse_scores: ClassVar[bool] = True
+
+    def _fit(self, train: api.TrainData) -> None:
+        self.scores_ = (np.arange(train.n_items) % 3).astype(np.float64)  # 0,1,2,0,1,2...
+
+    def score_candidates(self, rows):
+        return sp.csr_matrix(np.tile(self.scores_, (len(rows), 1)))
+
+
+def test_a_models_own_candidates_are_ranked_by_the_engine(lib):
+    rng = np.random.default_rng(3)
+    dense = lib.random_binary(rng, 12, 10, 0.3)
+    train = lib.train_from_dense(dense)
+    model = OwnCandidates().fit(train)
+    rows = np.arange(train.n_users)
+    got = model.recommend(rows, 10)
+    scores = np.tile(model.scores_, (len(rows), 1))
+    np.testing.assert_array_equal(got, lib.reference_ranking(scores, dense, 10))
+
+
+def test_negative_candidate_scores_are_refused(lib):
+    class Negative(OwnCandidates):
+        def score_candidates(self, rows):
+            return sp.csr_matrix(-np.ones((len(rows), self.train_.n_items)))
+
+    train = lib.train_from_dense(np.eye(3, dtype=bool))
+    with pytest.raises(ValueError, match="finite and ≥ 0"):
+        Negative().fit(train).recommend(np.arange(3), 2)
