@@ -28,6 +28,7 @@ from sweval.algorithms import ENTRY_POINT_GROUP
 from sweval.algorithms.als import ALS
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.bpr import BPR
+from sweval.algorithms.decay_popularity import DecayPop
 from sweval.algorithms.ease import EASE
 from sweval.algorithms.knn import ItemKNN, UserKNN
 from sweval.algorithms.lmf import LMF
@@ -37,7 +38,8 @@ from sweval.data.errors import SwevalError
 
 #: The built-in algorithms, in display order.
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS, BPR, LMF, EASE)
+    cls.name: cls
+    for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS, BPR, LMF, EASE, DecayPop)
 }
 
 

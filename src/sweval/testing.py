@@ -234,13 +234,21 @@ def check_deterministic(algorithm: AlgorithmLike, params: Params = None) -> None
     """Two fresh models with the same parameters give the same lists on every fold."""
     log = random_log(3)
     for fold in folds_of(log):
-        first = fold_lists(build(algorithm, params), log, fold)
-        second = fold_lists(build(algorithm, params), log, fold)
-        assert first == second, (
-            f"fold at t_f={fold.t_start}: two fits with the same parameters gave different "
-            "lists; seed every random draw from a parameter (and fix the thread count if the "
-            "result depends on it)"
-        )
+        _reproducible_lists(algorithm, params, log, fold)
+
+
+def _reproducible_lists(algorithm: AlgorithmLike, params: Params, log: InteractionLog,
+                        fold: Fold) -> Lists:
+    """The fold's lists, after checking that a second fresh model gives the same ones (the
+    other checks compare lists, so they need that first)."""
+    first = fold_lists(build(algorithm, params), log, fold)
+    second = fold_lists(build(algorithm, params), log, fold)
+    assert first == second, (
+        f"fold at t_f={fold.t_start}: two fits with the same parameters gave different "
+        "lists; seed every random draw from a parameter (and fix the thread count if the "
+        "result depends on it)"
+    )
+    return first
 
 
 def check_no_future_data(algorithm: AlgorithmLike, params: Params = None) -> None:
@@ -268,7 +276,7 @@ def check_no_future_data(algorithm: AlgorithmLike, params: Params = None) -> Non
             future = log_of(rows + planted)
             (twin,) = [f for f in folds_of(future) if f.t_start == t_f]
             assert twin.train_hi - twin.train_lo == fold.train_hi - fold.train_lo
-            before = fold_lists(build(algorithm, params), log, fold)
+            before = _reproducible_lists(algorithm, params, log, fold)
             after = fold_lists(build(algorithm, params), future, twin)
             for user, items in before.items():
                 assert after.get(user) == items, (
@@ -323,7 +331,7 @@ def check_pickling(algorithm: AlgorithmLike, params: Params = None) -> None:
     fold = folds_of(log)[-1]
     train = fold.train_data(log)
     rows = train.rows_of(fold.eligible_users)
-    expected = fold_lists(build(algorithm, params), log, fold)
+    expected = _reproducible_lists(algorithm, params, log, fold)
     for dumps, loads, how in ((pickle.dumps, pickle.loads, "pickle"),
                               (cloudpickle.dumps, cloudpickle.loads, "cloudpickle")):
         fresh = loads(dumps(build(algorithm, params)))

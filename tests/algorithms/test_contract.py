@@ -30,6 +30,7 @@ PARAMS: dict[str, dict] = {
     "bpr": {"factors": 8, "iterations": 50, "learning_rate": 0.1, "device": "cpu"},
     "lmf": {"factors": 8, "iterations": 30},
     "ease": {"l2": 1.0},
+    "decay-pop": {"period": "1D", "horizon": 3},  # the synthetic logs span days
 }
 
 NAMES = list(PARAMS)
@@ -65,8 +66,9 @@ def test_every_builtin_keeps_the_contract(name, check):
 @pytest.mark.parametrize("name", [n for n in NAMES if n not in ("als", "bpr", "lmf")])
 def test_all_tied_scores_come_in_item_id_order(name):
     # Six users with one distinct item each: no overlap, every count 1. POP, POP-N, both kNN,
-    # SVD at full rank (f = 6) and EASE (RᵀR diagonal, so B = 0) score every candidate alike,
-    # so the list is the id order. (Factor models start from random factors: no exact ties.)
+    # SVD at full rank (f = 6), EASE (RᵀR diagonal, so B = 0) and DecayPop (one period) score
+    # every candidate alike, so the list is the id order. (Factor models start from random
+    # factors: no exact ties.)
     rows = [(u, 10 + u, 100 * u) for u in range(6)]
     rows += [(u, 10 + (u + 1) % 6, DAY + 5) for u in range(6)]
     log = log_of(rows)

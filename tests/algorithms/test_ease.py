@@ -64,7 +64,8 @@ def test_hand_computed_two_items():
     """
     from sweval.algorithms.base import TrainData
 
-    train = TrainData.from_codes(np.array([0, 0, 1]), np.array([0, 1, 0]), n_users=2, n_items=2)
+    train = TrainData.from_codes(np.array([0, 0, 1]), np.array([0, 1, 0]), n_users=2, n_items=2,
+                                 timestamps=np.array([0, 1, 2]), cutoff=3)
     model = EASE(l2=1.0).fit(train)
     np.testing.assert_allclose(model.weights_, [[0, 1 / 3], [1 / 2, 0]], atol=1e-15)
     assert model.score(np.array([1]))[0, 1] == round(1 / 3, 10)

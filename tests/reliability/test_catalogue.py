@@ -631,6 +631,11 @@ CASES: list[Case] = [
          PLAIN, via="run", options={"algorithms": ["ease"], "params": {"ease": {"max_matrix_gb": 1e-6}}},
          error=r"ease: this fold's training data has 1[0-5] items; EASE's dense item × item matrix would take "
                r"0\.0 GiB, over the budget ease\.max_matrix_gb=1e-06 \(at most 11 items\)"),
+    Case("decay-pop-period-ambiguous", "--set decay-pop.period=1M",
+         "error: names the parameter; minutes or months? (a month is written 30D)",
+         PLAIN, via="run", options={"algorithms": ["decay-pop"], "params": {"decay-pop": {"period": "1M"}}},
+         error=r"bad parameters for decay-pop: decay-pop\.period: .*'1M': 'M' is ambiguous; write 'min' for "
+               r"minutes \(30min\), and days for months"),
     Case("window-ambiguous-M", "--window 1M", "error: minutes or months? write 30min or 30D",
          PLAIN, via="run", options={"window": "1M"}, error=r"--window '1M': 'M' is ambiguous"),
     Case("window-unparsable", "--window '1 fortnight'", "error: not a duration, with examples",
