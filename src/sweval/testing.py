@@ -31,8 +31,8 @@ name; the model is built as ``algorithm(**params)``, i.e. validated by its ``Con
   the fold's lists.
 - :func:`check_known_answer`: the checkerboard. User u consumed every item of its own colour
   (u ≡ i mod 2) except item u; a personalised model must rank item u first for every u. Every
-  item is equally popular there, so a model whose scores are the same for every user
-  (``user_independent``) must tie them all and list unseen items by id.
+  item is equally popular there, all at the same instant, so a model whose scores are the same
+  for every user (``user_independent``) must tie them all and list unseen items by id.
 - :func:`check_pickling`: a fresh and a fitted model survive ``pickle`` and ``cloudpickle``
   (how Dask ships them to workers) and give the same lists afterwards.
 
@@ -288,13 +288,14 @@ def check_no_future_data(algorithm: AlgorithmLike, params: Params = None) -> Non
 
 def checkerboard_log(half: int = 5) -> tuple[InteractionLog, dict[Any, Any]]:
     """The checkerboard: 2·``half`` users and items, R[u, i] = 1 iff u ≡ i (mod 2) and i ≠ u,
-    all within the day before the test day (T0 + 1 day), where each user consumes item u.
+    every training transaction at the same instant (so every item is equally popular by any
+    count, recent or not), then each user consumes item u on the test day (T0 + 1 day).
 
     Returns the log and each user's known answer for a personalised model: item u.
     """
     n = 2 * half
     rows = [
-        (u, i, T0 + 60 * (u * n + i))
+        (u, i, T0 + DAY // 2)
         for u in range(n) for i in range(n) if (u - i) % 2 == 0 and u != i
     ]  # fmt: skip
     rows += [(u, u, T0 + DAY + u) for u in range(n)]

@@ -125,3 +125,11 @@ def test_wrong_known_answers_fail():
 def test_a_model_that_cannot_be_pickled_fails():
     with pytest.raises(TypeError, match="pickle"):
         check_pickling(Locked)
+
+
+def test_the_example_plugin_keeps_the_contract(monkeypatch):
+    """The kit takes a model by its import path, as ``--algorithms`` does."""
+    from sweval_testing import EXAMPLE_PLUGIN
+
+    monkeypatch.syspath_prepend(str(EXAMPLE_PLUGIN / "src"))
+    check_algorithm("sweval_recency.models:RecencyPop", {"half_life_days": 2.0})
