@@ -102,7 +102,7 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     batch_job = Evaluation(batch).job_parameters(Evaluation(batch).jobs()[0])
     write_log(frame=full)  # the log grows while the run is going
     _PLANS.clear()  # as on a fresh worker process
-    assert len(compute_fold(**rolling_job)) == 2  # pop and pop-n of the first fold
+    assert len(compute_fold(**rolling_job).computed) == 2  # pop and pop-n of the first fold
     _PLANS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
         compute_fold(**batch_job)

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-from sweval_testing import DAY, REPO, T0
+from sweval_testing import DAY, REPO, T0, use_plugins, write_dist_info
 
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
@@ -330,6 +330,42 @@ def shifted(frame: pd.DataFrame, seconds: int) -> pd.DataFrame:
 def with_users(frame: pd.DataFrame, users: list[str]) -> pd.DataFrame:
     mapping = {f"u{i}": name for i, name in enumerate(users)}
     return frame.assign(user=frame["user"].map(lambda u: mapping.get(u, u)))
+
+
+def _plugin_entry_points(entry_points: dict[str, str]) -> Callable[[Path, pytest.MonkeyPatch], Path]:
+    """The plain log, with a plugin package declaring ``entry_points`` installed for the test."""
+
+    def build(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        write_dist_info(tmp / "site", "bad-plugin", "1.0", entry_points)
+        use_plugins(monkeypatch, tmp / "site")
+        return PLAIN(tmp)
+
+    return build
+
+
+FAILING_PLUGIN = (
+    "from sweval.algorithms import Algorithm\n\n\n"
+    "class FailsInFit(Algorithm):\n"
+    "    def _fit(self, train):\n"
+    "        raise RuntimeError('plugin bug')\n"
+)
+
+
+def _failing_plugin(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp / "plugins").mkdir()
+    (tmp / "plugins" / "failing_plugin.py").write_text(FAILING_PLUGIN)
+    use_plugins(monkeypatch, tmp / "plugins")
+    return PLAIN(tmp)
+
+
+def check_plugin_failed_alone(outputs: Any, ctx: Context) -> None:
+    used = sorted(int(f) for f in outputs.folds.loc[~outputs.folds["skipped"], "fold"])
+    assert used
+    assert [(f.fold, f.label, f.error) for f in outputs.failed] == [
+        (fold, "failing_plugin:FailsInFit", "RuntimeError: plugin bug") for fold in used]
+    results = pd.read_csv(Path(ctx.output) / "results.csv")
+    assert set(results.loc[~results["skipped"], "algorithm"]) == {"pop"}
+    assert results.loc[~results["skipped"], "value"].notna().all()
 
 
 # ------------------------------------------------------------------------------------ the table
@@ -660,6 +696,36 @@ CASES: list[Case] = [
          options={"folds": 10**9, "window": "1s"}, error=r"--folds 1000000000: at most 100,000 windows"),
     Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the output directory",
          PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the output directory .*Not a directory"),
+    # ---------------------------------------------------------------- plugins (docs/plugins.md)
+    Case("plugin-module-missing", "--algorithms pop,no_such_pkg.models:Model",
+         "error: the module is not found (is its package installed, its folder on PYTHONPATH?)",
+         PLAIN, via="run", options={"algorithms": ["pop", "no_such_pkg.models:Model"], "params": {}},
+         error=r"algorithm 'no_such_pkg.models:Model': module 'no_such_pkg.models' not found"),
+    Case("plugin-attribute-missing", "--algorithms sweval.algorithms.popularity:Nope",
+         "error: the module has no such attribute", PLAIN, via="run",
+         options={"algorithms": ["sweval.algorithms.popularity:Nope"], "params": {}},
+         error=r"module 'sweval.algorithms.popularity' has no attribute 'Nope'"),
+    Case("plugin-not-an-algorithm", "--algorithms sweval.data.log:InteractionLog",
+         "error: not a subclass of sweval.algorithms.Algorithm", PLAIN, via="run",
+         options={"algorithms": ["sweval.data.log:InteractionLog"], "params": {}},
+         error=r"algorithm 'sweval.data.log:InteractionLog' is not an algorithm: class InteractionLog"),
+    Case("plugin-entry-point-broken", "an installed entry point `broken = no_such_module_x:Model`",
+         "error when it is named: the entry point, its package and why it fails to load",
+         _plugin_entry_points({"broken": "no_such_module_x:Model"}), via="run",
+         options={"algorithms": ["pop", "broken"], "params": {}},
+         error=r"algorithm 'broken': the entry point 'no_such_module_x:Model' \(group "
+               r"'sweval.algorithms', declared by bad-plugin 1.0\) fails to load: ModuleNotFoundError"),
+    Case("plugin-name-clash", "an installed entry point named `pop`",
+         "error when `pop` is named: a plugin may not take a built-in's name (rename it, or use its import path)",
+         _plugin_entry_points({"pop": "sweval.algorithms.popularity:PopN"}), via="run",
+         options={"algorithms": ["pop"], "params": {}},
+         error=r"algorithm 'pop': the entry point .* takes the name of a built-in algorithm"),
+    Case("plugin-raises-in-fit", "a plugin whose fit raises",
+         "its units fail (name and traceback in the log), the others are computed, stored and written; "
+         "`sweval run` lists the failed units and exits with 3",
+         _failing_plugin, via="run", options={"algorithms": ["pop", "failing_plugin:FailsInFit"],
+                                              "params": {}},
+         check=check_plugin_failed_alone),
 ]
 
 
