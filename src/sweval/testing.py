@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.algorithms.base import Algorithm
+from sweval.algorithms.registry import build_algorithm
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import evaluate_unit
 from sweval.evaluators.folds import Fold, build_folds
@@ -124,8 +125,6 @@ def folds_of(log: InteractionLog, *, n_folds: int = N_FOLDS, start: int | None =
 def build(algorithm: AlgorithmLike, params: Params = None) -> Algorithm:
     """A fresh model: ``algorithm(**params)``; a name is looked up in the registry."""
     if isinstance(algorithm, str):
-        from sweval.algorithms.registry import build_algorithm
-
         return build_algorithm(algorithm, dict(params or {}))
     return algorithm(**dict(params or {}))
 
