@@ -2,57 +2,16 @@
 
 from __future__ import annotations
 
-import logging
-import warnings
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
+from sweval.algorithms.implicit_device import Device, resolve_device, to_numpy
 from sweval.algorithms.threads import unit_threads
 from sweval.data.errors import SwevalError
-
-_log = logging.getLogger(__name__)
-
-Device = Literal["auto", "cpu", "gpu"]
-
-#: The CPU fallback of ``device=auto`` is announced once per process, not once per fold.
-_fallback_announced = False
-
-
-def cuda_available() -> bool:
-    """Whether implicit can train on a GPU (its CUDA extension and RMM import and see a GPU)."""
-    with warnings.catch_warnings():
-        # implicit.gpu warns when the extension exists but no GPU/driver does: we report that.
-        warnings.simplefilter("ignore")
-        import implicit.gpu
-
-    return bool(implicit.gpu.HAS_CUDA)
-
-
-def resolve_device(device: Device) -> Literal["cpu", "gpu"]:
-    """Turn ``auto | cpu | gpu`` into the device that will run.
-
-    Raises:
-        SwevalError: ``gpu`` was asked for but implicit has no CUDA support here.
-    """
-    global _fallback_announced
-    if device == "cpu":
-        return "cpu"
-    if cuda_available():
-        return "gpu"
-    if device == "gpu":
-        raise SwevalError(
-            "--set als.device=gpu needs CUDA and implicit[gpu] (pip install 'sweval[gpu]'): "
-            "implicit.gpu.HAS_CUDA is False here (no GPU, no CUDA 13 runtime, or rmm missing). "
-            "Use als.device=auto or als.device=cpu."
-        )
-    if not _fallback_announced:
-        _log.info("als: device=auto found no CUDA support in implicit; training on the CPU")
-        _fallback_announced = True
-    return "cpu"
 
 
 class ALSConfig(AlgorithmConfig):
@@ -104,7 +63,8 @@ class ALS(Algorithm):
     ``threadpool_limits(1, "blas")`` as implicit asks, with :data:`~algorithms.threads.unit_threads`
     OpenMP threads (all cores unless fold tasks share the process); every row's solve is done
     whole by one thread, so the factors do not depend on it. The device is resolved once, at
-    construction (:func:`resolve_device`); :attr:`device` reports the one that ran.
+    construction (:func:`~algorithms.implicit_device.resolve_device`); :attr:`device` reports
+    the one that ran.
 
     ``warm_start`` (off by default) is a labelled deviation for speed: fold f starts from
     the factors of the previous fitted fold (rows matched by global user/item code, new ones
@@ -117,7 +77,7 @@ class ALS(Algorithm):
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
         super().__init__(config, **params)
-        self.resolved_device_ = resolve_device(self.config.device)
+        self.resolved_device_ = resolve_device(self.config.device, self.name)
 
     @property
     def device(self) -> str:
@@ -164,8 +124,8 @@ class ALS(Algorithm):
         # implicit keeps float32 factors; scores are float64. Only the scored users' rows are
         # converted (in score): converting every user's row took 0.17 s a fold at scale 1
         # (96 MB of fresh float64), 3.6 % of the fit, for the ~1 % of users that are scored.
-        self.user_factors_ = _to_numpy(model.user_factors)
-        self.item_factors_ = _to_numpy(model.item_factors).astype(np.float64)
+        self.user_factors_ = to_numpy(model.user_factors)
+        self.item_factors_ = to_numpy(model.item_factors).astype(np.float64)
 
     def warm_state(self) -> WarmState:
         if self.train_ is None:
@@ -196,9 +156,3 @@ def _carry_over(
     factors[known] = old_factors[where[known]]
     return factors
 
-
-def _to_numpy(factors: Any) -> NDArray[np.float32]:
-    """Factors as a float32 numpy array (GPU models hold ``implicit.gpu.Matrix`` objects)."""
-    if hasattr(factors, "to_numpy"):
-        factors = factors.to_numpy()
-    return np.ascontiguousarray(factors, dtype=np.float32)

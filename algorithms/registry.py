@@ -27,14 +27,19 @@ from pydantic import ValidationError
 from sweval.algorithms import ENTRY_POINT_GROUP
 from sweval.algorithms.als import ALS
 from sweval.algorithms.base import Algorithm
+from sweval.algorithms.bpr import BPR
+from sweval.algorithms.decay_popularity import DecayPop
+from sweval.algorithms.ease import EASE
 from sweval.algorithms.knn import ItemKNN, UserKNN
+from sweval.algorithms.lmf import LMF
 from sweval.algorithms.popularity import Pop, PopN
 from sweval.algorithms.svd import PureSVD
 from sweval.data.errors import SwevalError
 
 #: The built-in algorithms, in display order.
 ALGORITHMS: dict[str, type[Algorithm]] = {
-    cls.name: cls for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS)
+    cls.name: cls
+    for cls in (Pop, PopN, ItemKNN, UserKNN, PureSVD, ALS, BPR, LMF, EASE, DecayPop)
 }
 
 

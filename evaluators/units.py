@@ -47,8 +47,9 @@ _ROOT = Path(__file__).resolve().parents[1]
 #: The shared code that computes every unit: the algorithms' common base, ranking, score
 #: rounding and kernels, the engine (fit, rank, measure) and the splits, folds and log it reads.
 #: An algorithm's own module is added per algorithm. Thread budgets (``algorithms/threads.py``:
-#: the factors are bit-identical for any count), the registry, report, tracking and
-#: orchestration are not part of a key.
+#: the factors are bit-identical for any count, or scores are snapped), where implicit's models
+#: run (``algorithms/implicit_device.py``: the resolved device is among the key's params), the
+#: registry, report, tracking and orchestration are not part of a key.
 CORE_MODULES = (
     "algorithms/base.py",
     "algorithms/neighbour_kernels.py",

@@ -8,8 +8,9 @@ import warnings
 import numpy as np
 import pytest
 
-import sweval.algorithms.als as als_module
-from sweval.algorithms.als import ALS, cuda_available
+import sweval.algorithms.implicit_device as device_module
+from sweval.algorithms.als import ALS
+from sweval.algorithms.implicit_device import cuda_available
 from sweval.algorithms.registry import build_algorithm
 from sweval.data.errors import SwevalError
 
@@ -133,8 +134,8 @@ def test_gpu_without_cuda_is_a_user_error():
 
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
 def test_auto_falls_back_to_cpu_and_says_so_once(lib, monkeypatch, caplog):
-    monkeypatch.setattr(als_module, "_fallback_announced", False)
-    with caplog.at_level(logging.INFO, logger="sweval.algorithms.als"):
+    monkeypatch.setattr(device_module, "_fallback_announced", set())
+    with caplog.at_level(logging.INFO, logger="sweval.algorithms.implicit_device"):
         first = build_algorithm("als", {"device": "auto", "factors": 4, "iterations": 2})
         second = build_algorithm("als", {"device": "auto"})
     assert first.device == second.device == "cpu"

@@ -12,8 +12,9 @@ PACKAGES = ("data", "evaluators", "algorithms", "flows")
 
 
 def _modules() -> dict[str, Path]:
-    """``sweval.<dotted name>`` -> source file, for every module of the four packages."""
-    found = {}
+    """``sweval.<dotted name>`` -> source file, for every module of the four packages and the
+    modules of ``src/sweval`` itself (the contract kit ``sweval.testing``)."""
+    found = {"sweval.testing": REPO / "src" / "sweval" / "testing.py"}
     for package in PACKAGES:
         for path in (REPO / package).rglob("*.py"):
             parts = ["sweval", *path.relative_to(REPO).with_suffix("").parts]

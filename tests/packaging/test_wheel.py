@@ -36,6 +36,7 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
     assert top_level == {"sweval", next(n for n in top_level if n.endswith(".dist-info"))}
     for package in ("data", "evaluators", "algorithms", "flows"):
         assert f"sweval/{package}/__init__.py" in names
+    assert "sweval/testing.py" in names  # the contract kit users run on their models
     assert "sweval/data/bundled/movielens-latest-small/ratings.csv.gz" in names
     assert "sweval/evaluators/templates/report.html.j2" in names  # the report's HTML
     dist_info = next(n for n in top_level if n.endswith(".dist-info"))
@@ -59,7 +60,7 @@ def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path:
                     str(python), str(wheel)], check=True, capture_output=True, timeout=300)
     env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
     found = subprocess.run(
-        [str(python), "-c", "import sweval.flows.cli, sweval.data.loaders as l;"
+        [str(python), "-c", "import sweval.flows.cli, sweval.testing, sweval.data.loaders as l;"
          "print(sweval.flows.cli.__file__); print(l.BUNDLED)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )

@@ -884,6 +884,16 @@ CASES: list[Case] = [
     Case("param-for-unlisted-algorithm", "--set svd.factors=3 without svd in --algorithms",
          "error: names the algorithm", PLAIN, via="run", options={"params": {"svd": {"factors": 3}}},
          error=r"--set names algorithm\(s\) not in --algorithms: svd"),
+    Case("ease-items-over-budget", "--algorithms ease --set ease.max_matrix_gb=0.000001 (15 items: 1,800 bytes)",
+         "error: names the fold's item count, the size its item × item matrix needs and the budget, before allocating it",
+         PLAIN, via="run", options={"algorithms": ["ease"], "params": {"ease": {"max_matrix_gb": 1e-6}}},
+         error=r"ease: this fold's training data has 1[0-5] items; EASE's dense item × item matrix would take "
+               r"0\.0 GiB, over the budget ease\.max_matrix_gb=1e-06 \(at most 11 items\)"),
+    Case("decay-pop-period-ambiguous", "--set decay-pop.period=1M",
+         "error: names the parameter; minutes or months? (a month is written 30D)",
+         PLAIN, via="run", options={"algorithms": ["decay-pop"], "params": {"decay-pop": {"period": "1M"}}},
+         error=r"bad parameters for decay-pop: decay-pop\.period: .*'1M': 'M' is ambiguous; write 'min' for "
+               r"minutes \(30min\), and days for months"),
     Case("window-ambiguous-M", "--window 1M", "error: minutes or months? write 30min or 30D",
          PLAIN, via="run", options={"window": "1M"}, error=r"--window '1M': 'M' is ambiguous"),
     Case("window-unparsable", "--window '1 fortnight'", "error: not a duration, with examples",
