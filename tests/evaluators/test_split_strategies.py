@@ -157,3 +157,43 @@ def test_a_basket_column_that_does_not_exist_names_it():
     with pytest.raises(SwevalError, match="missing column.*'order'"):
         InteractionLog.from_frame(pd.DataFrame(HAND, columns=["user", "item", "timestamp"]),
                                   basket_col="order")
+
+
+@st.composite
+def basket_logs(draw) -> InteractionLog:
+    """Random logs whose transactions carry an order id (a few orders per user)."""
+    n = draw(st.integers(2, 50))
+    frame = pd.DataFrame({
+        "user": draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)),
+        "item": draw(st.lists(st.integers(0, 10), min_size=n, max_size=n)),
+        "timestamp": draw(st.lists(st.integers(0, 4 * DAY), min_size=n, max_size=n)),
+        "order": draw(st.lists(st.sampled_from(["o1", "o2", "o3"]), min_size=n, max_size=n)),
+    })
+    return InteractionLog.from_frame(frame, basket_col="order",
+                                     dedup=draw(st.sampled_from(["first", "none"])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(log=basket_logs())
+def test_leave_last_basket_keeps_the_hold_out_invariants(log):
+    from sweval.evaluators.protocols import LeaveLastBasket
+    from sweval.evaluators.splits import last_basket_positions
+
+    split = next(LeaveLastBasket().splits(log))
+    held = last_basket_positions(log)
+    frame = log.to_frame().reset_index(drop=True)
+    baskets = frame.groupby("user")["basket"].nunique()
+    evaluated = sorted(baskets[baskets >= 2].index)
+    assert sorted(log.user_ids[split.relevant.users].tolist()) == evaluated
+    for user in evaluated:  # held out: every transaction of the basket of the latest one
+        mine = frame[frame["user"] == user]
+        last_basket = mine["basket"].iloc[-1]
+        assert sorted(mine.index[mine["basket"] == last_basket]) == sorted(
+            p for p in held.tolist() if frame.loc[p, "user"] == user)
+    keep = np.ones(len(log), dtype=bool)
+    keep[held] = False
+    coo = split.make_train().matrix.tocoo()
+    train = split.make_train()
+    assert {(int(train.user_codes[r]), int(train.item_codes[c]))
+            for r, c in zip(coo.row, coo.col, strict=True)} == {
+        (int(u), int(i)) for u, i in zip(log.user[keep], log.item[keep], strict=True)}
