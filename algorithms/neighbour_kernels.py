@@ -232,3 +232,232 @@ def _grow(array, size):
     out = np.empty(size, dtype=array.dtype)
     out[: len(array)] = array
     return out
+
+
+#: Users whose exact overlap the first pass of :func:`pruned_user_neighbours` computes (per kept
+#: neighbour) to bound the n-th best cosine before the counting pass.
+PROBES_PER_KEPT = 2
+
+#: Relative margin of the pruning bounds of :func:`pruned_user_neighbours`: a user is skipped
+#: only when its bound on the squared cosine lies this far below the threshold, far outside the
+#: near-tie band of :func:`_keep_near` (the result is then that of the full count).
+PRUNE_MARGIN = 1e-12
+
+
+@njit(cache=True, nogil=True)
+def _first_above(p_indices, sizes, lo, hi, size):
+    """First position in [lo, hi) whose user is larger than ``size`` (users sorted by size)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if sizes[p_indices[mid]] > size:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _first_at_least(p_indices, lo, hi, user):
+    """First position in [lo, hi) holding a user ≥ ``user`` (users ascending in [lo, hi))."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if p_indices[mid] >= user:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def _overlap(r_indptr, r_indices, v, mark):
+    """|I_v ∩ I_u| with ``mark`` set on I_u."""
+    count = 0
+    for z in range(r_indptr[v], r_indptr[v + 1]):
+        count += mark[r_indices[z]]
+    return count
+
+
+@njit(cache=True, nogil=True)
+def pruned_user_neighbours(
+    rows, r_indptr, r_indices, p_indptr, p_indices, sizes, bitmap_slot, bitmaps, n, n_users
+):
+    """Top-n (n ≥ 1) cosine neighbours of users: :func:`cosine_neighbours`' result, exactly,
+    without counting the overlap of u with every user who shares an item with u.
+
+    In a retail log the popular items' postings hold most users, so the full count walks a
+    number of entries per user that grows with the log (quadratic cost overall). With b = |I_u|,
+    β = |I_v|, c = |I_u ∩ I_v| and cos²(u, v) = c² / (b · β):
+
+    1. Threshold. The exact overlaps of a few users (the first met walking u's items rarest
+       first, :data:`PROBES_PER_KEPT` per neighbour, and the n lowest users of size 1 of each
+       item, whose c is 1) give (θ, v_θ), the n-th best of them by (cosine desc, user asc): the
+       n-th best of all users ranks at or before it.
+    2. Count. u's items are walked rarest first; at walk position i (0-based), a user met for
+       the first time shares none of the i items before, so c ≤ m = min(b − i, β) and
+       cos² ≤ m² / (b · β), which is below θ² unless θ²·b ≤ β ≤ (b − i)² / (b · θ²)
+       (:data:`PRUNE_MARGIN` widens both ends). Each item's users are stored sorted by (β, v),
+       so the walk covers one contiguous range per item; users of size 1 (cosine exactly
+       sqrt(1 / b)) stop at v_θ when that cosine equals θ. The ranges shrink along the walk,
+       so a user is counted at a prefix of its shared items; one whose size leaves the range
+       before the last item gets c ≤ counted + items left, and its overlap is recomputed
+       exactly (a pass over I_v) unless that bound already rules it out.
+    3. Select: the counted users go through the same selection as :func:`cosine_neighbours`
+       (squared cosines, near-ties, square roots), so the result is the same floats.
+
+    Args:
+        rows: the users whose neighbours are wanted.
+        r_indptr, r_indices: R, users × items (CSR).
+        p_indptr, p_indices: the postings, items × users, each item's users sorted by (β, v).
+        sizes: β per user, as float64.
+        n: neighbours per user.
+        n_users: number of users (columns of the result).
+
+    Returns:
+        (indptr, indices, data) of a len(rows) × n_users CSR, columns ascending within rows.
+    """
+    n_rows = len(rows)
+    n_items = len(p_indptr) - 1
+    counts = np.zeros(n_users, dtype=np.int32)
+    probed = np.zeros(n_users, dtype=np.bool_)
+    mark = np.zeros(n_items, dtype=np.bool_)
+    touched = np.empty(n_users + 1, dtype=np.int64)  # +1: the branch-free writes below
+    vals = np.empty(n_users + 1, dtype=np.float64)
+    value_of = np.empty(n_users, dtype=np.float64)
+    sample_cols = np.empty(SAMPLE_PER_KEPT * n, dtype=np.int64)
+    sample_vals = np.empty(SAMPLE_PER_KEPT * n, dtype=np.float64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out_cols = np.empty(n_rows * n, dtype=np.int64)
+    out_vals = np.empty(n_rows * n, dtype=np.float64)
+    for q in range(n_rows):
+        r = rows[q]
+        lo_r, hi_r = r_indptr[r], r_indptr[r + 1]
+        b = hi_r - lo_r
+        row_size = sizes[r]
+        items = r_indices[lo_r:hi_r]
+        degrees = np.empty(b, dtype=np.int64)
+        for p in range(b):
+            mark[items[p]] = True
+            degrees[p] = p_indptr[items[p] + 1] - p_indptr[items[p]]
+        walk = items[np.argsort(degrees)]  # rarest first
+
+        # 1. Threshold from exact overlaps of a few users (their cosines in probe_*).
+        budget = PROBES_PER_KEPT * n
+        probe_cols = np.empty(budget + b * n, dtype=np.int64)
+        probe_vals = np.empty(budget + b * n, dtype=np.float64)
+        n_probes = 0
+        for i in range(b):
+            t = walk[i]
+            for z in range(p_indptr[t], p_indptr[t + 1]):
+                if n_probes >= budget:
+                    break
+                v = p_indices[z]
+                if v != r and not probed[v]:
+                    probed[v] = True
+                    c = float(_overlap(r_indptr, r_indices, v, mark))
+                    probe_cols[n_probes] = v
+                    probe_vals[n_probes] = np.sqrt(c * c / (row_size * sizes[v]))
+                    n_probes += 1
+        single = np.sqrt(1.0 * 1.0 / (row_size * 1.0))  # the cosine of any user of size 1
+        for i in range(b):
+            t = walk[i]
+            z, end = p_indptr[t], min(p_indptr[t + 1], p_indptr[t] + n)
+            while z < end and sizes[p_indices[z]] == 1.0:
+                v = p_indices[z]
+                if v != r and not probed[v]:
+                    probed[v] = True
+                    probe_cols[n_probes] = v
+                    probe_vals[n_probes] = single
+                    n_probes += 1
+                z += 1
+        for p in range(n_probes):
+            probed[probe_cols[p]] = False
+        pruned = n_probes >= n
+        theta, theta_user, theta_square = 0.0, 0, 0.0
+        if pruned:
+            _select_best(probe_cols, probe_vals, n_probes, n)
+            theta, theta_user = probe_vals[n - 1], probe_cols[n - 1]
+            theta_square = theta * theta * (1.0 - PRUNE_MARGIN)
+        # The size range of walk position i: [low, high[i]].
+        low = theta_square * row_size * (1.0 - PRUNE_MARGIN)
+        high = np.empty(b, dtype=np.float64)
+        for i in range(b):
+            if pruned:
+                left = float(b - i)
+                high[i] = left * left / (row_size * theta_square) * (1.0 + PRUNE_MARGIN)
+            else:
+                high[i] = np.inf
+
+        # 2. Count over the ranges.
+        count = 0
+        for i in range(b):
+            t = walk[i]
+            start, end = p_indptr[t], p_indptr[t + 1]
+            if pruned:
+                if low > 1.0:  # skip the users smaller than the range
+                    start = _first_above(p_indices, sizes, start, end, np.ceil(low) - 1.0)
+                elif start < end and sizes[p_indices[start]] == 1.0 and single <= theta:
+                    ones_end = _first_above(p_indices, sizes, start, end, 1.0)
+                    if single < theta:
+                        start = ones_end
+                    else:  # cosine θ: users after v_θ rank after the n probes up to (θ, v_θ)
+                        cut = _first_at_least(p_indices, start, ones_end, theta_user + 1)
+                        for z in range(start, cut):
+                            s = p_indices[z]
+                            touched[count] = s
+                            count += counts[s] == 0
+                            counts[s] += 1
+                        start = ones_end
+                end = _first_above(p_indices, sizes, start, end, np.floor(high[i]))
+            for z in range(start, end):
+                s = p_indices[z]
+                touched[count] = s  # branch-free: kept only when s is new
+                count += counts[s] == 0
+                counts[s] += 1
+
+        # 3. Exact counts, squared cosines, then the selection of cosine_neighbours.
+        size = 0
+        for p in range(count):
+            s = touched[p]
+            c = counts[s]
+            counts[s] = 0
+            beta = sizes[s]
+            if beta > high[b - 1]:  # left the range before the last item: c may be short
+                last = b - 1
+                while last >= 0 and beta > high[last]:
+                    last -= 1
+                bound = min(float(c + b - 1 - last), beta)
+                if bound * bound / (row_size * beta) < theta_square:
+                    continue
+                extra = 0  # the items after ``last`` (u's most popular) from their bitmaps
+                for i in range(last + 1, b):
+                    slot = bitmap_slot[walk[i]]
+                    if slot < 0:
+                        extra = -1
+                        break
+                    extra += (bitmaps[slot, s >> 3] >> (s & 7)) & 1
+                c = c + extra if extra >= 0 else _overlap(r_indptr, r_indices, s, mark)
+            cf = float(c)
+            touched[size] = s  # branch-free: s == r (never its own neighbour) is overwritten
+            vals[size] = cf * cf / (row_size * beta)
+            size += s != r
+        for p in range(b):
+            mark[items[p]] = False
+        kept = size if size <= n else n
+        if kept < size:
+            if size > 2 * SAMPLE_PER_KEPT * kept:
+                size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
+            _select_best(touched, vals, size, kept)
+            size = _keep_near(touched, vals, size, kept)
+        for p in range(size):
+            vals[p] = np.sqrt(vals[p])
+        if kept < size:
+            _select_best(touched, vals, size, kept)
+        start = indptr[q]
+        for p in range(kept):
+            value_of[touched[p]] = vals[p]
+        touched[:kept].sort()
+        for p in range(kept):
+            out_cols[start + p] = touched[p]
+            out_vals[start + p] = value_of[touched[p]]
+        indptr[q + 1] = start + kept
+    return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
