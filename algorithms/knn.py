@@ -174,13 +174,9 @@ class UserKNN(Algorithm):
         score(u, i) = Σ_{v ∈ N(u)} R[v, i]               (weighting = count)
         score(u, i) = Σ_{v ∈ N(u)} cos(u, v) · R[v, i]   (weighting = cosine)
 
-    Every training user is a neighbour candidate. Neighbours are searched only for the
-    requested users (no users × users product), so ``fit`` is cheap. With n_neighbors > 0 the
-    search walks u's items rarest first and skips the users that a bound on their overlap proves
-    cannot enter the top n (:func:`algorithms.neighbour_kernels.pruned_user_neighbours`):
-    in a retail log the popular items' postings hold most users, and walking them all for every
-    evaluated user made the cost grow with the square of the log. The neighbours and their
-    cosines are exactly those of the full count (:func:`top_cosines`, used for n_neighbors = 0).
+    Every training user is a neighbour candidate. Only the requested users' rows of R Rᵀ are
+    counted (one compiled pass per user, no users × users product), so ``fit`` is cheap and the
+    cost grows with the number of evaluated users, not with all training users squared.
     """
 
     name: ClassVar[str] = "user-knn"
@@ -190,75 +186,18 @@ class UserKNN(Algorithm):
     def _fit(self, train: TrainData) -> None:
         self.matrix_ = train.matrix
         self.values_ = train.matrix.astype(np.float64)
+        self.item_users_ = train.matrix.T.tocsr()
         self.user_sizes_ = np.diff(train.matrix.indptr).astype(np.float64)
-        self.item_users_ = _users_by_size(train.matrix, self.user_sizes_)
-        self.bitmap_slot_, self.bitmaps_ = _popular_item_bitmaps(self.item_users_)
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""
         sizes = self.user_sizes_
-        n = self.config.n_neighbors
-        if n == 0:
-            return top_cosines(rows, self.matrix_, self.item_users_, sizes, sizes, 0)
-        from sweval.algorithms.row_chunks import over_row_chunks
-        from sweval.algorithms.neighbour_kernels import pruned_user_neighbours  # numba
-
-        rows = np.asarray(rows, dtype=np.int64)
-        matrix, postings = self.matrix_, self.item_users_
-        pieces = over_row_chunks(
-            len(rows),
-            lambda lo, hi: pruned_user_neighbours(
-                rows[lo:hi], matrix.indptr, matrix.indices, postings.indptr, postings.indices,
-                sizes, self.bitmap_slot_, self.bitmaps_, n, matrix.shape[0],
-            ),
-        )  # fmt: skip
-        lengths = np.concatenate([np.diff(indptr) for indptr, _, _ in pieces])
-        indptr = np.concatenate(([0], np.cumsum(lengths)))
-        indices = np.concatenate([piece[1] for piece in pieces])
-        data = np.concatenate([piece[2] for piece in pieces])
-        result = sp.csr_matrix((data, indices, indptr), shape=(len(rows), matrix.shape[0]))
-        result.has_sorted_indices = True
-        return result
+        return top_cosines(
+            rows, self.matrix_, self.item_users_, sizes, sizes, self.config.n_neighbors
+        )
 
     def score_factors(self, rows: NDArray[np.int64]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         weights = self.neighbours(rows)
         if self.config.weighting == "count":
             weights.data[:] = 1.0
         return weights, self.values_
-
-
-def _users_by_size(matrix: sp.csr_matrix, sizes: NDArray[np.float64]) -> sp.csr_matrix:
-    """Rᵀ as CSR (items × users) with each item's users sorted by (|I_v|, v).
-
-    Transposing R with its rows stably ordered by size lists every item's users in that order;
-    the column indices are then mapped back to users.
-    """
-    by_size = np.argsort(sizes, kind="stable")
-    postings = matrix[by_size].T.tocsr()
-    postings.indices = by_size[postings.indices].astype(postings.indices.dtype)
-    postings.has_sorted_indices = False
-    return postings
-
-
-#: Items whose users user-kNN also keeps as a bitmap (n_users bits each): the most popular.
-BITMAP_ITEMS = 64
-
-
-def _popular_item_bitmaps(
-    postings: sp.csr_matrix,
-) -> tuple[NDArray[np.int64], NDArray[np.uint8]]:
-    """(slot, bits): bit v of ``bits[slot[t]]`` (little-endian bytes) is set iff v uses item t,
-    for the :data:`BITMAP_ITEMS` most used items t (slot −1 for the others)."""
-    n_items, n_users = postings.shape
-    degrees = np.diff(postings.indptr)
-    popular = np.argsort(-degrees, kind="stable")[: min(BITMAP_ITEMS, n_items)]
-    slot = np.full(n_items, -1, dtype=np.int64)
-    slot[popular] = np.arange(len(popular))
-    bits = np.zeros((len(popular), (n_users + 7) // 8), dtype=np.uint8)
-    member = np.zeros(n_users, dtype=bool)
-    for k, item in enumerate(popular):
-        users = postings.indices[postings.indptr[item] : postings.indptr[item + 1]]
-        member[users] = True
-        bits[k] = np.packbits(member, bitorder="little")
-        member[users] = False
-    return slot, bits
