@@ -71,8 +71,11 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
     return plan.log.fingerprint()
 
 
-def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
-    """The plan of ``config`` in this process: cached, or loaded once (e.g. on a Dask worker).
+def plan_for(
+    config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None
+) -> Plan:
+    """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
+    from the log the flow shared (:mod:`flows.shared_log`), else from the data file.
 
     Raises:
         SwevalError: the data read here is not the data the run was planned on.
@@ -81,7 +84,12 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
     with _PLANS_LOCK:
         plan = _PLANS.get(cache_key)
         if plan is None:
-            plan = make_plan(config)
+            log = None
+            if shared_log is not None:
+                from sweval.flows.shared_log import read_shared
+
+                log = read_shared(shared_log)
+            plan = make_plan(config, log)
             found = _fingerprint_of(plan, fingerprint)
             if found != fingerprint:
                 raise SwevalError(
@@ -163,16 +171,23 @@ def prepare(
 
 # ------------------------------------------------------------------------------------- one fold
 def compute_fold(
-    config: EvalConfig, fold_index: int, names: list[str], *, key: str, fingerprint: str
+    config: EvalConfig,
+    fold_index: int,
+    names: list[str],
+    *,
+    key: str,
+    fingerprint: str,
+    shared_log: str | None = None,
 ) -> dict[str, UnitFiles]:
     """Compute the named algorithms' missing units of one fold, each saved in the unit store
     as soon as it is finished (units an earlier attempt finished are not recomputed).
+    ``shared_log``: the folder of the log the flow shared, read instead of the data file.
 
     Returns:
         ``{unit key: files}`` of the units computed here, in raw ids (the flow saves them too
         when this ran where its store is not shared, and its log's codes may differ).
     """
-    plan = plan_for(config, fingerprint, key)
+    plan = plan_for(config, fingerprint, key, shared_log)
     computed = run_fold(plan, fold_index, unit_store(config), names)
     logs = {unit.key: unit.split.log for unit in plan.units_of(fold_index, names)}
     return {key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()}
@@ -213,6 +228,8 @@ class Evaluation:
         self.computed = 0
         self.tracking_deferred = False
         self.report_files: list[Path] = []
+        #: The folder of the log shared with fold tasks in other processes, or None.
+        self.shared_log: str | None = None
 
     @property
     def key(self) -> str:
@@ -248,7 +265,25 @@ class Evaluation:
             "names": job.names,
             "key": self.key,
             "fingerprint": self.prepared.task_fingerprint,
+            "shared_log": self.shared_log,
         }
+
+    def share_log(self) -> None:
+        """Write the log once for fold tasks in other processes (:mod:`flows.shared_log`);
+        batch runs only (a rolling run's tasks check a prefix of a log that may grow)."""
+        if self.prepared.mode != "batch":
+            return
+        from sweval.flows.shared_log import shared_root, write_shared
+
+        self.shared_log = str(write_shared(self.plan.log, shared_root(self.config.output)))
+
+    def unshare_log(self) -> None:
+        """Remove the shared log (the fold tasks are done)."""
+        if self.shared_log is not None:
+            from sweval.flows.shared_log import remove_shared, shared_root
+
+            remove_shared(shared_root(self.config.output))
+            self.shared_log = None
 
     def log_line(self) -> str:
         return f"reused {self.reused} units, computed {len(self.missing)}"
