@@ -75,7 +75,8 @@ def plan_for(
     config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None
 ) -> Plan:
     """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
-    from the log the flow shared (:mod:`flows.shared_log`), else from the data file.
+    from the log the flow shared (:mod:`flows.shared_log`), else (no shared log, or a worker
+    that cannot see the flow's output directory) from the data file.
 
     Raises:
         SwevalError: the data read here is not the data the run was planned on.
@@ -85,7 +86,7 @@ def plan_for(
         plan = _PLANS.get(cache_key)
         if plan is None:
             log = None
-            if shared_log is not None:
+            if shared_log is not None and Path(shared_log, "ids.pkl").exists():
                 from sweval.flows.shared_log import read_shared
 
                 log = read_shared(shared_log)

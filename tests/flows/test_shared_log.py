@@ -64,3 +64,14 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
     evaluation.unshare_log()
     assert evaluation.shared_log is None
     assert not Path(prepared.plan.config.output, "shared-log").exists()
+
+
+def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_config) -> None:
+    from sweval.flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+
+    data = write_log(8)
+    evaluation = Evaluation(prepare(make_config(data, tracking=False)))
+    job = evaluation.job_parameters(evaluation.jobs()[0])
+    _PLANS.clear()
+    computed = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")}))
+    assert computed  # planned from the data file, fingerprint checked
