@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench import ROOT, machine, run_child  # noqa: E402
+from bench import ROOT, machine, run_child
 
 
 def variants(before: Path | None) -> list[tuple[str, Path, list[str], dict[str, str]]]:
@@ -76,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
             record = run_child(cmd, log=out.with_suffix(".log"), timeout=args.timeout, env=env)
             record["label"] = label
             records[label].append(record)
-            print(f"{label}: {record['wall_s']:.1f} s wall, exit {record['returncode']}",
-                  flush=True)
+            print(
+                f"{label}: {record['wall_s']:.1f} s wall, exit {record['returncode']}", flush=True
+            )
     (args.work / "fanout.json").write_text(json.dumps(records, indent=1))
     base = statistics.median(r["wall_s"] for r in records["sequential"])
     one = statistics.median(r["wall_s"] for r in records["dask 1 / 1 thr"])
@@ -89,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         rss = max(r["peak_rss_mb"] for r in runs) / 1024
         load = runs[0]["loadavg_1min_before_after"][0]
         codes = ",".join(str(r["returncode"]) for r in runs)
-        print(f"| {label} | {wall:.1f} | {base / wall:.2f}× | {cpu:.1f} | {rss:.2f} | "
-              f"{load:.1f} | {codes} |")
+        print(
+            f"| {label} | {wall:.1f} | {base / wall:.2f}× | {cpu:.1f} | {rss:.2f} | "
+            f"{load:.1f} | {codes} |"
+        )
     two = statistics.median(r["wall_s"] for r in records["dask 2 / 1 thr"])
     print(f"\n2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
     return 0

@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import pandas as pd  # noqa: E402
-from bench import ROOT, machine, run_child  # noqa: E402
+import pandas as pd
+from bench import ROOT, machine, run_child
 
 ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn"]
 STAGES = ["train_data_s", "fit_s", "recommend_s", "metrics_s"]
@@ -85,8 +85,10 @@ def table(records: list[dict[str, Any]], algorithms: list[str]) -> str:
         return f"{value / base[key]:.1f}×" if base and base.get(key) else "-"
 
     lines = [
-        "| scale | eligible users (all folds) | wall s | CPU s | CPU vs scale 1 | peak RSS GB "
-        "| load avg |",
+        (
+            "| scale | eligible users (all folds) | wall s | CPU s | CPU vs scale 1 "
+            "| peak RSS GB | load avg |"
+        ),
         "|---|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -142,8 +144,10 @@ def main(argv: list[str] | None = None) -> int:
                 records.append(json.loads(saved.read_text()))
             continue
         record = run_scale(args, scale)
-        print(f"scale {scale:g}: {record['wall_s']:.1f} s wall, exit {record['returncode']}",
-              flush=True)
+        print(
+            f"scale {scale:g}: {record['wall_s']:.1f} s wall, exit {record['returncode']}",
+            flush=True,
+        )
         records.append(record)
     print(table(records, args.algorithms))
     return 0

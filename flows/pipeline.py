@@ -71,9 +71,7 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
     return plan.log.fingerprint()
 
 
-def plan_for(
-    config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None
-) -> Plan:
+def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None) -> Plan:
     """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
     from the log the flow shared (:mod:`flows.shared_log`), else (no shared log, or a worker
     that cannot see the flow's output directory) from the data file.
