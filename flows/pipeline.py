@@ -78,8 +78,10 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
     return plan.log.fingerprint()
 
 
-def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
-    """The plan of ``config`` in this process: cached, or loaded once (e.g. on a Dask worker).
+def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None) -> Plan:
+    """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
+    from the log the flow shared (:mod:`flows.shared_log`), else (no shared log, or a worker
+    that cannot see the flow's output directory) from the data file.
 
     Raises:
         SwevalError: the data read here is not the data the run was planned on.
@@ -88,7 +90,12 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str) -> Plan:
     with _PLANS_LOCK:
         plan = _PLANS.get(cache_key)
         if plan is None:
-            plan = make_plan(config)
+            log = None
+            if shared_log is not None and Path(shared_log, "ids.pkl").exists():
+                from sweval.flows.shared_log import read_shared
+
+                log = read_shared(shared_log)
+            plan = make_plan(config, log)
             found = _fingerprint_of(plan, fingerprint)
             if found != fingerprint:
                 raise SwevalError(
@@ -180,12 +187,19 @@ class FoldOutcome:
 
 
 def compute_fold(
-    config: EvalConfig, fold_index: int, names: list[str], *, key: str, fingerprint: str
+    config: EvalConfig,
+    fold_index: int,
+    names: list[str],
+    *,
+    key: str,
+    fingerprint: str,
+    shared_log: str | None = None,
 ) -> FoldOutcome:
     """Compute the named algorithms' missing units of one fold, each saved in the unit store
     as soon as it is finished (units an earlier attempt finished are not recomputed). A unit
-    whose algorithm raises is logged with its traceback and reported; the others go on."""
-    plan = plan_for(config, fingerprint, key)
+    whose algorithm raises is logged with its traceback and reported; the others go on.
+    ``shared_log``: the folder of the log the flow shared, read instead of the data file."""
+    plan = plan_for(config, fingerprint, key, shared_log)
     failed: list[UnitFailure] = []
     computed = run_fold(plan, fold_index, unit_store(config), names, failures=failed)
     logs = {unit.key: unit.split.log for unit in plan.units_of(fold_index, names)}
@@ -233,6 +247,8 @@ class Evaluation:
         self.failed: list[UnitFailure] = []
         self.tracking_deferred = False
         self.report_files: list[Path] = []
+        #: The folder of the log shared with fold tasks in other processes, or None.
+        self.shared_log: str | None = None
 
     @property
     def key(self) -> str:
@@ -274,7 +290,25 @@ class Evaluation:
             "names": job.names,
             "key": self.key,
             "fingerprint": self.prepared.task_fingerprint,
+            "shared_log": self.shared_log,
         }
+
+    def share_log(self) -> None:
+        """Write the log once for fold tasks in other processes (:mod:`flows.shared_log`);
+        batch runs only (a rolling run's tasks check a prefix of a log that may grow)."""
+        if self.prepared.mode != "batch":
+            return
+        from sweval.flows.shared_log import shared_root, write_shared
+
+        self.shared_log = str(write_shared(self.plan.log, shared_root(self.config.output)))
+
+    def unshare_log(self) -> None:
+        """Remove the shared log (the fold tasks are done)."""
+        if self.shared_log is not None:
+            from sweval.flows.shared_log import remove_shared, shared_root
+
+            remove_shared(shared_root(self.config.output))
+            self.shared_log = None
 
     def log_line(self) -> str:
         """``reused R units, computed C (N because the code changed)``, as planned at the start."""

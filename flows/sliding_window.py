@@ -19,7 +19,9 @@ Run it::
 
 The task runner comes from ``config.task_runner``: ``sequential`` (one thread), ``threads``
 (``config.workers`` threads) or ``dask`` (prefect-dask: a local cluster of ``config.workers``
-processes, or the cluster at ``config.dask_address``).
+processes, or the cluster at ``config.dask_address``). With dask the loaded log is written once
+as memory-mapped arrays that the workers map instead of loading the file
+(:mod:`flows.shared_log`).
 """
 
 from __future__ import annotations
@@ -91,12 +93,19 @@ def load_log(config: EvalConfig, rolling: bool = False) -> Prepared | None:
 
 @task(name="evaluate-fold", task_run_name="fold-{fold_index}", **_TASK_OPTIONS)
 def evaluate_fold(
-    config: EvalConfig, fold_index: int, names: list[str], key: str, fingerprint: str
+    config: EvalConfig,
+    fold_index: int,
+    names: list[str],
+    key: str,
+    fingerprint: str,
+    shared_log: str | None = None,
 ) -> FoldOutcome:
     """Every missing algorithm of one fold (units are persisted one by one; a unit whose
     algorithm raises is reported in the outcome, the others go on)."""
     with thread_budget(threads_per_task(config)):
-        return compute_fold(config, fold_index, names, key=key, fingerprint=fingerprint)
+        return compute_fold(
+            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log
+        )
 
 
 @task(name="write-results", **_TASK_OPTIONS)
@@ -252,6 +261,8 @@ def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
         errors: list[BaseException] = []
         with progress_bar(plan.config, sum(len(job.names) for job in jobs)) as advance:
             evaluation.progress = advance
+            if jobs and plan.config.task_runner == "dask":
+                evaluation.share_log()  # workers map it instead of loading the file again
             if jobs:
                 with _blas_limits(plan.config), task_runner(plan.config) as runner:
                     futures: dict[Any, Any] = {}
@@ -270,11 +281,13 @@ def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
                             errors.append(exc)
                             continue
                         evaluation.accept(futures[future], payloads)
+        evaluation.unshare_log()
         if errors:
             raise errors[0]
         outputs = write_results(evaluation)
         evaluation.finish(outputs)
     except BaseException as exc:
+        evaluation.unshare_log()
         evaluation.fail(exc)
         raise
     if tracker is not None:

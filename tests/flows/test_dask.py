@@ -41,6 +41,7 @@ def test_dask_task_runner_on_a_two_worker_local_cluster(
         tmp_path / "seq" / "results.csv"
     ).read_text()
     assert len(list((tmp_path / "dask" / "units").glob("*/*/unit.json"))) == 12
+    assert not (tmp_path / "dask" / "shared-log").exists()  # the workers' copy is removed
     assert set(outputs.devices) == {"pop", "pop-n"}
 
     # The 6 fold tasks ran on the workers and were recorded by this flow's API.
