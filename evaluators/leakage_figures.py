@@ -24,7 +24,7 @@ def severity_figure(results: pd.DataFrame, algorithms: Sequence[str], k: int,
     rows = results[(results["stratum"] == "all") & ~results["skipped"].astype(bool)
                    & (results["k"] == k)]
     colours = _colours(list(algorithms))
-    fig = Figure(figsize=(4.2 * len(metrics), 3.4), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(4.2 * len(metrics) + 1.8, 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False).ravel()
     for ax, metric in zip(axes, metrics, strict=True):
         part = rows[rows["metric"] == metric]
@@ -43,5 +43,6 @@ def severity_figure(results: pd.DataFrame, algorithms: Sequence[str], k: int,
         ax.set_title(f"{LABELS.get(metric, metric)}@{k}", fontsize=10)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right upper", fontsize=7)
     return fig
