@@ -75,5 +75,5 @@ def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_
     evaluation = Evaluation(prepare(make_config(data, tracking=False)))
     job = evaluation.job_parameters(evaluation.jobs()[0])
     _PLANS.clear()
-    computed = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")}))
+    computed = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")})).computed
     assert computed  # planned from the data file, fingerprint checked
