@@ -63,12 +63,10 @@ def latest_comparison_url(uri: str, base: str) -> str | None:
     return comparison_url(base, experiment_id, run.info.run_id, view=shown)
 
 
-def wait_until_healthy(base: str, *, timeout: float = 180.0,
-                       alive: Callable[[], bool] = lambda: True) -> bool:
-    """Poll ``<base>/health`` until it answers 200 (True), ``alive()`` turns false or
-    ``timeout`` seconds pass (False)."""
+def wait_until_healthy(base: str, *, timeout: float = 180.0) -> bool:
+    """Poll ``<base>/health`` until it answers 200 (True) or ``timeout`` seconds pass (False)."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and alive():
+    while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"{base}/health", timeout=2) as response:
                 if response.status == 200:
@@ -80,12 +78,11 @@ def wait_until_healthy(base: str, *, timeout: float = 180.0,
 
 
 def announce_when_ready(
-    uri: str, base: str, *, browser: bool, say: Callable[[str], None],
-    alive: Callable[[], bool] = lambda: True,
+    uri: str, base: str, *, browser: bool, say: Callable[[str], None]
 ) -> threading.Thread:
-    """In a daemon thread: find the latest evaluation in ``uri``, say the address of its
-    comparison chart on the server at ``base``, and once the server is healthy open it in the
-    default browser (``$BROWSER``, when ``browser``)."""
+    """In a daemon thread: find the latest evaluation in ``uri``; once the server at ``base``
+    answers (or is given up on), say the address of its comparison charts and open it in the
+    default browser (``$BROWSER``; only when ``browser`` and the server answers)."""
 
     def run() -> None:
         try:
@@ -94,8 +91,9 @@ def announce_when_ready(
             say(f"(could not find the latest evaluation in {uri}: {exc})")
             found = None
         url = found or f"{base}/"
+        ready = wait_until_healthy(base)
         say(f"latest evaluation: {url}" if found else f"no finished evaluation in {uri} yet: {url}")
-        if wait_until_healthy(base, alive=alive) and browser:
+        if ready and browser:
             webbrowser.open(url)
 
     thread = threading.Thread(target=run, name="sweval-ui-announce", daemon=True)

@@ -276,7 +276,6 @@ class Tracker:
             self.children[ident] = run_id
             self.logged[run_id] = set()
             self._log_params_and_tags(run_id, algorithm_params(self.config, algorithm), {}, {})
-            self.client.log_inputs(run_id, datasets=[self.data_input])
             self.state.setdefault("children", {})[f"{algorithm}|{stratum}"] = run_id
             write_state(self.state_path, self.state)
         return self.children[ident]
@@ -381,11 +380,12 @@ class Tracker:
                     (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
                 ]
                 self._log_frame(run_id, per_fold_table(mine), "per_fold.csv")
+                inputs = [self.data_input]  # the log, then (SW-EVAL) each fold's window
                 if self.mode in ("batch", "rolling") and len(mine):
-                    folds = mine.drop_duplicates("fold").sort_values("fold")
-                    self.client.log_inputs(run_id, datasets=[self.data_input, *fold_inputs(
-                        self.config, folds, fingerprint=self.fingerprint, source=self.source,
-                        stratum=stratum)])
+                    inputs += fold_inputs(
+                        self.config, mine.drop_duplicates("fold").sort_values("fold"),
+                        fingerprint=self.fingerprint, source=self.source, stratum=stratum)
+                self.client.log_inputs(run_id, datasets=inputs)
                 if tuning is not None and algorithm in set(tuning["algorithm"]):
                     # a tuned algorithm: which candidate each fold used, and why
                     chosen = tuning[tuning["algorithm"] == algorithm]

@@ -26,7 +26,7 @@ VIEW_TAG = f"mlflow.sharedViewState.{VIEW_ID}"
 
 def view_state(parent_run_id: str) -> dict[str, Any]:
     """The runs page's state: the children of ``parent_run_id``, a group (and so a line) per
-    child, all of them visible, the Recall@k charts."""
+    child, all of them visible, the charts of Recall@k per fold (one per k)."""
     return {
         "searchFilter": f"tags.`mlflow.parentRunId` = '{parent_run_id}'",
         "groupBy": {
@@ -34,7 +34,7 @@ def view_state(parent_run_id: str) -> dict[str, Any]:
             "groupByKeys": [{"mode": "tag", "groupByData": "mlflow.runName"}],
         },
         "runsHiddenMode": "SHOW_ALL",
-        "chartsSearchFilter": "recall_at",
+        "chartsSearchFilter": "^recall_at_",  # a regular expression: the per-fold lines
     }
 
 
