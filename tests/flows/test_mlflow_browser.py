@@ -137,9 +137,8 @@ def test_sweval_ui_opens_the_evaluation_in_a_browser(
         _, text = _page_text(url, tmp_path / "chromium-1")
         assert "Runs" in text and "matching runs" in text
         for algorithm in algorithms:
-            assert f"Group: {algorithm} " in text  # a row and a line per algorithm
-            assert f"{algorithm} (recall_at_10)" in text  # in the legend of a fold chart
-        assert "Step" in text  # the charts plot each metric over the folds
+            assert f"Group: {algorithm} " in text  # a row (and a line in each chart) per algorithm
+        assert "Model metrics (4)" in text  # the charts of recall_at_k per fold, k = 5, 10, 15, 20
         for genai in ("Tool calls", "Detect Issues", "Traces 0"):
             assert genai not in text
 
