@@ -80,18 +80,20 @@ def wait_until_healthy(base: str, *, timeout: float = 180.0) -> bool:
 def announce_when_ready(
     uri: str, base: str, *, browser: bool, say: Callable[[str], None]
 ) -> threading.Thread:
-    """In a daemon thread: find the latest evaluation in ``uri``; once the server at ``base``
-    answers (or is given up on), say the address of its comparison charts and open it in the
+    """In a daemon thread: once the server at ``base`` answers (or is given up on), find the
+    latest evaluation in ``uri``, say the address of its comparison charts and open it in the
     default browser (``$BROWSER``; only when ``browser`` and the server answers)."""
 
     def run() -> None:
+        # the store is read once the server answers: a new store's tables are created (migrated)
+        # by the server alone, never by two processes at once
+        ready = wait_until_healthy(base)
         try:
             found = latest_comparison_url(uri, base)
         except Exception as exc:  # the UI is still useful without the shortcut
             say(f"(could not find the latest evaluation in {uri}: {exc})")
             found = None
         url = found or f"{base}/"
-        ready = wait_until_healthy(base)
         say(f"latest evaluation: {url}" if found else f"no finished evaluation in {uri} yet: {url}")
         if ready and browser:
             webbrowser.open(url)
