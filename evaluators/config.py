@@ -43,6 +43,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
     "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
+    "system_metrics",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
 }
@@ -239,6 +240,11 @@ class EvalConfig(BaseModel):
         default=False,
         description="Also write per_user.parquet: every per-user metric value (fold, algorithm, "
         "stratum, user, metric, k, value), raw user ids.",
+    )
+    system_metrics: Annotated[bool, Cli(RUN)] = Field(
+        default=False,
+        description="Log CPU, memory, disk, network (and GPU) use to the MLflow run while it "
+        "runs, every $MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default 10).",
     )
 
     @field_validator("k")

@@ -230,20 +230,31 @@ def algorithms() -> None:
 def ui(
     tracking_uri: Annotated[str | None, typer.Option(help="The MLflow store to show. \\[default: $MLFLOW_TRACKING_URI, else sqlite:///$SWEVAL_HOME/mlflow.db]")] = None,
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
+    browser: Annotated[bool, typer.Option("--browser/--no-browser", help="Open the latest evaluation's comparison chart in the default browser ($BROWSER) once the server answers; its address is printed either way.")] = True,
 ) -> None:
-    """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1)."""
+    """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1), on the run
+    comparison chart of the latest evaluation."""
     from sweval.evaluators.config import EvalConfig
     from sweval.flows.processes import run_server
-    from sweval.flows.tracking import resolve_tracking_uri, server_command, server_env
+    from sweval.flows.tracking import (
+        announce_when_ready,
+        latest_comparison_url,
+        resolve_tracking_uri,
+        server_command,
+        server_env,
+    )
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
-        console.print(f"{uri} is a tracking server already: open it in a browser.")
+        console.print(f"{uri} is a tracking server already: open "
+                      + (latest_comparison_url(uri, uri) or uri), soft_wrap=True)
         return
     console.print(
-        f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start; experiments "
-        "are under 'Model training'); stop with Ctrl-C"
+        f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
+        "stop with Ctrl-C"
     )
+    announce_when_ready(uri, f"http://127.0.0.1:{port}", browser=browser,
+                        say=lambda line: console.print(line, soft_wrap=True, highlight=False))
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
         run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:

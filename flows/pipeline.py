@@ -427,7 +427,7 @@ def open_tracker(
     config = prepared.plan.config
     if not config.tracking:
         return None
-    from sweval.flows.tracking import Tracker
+    from sweval.flows.tracking import Tracker, log_profile
 
     return Tracker.open(
         config,
@@ -437,4 +437,5 @@ def open_tracker(
         mode=prepared.mode,
         flow_run_id=flow_run_id,
         flow_run_name=flow_run_name,
+        profile=log_profile(prepared.plan.log),
     )

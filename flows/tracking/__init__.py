@@ -8,17 +8,27 @@ Modules::
     metrics.py       result rows as MLflow metrics (keys, one fold's batch, per-fold tables)
     records.py       the run record tracking.json, flattened params, the code's provenance,
                      the params and tags of a parent run and of an algorithm's child run
-    server.py        the ``mlflow server`` command of ``sweval ui`` and its environment
+    server.py        the ``mlflow server`` command of ``sweval ui``, its environment, and the
+                     address it opens (the latest evaluation's comparison chart)
+    inputs.py        the runs' inputs as mlflow.data datasets (the log, each fold's window)
+    note.py          the parent run's description: the summary table, the protocol in words
+    view.py          the experiment's saved view "sweval-latest" (the latest evaluation's charts)
+                     and the UI addresses that open it
 
 MLflow itself is imported inside the functions that call it (about 1 s), never at import time.
 
 Layout in MLflow::
 
     experiment  sweval/<dataset>                (or --experiment NAME)
+    tags         mlflow.experimentKind = custom_model_development,
+                 mlflow.sharedViewState.sweval-latest (the saved view of the latest evaluation)
     └── parent run  <dataset>-<yyyymmddTHHMM>   one per evaluation (per rolling series)
         params   the result-relevant configuration, flattened (k, window, u_min, algorithms, ...)
         tags     sweval.run_key, sweval.config_hash, sweval.data_fingerprint, sweval.version,
-                 mlflow.source.git.commit, prefect.flow_run_id, sweval.als_device, ...
+                 mlflow.source.git.commit, prefect.flow_run_id, sweval.als_device, ...,
+                 mlflow.note.content (the description: summary table, protocol in words)
+        inputs   the log (dataset <dataset>, digest = data fingerprint, context evaluation)
+        metrics  system/... with --system-metrics (MLflow's system metrics monitor)
         artifacts  sweval_config.json, results.csv, summary.csv, folds.csv, units.csv, config.json,
                    significance.csv (significance_strata.csv when stratified)
         ├── child run  <algorithm>                one per algorithm (per algorithm and stratum
@@ -27,6 +37,7 @@ Layout in MLflow::
         │            n_eligible and fold_t_start at step = fold (skipped folds too)
         │            mean_recall_at_10, std_recall_at_10, ..., n_folds, n_skipped (summary)
         │            ci_low_recall_at_10, ci_high_recall_at_10, ... (its bootstrap interval)
+        │   inputs   the log; each fold's window ("<dataset> fold <f>", context its dates)
         │   artifacts  per_fold.csv (this child's metrics, one row per fold)
         └── ...
 
@@ -54,18 +65,27 @@ from sweval.flows.tracking.client import (
     resolve_uri,
 )
 from sweval.flows.tracking.compare_runs import ComparisonTracker
+from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import metric_key, per_fold_table
 from sweval.flows.tracking.records import STATE_FILE
-from sweval.flows.tracking.server import server_command, server_env
+from sweval.flows.tracking.server import (
+    announce_when_ready,
+    latest_comparison_url,
+    server_command,
+    server_env,
+)
 from sweval.flows.tracking.tracker import Tracker
 
 __all__ = [
     "STATE_FILE",
     "ComparisonTracker",
     "Tracker",
+    "announce_when_ready",
     "artifact_root",
     "experiment_name",
     "get_run",
+    "latest_comparison_url",
+    "log_profile",
     "metric_key",
     "open_client",
     "per_fold_table",

@@ -77,17 +77,28 @@ def get_run(client: Any, run_id: str) -> Any:
         raise SwevalError(f"MLflow run {run_id}: not found ({exc.message}).") from exc
 
 
+#: The experiment tag MLflow 3's UI reads to open an experiment on its runs ("Model training")
+#: rather than on the GenAI overview (traces), and its value for model development.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_DEVELOPMENT = "custom_model_development"
+
+
 def ensure_experiment(client: Any, name: str, root: Path | None) -> str:
     """The id of the experiment ``name``: restored when deleted, created (artifacts under
-    ``root``) when missing."""
+    ``root``) when missing; tagged as model development unless it has a kind already (one a
+    user chose in the UI stays)."""
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         if experiment.lifecycle_stage == "deleted":
             client.restore_experiment(experiment.experiment_id)
+        if EXPERIMENT_KIND_TAG not in experiment.tags:
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG,
+                                      MODEL_DEVELOPMENT)
         return str(experiment.experiment_id)
     location = (root / name.replace("/", "_")).resolve().as_uri() if root is not None else None
     try:
-        return str(client.create_experiment(name, artifact_location=location))
+        return str(client.create_experiment(name, artifact_location=location,
+                                            tags={EXPERIMENT_KIND_TAG: MODEL_DEVELOPMENT}))
     except Exception:  # created meanwhile by a concurrent run
         experiment = client.get_experiment_by_name(name)
         if experiment is None:

@@ -17,6 +17,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.comparison import compare_summary, leakage_summary, table2
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.protocols import Protocol, ProtocolRun
+from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key
 from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.tracker import Tracker
@@ -112,7 +113,8 @@ class ComparisonTracker:
         sub = self.config.model_copy(update={"output": str(self.directory / protocol.name)})
         mode = "batch" if protocol.name == "sw-eval" else protocol.name
         tracker = Tracker.open(sub, key=key, fingerprint=self.log.fingerprint(),
-                               source=self.log.source, mode=mode)
+                               source=self.log.source, mode=mode,
+                               profile=log_profile(self.log))
         self.trackers[protocol.name] = tracker
         parent = self._ensure_parent(tracker)
         client = tracker.client
@@ -141,7 +143,8 @@ class ComparisonTracker:
                     client.log_batch(run_id, metrics=metrics)
                 client.set_tag(run_id, "sweval.protocol", protocol.name)
             n_splits = len(run.splits)
-            tracker.finish(results, summary, run.devices, files, n_folds=n_splits)
+            tracker.finish(results, summary, run.devices, files, n_folds=n_splits,
+                           comparison_view=False)  # a protocol under the comparison's run
         except SwevalError:
             raise
         except Exception as exc:

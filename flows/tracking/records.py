@@ -94,7 +94,7 @@ def git_commit() -> tuple[str | None, bool]:
 #: Config fields that never change results: tags (mutable), not params (write-once).
 _ORCHESTRATION_FIELDS = (
     "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
-    "tracking",
+    "tracking", "system_metrics",
 )
 
 

@@ -24,6 +24,7 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
 )
+from sweval.flows.tracking.inputs import fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
     MAX_BATCH,
     fold_metrics,
@@ -38,6 +39,8 @@ from sweval.flows.tracking.records import (
     read_state,
     write_state,
 )
+from sweval.flows.tracking.note import NOTE_TAG, run_note
+from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
 
@@ -68,6 +71,11 @@ class Tracker:
         state_path: Path,
         state: dict[str, Any],
         config: EvalConfig,
+        mode: str = "batch",
+        fingerprint: str = "",
+        source: str = "",
+        data_input: Any = None,
+        run_name: str = "",
     ) -> None:
         self.client = client
         self.uri = uri
@@ -76,6 +84,12 @@ class Tracker:
         self.state_path = state_path
         self.state = state
         self.config = config
+        self.mode = mode
+        self.fingerprint = fingerprint
+        self.source = source
+        self.data_input = data_input  # the log as an mlflow DatasetInput, on every run
+        self.run_name = run_name
+        self.system_metrics: Any = None  # MLflow's SystemMetricsMonitor (--system-metrics)
         self.children: dict[tuple[str, str], str] = {}
         self.logged: dict[str, set[int]] = {}
         self.devices_tagged: set[str] = set()
@@ -93,6 +107,7 @@ class Tracker:
         mode: str = "batch",
         flow_run_id: str | None = None,
         flow_run_name: str | None = None,
+        profile: Mapping[str, Any] | None = None,
     ) -> Tracker:
         """Create the parent run, or reopen the one recorded in the output directory.
 
@@ -103,6 +118,8 @@ class Tracker:
             source: where the data came from.
             mode: ``batch`` or ``rolling``.
             flow_run_id, flow_run_name: the Prefect flow run, when there is one.
+            profile: the log's size and time span (:func:`flows.tracking.inputs.log_profile`),
+                shown with the dataset.
 
         Raises:
             SwevalError: the tracking store cannot be reached or written.
@@ -146,6 +163,12 @@ class Tracker:
                 state_path=state_path,
                 state=state,
                 config=config,
+                mode=mode,
+                fingerprint=fingerprint,
+                source=source,
+                data_input=log_input(config, fingerprint=fingerprint, source=source,
+                                     profile=profile),
+                run_name=parent.info.run_name or "",
             )
             if reused:
                 client.update_run(parent.info.run_id, status="RUNNING")
@@ -155,6 +178,9 @@ class Tracker:
                 flow_run_id=flow_run_id, flow_run_name=flow_run_name,
             )
             tracker._describe_parent(params, tags, dict(parent.data.params) if reused else {})
+            client.log_inputs(tracker.parent_run_id, datasets=[tracker.data_input])
+            if config.system_metrics:
+                tracker._start_system_metrics(resume=reused)
         except SwevalError:
             raise
         except Exception as exc:
@@ -169,6 +195,21 @@ class Tracker:
     @property
     def run_url_hint(self) -> str:
         return f"#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+
+    def _start_system_metrics(self, *, resume: bool) -> None:
+        """MLflow's system metrics (``system/cpu_utilization_percentage``, ...) on the parent
+        run, sampled by a thread of MLflow until :meth:`finish` or :meth:`fail`."""
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self.system_metrics = SystemMetricsMonitor(
+            self.parent_run_id, resume_logging=resume, tracking_uri=self.uri
+        )
+        self.system_metrics.start()
+
+    def _stop_system_metrics(self) -> None:
+        if self.system_metrics is not None:
+            self.system_metrics.finish()
+            self.system_metrics = None
 
     def _describe_parent(
         self, params: Mapping[str, str], tags: Mapping[str, str], existing: Mapping[str, str]
@@ -304,9 +345,11 @@ class Tracker:
         files: Iterable[Path] = (),
         *,
         n_folds: int | None = None,
+        comparison_view: bool = True,
     ) -> None:
-        """Reconcile the stepped metrics with the final table, log summaries and artifacts, and
-        mark every run FINISHED."""
+        """Reconcile the stepped metrics with the final table, log summaries, fold inputs,
+        artifacts and the description, mark every run FINISHED and (``comparison_view``) point
+        the experiment's saved view ``sweval-latest`` at this evaluation."""
         from mlflow.entities import Metric
 
         self.log_rows(results.to_dict("records"))
@@ -337,6 +380,12 @@ class Tracker:
                     (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
                 ]
                 self._log_frame(run_id, per_fold_table(mine), "per_fold.csv")
+                inputs = [self.data_input]  # the log, then (SW-EVAL) each fold's window
+                if self.mode in ("batch", "rolling") and len(mine):
+                    inputs += fold_inputs(
+                        self.config, mine.drop_duplicates("fold").sort_values("fold"),
+                        fingerprint=self.fingerprint, source=self.source, stratum=stratum)
+                self.client.log_inputs(run_id, datasets=inputs)
                 if tuning is not None and algorithm in set(tuning["algorithm"]):
                     # a tuned algorithm: which candidate each fold used, and why
                     chosen = tuning[tuning["algorithm"] == algorithm]
@@ -347,7 +396,13 @@ class Tracker:
                     self.client.log_artifact(self.parent_run_id, str(path))
             if n_folds is not None:
                 self.client.set_tag(self.parent_run_id, "sweval.n_folds", str(n_folds))
+            if self.mode in ("batch", "rolling"):
+                self.client.set_tag(self.parent_run_id, NOTE_TAG,
+                                    run_note(self.config, summary, n_folds=n_folds))
+            self._stop_system_metrics()
             self.client.set_terminated(self.parent_run_id, "FINISHED")
+            if comparison_view:
+                publish_view(self.client, self.experiment_id, self.parent_run_id, self.run_name)
         except Exception as exc:
             raise self._error(exc) from exc
         finally:
@@ -356,6 +411,7 @@ class Tracker:
     def fail(self, status: str = "FAILED") -> None:
         """Mark the parent run (and open children) FAILED or KILLED; never raises."""
         try:
+            self._stop_system_metrics()
             for run_id in self.children.values():
                 self.client.set_terminated(run_id, status)
             self.client.set_terminated(self.parent_run_id, status)
