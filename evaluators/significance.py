@@ -269,11 +269,15 @@ def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:
     return sorted(names, key=lambda name: (rank.get(name, len(rank)), list(names).index(name)))
 
 
-def _with_holm(frame: pd.DataFrame, family: list[str]) -> pd.DataFrame:
+def _holm_table(rows: list[dict[str, Any]], columns: list[str], family: list[str]
+                ) -> pd.DataFrame:
+    """The test rows as a table of ``columns``, with ``p_holm`` per family (its keys + test)."""
+    frame = pd.DataFrame(rows, columns=[c for c in columns if c != "p_holm"])
     frame["p_holm"] = np.nan
     for _, part in _groups(frame, [*family, "test"]):
         frame.loc[part.index, "p_holm"] = holm(part["p_value"].to_numpy())
-    return frame
+    frame["k"] = frame["k"].astype("Int64")
+    return frame[columns]
 
 
 def compare_algorithms(
@@ -294,10 +298,7 @@ def compare_algorithms(
             for row in paired_tests(pair[first], pair[second], settings):
                 rows.append(dict(zip(_KEYS, key, strict=True))
                             | {"algorithm_a": first, "algorithm_b": second} | row)
-    frame = pd.DataFrame(rows, columns=[c for c in SIGNIFICANCE_COLUMNS if c != "p_holm"])
-    frame = _with_holm(frame, _KEYS)
-    frame["k"] = frame["k"].astype("Int64")
-    return frame[SIGNIFICANCE_COLUMNS]
+    return _holm_table(rows, SIGNIFICANCE_COLUMNS, _KEYS)
 
 
 def compare_strata(
@@ -326,10 +327,7 @@ def compare_strata(
                     rows.append({"metric": metric, "k": k, "algorithm_a": first,
                                  "algorithm_b": second, "stratum_a": s_a, "stratum_b": s_b}
                                 | row)
-    frame = pd.DataFrame(rows, columns=[c for c in STRATA_COLUMNS if c != "p_holm"])
-    frame = _with_holm(frame, ["metric", "k"])
-    frame["k"] = frame["k"].astype("Int64")
-    return frame[STRATA_COLUMNS]
+    return _holm_table(rows, STRATA_COLUMNS, ["metric", "k"])
 
 
 def compare_protocols(
@@ -361,10 +359,7 @@ def compare_protocols(
                     rows.append({"metric": metric, "k": k, "algorithm_a": first,
                                  "algorithm_b": second, "protocol_a": p_a, "protocol_b": p_b}
                                 | row)
-    frame = pd.DataFrame(rows, columns=[c for c in PROTOCOL_COLUMNS if c != "p_holm"])
-    frame = _with_holm(frame, ["metric", "k"])
-    frame["k"] = frame["k"].astype("Int64")
-    return frame[PROTOCOL_COLUMNS]
+    return _holm_table(rows, PROTOCOL_COLUMNS, ["metric", "k"])
 
 
 def compare_algorithms_per_protocol(
