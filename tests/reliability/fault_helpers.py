@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweval_testing import REPO, UNITS_GLOB, group_members
+from sweval_testing import DAY, REPO, T0, UNITS_GLOB, group_members
 
 
 #: ``python -c DRIVER CONFIG JOURNAL DELAY [sweval run options...]``: ``sweval run --config CONFIG
@@ -413,3 +413,27 @@ def install_quota(quota: int, root: Path) -> Any:
         io.open = real_open
 
     return remove
+
+
+#: The algorithms of the fault and concurrency runs.
+ALGORITHMS = ["pop", "pop-n", "item-knn"]
+
+
+def base_options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
+    """The EvalConfig fields of a small run over ``data``: 6 daily folds, three algorithms."""
+    values: dict[str, Any] = {
+        "data": str(data), "window": "1D", "folds": 6, "start": str(T0 + 2 * DAY), "k": [5, 10],
+        "u_min": 3, "algorithms": ALGORITHMS, "params": {"pop-n": {"n_recent": 100},
+                                                          "item-knn": {"n_neighbors": 10}},
+        "output": str(output), "progress": False, "tracking": False,
+    }
+    return values | overrides
+
+
+def reference_results(options: dict[str, Any], output: Path) -> bytes:
+    """results.csv of an uninterrupted in-process run (the same code path as --no-prefect)."""
+    from sweval.evaluators.config import EvalConfig
+    from sweval.flows.execute import execute
+
+    execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False})))
+    return (output / "results.csv").read_bytes()

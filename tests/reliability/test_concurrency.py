@@ -26,32 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fault_helpers import finish, start_driver, write_config
-from sweval_testing import DAY, T0, log_frame
+from fault_helpers import base_options, finish, reference_results, start_driver, write_config
+from sweval_testing import log_frame
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import OUTPUT_LOCK, output_lock
 
-ALGORITHMS = ["pop", "pop-n", "item-knn"]
-
-
-def options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "data": str(data), "window": "1D", "folds": 6, "start": str(T0 + 2 * DAY), "k": [5, 10],
-        "u_min": 3, "algorithms": ALGORITHMS, "params": {"pop-n": {"n_recent": 100},
-                                                          "item-knn": {"n_neighbors": 10}},
-        "output": str(output), "progress": False, "tracking": False,
-    }
-    return values | overrides
-
-
 def reference(values: dict[str, Any], output: Path) -> bytes:
-    """results.csv of one run alone, in this process (the --no-prefect code path)."""
-    from sweval.flows.execute import execute
-
-    execute(EvalConfig.build(**(values | {"output": str(output), "cache": None})))
-    return (output / "results.csv").read_bytes()
+    """results.csv of one run alone, in this process, with its own unit store."""
+    return reference_results(values | {"cache": None}, output)
 
 
 def journal_starts(journal: Path) -> list[tuple[int, str, str]]:
@@ -75,7 +58,7 @@ def log_file(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_two_runs_into_one_output_directory_one_clear_outcome(tmp_path: Path, log_file: Path):
     output = tmp_path / "out"
-    values = options(log_file, output)
+    values = base_options(log_file, output)
     config = write_config(tmp_path / "eval.json", **values)
     journal = tmp_path / "journal.txt"
     first = start_driver(config, journal, delay=0.3)
@@ -105,13 +88,13 @@ def test_two_runs_sharing_a_unit_store_both_complete_and_share_units(
     journal = tmp_path / "journal.txt"
     processes = []
     for name in ("a", "b"):
-        values = options(log_file, tmp_path / name)
+        values = base_options(log_file, tmp_path / name)
         config = write_config(tmp_path / f"{name}.json", **values)
         processes.append(start_driver(config, journal, delay=0.3, extra=["--cache", str(cache)]))
     outcomes = [finish(process) for process in processes]
     for status, _out, err in outcomes:
         assert status == 0, err[-3000:]
-    expected = reference(options(log_file, tmp_path / "alone"), tmp_path / "alone")
+    expected = reference(base_options(log_file, tmp_path / "alone"), tmp_path / "alone")
     n_units = len(list((tmp_path / "alone" / "units").glob("*/*/unit.json")))
     assert n_units == 18  # 6 folds x 3 algorithms
     starts = journal_starts(journal)

@@ -24,6 +24,7 @@ import pytest
 
 from sweval.evaluators.config import EvalConfig
 from fault_helpers import (
+    ALGORITHMS,
     REPO as REPO_ROOT,
     Relay,
     finish,
@@ -33,31 +34,14 @@ from fault_helpers import (
     mlflow_server,
     start_driver,
     tracking_state,
+    base_options,
+    reference_results,
     unit_files,
     unit_names,
     write_config,
 )
 from sweval_testing import DAY, T0, check_child_metrics, experiment_runs, log_frame
 
-ALGORITHMS = ["pop", "pop-n", "item-knn"]
-
-
-def base_options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "data": str(data), "window": "1D", "folds": 6, "start": str(T0 + 2 * DAY), "k": [5, 10],
-        "u_min": 3, "algorithms": ALGORITHMS, "params": {"pop-n": {"n_recent": 100},
-                                                          "item-knn": {"n_neighbors": 10}},
-        "output": str(output), "progress": False, "tracking": False,
-    }
-    return values | overrides
-
-
-def reference_results(options: dict[str, Any], output: Path) -> bytes:
-    """results.csv of an uninterrupted in-process run (the same code path as --no-prefect)."""
-    from sweval.flows.execute import execute
-
-    execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False})))
-    return (output / "results.csv").read_bytes()
 
 
 def all_units(output: Path) -> set[tuple[int, str]]:
