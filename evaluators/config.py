@@ -320,6 +320,10 @@ class EvalConfig(BaseModel):
         return labels
 
     # ------------------------------------------------------------------ derived
+    def output_or(self, default: str) -> str:
+        """``--output``, or a command's own ``default`` when it was left at ``sweval run``'s."""
+        return default if self.output == type(self).model_fields["output"].default else self.output
+
     @property
     def dataset_name(self) -> str:
         """A short name of the data, for experiment and run names."""

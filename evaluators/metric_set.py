@@ -37,6 +37,12 @@ UNRANKED = {"popularity", "gini"}
 WITHOUT_K = {"r_precision"}
 
 
+def shown_k(ks: list[int]) -> int:
+    """The k of a printed table or a figure that shows one: 10 when asked for, else the
+    largest."""
+    return 10 if 10 in ks else max(ks)
+
+
 def parse_metrics(names: list[str]) -> list[str]:
     """The ``--metrics`` selection in display order: names from :data:`ALL_METRICS`, or
     ``all``.

@@ -77,7 +77,7 @@ from sweval.evaluators.comparison import (
 )
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
-from sweval.evaluators.metric_set import DEFAULT_METRICS
+from sweval.evaluators.metric_set import DEFAULT_METRICS, shown_k
 from sweval.evaluators.outputs import collect, write_outputs
 from sweval.evaluators.protocol_overlap import protocol_overlap
 from sweval.evaluators.protocols import (
@@ -117,8 +117,6 @@ PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal
 #: Metrics a ranking can use (one value per k).
 RANK_METRICS = ("recall", "hit_rate", "ndcg")
 DEFAULT_OUTPUT = "runs/compare"
-#: ``sweval run``'s default output; compare writes to :data:`DEFAULT_OUTPUT` instead.
-DEFAULT_RUN_OUTPUT = "runs/latest"
 
 
 # ---------------------------------------------------------------------- the comparison
@@ -455,7 +453,7 @@ def _write_scatter(comparison: Comparison) -> None:
 
     if len(comparison.protocols) < 2:
         return
-    k = 10 if 10 in comparison.ks else max(comparison.ks)
+    k = shown_k(comparison.ks)
     figure = protocol_scatter(comparison.summary, comparison.kendall, comparison.protocols, k,
                               metric=comparison.rank_metric)
     (comparison.directory / "kendall_scatter.png").write_bytes(figure_png(figure))
@@ -525,7 +523,7 @@ def compare_command(
                 "--metrics/--seeds: compare reports SPEC §4's metrics of one configuration per "
                 "algorithm; run `sweval run --metrics ... --seeds ...` for the others."
             )
-        output = cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT
+        output = cfg.output_or(DEFAULT_OUTPUT)
         comparison = run_compare(cfg, _split(protocols), output=output,
                                  loocv_repeats=loocv_repeats, console=Console(stderr=True),
                                  split_ratio=split_ratio, split_seed=split_seed,

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.comparison import rank_shift, rankings, table2
-from sweval.evaluators.metric_set import LABELS
+from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
 
@@ -123,7 +123,7 @@ def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
 
 def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:
     """002 Table 3: ranks per protocol in the first protocol's order, ↑n / ↓n its shift."""
-    k = k if k is not None else (10 if 10 in comparison.ks else max(comparison.ks))
+    k = k if k is not None else shown_k(comparison.ks)
     frame = rank_shift(comparison.summary, comparison.protocols, metric=comparison.rank_metric)
     frame = frame[frame["k"] == k]
     label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
@@ -152,7 +152,7 @@ def strata_table(comparison: Comparison, k: int | None = None) -> Table | None:
     summary = comparison.summary
     if set(summary["stratum"].unique()) <= {"all"}:
         return None
-    k = k if k is not None else (10 if 10 in comparison.ks else max(comparison.ks))
+    k = k if k is not None else shown_k(comparison.ks)
     metric = comparison.rank_metric
     part = summary[(summary["metric"] == metric) & (summary["k"] == k)]
     algorithms = list(dict.fromkeys(part["algorithm"]))
@@ -233,7 +233,7 @@ def overlap_rich(comparison: Comparison) -> Table | None:
     frame = comparison.overlap
     if frame.empty or not frame["n_users"].gt(0).any():
         return None
-    k = 10 if 10 in comparison.ks else max(comparison.ks)
+    k = shown_k(comparison.ks)
     part = frame[(frame["k"] == k) & (frame["n_users"] > 0)]
     pooled = part.assign(weighted=part["jaccard"] * part["n_users"]).groupby(
         ["protocol", "algorithm"], sort=False)[["weighted", "n_users"]].sum()

@@ -42,15 +42,13 @@ from sweval.evaluators.deployment_gap import (
     gap_table,
     validation_protocols,
 )
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 from sweval.flows.summary import unit_progress
 
 DEFAULT_OUTPUT = "runs/gap"
-#: ``sweval run``'s default output; gap writes to :data:`DEFAULT_OUTPUT` instead.
-DEFAULT_RUN_OUTPUT = "runs/latest"
 
 
 def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
@@ -143,10 +141,10 @@ def gap_command(
             start = WindowSpec(width_s=width, n_folds=1).first_start(load_data(cfg).t_max)
         design = GapDesign(deploy_start=start, width_s=width, share=split_ratio,
                            seed=split_seed)
-        output = Path(cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT)
+        output = Path(cfg.output_or(DEFAULT_OUTPUT))
         stderr = Console(stderr=True)
         gap_frame, _ = run_gap(cfg, design, output=output, console=stderr)
-        k = 10 if 10 in cfg.k else max(cfg.k)
+        k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
             print_gap(gap_frame, list(cfg.algorithms), k, metric)
         stderr.print(f"tables: {output}")

@@ -50,15 +50,13 @@ from sweval.evaluators.leakage_severity import (
     severity_tables,
     with_intrinsic,
 )
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
 from sweval.evaluators.windows import parse_duration, parse_time
 from sweval.flows.summary import unit_progress
 
 DEFAULT_OUTPUT = "runs/leakage"
-#: ``sweval run``'s default output; leakage writes to :data:`DEFAULT_OUTPUT` instead.
-DEFAULT_RUN_OUTPUT = "runs/latest"
 
 
 def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
@@ -106,18 +104,13 @@ def _write(output: Path, severity: Severity, design: SeverityDesign, config: Eva
     severity.change.to_csv(output / "change.csv", index=False)
     severity.ranking.to_csv(output / "ranking.csv", index=False)
     severity.overlap.to_csv(output / "overlap.csv", index=False)
-    k = main_k(config.k)
+    k = shown_k(config.k)
     figure = severity_figure(severity.results, list(config.algorithms), k)
     (output / "severity.png").write_bytes(figure_png(figure))
     record = {"design": {"test_start": design.test_start, "test_end": design.test_end,
                          "period_s": design.period_s, "periods": design.periods},
               "config": config.model_dump(mode="json")}
     (output / "leakage.json").write_text(json.dumps(record, indent=2) + "\n")
-
-
-def main_k(ks: list[int]) -> int:
-    """The k the printed tables and the figure use: 10 when asked for, else the largest."""
-    return 10 if 10 in ks else max(ks)
 
 
 def print_severity(severity: Severity, algorithms: list[str], k: int,
@@ -201,10 +194,10 @@ def leakage_command(
             test_start=parse_time(leak_test_start, option="--leak-test-start"),
             period_s=parse_duration(cfg.window), periods=leak_periods,
         )  # fmt: skip
-        output = Path(cfg.output if cfg.output != DEFAULT_RUN_OUTPUT else DEFAULT_OUTPUT)
+        output = Path(cfg.output_or(DEFAULT_OUTPUT))
         stderr = Console(stderr=True)
         severity = run_leakage(cfg, design, output=output, console=stderr)
-        print_severity(severity, list(cfg.algorithms), main_k(cfg.k))
+        print_severity(severity, list(cfg.algorithms), shown_k(cfg.k))
         stderr.print(f"tables and severity.png: {output}")
 
     leakage.__doc__ = (

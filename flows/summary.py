@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.metric_set import LABELS
+from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.outputs import Outputs
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.overlap import overlap_matrix
@@ -157,7 +157,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
     if outputs.overlap is not None and not outputs.overlap.empty:
-        k = 10 if 10 in config.k else max(config.k)
+        k = shown_k(config.k)
         overlap = overlap_table(outputs.overlap, k)
         if overlap is not None:
             console.print(overlap)
