@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
-from sweval.algorithms.implicit_device import Device, resolve_device, to_numpy
+from sweval.algorithms.implicit_device import Device, OnDevice, to_numpy
 from sweval.algorithms.threads import unit_threads
 from sweval.data.errors import SwevalError
 
@@ -45,7 +45,7 @@ class ALSConfig(AlgorithmConfig):
     )
 
 
-class ALS(Algorithm):
+class ALS(OnDevice, Algorithm):
     """Implicit-feedback matrix factorisation (Hu, Koren & Volinsky 2008) via ``implicit``.
 
     implicit 0.7.3 minimises, over user factors x_u and item factors y_i::
@@ -74,18 +74,6 @@ class ALS(Algorithm):
 
     name: ClassVar[str] = "als"
     Config: ClassVar[type[AlgorithmConfig]] = ALSConfig
-
-    def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
-        super().__init__(config, **params)
-        self.resolved_device_ = resolve_device(self.config.device, self.name)
-
-    @property
-    def device(self) -> str:
-        return self.resolved_device_
-
-    def key_params(self) -> dict[str, Any]:
-        """The config with ``device`` resolved: CPU and GPU factors differ, ``auto`` is either."""
-        return super().key_params() | {"device": self.resolved_device_}
 
     def _fit(self, train: TrainData) -> None:
         from threadpoolctl import threadpool_limits

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
-from sweval.algorithms.implicit_device import Device, resolve_device, to_numpy
+from sweval.algorithms.implicit_device import Device, OnDevice, to_numpy
 
 
 class BPRConfig(AlgorithmConfig):
@@ -41,7 +41,7 @@ class BPRConfig(AlgorithmConfig):
     )
 
 
-class BPR(Algorithm):
+class BPR(OnDevice, Algorithm):
     """Bayesian Personalized Ranking (Rendle et al. 2009), by implicit 0.7.3's SGD.
 
     User vectors x_u = (p_u, 1) and item vectors y_i = (q_i, b_i) have f + 1 components (the
@@ -65,26 +65,15 @@ class BPR(Algorithm):
     are split among ``threads`` OpenMP threads, each with its own sampler seeded from
     ``seed``: with one thread a seed gives bit-identical factors; with more, the threads
     write the shared factors without locks and runs differ (measured on a 2,000 × 500
-    matrix: factors up to 0.02 apart between two 4-thread runs), and the thread count itself changes the samples — so it is a parameter, part
-    of the unit key, never the machine's core count. The GPU runs implicit's CUDA kernel of
+    matrix: factors up to 0.02 apart between two 4-thread runs), and the thread count itself
+    changes the samples — so it is a parameter, part of the unit key, never the machine's core
+    count. The GPU runs implicit's CUDA kernel of
     the same update (its own sampler). BLAS is limited to one thread during the fit, as
     implicit asks. The device is resolved at construction like ALS's.
     """
 
     name: ClassVar[str] = "bpr"
     Config: ClassVar[type[AlgorithmConfig]] = BPRConfig
-
-    def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
-        super().__init__(config, **params)
-        self.resolved_device_ = resolve_device(self.config.device, self.name)
-
-    @property
-    def device(self) -> str:
-        return self.resolved_device_
-
-    def key_params(self) -> dict[str, Any]:
-        """The config with ``device`` resolved: CPU and GPU factors differ, ``auto`` is either."""
-        return super().key_params() | {"device": self.resolved_device_}
 
     def _fit(self, train: TrainData) -> None:
         from threadpoolctl import threadpool_limits

@@ -62,3 +62,23 @@ def to_numpy(factors: Any) -> NDArray[np.float32]:
     if hasattr(factors, "to_numpy"):
         factors = factors.to_numpy()
     return np.ascontiguousarray(factors, dtype=np.float32)
+
+
+class OnDevice:
+    """Mixin, before :class:`~sweval.algorithms.base.Algorithm`, for a model whose config has a
+    ``device``: resolved once at construction (:func:`resolve_device`), reported as
+    :attr:`device` and put into the unit key resolved (CPU and GPU factors differ; ``auto`` is
+    either)."""
+
+    def __init__(self, config: Any = None, **params: Any) -> None:
+        super().__init__(config, **params)  # type: ignore[call-arg]
+        config, name = self.config, self.name  # type: ignore[attr-defined]
+        self.resolved_device_ = resolve_device(config.device, name)
+
+    @property
+    def device(self) -> str:
+        return self.resolved_device_
+
+    def key_params(self) -> dict[str, Any]:
+        """The config with ``device`` resolved."""
+        return super().key_params() | {"device": self.resolved_device_}  # type: ignore[misc]
