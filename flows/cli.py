@@ -48,14 +48,26 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+#: The commands that use the servers of ``sweval up`` when they are up (:mod:`flows.servers`),
+#: and whether each runs Prefect flows (else it uses MLflow only).
+SERVER_COMMANDS = {"run": True, "serve": True, "compare": False, "leakage": False, "gap": False,
+                   "report": False, "ui": False}
+
+
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the installed version and exit.",
     )] = False,
 ) -> None:
     """SW-EVAL: sliding-window offline evaluation of recommender systems."""
+    if ctx.invoked_subcommand in SERVER_COMMANDS and "--help" not in sys.argv[1:]:
+        from sweval.flows.servers import use_local_servers
+
+        use_local_servers(prefect=SERVER_COMMANDS[ctx.invoked_subcommand],
+                          say=lambda line: console.print(line, highlight=False, soft_wrap=True))
 
 
 def _algorithm_help() -> str:
@@ -385,6 +397,12 @@ app.command(name="gap")(with_eval_options(gap_command(build_config, _setup_loggi
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")
+
+from sweval.flows import servers_cli as _servers_cli  # noqa: E402
+
+app.command(name="up")(_servers_cli.up)
+app.command(name="down")(_servers_cli.down)
+app.command(name="status")(_servers_cli.status)
 
 
 if __name__ == "__main__":
