@@ -166,11 +166,16 @@ def _print_tracking(cfg: EvalConfig) -> None:
         state = json.loads(record.read_text())
     except (OSError, ValueError):
         return
+    uri = state["tracking_uri"]
+    if uri.split(":", 1)[0] in ("http", "https"):  # a server (`sweval up`'s): its UI is there
+        from sweval.flows.tracking.view import comparison_url
+
+        browse = comparison_url(uri, state["experiment_id"], state["parent_run_id"])
+    else:
+        browse = "sweval ui" + (f" --tracking-uri {uri}" if cfg.tracking_uri else "")
     Console().print(  # stdout, under the summary's "results:" line
         f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
-        f"in {state['tracking_uri']} (browse: sweval ui"
-        + (f" --tracking-uri {state['tracking_uri']}" if cfg.tracking_uri else "")
-        + ")",
+        f"in {uri} (browse: {browse})",
         highlight=False,
         soft_wrap=True,
     )
