@@ -359,6 +359,8 @@ def main() -> None:
         raise
     if status == 130:  # typer turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) into Exit(130)
         _interrupted()
+    if isinstance(status, int) and status:  # a command's typer.Exit(code) (`sweval status`: 1)
+        sys.exit(status)
 
 
 def _interrupted() -> None:
