@@ -393,9 +393,9 @@ def use_local_servers(*, prefect: bool, say: Callable[[str], None]) -> None:
         say(f"sweval up's {names} server{'s do' if len(silent) > 1 else ' does'} not answer "
             "(see `sweval status`): this command runs without them, as without `sweval up`.")
         return
-    if "mlflow" in servers:
-        os.environ.setdefault("MLFLOW_TRACKING_URI", servers["mlflow"].api_url)
-    if prefect and "prefect" in servers and "PREFECT_API_URL" not in os.environ:
+    if "mlflow" in servers and not os.environ.get("MLFLOW_TRACKING_URI"):
+        os.environ["MLFLOW_TRACKING_URI"] = servers["mlflow"].api_url
+    if prefect and "prefect" in servers and not os.environ.get("PREFECT_API_URL"):
         from prefect.settings import get_current_settings
 
         if get_current_settings().api.url is None:  # none in a profile, prefect.toml or .env
