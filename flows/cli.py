@@ -133,11 +133,14 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     try:
         from sweval.flows.settings import hide_user_errors_in_terminal
         from sweval.flows.sliding_window import sliding_window_eval
-        from sweval.flows.startup import prepare_side_by_side
+        from sweval.flows.startup import finish_preloading, prepare_side_by_side
 
         hide_user_errors_in_terminal()
         prepare_side_by_side(cfg)
-        return sliding_window_eval(config=cfg, rolling=rolling)
+        try:
+            return sliding_window_eval(config=cfg, rolling=rolling)
+        finally:
+            finish_preloading()
     except SwevalError:
         raise
     except Exception as exc:
