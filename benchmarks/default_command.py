@@ -52,10 +52,8 @@ def engine_s(output: Path) -> float | None:
     """The engine's time in ``units.csv``: every unit's training matrix, fit, recommend, metrics."""
     try:
         with open(output / "units.csv", newline="") as handle:
-            return sum(
-                sum(float(row[c] or 0) for c in ("train_data_s", "fit_s", "recommend_s", "metrics_s"))
-                for row in csv.DictReader(handle)
-            )
+            columns = ("train_data_s", "fit_s", "recommend_s", "metrics_s")
+            return sum(sum(float(row[c] or 0) for c in columns) for row in csv.DictReader(handle))
     except OSError:
         return None
 
@@ -178,8 +176,8 @@ def report(records: list[dict[str, Any]]) -> str:
     """Medians per (workload, algorithm, variant), and every repetition."""
     lines = [
         "| workload | algorithm | sweval up: wall / fixed overhead / servers' CPU | plain: wall / "
-        "fixed overhead | RecTools wall | RecTools / up | RecTools / plain | repetitions (up, plain, "
-        "RecTools wall) |",
+        "fixed overhead | RecTools wall | RecTools / up | RecTools / plain | repetitions (up, "
+        "plain, RecTools wall) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     keys = sorted({(r["workload"], r["algorithm"]) for r in records})

@@ -1,4 +1,4 @@
-"""``sweval up``, ``sweval down`` and ``sweval status``: the local servers of :mod:`flows.servers`."""
+"""``sweval up``, ``sweval down``, ``sweval status``: the local servers of :mod:`flows.servers`."""
 
 from __future__ import annotations
 

@@ -62,12 +62,13 @@ class Home:
         self.env |= {"SWEVAL_HOME": str(self.path), "PREFECT_HOME": str(self.path / "prefect"),
                      MARKER: self.marker, "COLUMNS": "200"}
 
-    def sweval(self, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
+    def sweval(
+        self, *args: str, timeout: float = 300, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO, env=self.env | env,
             capture_output=True, text=True, timeout=timeout,
         )
-        return result
 
     def state(self) -> dict[str, Any] | None:
         path = self.path / servers.STATE_FILE
