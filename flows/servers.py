@@ -33,15 +33,24 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
+from sweval.flows.server_state import (
+    STATE_FILE,
+    Server,
+    read_state,
+    recorded_servers,
+    served_store,
+    state_path,
+)
 from sweval.flows.settings import sweval_home
 
-#: The state file's name under ``$SWEVAL_HOME``.
-STATE_FILE = "servers.json"
+__all__ = ["STATE_FILE", "Server", "down", "read_state", "recorded_servers", "served_store",
+           "state_path", "status", "up", "use_local_servers"]
+
 HOST = "127.0.0.1"
 DEFAULT_PREFECT_PORT = 4200
 DEFAULT_MLFLOW_PORT = 5000
@@ -51,56 +60,6 @@ START_TIMEOUT_S = 180.0
 GRACE_S = 10.0
 #: Seconds a run waits for a health answer before falling back to today's behaviour.
 HEALTH_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True, slots=True)
-class Server:
-    """One started server, as recorded in the state file."""
-
-    name: str  # "prefect" or "mlflow"
-    pid: int  # the leader of its own session: its process group id too
-    create_time: float  # psutil's, to tell the process from a later one with the same pid
-    port: int
-    url: str  # the UI's address
-    health_url: str
-    log: str
-
-    @property
-    def api_url(self) -> str:
-        """What clients are given: Prefect's ``/api``, MLflow's tracking URI (the server)."""
-        return f"{self.url}/api" if self.name == "prefect" else self.url
-
-
-def state_path() -> Path:
-    return sweval_home() / STATE_FILE
-
-
-def read_state() -> dict[str, Any] | None:
-    """The state file's content, or None without one (or an unreadable one)."""
-    try:
-        state = json.loads(state_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return state if isinstance(state, dict) else None
-
-
-def recorded_servers(state: dict[str, Any] | None) -> list[Server]:
-    if not state:
-        return []
-    try:
-        return [Server(**entry) for entry in state.get("servers", [])]
-    except TypeError:  # a state file from another version
-        return []
-
-
-def served_store(uri: str) -> str | None:
-    """The backend store of the ``sweval up`` MLflow server at ``uri``, or None when ``uri`` is
-    not that server (see :func:`flows.tracking.client.artifact_root`)."""
-    state = read_state()
-    if state and any(s.name == "mlflow" and s.url == uri.rstrip("/")
-                     for s in recorded_servers(state)):
-        return state.get("mlflow_store")
-    return None
 
 
 # -- processes --------------------------------------------------------------------------------
