@@ -66,7 +66,8 @@ def _options(
     if ctx.invoked_subcommand in SERVER_COMMANDS and "--help" not in sys.argv[1:]:
         from sweval.flows.servers import use_local_servers
 
-        use_local_servers(prefect=SERVER_COMMANDS[ctx.invoked_subcommand],
+        prefect = SERVER_COMMANDS[ctx.invoked_subcommand] and "--no-prefect" not in sys.argv
+        use_local_servers(prefect=prefect,  # --no-prefect: not even Prefect's settings import
                           say=lambda line: console.print(line, highlight=False, soft_wrap=True))
 
 
