@@ -48,14 +48,27 @@ def _print_version(value: bool) -> None:
         raise typer.Exit()
 
 
+#: The commands that use the servers of ``sweval up`` when they are up (:mod:`flows.servers`),
+#: and whether each runs Prefect flows (else it uses MLflow only).
+SERVER_COMMANDS = {"run": True, "serve": True, "compare": False, "leakage": False, "gap": False,
+                   "report": False, "ui": False}
+
+
 @app.callback()
 def _options(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the installed version and exit.",
     )] = False,
 ) -> None:
     """SW-EVAL: sliding-window offline evaluation of recommender systems."""
+    if ctx.invoked_subcommand in SERVER_COMMANDS and "--help" not in sys.argv[1:]:
+        from sweval.flows.servers import use_local_servers
+
+        prefect = SERVER_COMMANDS[ctx.invoked_subcommand] and "--no-prefect" not in sys.argv
+        use_local_servers(prefect=prefect,  # --no-prefect: not even Prefect's settings import
+                          say=lambda line: console.print(line, highlight=False, soft_wrap=True))
 
 
 def _algorithm_help() -> str:
@@ -121,11 +134,14 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     try:
         from sweval.flows.settings import hide_user_errors_in_terminal
         from sweval.flows.sliding_window import sliding_window_eval
-        from sweval.flows.startup import prepare_side_by_side
+        from sweval.flows.startup import finish_preloading, prepare_side_by_side
 
         hide_user_errors_in_terminal()
         prepare_side_by_side(cfg)
-        return sliding_window_eval(config=cfg, rolling=rolling)
+        try:
+            return sliding_window_eval(config=cfg, rolling=rolling)
+        finally:
+            finish_preloading()
     except SwevalError:
         raise
     except Exception as exc:
@@ -154,11 +170,16 @@ def _print_tracking(cfg: EvalConfig) -> None:
         state = json.loads(record.read_text())
     except (OSError, ValueError):
         return
+    uri = state["tracking_uri"]
+    if uri.split(":", 1)[0] in ("http", "https"):  # a server (`sweval up`'s): its UI is there
+        from sweval.flows.tracking.view import comparison_url
+
+        browse = comparison_url(uri, state["experiment_id"], state["parent_run_id"])
+    else:
+        browse = "sweval ui" + (f" --tracking-uri {uri}" if cfg.tracking_uri else "")
     Console().print(  # stdout, under the summary's "results:" line
         f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
-        f"in {state['tracking_uri']} (browse: sweval ui"
-        + (f" --tracking-uri {state['tracking_uri']}" if cfg.tracking_uri else "")
-        + ")",
+        f"in {uri} (browse: {browse})",
         highlight=False,
         soft_wrap=True,
     )
@@ -342,6 +363,8 @@ def main() -> None:
         raise
     if status == 130:  # typer turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) into Exit(130)
         _interrupted()
+    if isinstance(status, int) and status:  # a command's typer.Exit(code) (`sweval status`: 1)
+        sys.exit(status)
 
 
 def _interrupted() -> None:
@@ -385,6 +408,12 @@ app.command(name="gap")(with_eval_options(gap_command(build_config, _setup_loggi
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")
+
+from sweval.flows import servers_cli as _servers_cli  # noqa: E402
+
+app.command(name="up")(_servers_cli.up)
+app.command(name="down")(_servers_cli.down)
+app.command(name="status")(_servers_cli.status)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,8 @@ class Stopped(KeyboardInterrupt):
 
 _installed = False
 _received: int | None = None
+#: Children started to outlive this command (``sweval up``'s servers): never stopped at exit.
+_detached: set[int] = set()
 
 
 def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
@@ -72,15 +74,27 @@ def stop_children_on_signals() -> None:
     _installed = True
 
 
+def detach(pid: int) -> None:
+    """Leave the child ``pid`` and its descendants running when this command exits (a server
+    started to outlive it, in a session of its own)."""
+    _detached.add(pid)
+
+
 def stop_descendants(grace_s: float = GRACE_S) -> list[int]:
-    """SIGTERM every live descendant of this process, SIGKILL those still alive after
-    ``grace_s``; returns their pids. The tree is listed before anyone is signalled, so a
-    grandchild whose parent exits first is not missed."""
+    """SIGTERM every live descendant of this process (except those given to :func:`detach`
+    and theirs), SIGKILL those still alive after ``grace_s``; returns their pids. The tree is listed
+    before anyone is signalled, so a grandchild whose parent exits first is not missed."""
     try:
         descendants = psutil.Process().children(recursive=True)
     except psutil.Error:
         return []
-    return _stop(descendants, grace_s)
+    kept: set[int] = set()
+    for child in descendants:
+        if child.pid in _detached:
+            kept.add(child.pid)
+            with contextlib.suppress(psutil.Error):
+                kept |= {p.pid for p in child.children(recursive=True)}
+    return _stop([p for p in descendants if p.pid not in kept], grace_s)
 
 
 def _stop(processes: list[psutil.Process], grace_s: float) -> list[int]:

@@ -93,9 +93,9 @@ def serve(
     """
     if api_url() is None:
         raise SwevalError(
-            "schedules need a Prefect server: start one with `prefect server start` and set "
-            "PREFECT_API_URL=http://127.0.0.1:4200/api (the ephemeral API of `sweval run` has "
-            "no scheduler)."
+            "schedules need a Prefect server: start one with `sweval up` (or `prefect server "
+            "start` and set PREFECT_API_URL=http://127.0.0.1:4200/api); the ephemeral API of "
+            "`sweval run` has no scheduler."
         )
     from prefect import serve as prefect_serve
 

@@ -6,13 +6,21 @@ imports MLflow and sets up its store (about 1.7 s more on a 2-core machine). Don
 the wait and the set-up overlap::
 
     main thread    import Prefect's server module ─┬─ import MLflow, set up the store, ─ join ─ flow
-                                                   │  import the report's plotting
+                                                   │  import the report's plotting, scipy.stats
     helper thread                                  └─ start the temporary server: spawn it,
                                                       poll /health until it answers ─────┘
 
 The server object is Prefect's own (``SubprocessASGIServer``, one per port): the flow's client
 finds it running and reuses it, and Prefect stops it at exit as usual. Whatever fails here is
 left for the flow to meet again where it raises its usual clear error.
+
+With a running API (``sweval up``'s servers, or ``PREFECT_API_URL``) there is nothing to wait
+for at the start, but the flow then waits on its servers at every call (creating the flow and
+task runs, each MLflow ``log_batch``: a round trip each). The same set-up runs in a background
+thread meanwhile, using those waits::
+
+    main thread     flow: Prefect and MLflow calls (waits) ... collect, report ─ join at exit
+    preload thread  open MLflow's client, import scipy.stats and the report's plotting
 """
 
 from __future__ import annotations
@@ -25,15 +33,28 @@ from sweval.evaluators.config import EvalConfig
 _log = logging.getLogger(__name__)
 
 
+#: The thread of :func:`_preload` while it runs (see :func:`finish_preloading`).
+_preloading: threading.Thread | None = None
+
+
 def prepare_side_by_side(config: EvalConfig) -> None:
-    """Start the temporary Prefect server (when one is needed) while MLflow is set up here."""
+    """Start the temporary Prefect server (when one is needed) while MLflow is set up here;
+    with a running API (``sweval up``'s, ``PREFECT_API_URL``), set up MLflow and import what the
+    end of the flow needs in a background thread instead (see :func:`_preload`)."""
+    global _preloading
     server = _start_temporary_server()
+    if server is None:
+        _preloading = threading.Thread(target=_preload, args=(config,),
+                                       name="sweval-preload", daemon=True)
+        _preloading.start()
+        return
     try:
         if config.tracking:
             from sweval.flows.tracking import open_client, resolve_tracking_uri
 
             open_client(resolve_tracking_uri(config))
         import sweval.evaluators.report  # noqa: F401  (matplotlib: the report at the end of the flow)
+        import scipy.stats  # noqa: F401  (evaluators.significance, at the end of the flow)
     except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
         _log.debug("start-up: the early set-up failed: %s", exc)
     finally:
@@ -60,3 +81,26 @@ def _start_temporary_server() -> threading.Thread | None:
     thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
     thread.start()
     return thread
+
+
+def _preload(config: EvalConfig) -> None:
+    """Open the MLflow client, import the report's plotting and scipy's statistics (the summary's
+    bootstrap intervals): about 2.5 s of imports on 2 cores that the flow's thread would do in
+    turn, done while it waits on the Prefect and MLflow servers (each call a round trip). The
+    flow's thread takes each module from here, or waits for its import to finish."""
+    try:
+        if config.tracking:
+            from sweval.flows.tracking import open_client, resolve_tracking_uri
+
+            open_client(resolve_tracking_uri(config))
+        import scipy.stats  # noqa: F401  (evaluators.significance, at the end of the flow)
+
+        import sweval.evaluators.report  # noqa: F401  (matplotlib: the report)
+    except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
+        _log.debug("start-up: the background set-up failed: %s", exc)
+
+
+def finish_preloading() -> None:
+    """Wait for :func:`_preload` (an import cut short at exit can abort the interpreter)."""
+    if _preloading is not None:
+        _preloading.join()

@@ -31,13 +31,27 @@ def artifact_root(uri: str) -> Path | None:
     """Where experiments created by SW-EVAL keep their artifacts, explicitly (never the CWD).
 
     A sqlite store keeps them next to the database (``<db dir>/mlartifacts``); a tracking
-    server decides itself (None); another database URI uses ``$SWEVAL_HOME/mlartifacts``.
+    server decides itself (None), but for ``sweval up``'s, which serves a local store: its
+    store's; another database URI uses ``$SWEVAL_HOME/mlartifacts``.
     """
     if uri.startswith("sqlite:///"):
         return Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts"
     if uri.split(":", 1)[0] in ("http", "https", "databricks"):
-        return None
+        store = backing_store(uri)
+        return None if store == uri else artifact_root(store)
     return sweval_home() / "mlartifacts"
+
+
+def backing_store(uri: str) -> str:
+    """The store behind ``uri``: the backend of ``sweval up``'s MLflow server when ``uri`` is
+    that server (:mod:`flows.servers`), else ``uri``. Experiments and runs created through the
+    server then keep their artifacts where a plain run keeps them, and a run resumed across
+    ``sweval up``/``down`` reopens its parent run."""
+    if uri.split(":", 1)[0] not in ("http", "https"):
+        return uri
+    from sweval.flows.server_state import served_store
+
+    return served_store(uri) or uri
 
 
 def open_client(uri: str) -> Any:

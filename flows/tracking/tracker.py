@@ -23,6 +23,7 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    backing_store,
 )
 from sweval.flows.tracking.inputs import fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -134,7 +135,7 @@ class Tracker:
             parent = None
             if (
                 state.get("key") == key
-                and state.get("tracking_uri") == uri
+                and state.get("store", state.get("tracking_uri")) == backing_store(uri)
                 and state.get("experiment_id") == experiment_id
             ):
                 parent = active_run(client, state.get("parent_run_id"))
@@ -150,6 +151,7 @@ class Tracker:
                 state = {
                     "key": key,
                     "tracking_uri": uri,
+                    "store": backing_store(uri),
                     "experiment_id": experiment_id,
                     "parent_run_id": parent.info.run_id,
                     "children": {},

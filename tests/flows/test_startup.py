@@ -64,6 +64,21 @@ def test_with_an_api_url_no_server_is_started(
     assert fake_server_start == []
 
 
+def test_with_an_api_url_the_set_up_runs_in_a_background_thread_joined_at_exit(
+    fake_server_start: list[dict[str, Any]], make_config, write_log, tmp_path: Path
+) -> None:
+    import sweval.flows.startup as startup
+
+    store = tmp_path / "preloaded" / "mlflow.db"
+    prepare_side_by_side(make_config(write_log(3), tracking_uri=f"sqlite:///{store}"))
+    thread = startup._preloading
+    assert fake_server_start == [] and thread is not None and thread.name == "sweval-preload"
+    startup.finish_preloading()
+    assert not thread.is_alive()
+    assert store.exists()  # the MLflow client was opened there
+    assert "scipy.stats" in sys.modules and "sweval.evaluators.report" in sys.modules
+
+
 def test_a_failed_early_start_or_store_is_left_for_the_flow_to_report(
     monkeypatch: pytest.MonkeyPatch, make_config, write_log, tmp_path: Path
 ) -> None:

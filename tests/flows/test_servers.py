@@ -1,0 +1,293 @@
+"""`sweval up` / `down` / `status` (flows.servers): real servers, real `sweval` processes.
+
+Every ``sweval`` here runs as a subprocess with its own ``SWEVAL_HOME`` and ``PREFECT_HOME`` in
+tmp_path, free loopback ports and a marker variable in its environment: the servers inherit
+it, so :func:`_leftovers` finds any process of theirs still alive, whatever session it is in.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sweval_testing import REPO, experiment_runs
+
+from sweval.flows import servers
+
+MARKER = "SWEVAL_SERVERS_TEST_ID"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Live processes whose environment carries ``MARKER=marker``."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if process.environ().get(MARKER) == marker:
+                found.append(f"{process.pid} {' '.join(process.cmdline())}")
+        except psutil.Error:
+            continue
+    return found
+
+
+class Home:
+    """A SWEVAL_HOME of its own and the environment of the `sweval` commands run in it."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.path = tmp_path / "home"
+        self.marker = uuid.uuid4().hex
+        self.env = {k: v for k, v in os.environ.items()
+                    if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
+        self.env |= {"SWEVAL_HOME": str(self.path), "PREFECT_HOME": str(self.path / "prefect"),
+                     MARKER: self.marker, "COLUMNS": "200"}
+
+    def sweval(
+        self, *args: str, timeout: float = 300, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO, env=self.env | env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+
+    def state(self) -> dict[str, Any] | None:
+        path = self.path / servers.STATE_FILE
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Home]:
+    """A Home whose servers are stopped at the end, whatever the test did."""
+    home = Home(tmp_path)
+    yield home
+    if home.state() is not None:
+        home.sweval("down", timeout=60)
+    for line in _leftovers(home.marker):  # the test fails on them; never leave them running
+        os.kill(int(line.split()[0]), 9)
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _post(url: str, payload: dict[str, Any]) -> Any:
+    request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _mlflow_parents(url: str, experiment: str) -> list[dict[str, Any]]:
+    """The parent runs of ``experiment``, through the MLflow server's REST API."""
+    found = _get(f"{url}/api/2.0/mlflow/experiments/get-by-name?"
+                 + urllib.parse.urlencode({"experiment_name": experiment}))
+    runs = _post(f"{url}/api/2.0/mlflow/runs/search",
+                 {"experiment_ids": [found["experiment"]["experiment_id"]]}).get("runs", [])
+    tags = [{t["key"]: t["value"] for t in run["data"].get("tags", [])} for run in runs]
+    return [run | {"tags": t} for run, t in zip(runs, tags, strict=True)
+            if "mlflow.parentRunId" not in t]
+
+
+RUN = ["run", "--window", "1D", "--folds", "7", "--k", "5,10", "--u-min", "5",
+       "--algorithms", "pop,pop-n", "--no-progress"]
+
+
+@pytest.mark.slow
+def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
+    home: Home, write_log, tmp_path: Path, prefect_api: str
+) -> None:
+    prefect_port, mlflow_port = _free_port(), _free_port()
+    started = home.sweval("up", "--prefect-port", str(prefect_port),
+                          "--mlflow-port", str(mlflow_port))
+    assert started.returncode == 0, started.stderr
+    prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
+    assert prefect_url in started.stdout and mlflow_url in started.stdout
+    state = home.state()
+    assert state is not None and state["mlflow_store"] == f"sqlite:///{home.path / 'mlflow.db'}"
+
+    again = home.sweval("up", "--prefect-port", str(prefect_port),
+                        "--mlflow-port", str(mlflow_port))
+    assert again.returncode == 0 and "already up" in again.stderr
+    assert home.state() == state  # the same servers
+
+    status = home.sweval("status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert status.stdout.count(" up") == 2 and prefect_url in status.stdout
+
+    # a plain `sweval run` lands in both servers
+    data = write_log(8)
+    run = home.sweval(*RUN, "--data", str(data), "--output", str(tmp_path / "out"),
+                      "--experiment", "test/up")
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert "Traceback" not in run.stderr and "does not answer" not in run.stderr
+    assert f"in {mlflow_url} (browse: {mlflow_url}/#/experiments/" in run.stdout
+    [parent] = _mlflow_parents(mlflow_url, "test/up")
+    assert parent["info"]["status"] == "FINISHED"
+    flow_run_id = parent["tags"]["prefect.flow_run_id"]
+    flow_run = _get(f"{prefect_url}/api/flow_runs/{flow_run_id}")
+    assert flow_run["state_type"] == "COMPLETED"
+    # its artifacts went where a plain run keeps them (next to the store), served by the server
+    assert any((home.path / "mlartifacts").rglob("results.csv"))
+    with urllib.request.urlopen(f"{mlflow_url}/get-artifact?path=results.csv&run_uuid="
+                                f"{parent['info']['run_id']}", timeout=30) as response:
+        assert response.read().startswith(b"fold,")
+
+    # an explicit MLFLOW_TRACKING_URI and PREFECT_API_URL win over the servers
+    other = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
+    explicit = home.sweval(*RUN, "--data", str(data), "--output", str(tmp_path / "out2"),
+                           "--experiment", "test/explicit", MLFLOW_TRACKING_URI=other,
+                           PREFECT_API_URL=prefect_api)
+    assert explicit.returncode == 0, explicit.stderr[-4000:]
+    assert f"in {other}" in explicit.stdout
+    names = {e["name"] for e in _get(
+        f"{mlflow_url}/api/2.0/mlflow/experiments/search?max_results=100")["experiments"]}
+    assert "test/up" in names and "test/explicit" not in names
+    assert [r["id"] for r in _post(f"{prefect_url}/api/flow_runs/filter", {})] == [flow_run_id]
+    [elsewhere] = experiment_runs(other, "test/explicit")[0]
+    other_run = elsewhere.data.tags["prefect.flow_run_id"]
+    assert _get(f"{prefect_api}/flow_runs/{other_run}")["state_type"] == "COMPLETED"
+
+    stopped = home.sweval("down")
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.count("stopped") == 2
+    assert home.state() is None
+    assert _leftovers(home.marker) == []
+    assert home.sweval("status").returncode == 1
+
+
+@pytest.mark.slow
+def test_a_taken_port_is_named_with_its_holder_and_nothing_starts(home: Home) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = home.sweval("up", "--prefect-port", str(_free_port()),
+                             "--mlflow-port", str(port))
+    assert result.returncode == 2
+    message = " ".join(result.stderr.split())
+    assert f"port {port} on 127.0.0.1 is taken (held by pid {os.getpid()}" in message
+    assert "--mlflow-port" in message and "Traceback" not in result.stderr
+    assert home.state() is None
+    assert _leftovers(home.marker) == []
+
+
+def _dead_pid() -> tuple[int, float]:
+    import psutil
+
+    process = subprocess.Popen(["true"])
+    create_time = psutil.Process(process.pid).create_time()
+    process.wait()
+    return process.pid, create_time
+
+
+def _write_state(home_path: Path, entries: list[servers.Server], store: str = "") -> None:
+    home_path.mkdir(parents=True, exist_ok=True)
+    (home_path / servers.STATE_FILE).write_text(json.dumps({
+        "servers": [{f: getattr(s, f) for f in servers.Server.__dataclass_fields__}
+                    for s in entries], "mlflow_store": store}))
+
+
+def _server(name: str, url: str, pid: int = 0, create_time: float = 0.0) -> servers.Server:
+    health = f"{url}/api/health" if name == "prefect" else f"{url}/health"
+    return servers.Server(name=name, pid=pid, create_time=create_time,
+                          port=int(url.rsplit(":", 1)[1]), url=url, health_url=health, log="")
+
+
+def test_stale_state_shows_down_and_down_forgets_it(home: Home) -> None:
+    pid, create_time = _dead_pid()
+    _write_state(home.path, [
+        _server("prefect", f"http://127.0.0.1:{_free_port()}", pid, create_time),
+        _server("mlflow", f"http://127.0.0.1:{_free_port()}", pid, create_time),
+    ])
+    status = home.sweval("status", timeout=60)
+    assert status.returncode == 1
+    assert status.stdout.count("down (process gone)") == 2
+    stopped = home.sweval("down", timeout=60)
+    assert stopped.returncode == 0 and stopped.stdout.count("was not running") == 2
+    assert home.state() is None
+
+
+@pytest.fixture
+def healthy_mlflow() -> Iterator[str]:
+    """A loopback HTTP server answering ``/health`` with ``OK``, as ``mlflow server`` does."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            ok = self.path == "/health"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            self.wfile.write(b"OK" if ok else b"")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_mlflow_commands_use_an_answering_server_unless_the_user_chose_a_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str
+) -> None:
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _write_state(tmp_path, [_server("mlflow", healthy_mlflow)], store)
+    notices: list[str] = []
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    servers.use_local_servers(prefect=False, say=notices.append)
+    assert os.environ["MLFLOW_TRACKING_URI"] == healthy_mlflow and notices == []
+
+    from sweval.flows.tracking.client import artifact_root, backing_store
+
+    assert backing_store(healthy_mlflow) == store  # the server's own store, artifacts included
+    assert artifact_root(healthy_mlflow) == tmp_path / "mlartifacts"
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///elsewhere.db")
+    servers.use_local_servers(prefect=False, say=notices.append)
+    assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:///elsewhere.db"
+
+
+def test_a_recorded_server_that_does_not_answer_gets_one_notice_and_no_change(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    silent = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    _write_state(tmp_path, [_server("mlflow", silent)])
+    notices: list[str] = []
+    servers.use_local_servers(prefect=False, say=notices.append)
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    assert len(notices) == 1 and silent in notices[0] and "sweval status" in notices[0]
+
+
+def test_no_state_file_changes_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    notices: list[str] = []
+    servers.use_local_servers(prefect=True, say=notices.append)
+    assert "MLFLOW_TRACKING_URI" not in os.environ and notices == []
