@@ -175,9 +175,14 @@ def _merge_rows(old_indptr, old_indices, old_to_new, old_row_of, pair_row, pair_
     Row r of the result is old row ``old_row_of[r]`` (-1: a new user), its columns renumbered
     by ``old_to_new`` (increasing, so a row stays sorted), merged with the pairs of row r
     (``pair_row``/``pair_col``, sorted by row then column, distinct); a pair already in the old
-    row is kept once.
+    row is kept once. Rows without new pairs (most of them) are copied in one loop.
     """
     n_pairs = len(pair_row)
+    same = True  # the old columns keep their numbers
+    for c in range(len(old_to_new)):
+        if old_to_new[c] != c:
+            same = False
+            break
     j = 0
     nnz = 0
     indptr[0] = 0
@@ -188,6 +193,16 @@ def _merge_rows(old_indptr, old_indices, old_to_new, old_row_of, pair_row, pair_
         if old_row >= 0:
             a = old_indptr[old_row]
             b = old_indptr[old_row + 1]
+        if j >= n_pairs or pair_row[j] != r:  # an untouched row
+            if same:
+                out[nnz : nnz + b - a] = old_indices[a:b]
+                nnz += b - a
+            else:
+                for k in range(a, b):
+                    out[nnz] = old_to_new[old_indices[k]]
+                    nnz += 1
+            indptr[r + 1] = nnz
+            continue
         while a < b or (j < n_pairs and pair_row[j] == r):
             if j < n_pairs and pair_row[j] == r:
                 new_col = pair_col[j]
