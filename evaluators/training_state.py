@@ -92,7 +92,12 @@ class TrainingState:
         window_user, window_item = log.user[self.hi : hi], log.item[self.hi : hi]
         n_items = log.n_items
         # the window's distinct pairs, sorted by (user, item)
-        keys = np.unique(window_user * np.int64(max(n_items, 1)) + window_item)
+        keys = np.sort(window_user * np.int64(max(n_items, 1)) + window_item)
+        if len(keys) > 1:  # np.unique hashes: slower than sorting on large windows
+            distinct = np.empty(len(keys), dtype=bool)
+            distinct[0] = True
+            np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
+            keys = keys[distinct]
         pair_user, pair_item = np.divmod(keys, np.int64(max(n_items, 1)))
         # the new counts and maps (O(users + items))
         user_present = self.user_present.copy()
