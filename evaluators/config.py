@@ -43,7 +43,7 @@ ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 _NON_RESULT_FIELDS = {
     "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
     "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
-    "system_metrics",
+    "system_metrics", "incremental",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
 }
@@ -233,6 +233,12 @@ class EvalConfig(BaseModel):
         "[default: the CPU count]",
     )
     progress: Annotated[bool, Cli(RUN)] = Field(default=True, description="Show a progress bar.")
+    incremental: Annotated[bool, Cli(RUN)] = Field(
+        default=True,
+        description="Advance each fold's training data from the previous fold's by the window "
+        "in between when folds run in order (expanding windows); the numbers are identical. "
+        "--no-incremental builds every fold's from the whole log.",
+    )
     tracking: Annotated[bool, Cli(RUN)] = Field(
         default=True, description="Log the run to MLflow."
     )

@@ -229,7 +229,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     if log is None:
         log = load_data(config)
     folds = build_folds(log, spec, u_min=config.u_min)
-    splits = fold_splits(log, folds, config.relevance)
+    splits = fold_splits(log, folds, config.relevance, incremental=config.incremental)
     found = searches(config, tpe_objective(config, splits))
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
@@ -243,7 +243,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         for label in strata.logs:
             stratum_splits[label] = fold_splits(
                 strata.logs[label], strata.folds[label], config.relevance,
-                stratum=label, stratify_mode="subset",
+                stratum=label, stratify_mode="subset", incremental=config.incremental,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
     key = run_key(config, log, specs)

@@ -18,6 +18,7 @@ Hold-out splits (``loocv`` seed s, ``leave-last-one-out``)::
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -275,13 +276,26 @@ def fold_splits(
     *,
     stratum: str = "all",
     stratify_mode: str | None = None,
+    incremental: bool = True,
 ) -> list[Split]:
     """The splits of engine folds; a user's reference time is their first test transaction.
 
     A fold's data fingerprint covers the transactions before its end only: its training data,
     test window and eligible users lie there, so the same window of a grown log is the same
     split.
+
+    With ``incremental`` (the default) the splits share one
+    :class:`~evaluators.training_state.IncrementalTraining`: a fold's training data is advanced
+    from the previous fold's when the folds are asked for in order, and is identical to the one
+    built from scratch (``incremental=False``, ``--no-incremental``), which is what any other
+    order gets.
     """
+    if incremental:
+        from sweval.evaluators.training_state import IncrementalTraining
+
+        build: Callable[[Fold], TrainData] = IncrementalTraining(log).train_data
+    else:
+        build = functools.partial(_from_scratch, log)
     prefixes = log.prefix_fingerprints([fold.t_end for fold in folds]) if len(log) else {}
     return [
         _fold_split(log, fold, relevance, {
@@ -293,13 +307,18 @@ def fold_splits(
             "stratum": stratum,
             "stratify_mode": stratify_mode,
             "data": prefixes.get(fold.t_end, ""),
-        })
+        }, build)
         for fold in folds
     ]
 
 
+def _from_scratch(log: InteractionLog, fold: Fold) -> TrainData:
+    return fold.train_data(log)
+
+
 def _fold_split(
-    log: InteractionLog, fold: Fold, relevance: Relevance, definition: dict[str, Any]
+    log: InteractionLog, fold: Fold, relevance: Relevance, definition: dict[str, Any],
+    build: Callable[[Fold], TrainData],
 ) -> Split:
     users = fold.eligible_users
     test_user = log.user[fold.test_lo : fold.test_hi]
@@ -313,7 +332,7 @@ def _fold_split(
         t_end=fold.t_end,
         relevant=relevant,
         reference_time=reference_time.astype(np.int64),
-        make_train=lambda: fold.train_data(log),
+        make_train=functools.partial(build, fold),
         definition=definition,
         log=log,
         skip_reason=fold.skip_reason,

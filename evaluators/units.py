@@ -63,6 +63,7 @@ CORE_MODULES = (
     "evaluators/folds.py",
     "evaluators/metrics.py",
     "evaluators/splits.py",
+    "evaluators/training_state.py",  # builds the folds' training data when they come in order
 )
 
 

@@ -1,0 +1,145 @@
+"""Incremental folds (evaluators/training_state.py): every fold's training data advanced from the
+previous fold's equals the one built from the whole log, array for array, and so do the units'
+lists, on random logs (ties in time, repeated pairs with each --dedup mode, ids that sort before
+the ones already seen, users and items appearing late, empty windows, folds left out)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sweval_testing import DAY
+
+from sweval.algorithms.base import TrainData
+from sweval.algorithms.registry import build_algorithm
+from sweval.data.log import InteractionLog
+from sweval.evaluators.engine import compute_lists, list_length
+from sweval.evaluators.folds import build_folds
+from sweval.evaluators.splits import fold_splits
+from sweval.evaluators.training_state import IncrementalTraining, TrainingState
+from sweval.evaluators.windows import WindowSpec
+
+
+@st.composite
+def logs(draw) -> InteractionLog:
+    """A random log: few distinct timestamps (ties), repeated pairs, integer ids or string ids
+    (``u10`` sorts before ``u2``: a late id often takes a row or column before old ones), quiet
+    days (empty windows)."""
+    n = draw(st.integers(1, 120))
+    users = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n))
+    items = draw(st.lists(st.integers(0, 25), min_size=n, max_size=n))
+    days = draw(st.lists(st.integers(0, 9), min_size=n, max_size=n))
+    hours = draw(st.lists(st.sampled_from([0, 6, 12]), min_size=n, max_size=n))
+    frame = pd.DataFrame({
+        "user": users, "item": items,
+        "timestamp": np.array(days) * DAY + np.array(hours) * 3600,
+    })
+    if draw(st.booleans()):
+        frame["user"] = "u" + frame["user"].astype(str)
+        frame["item"] = "i" + frame["item"].astype(str)
+    return InteractionLog.from_frame(frame, dedup=draw(st.sampled_from(["first", "none"])))
+
+
+def assert_same(got: TrainData, expected: TrainData) -> None:
+    """Every array of the two, values and dtypes, and the scalars."""
+    assert got.matrix.shape == expected.matrix.shape
+    assert got.matrix.has_sorted_indices and expected.matrix.has_sorted_indices
+    for name in ("data", "indices", "indptr"):
+        a, b = getattr(got.matrix, name), getattr(expected.matrix, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    for name in ("user_codes", "item_codes", "item_sequence", "user_sequence", "timestamps"):
+        a, b = getattr(got, name), getattr(expected, name)
+        assert a.dtype == b.dtype, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert got.cutoff == expected.cutoff
+    assert got.raw_user_ids is expected.raw_user_ids
+    assert got.raw_item_ids is expected.raw_item_ids
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    log=logs(),
+    width=st.sampled_from([6 * 3600, DAY, 2 * DAY]),
+    n_folds=st.integers(1, 12),
+    train_window=st.sampled_from([None, None, 2 * DAY]),
+    visit=st.lists(st.booleans(), min_size=12, max_size=12),
+    back=st.integers(0, 11),
+)
+def test_advanced_folds_equal_folds_built_from_scratch(
+    log, width, n_folds, train_window, visit, back
+):
+    spec = WindowSpec(width_s=width, n_folds=n_folds, train_window_s=train_window)
+    folds = build_folds(log, spec, u_min=0)
+    incremental = IncrementalTraining(log)
+    visited = [fold for fold, keep in zip(folds, visit) if keep]  # folds left out: skipped
+    for fold in visited:
+        assert_same(incremental.train_data(fold), fold.train_data(log))
+    if folds:  # a fold behind the state (out of order): from scratch, the state stays
+        fold = folds[min(back, len(folds) - 1)]
+        assert_same(incremental.train_data(fold), fold.train_data(log))
+    for fold in visited[-2:]:
+        assert_same(incremental.train_data(fold), fold.train_data(log))
+
+
+ALGORITHMS = {
+    "pop": {},
+    "pop-n": {"n_recent": 7},
+    "decay-pop": {"period": "1D", "horizon": 3},
+    "item-knn": {"n_neighbors": 3},
+    "user-knn": {"n_neighbors": 3},
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(log=logs(), n_folds=st.integers(1, 8), k=st.integers(1, 6))
+def test_units_are_the_same_on_both_paths(log, n_folds, k):
+    folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=n_folds), u_min=0)
+    paths = [fold_splits(log, folds, "all", incremental=flag) for flag in (True, False)]
+    for advanced, scratch in zip(*paths):
+        assert advanced.definition == scratch.definition  # so the unit keys are the same
+        if advanced.skipped:
+            continue
+        depth = list_length([k], advanced.relevant.sizes)
+        for name, params in ALGORITHMS.items():
+            got = compute_lists(build_algorithm(name, params), advanced.train, advanced.users,
+                                depth)
+            expected = compute_lists(build_algorithm(name, params), scratch.train,
+                                     scratch.users, depth)
+            np.testing.assert_array_equal(got.items, expected.items, err_msg=name)
+        advanced.release()
+        scratch.release()
+
+
+def test_a_state_never_goes_back_and_checks_the_cutoff():
+    log = InteractionLog.from_frame(pd.DataFrame(
+        {"user": [1, 2, 1], "item": [5, 5, 6], "timestamp": [0, DAY, 2 * DAY]}))
+    state = TrainingState.empty(log).advance(2, cutoff=DAY + 1)
+    assert state.data is not None and state.data.matrix.nnz == 2
+    np.testing.assert_array_equal(state.item_transactions, [2, 0])
+    try:
+        state.advance(1, cutoff=DAY)
+    except ValueError as exc:
+        assert "back" in str(exc)
+    else:
+        raise AssertionError("advanced backwards")
+    try:
+        state.advance(3, cutoff=2 * DAY)
+    except ValueError as exc:
+        assert "cut-off" in str(exc)
+    else:
+        raise AssertionError("a transaction at the cut-off was let in")
+
+
+def test_the_splits_pickle_without_the_state():
+    log = InteractionLog.from_frame(pd.DataFrame(
+        {"user": [1, 2, 1, 2], "item": [5, 5, 6, 7], "timestamp": [0, DAY, 2 * DAY, 3 * DAY]}))
+    folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=2), u_min=0)
+    incremental = IncrementalTraining(log)
+    incremental.train_data(folds[0])
+    copy = pickle.loads(pickle.dumps(incremental))
+    assert copy._state is None
+    assert_same(copy.train_data(folds[1]), folds[1].train_data(copy.log))
