@@ -232,3 +232,220 @@ def _grow(array, size):
     out = np.empty(size, dtype=array.dtype)
     out[: len(array)] = array
     return out
+
+
+# ------------------------------------------------------------------ sets ranked by their size
+# A self-join (user-kNN: users × users; item-kNN: items × items) whose sets are numbered by
+# *rank*, the position in the order (|X_s| ascending, s ascending). Within one overlap count c
+# the cosine c / sqrt(a·|X_s|) falls as |X_s| grows and ties go to the lower s, so among the
+# candidates with the same count the better one is the one with the lower rank: the selection
+# needs the n lowest ranks of each count and never looks at the others.
+
+
+@njit(cache=True, nogil=True)
+def size_order(indptr):
+    """The sets ordered by (size ascending, index ascending), by a counting sort.
+
+    Returns:
+        (order, rank_of): ``order[k]`` the set of rank k (int64), ``rank_of[s]`` the rank of
+        set s (int32).
+    """
+    n_sets = len(indptr) - 1
+    largest = 0
+    for s in range(n_sets):
+        largest = max(largest, indptr[s + 1] - indptr[s])
+    start = np.zeros(largest + 2, dtype=np.int64)
+    for s in range(n_sets):
+        start[indptr[s + 1] - indptr[s] + 1] += 1
+    for size in range(largest + 1):
+        start[size + 1] += start[size]
+    order = np.empty(n_sets, dtype=np.int64)
+    rank_of = np.empty(n_sets, dtype=np.int32)
+    for s in range(n_sets):  # ascending s: ties in size keep the index order
+        size = indptr[s + 1] - indptr[s]
+        order[start[size]] = s
+        rank_of[s] = start[size]
+        start[size] += 1
+    return order, rank_of
+
+
+@njit(cache=True, nogil=True)
+def ranked_postings(indptr, indices, n_elements, order):
+    """Per element t, the ranks of the sets that hold t, ascending (a transposed CSR).
+
+    Returns:
+        (p_indptr, p_ranks): int64 offsets per element and int32 ranks.
+    """
+    p_indptr = np.zeros(n_elements + 1, dtype=np.int64)
+    for p in range(len(indices)):
+        p_indptr[indices[p] + 1] += 1
+    for t in range(n_elements):
+        p_indptr[t + 1] += p_indptr[t]
+    fill = p_indptr[:-1].copy()
+    p_ranks = np.empty(len(indices), dtype=np.int32)
+    for k in range(len(order)):  # ranks in ascending order: every list comes out sorted
+        s = order[k]
+        for p in range(indptr[s], indptr[s + 1]):
+            t = indices[p]
+            p_ranks[fill[t]] = k
+            fill[t] += 1
+    return p_indptr, p_ranks
+
+
+@njit(cache=True, nogil=True)
+def _smallest(values, lo, hi, n):
+    """Reorder ``values[lo:hi]`` (distinct) so that its n smallest come first, in any order.
+
+    Hoare's selection with a median-of-three pivot and a branch-free Lomuto partition.
+    """
+    kth = lo + n - 1
+    hi -= 1
+    while hi > lo:
+        mid = (lo + hi) >> 1
+        if values[mid] < values[lo]:
+            values[mid], values[lo] = values[lo], values[mid]
+        if values[hi] < values[lo]:
+            values[hi], values[lo] = values[lo], values[hi]
+        if values[mid] < values[hi]:
+            values[mid], values[hi] = values[hi], values[mid]
+        pivot = values[hi]  # the median of the three
+        i = lo
+        for j in range(lo, hi):
+            v = values[j]
+            values[j] = values[i]
+            values[i] = v
+            i += v < pivot
+        values[i], values[hi] = values[hi], values[i]
+        if i == kth:
+            return
+        if i < kth:
+            lo = i + 1
+        else:
+            hi = i - 1
+
+
+@njit(cache=True, nogil=True)
+def ranked_cosine_neighbours(
+    rows, a_indptr, a_indices, p_indptr, p_ranks, order, rank_of, rank_sizes, counter, n,
+    sort_columns,
+):
+    """Top-n cosine neighbours of the given rows in a self-join whose sets are ranked by size.
+
+    The sets X_s are the rows of (``a_indptr``, ``a_indices``); ``order``/``rank_of`` rank
+    them by (|X_s|, s) (:func:`size_order`), ``rank_sizes[k]`` = |X_{order[k]}|, and
+    (``p_indptr``, ``p_ranks``) lists, per element, the ranks of the sets that hold it,
+    ascending (:func:`ranked_postings`). For each r in ``rows``, with a = |X_r|::
+
+        c(r, s)   = |X_r ∩ X_s|
+        cos(r, s) = sqrt(c² / (a · |X_s|))      for c > 0 and s ≠ r
+
+    keeping the ``n`` best s (value descending, s ascending; n = 0 keeps all): the same rows,
+    bit for bit, as :func:`cosine_neighbours` when the sizes obey the bound below.
+
+    Per row: the counts go into a dense array indexed by rank (``counter``'s dtype: wide enough
+    for the largest count), the touched ranks are bucketed by their count (a counting sort),
+    and in each bucket only the n lowest ranks are kept (:func:`_smallest`); the candidates
+    left (at most n per distinct count) go through :func:`_select_best` on the squared
+    cosines, and only the winners get a square root. No array indexed by set is read per
+    touched set, only the count and, for the few candidates, the set and its size.
+
+    Why the lowest ranks of a bucket suffice: with c fixed, c²/(a·β) is strictly decreasing
+    in β = |X_s|, and equal β tie on s ascending; rank order is (β, s) order. So the n lowest
+    ranks of a bucket beat every other entry of the bucket, and an entry outside them has n
+    better ones: it cannot be among the n best.
+
+    Why the floats keep the exact order (the bound, checked by the caller): with every set
+    size ≤ K, two different squares x₁ < x₂ (x = c²/(aβ) ≤ 1, same a) differ by at least
+    1/(a·β₁·β₂) ≥ K⁻³; c², a·β are exact integers in float64, so each quotient is within
+    u = 2⁻⁵³ of x, each root within u of √x, and √x₂ − √x₁ ≥ (x₂ − x₁)/2. Hence
+    fl(cos₂) − fl(cos₁) ≥ 1/(2K³) − 3u > 0 whenever 6K³ < 2⁵³ (K ≤ 115,000): float order
+    = exact order, equal floats only for equal cosines (the same rational gives the same
+    correctly rounded quotient). Ties between counts (c²/β equal for different c) are then
+    broken on s ascending by :func:`_select_best`, as SPEC §3 asks.
+
+    Returns:
+        (indptr, indices, data) of a len(rows) × len(order) CSR; columns ascending within rows
+        with ``sort_columns``, else in no particular order.
+    """
+    n_rows = len(rows)
+    n_cols = len(order)
+    counts = np.zeros(n_cols, dtype=counter.dtype)
+    touched = np.empty(n_cols, dtype=np.int32)
+    touched_counts = np.empty(n_cols, dtype=counter.dtype)
+    buckets = np.empty(n_cols, dtype=np.int32)
+    longest = 0
+    for q in range(n_rows):
+        longest = max(longest, a_indptr[rows[q] + 1] - a_indptr[rows[q]])
+    bucket_end = np.zeros(longest + 2, dtype=np.int64)
+    capacity = n_cols if n <= 0 else min(n_cols, max(1, longest) * n)
+    cand_cols = np.empty(max(1, capacity), dtype=np.int64)
+    cand_vals = np.empty(max(1, capacity), dtype=np.float64)
+    indptr = np.zeros(n_rows + 1, dtype=np.int64)
+    out_cols = np.empty(max(16, n_rows * (n if n > 0 else 64)), dtype=np.int64)
+    out_vals = np.empty(len(out_cols), dtype=np.float64)
+    for q in range(n_rows):
+        r = rows[q]
+        row_size = float(a_indptr[r + 1] - a_indptr[r])
+        b = a_indptr[r + 1] - a_indptr[r]
+        count = 0  # the ranks with a count go to touched[:count]
+        for p in range(a_indptr[r], a_indptr[r + 1]):
+            t = a_indices[p]
+            for z in range(p_indptr[t], p_indptr[t + 1]):
+                k = p_ranks[z]
+                touched[count] = k  # branch-free: kept only when k is new
+                count += counts[k] == 0
+                counts[k] += 1
+        counts[rank_of[r]] = 0  # never its own neighbour: dropped by the compaction below
+        for c in range(b + 2):
+            bucket_end[c] = 0
+        size = 0
+        for p in range(count):
+            k = touched[p]
+            c = counts[k]
+            counts[k] = 0
+            touched[size] = k  # branch-free: r itself (count 0) is overwritten
+            touched_counts[size] = c
+            size += c > 0
+            bucket_end[c] += 1
+        start = 0  # buckets by count descending: bucket c is buckets[start_c:bucket_end[c]]
+        for c in range(b, 0, -1):
+            start += bucket_end[c]
+            bucket_end[c] = start - bucket_end[c]  # for now the bucket's start
+        for p in range(size):
+            c = touched_counts[p]
+            buckets[bucket_end[c]] = touched[p]
+            bucket_end[c] += 1
+        m = 0
+        start = 0
+        for c in range(b, 0, -1):
+            end = bucket_end[c]
+            take = end - start
+            if n > 0 and take > n:
+                _smallest(buckets, start, end, n)
+                take = n
+            square = float(c) * float(c)
+            for p in range(start, start + take):
+                k = buckets[p]
+                cand_cols[m] = order[k]
+                cand_vals[m] = square / (row_size * float(rank_sizes[k]))  # the squared cosine
+                m += 1
+            start = end
+        kept = m if n <= 0 or m <= n else n
+        if kept < m:
+            _select_best(cand_cols, cand_vals, m, kept)
+        start = indptr[q]
+        if start + kept > len(out_cols):
+            grown = max(2 * len(out_cols), start + kept)
+            out_cols = _grow(out_cols, grown)
+            out_vals = _grow(out_vals, grown)
+        if sort_columns:
+            by_column = np.argsort(cand_cols[:kept])
+            for p in range(kept):
+                out_cols[start + p] = cand_cols[by_column[p]]
+                out_vals[start + p] = np.sqrt(cand_vals[by_column[p]])
+        else:
+            for p in range(kept):
+                out_cols[start + p] = cand_cols[p]
+                out_vals[start + p] = np.sqrt(cand_vals[p])
+        indptr[q + 1] = start + kept
+    return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
