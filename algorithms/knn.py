@@ -72,7 +72,7 @@ def top_cosines(
 #: Largest set size for which :class:`RankedSets` may be used: with every size ≤ K and
 #: 6·K³ < 2⁵³ the float cosines keep the exact order of c²/(a·b), which the ranked kernel relies
 #: on (:func:`algorithms.neighbour_kernels.ranked_cosine_neighbours` gives the proof).
-RANKED_MAX_SIZE = 115_000
+RANKED_MAX_SIZE = 114_000
 
 
 class RankedSets:
@@ -255,7 +255,7 @@ class UserKNN(Algorithm):
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""
         if self.ranked_ is not None:
             return self.ranked_.top_cosines(rows, self.config.n_neighbors)
-        sizes = np.diff(self.matrix_.indptr).astype(np.float64)  # users of > 115k items
+        sizes = np.diff(self.matrix_.indptr).astype(np.float64)  # a user of more than RANKED_MAX_SIZE items
         return top_cosines(
             rows, self.matrix_, self.matrix_.T.tocsr(), sizes, sizes, self.config.n_neighbors
         )

@@ -358,7 +358,7 @@ def ranked_cosine_neighbours(
     size ≤ K, two different squares x₁ < x₂ (x = c²/(aβ) ≤ 1, same a) differ by at least
     1/(a·β₁·β₂) ≥ K⁻³; c², a·β are exact integers in float64, so each quotient is within
     u = 2⁻⁵³ of x, each root within u of √x, and √x₂ − √x₁ ≥ (x₂ − x₁)/2. Hence
-    fl(cos₂) − fl(cos₁) ≥ 1/(2K³) − 3u > 0 whenever 6K³ < 2⁵³ (K ≤ 115,000): float order
+    fl(cos₂) − fl(cos₁) ≥ 1/(2K³) − 3u > 0 whenever 6K³ < 2⁵³ (K ≤ 114,000): float order
     = exact order, equal floats only for equal cosines (the same rational gives the same
     correctly rounded quotient). Ties between counts (c²/β equal for different c) are then
     broken on s ascending by :func:`_select_best`, as SPEC §3 asks.
