@@ -336,23 +336,37 @@ def ranked_cosine_neighbours(
     (``p_indptr``, ``p_ranks``) lists, per element, the ranks of the sets that hold it,
     ascending (:func:`ranked_postings`). For each r in ``rows``, with a = |X_r|::
 
-        c(r, s)   = |X_r ∩ X_s|
+        c(r, s)   = |X_r ∩ X_s|        (the number of r's lists that hold s)
         cos(r, s) = sqrt(c² / (a · |X_s|))      for c > 0 and s ≠ r
 
     keeping the ``n`` best s (value descending, s ascending; n = 0 keeps all): the same rows,
     bit for bit, as :func:`cosine_neighbours` when the sizes obey the bound below.
 
-    Per row: the counts go into a dense array indexed by rank (``counter``'s dtype: wide enough
-    for the largest count), the touched ranks are bucketed by their count (a counting sort),
-    and in each bucket only the n lowest ranks are kept (:func:`_smallest`); the candidates
-    left (at most n per distinct count) go through :func:`_select_best` on the squared
-    cosines, and only the winners get a square root. No array indexed by set is read per
-    touched set, only the count and, for the few candidates, the set and its size.
+    Per row, with L the longest of r's lists (the most popular element):
 
-    Why the lowest ranks of a bucket suffice: with c fixed, c²/(a·β) is strictly decreasing
-    in β = |X_s|, and equal β tie on s ascending; rank order is (β, s) order. So the n lowest
-    ranks of a bucket beat every other entry of the bucket, and an entry outside them has n
-    better ones: it cannot be among the n best.
+    1. The other lists are counted into a dense array indexed by rank (``counter``'s dtype:
+       wide enough for the largest count), recording the touched ranks.
+    2. L adds 1 only to the ranks already counted, and stops after the largest of them (L is
+       ascending). A set with c ≥ 2 is in two of r's lists, so in one besides L (pigeonhole):
+       it is counted in 1 and completed in 2, c = p + [s ∈ L]. A set never touched holds only
+       L: c = 1.
+    3. Count 1: such a set is in exactly one list, "alone" there (count 1, or 0 in L). Within
+       one count the better set is the lower rank (below), and each list is ascending: the
+       n lowest ranks of the whole count-1 class are among the first n alone entries of each
+       list, so each list is walked only until it has given n.
+    4. The touched ranks with c ≥ 2 are bucketed by count (a counting sort) and each bucket
+       keeps its n lowest ranks (:func:`_smallest`); so does count 1. The candidates left (at
+       most n per distinct count) go through :func:`_select_best` on the squared cosines, and
+       only the winners get a square root. Nothing indexed by set is read per touched set,
+       only the count, and the set and its size for the few candidates.
+
+    So L, whose entries are most of the walk for most rows, is only read (no touched list, no
+    selection), and only up to the largest rank the other lists touched.
+
+    Why the lowest ranks of a count suffice: with c fixed, c²/(a·β) is strictly decreasing in
+    β = |X_s|, and equal β tie on s ascending; rank order is (β, s) order. So the n lowest
+    ranks of a count beat every other set of that count, and a set outside them has n better
+    ones: it cannot be among the n best.
 
     Why the floats keep the exact order (the bound, checked by the caller): with every set
     size ≤ K, two different squares x₁ < x₂ (x = c²/(aβ) ≤ 1, same a) differ by at least
@@ -377,57 +391,95 @@ def ranked_cosine_neighbours(
     for q in range(n_rows):
         longest = max(longest, a_indptr[rows[q] + 1] - a_indptr[rows[q]])
     bucket_end = np.zeros(longest + 2, dtype=np.int64)
-    capacity = n_cols if n <= 0 else min(n_cols, max(1, longest) * n)
-    cand_cols = np.empty(max(1, capacity), dtype=np.int64)
-    cand_vals = np.empty(max(1, capacity), dtype=np.float64)
+    capacity = max(1, n_cols if n <= 0 else min(n_cols, (longest + 1) * n))
+    alone = np.empty(capacity, dtype=np.int32)  # the count-1 candidates
+    cand_cols = np.empty(capacity, dtype=np.int64)
+    cand_vals = np.empty(capacity, dtype=np.float64)
     indptr = np.zeros(n_rows + 1, dtype=np.int64)
     out_cols = np.empty(max(16, n_rows * (n if n > 0 else 64)), dtype=np.int64)
     out_vals = np.empty(len(out_cols), dtype=np.float64)
     for q in range(n_rows):
         r = rows[q]
-        row_size = float(a_indptr[r + 1] - a_indptr[r])
         b = a_indptr[r + 1] - a_indptr[r]
+        row_size = float(b)
+        me = rank_of[r]
+        big = a_indptr[r]  # position of L, the longest list (the first of equal lengths)
+        for p in range(a_indptr[r], a_indptr[r + 1]):
+            t, u = a_indices[p], a_indices[big]
+            if p_indptr[t + 1] - p_indptr[t] > p_indptr[u + 1] - p_indptr[u]:
+                big = p
+        # 1. every list but L
         count = 0  # the ranks with a count go to touched[:count]
+        top = -1  # the largest rank counted
         for p in range(a_indptr[r], a_indptr[r + 1]):
             t = a_indices[p]
+            if p == big or p_indptr[t + 1] == p_indptr[t]:
+                continue
             for z in range(p_indptr[t], p_indptr[t + 1]):
                 k = p_ranks[z]
                 touched[count] = k  # branch-free: kept only when k is new
                 count += counts[k] == 0
                 counts[k] += 1
-        counts[rank_of[r]] = 0  # never its own neighbour: dropped by the compaction below
+            top = max(top, p_ranks[p_indptr[t + 1] - 1])
+        # 2. L completes the counted ranks only
+        t = a_indices[big]
+        for z in range(p_indptr[t], p_indptr[t + 1]):
+            k = p_ranks[z]
+            if k > top:
+                break
+            counts[k] += counts[k] != 0
+        # 3. count 1: per list, its first n alone ranks
+        n_alone = 0
+        for p in range(a_indptr[r], a_indptr[r + 1]):
+            t = a_indices[p]
+            single = 0 if p == big else 1  # the count of a set that only this list holds
+            found = 0
+            for z in range(p_indptr[t], p_indptr[t + 1]):
+                k = p_ranks[z]
+                if counts[k] == single and k != me:
+                    alone[n_alone] = k
+                    n_alone += 1
+                    found += 1
+                    if found == n:
+                        break
+        # 4. counts ≥ 2 by bucket, n lowest ranks per count
         for c in range(b + 2):
             bucket_end[c] = 0
+        counts[me] = 0  # never its own neighbour: dropped by the compaction below
         size = 0
         for p in range(count):
             k = touched[p]
             c = counts[k]
             counts[k] = 0
-            touched[size] = k  # branch-free: r itself (count 0) is overwritten
+            touched[size] = k  # branch-free: kept when c ≥ 2
             touched_counts[size] = c
-            size += c > 0
+            size += c > 1
             bucket_end[c] += 1
         start = 0  # buckets by count descending: bucket c is buckets[start_c:bucket_end[c]]
-        for c in range(b, 0, -1):
+        for c in range(b, 1, -1):
             start += bucket_end[c]
             bucket_end[c] = start - bucket_end[c]  # for now the bucket's start
         for p in range(size):
             c = touched_counts[p]
             buckets[bucket_end[c]] = touched[p]
             bucket_end[c] += 1
+        bucket_end[1] = n_alone
         m = 0
         start = 0
         for c in range(b, 0, -1):
+            source = buckets if c > 1 else alone
+            if c == 1:
+                start = 0
             end = bucket_end[c]
             take = end - start
             if n > 0 and take > n:
-                _smallest(buckets, start, end, n)
+                _smallest(source, start, end, n)
                 take = n
             square = float(c) * float(c)
             for p in range(start, start + take):
-                k = buckets[p]
+                k = source[p]
                 cand_cols[m] = order[k]
-                cand_vals[m] = square / (row_size * float(rank_sizes[k]))  # the squared cosine
+                cand_vals[m] = square / (row_size * float(rank_sizes[k]))  # squared cosine
                 m += 1
             start = end
         kept = m if n <= 0 or m <= n else n
