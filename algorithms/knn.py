@@ -239,7 +239,11 @@ class UserKNN(Algorithm):
 
     Every training user is a neighbour candidate. Only the requested users' rows of R Rᵀ are
     counted (one compiled pass per user, no users × users product), so ``fit`` is cheap and the
-    cost grows with the number of evaluated users, not with all training users squared.
+    cost grows with the number of evaluated users, not with all training users squared. The
+    users are numbered by size rank (:class:`RankedSets`): each user's most popular item is then
+    only read, and the neighbours sharing one item come from the heads of the lists
+    (:func:`algorithms.neighbour_kernels.ranked_cosine_neighbours`); same neighbours, bit for
+    bit, as the plain count.
     """
 
     name: ClassVar[str] = "user-knn"
@@ -255,7 +259,8 @@ class UserKNN(Algorithm):
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""
         if self.ranked_ is not None:
             return self.ranked_.top_cosines(rows, self.config.n_neighbors)
-        sizes = np.diff(self.matrix_.indptr).astype(np.float64)  # a user of more than RANKED_MAX_SIZE items
+        # a user of more than RANKED_MAX_SIZE items: the plain count
+        sizes = np.diff(self.matrix_.indptr).astype(np.float64)
         return top_cosines(
             rows, self.matrix_, self.matrix_.T.tocsr(), sizes, sizes, self.config.n_neighbors
         )
