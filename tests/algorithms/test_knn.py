@@ -218,3 +218,88 @@ def test_the_kernel_files_define_the_same_order():
     assert inspect.getsource(neighbour_kernels._comes_before.py_func) == inspect.getsource(
         ranking_kernels._comes_before.py_func
     )
+
+
+def spec_user_neighbours(dense: np.ndarray, u: int, n: int) -> list[tuple[int, float]]:
+    """SPEC §5 literally, in exact arithmetic: the n users v ≠ u with the largest
+    cos = c / sqrt(b_u · b_v) > 0, ties by user id; cosines as the models compute them."""
+    from fractions import Fraction
+
+    sizes = dense.sum(axis=1).astype(int)
+    overlaps = (dense.astype(int) @ dense[u].astype(int)).tolist()
+    found = [(Fraction(c * c, int(sizes[u] * sizes[v])), v)  # cos², exact
+             for v, c in enumerate(overlaps) if v != u and c > 0]
+    found.sort(key=lambda p: (-p[0], p[1]))
+    kept = found if n == 0 else found[:n]
+    return [(v, math.sqrt(float(overlaps[v] ** 2) / float(sizes[u] * sizes[v])))
+            for _, v in sorted(kept, key=lambda p: p[1])]
+
+
+#: Item draws for the tie-heavy logs: items 0-2 are drawn far more often (popular), so most
+#: users hold one or two of them and the same few sizes: many exactly equal cosines.
+_tie_items = st.one_of(st.integers(0, 2), st.integers(0, 2), st.integers(0, 9))
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    users=st.lists(st.sets(_tie_items, min_size=1, max_size=5), min_size=2, max_size=40),
+    n=st.sampled_from([1, 2, 5, 0]),
+    weighting=st.sampled_from(["count", "cosine"]),
+)
+def test_user_knn_neighbours_equal_the_spec_on_tie_heavy_logs(users, n, weighting):
+    """The size-ranked neighbour search against SPEC in exact arithmetic: the same neighbours
+    (ties by user id) and bit-identical cosines, on logs of many tiny users and a few popular
+    items; every row, both weightings (count puts 1 where cosine puts the cosine)."""
+    from sweval.algorithms.base import TrainData
+
+    n_items = 1 + max(max(items) for items in users)
+    dense = np.zeros((len(users), n_items), dtype=bool)
+    for u, items in enumerate(users):
+        dense[u, sorted(items)] = True
+    pairs = np.nonzero(dense)
+    train = TrainData.from_codes(
+        pairs[0], pairs[1], n_users=dense.shape[0], n_items=n_items,
+        timestamps=np.arange(len(pairs[0]), dtype=np.int64), cutoff=len(pairs[0]),
+    )  # fmt: skip
+    present = np.flatnonzero(dense.any(axis=0))  # compact columns: items nobody holds drop out
+    dense = dense[:, present]
+    model = UserKNN(n_neighbors=n, weighting=weighting).fit(train)
+    assert model.ranked_ is not None
+    rows = np.arange(len(users))
+    neighbours = model.neighbours(rows)
+    weights, _ = model.score_factors(rows)
+    for u in rows:
+        expected = spec_user_neighbours(dense, int(u), n)
+        row = neighbours.getrow(u)
+        assert row.indices.tolist() == [v for v, _ in expected]
+        assert row.data.tolist() == [cos for _, cos in expected]  # bit for bit
+        weight_row = weights.getrow(u)
+        assert weight_row.indices.tolist() == [v for v, _ in expected]
+        assert weight_row.data.tolist() == [
+            1.0 if weighting == "count" else cos for _, cos in expected
+        ]
+
+
+def test_ranked_sets_fall_back_for_sets_beyond_the_exact_float_bound():
+    """Sizes above RANKED_MAX_SIZE (6·K³ ≥ 2⁵³) could make two different cosines equal floats:
+    user-kNN then counts with the plain kernel."""
+    from sweval.algorithms.knn import RANKED_MAX_SIZE, RankedSets
+
+    assert 6 * RANKED_MAX_SIZE**3 < 2**53
+    from sweval.algorithms.base import TrainData
+
+    assert 6 * RANKED_MAX_SIZE**3 < 2**53 <= 6 * (RANKED_MAX_SIZE + 1000) ** 3
+    n_items = RANKED_MAX_SIZE + 1
+    users = np.concatenate(([0] * n_items, [1, 1, 2]))
+    items = np.concatenate((np.arange(n_items), [0, 1, 1]))
+    train = TrainData.from_codes(
+        users, items, n_users=3, n_items=n_items,
+        timestamps=np.arange(len(users), dtype=np.int64), cutoff=len(users),
+    )  # fmt: skip
+    assert not RankedSets.usable(train.matrix)
+    model = UserKNN(n_neighbors=1).fit(train)
+    assert model.ranked_ is None
+    got = model.neighbours(np.array([0, 1, 2]))
+    assert got.indices.tolist() == [1, 2, 1]  # 0: 2/sqrt(2n) beats 1/sqrt(n); 1, 2: 1/sqrt(2)
+    assert got.data.tolist() == [math.sqrt(4 / (2 * n_items)), math.sqrt(1 / 2),
+                                 math.sqrt(1 / 2)]
