@@ -95,9 +95,7 @@ class RankedSets:
         self.order, self.rank_of = size_order(indptr)
         sizes = np.diff(indptr)
         self.rank_sizes = sizes[self.order].astype(np.int32)
-        self.p_indptr, self.p_ranks = ranked_postings(
-            indptr, sets.indices, sets.shape[1], self.order
-        )
+        self.p_indptr, self.p_ranks = ranked_postings(indptr, sets.indices, sets.shape[1])
         largest = int(sizes.max()) if len(sizes) else 0
         self.counter = np.empty(0, dtype=np.uint16 if largest < 2**16 else np.uint32)
 
@@ -273,7 +271,10 @@ class UserKNN(Algorithm):
 
     def _fit(self, train: TrainData) -> None:
         self.matrix_ = train.matrix
-        self.values_ = train.matrix.astype(np.float64)
+        matrix = train.matrix  # R as float64 weights, sharing R's index arrays (no copy)
+        self.values_ = sp.csr_matrix(
+            (np.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape
+        )
         self.ranked_ = RankedSets(train.matrix) if RankedSets.usable(train.matrix) else None
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:

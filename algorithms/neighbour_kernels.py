@@ -333,25 +333,54 @@ def size_order(indptr):
 
 
 @njit(cache=True, nogil=True)
-def ranked_postings(indptr, indices, n_elements, order):
-    """Per element t, the ranks of the sets that hold t, ascending (a transposed CSR).
+def ranked_postings(indptr, indices, n_elements):
+    """Per element t, the ranks of the sets that hold t, ascending (a transposed CSR), with
+    the ranks of :func:`size_order`.
+
+    Two sequential passes, O(nnz + largest size): the sets' elements are first copied into
+    rank order (a counting sort by size, reading the sets in index order and writing one run
+    per size), then scattered by element, rank by rank. Reading the sets in rank order
+    directly (``order[k]`` → its row) sweeps the whole CSR once per distinct size: 2.5×
+    slower at scale 10 (1.9M sets); the result is the same.
 
     Returns:
         (p_indptr, p_ranks): int64 offsets per element and int32 ranks.
     """
+    n_sets = len(indptr) - 1
+    largest = 0
+    for s in range(n_sets):
+        largest = max(largest, indptr[s + 1] - indptr[s])
+    with_size = np.zeros(largest + 1, dtype=np.int64)  # the number of sets of each size
     p_indptr = np.zeros(n_elements + 1, dtype=np.int64)
-    for p in range(len(indices)):
-        p_indptr[indices[p] + 1] += 1
+    for s in range(n_sets):
+        with_size[indptr[s + 1] - indptr[s]] += 1
+    run = np.zeros(largest + 1, dtype=np.int64)  # where the next set of each size goes
+    for size in range(largest):
+        run[size + 1] = run[size] + size * with_size[size]
+    by_rank = np.empty(len(indices), dtype=indices.dtype)
+    for s in range(n_sets):  # ascending s: ties in size keep the index order, as ranks do
+        size = indptr[s + 1] - indptr[s]
+        z = run[size]
+        for p in range(indptr[s], indptr[s + 1]):
+            t = indices[p]
+            by_rank[z] = t
+            z += 1
+            p_indptr[t + 1] += 1
+        run[size] = z
     for t in range(n_elements):
         p_indptr[t + 1] += p_indptr[t]
     fill = p_indptr[:-1].copy()
     p_ranks = np.empty(len(indices), dtype=np.int32)
-    for k in range(len(order)):  # ranks in ascending order: every list comes out sorted
-        s = order[k]
-        for p in range(indptr[s], indptr[s + 1]):
-            t = indices[p]
-            p_ranks[fill[t]] = k
-            fill[t] += 1
+    k = 0  # rank k's elements follow rank k − 1's in by_rank
+    z = 0
+    for size in range(largest + 1):
+        for _ in range(with_size[size]):
+            for _ in range(size):
+                t = by_rank[z]
+                z += 1
+                p_ranks[fill[t]] = k  # ranks in ascending order: every list comes out sorted
+                fill[t] += 1
+            k += 1
     return p_indptr, p_ranks
 
 
