@@ -101,9 +101,11 @@ def cosine_neighbours(
 
     Per row: the lists B_t of length ≥ 2 are looked up first (their bounds into small arrays,
     so that the reads of several lists are in flight at once: the walk is bound by fetching
-    them), then counted into a dense array, tracking the columns touched unless the walk
-    visits most columns anyway (:data:`DENSE_ROW_SHARE` of Σ_{t ∈ A_r} |B_t|, skipped and
-    left-out lists included: then every column is scanned). The
+    them), then counted into a dense array. A walk that visits most columns
+    (:data:`DENSE_ROW_SHARE` of Σ_{t ∈ A_r} |B_t|, skipped and left-out lists included)
+    then scans every column; a shorter one is copied first (fewer than n_cols entries), so
+    that the count carries no dependency on which columns are new, and a second pass over
+    the copy lists each column once, at its first visit. The
     selection runs on the squared cosines c² / (a·b), and square roots are taken only for the
     winners and near-ties (:func:`_keep_near`), so every returned value is the same float as
     ``sqrt(c² / (a·b))``. With many more candidates than n, a strided sample's n-th best (a
@@ -119,6 +121,9 @@ def cosine_neighbours(
     n_rows = len(rows)
     counts = np.zeros(n_cols, dtype=np.int32)
     touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free writes below
+    overlaps = np.empty(n_cols + 1, dtype=np.int32)  # the count of each touched column
+    # a sparse row's entries in visit order: fewer than DENSE_ROW_SHARE · n_cols of them
+    walk = np.empty(int(DENSE_ROW_SHARE * n_cols) + 1, dtype=b_indices.dtype)
     vals = np.empty(n_cols + 1, dtype=np.float64)
     value_of = np.empty(n_cols, dtype=np.float64)
     sample_cols = np.empty(max(1, SAMPLE_PER_KEPT * n), dtype=np.int64)
@@ -144,26 +149,36 @@ def cosine_neighbours(
             ends[m] = b_indptr[t + 1]
             visits += ends[m] - starts[m]
             m += ends[m] - starts[m] > 1
-        count = 0  # the columns with a count go to touched[:count]
+        count = 0  # the columns with a count go to touched[:count], their counts to overlaps
         if visits >= DENSE_ROW_SHARE * n_cols:
             for x in range(m):
                 for z in range(starts[x], ends[x]):
                     counts[b_indices[z]] += 1
             for s in range(n_cols):  # found by a scan, without a branch
+                c = counts[s]
                 touched[count] = s
-                count += counts[s] > 0
-        else:
+                overlaps[count] = c
+                count += c > 0
+                counts[s] = 0
+        else:  # copy the entries (reads in flight), count them, then compact in visit order
+            n_walk = 0
             for x in range(m):
                 for z in range(starts[x], ends[x]):
-                    s = b_indices[z]
-                    touched[count] = s  # branch-free: kept only when s is new
-                    count += counts[s] == 0
-                    counts[s] += 1
+                    walk[n_walk] = b_indices[z]
+                    n_walk += 1
+            for z in range(n_walk):
+                counts[walk[z]] += 1
+            for z in range(n_walk):  # each column at its first visit, where its count is whole
+                s = walk[z]
+                c = counts[s]
+                touched[count] = s  # branch-free: kept only at the first visit
+                overlaps[count] = c
+                count += c > 0
+                counts[s] = 0
         size = 0
         for p in range(count):
             s = touched[p]
-            c = float(counts[s])
-            counts[s] = 0
+            c = float(overlaps[p])
             touched[size] = s  # branch-free: s == r (never its own neighbour) is overwritten
             vals[size] = c * c / (row_size * col_sizes[s])  # the squared cosine
             size += s != r
