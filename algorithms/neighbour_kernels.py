@@ -230,16 +230,19 @@ def shared_incidence(indptr, indices, n_cols, b_indices, a_indices):
         ``b_indices[b_indptr[k]:b_indptr[k + 1]]`` = its columns, in the CSR's order.
     """
     n_rows = len(indptr) - 1
-    col_sizes = np.zeros(n_cols, dtype=np.int64)
+    col_sizes = np.zeros(n_cols, dtype=np.int64)  # for now: the rows of length 1 only
     a_indptr = np.zeros(n_cols + 1, dtype=np.int64)
     n_kept = 0
     for t in range(n_rows):
-        kept = indptr[t + 1] - indptr[t] > 1
-        for p in range(indptr[t], indptr[t + 1]):
-            col_sizes[indices[p]] += 1
-            a_indptr[indices[p] + 1] += kept
-        n_kept += kept
+        length = indptr[t + 1] - indptr[t]
+        if length == 1:
+            col_sizes[indices[indptr[t]]] += 1
+        elif length > 1:
+            n_kept += 1
+            for p in range(indptr[t], indptr[t + 1]):
+                a_indptr[indices[p] + 1] += 1
     for s in range(n_cols):
+        col_sizes[s] += a_indptr[s + 1]
         a_indptr[s + 1] += a_indptr[s]
     fill = a_indptr[:-1].copy()
     b_indptr = np.zeros(n_kept + 1, dtype=np.int64)
