@@ -95,9 +95,7 @@ class RankedSets:
         self.order, self.rank_of = size_order(indptr)
         sizes = np.diff(indptr)
         self.rank_sizes = sizes[self.order].astype(np.int32)
-        self.p_indptr, self.p_ranks = ranked_postings(
-            indptr, sets.indices, sets.shape[1], self.order
-        )
+        self.p_indptr, self.p_ranks = ranked_postings(indptr, sets.indices, sets.shape[1])
         largest = int(sizes.max()) if len(sizes) else 0
         self.counter = np.empty(0, dtype=np.uint16 if largest < 2**16 else np.uint32)
 
@@ -170,10 +168,24 @@ class ItemKNN(Algorithm):
     sparse_scores: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
-        self.matrix_ = train.matrix
-        self.item_users_ = train.matrix.T.tocsr()
-        self.item_sizes_ = np.diff(self.item_users_.indptr).astype(np.float64)
+        from sweval.algorithms.neighbour_kernels import shared_incidence
+
+        matrix = train.matrix
+        self.matrix_ = matrix
+        # The walk's arrays without the users of one item (they add only to S(j, j)): per
+        # item its users of ≥ 2 items, per such user its items, in the narrowest index type.
+        # Reading these users' rows is what bounds the count; smaller arrays stay in cache.
         n_items = train.n_items
+        lengths = np.diff(matrix.indptr)
+        shared = lengths > 1
+        n_pairs = int(lengths[shared].sum())
+        narrow = np.uint16 if n_items <= 2**16 else np.int32
+        self.user_items_ = np.empty(n_pairs, dtype=narrow)
+        self.item_users_ = np.empty(n_pairs, dtype=np.int32 if len(lengths) < 2**31 else np.int64)
+        sizes, self.item_indptr_, self.user_indptr_ = shared_incidence(
+            matrix.indptr, matrix.indices, n_items, self.user_items_, self.item_users_
+        )
+        self.item_sizes_ = sizes.astype(np.float64)
         self.similarity_ = sp.csr_matrix((n_items, n_items), dtype=np.float64)
         self.has_row_ = np.zeros(n_items, dtype=bool)
 
@@ -190,16 +202,23 @@ class ItemKNN(Algorithm):
 
     def _ensure_rows(self, items: NDArray[np.int64]) -> None:
         """Compute and cache the pruned rows of S for ``items`` not cached yet."""
-        missing = np.unique(items[~self.has_row_[items]])
+        missing = np.unique(items[~self.has_row_[items]]).astype(np.int64)
         if len(missing) == 0:
             return
+        from sweval.algorithms.neighbour_kernels import cosine_neighbours
+        from sweval.algorithms.row_chunks import over_row_chunks
+
         sizes = self.item_sizes_
-        rows = top_cosines(  # unsorted rows: the ranking sums each column once per history item
-            missing, self.item_users_, self.matrix_, sizes, sizes, self.config.n_neighbors,
-            sort_columns=False,
-        )
-        # Scatter the new rows into an n_items × n_items matrix; rows are disjoint from the cache.
         n_items = self.matrix_.shape[1]
+        pieces = over_row_chunks(  # unsorted rows: the ranking sums each column once per item
+            len(missing),
+            lambda lo, hi: cosine_neighbours(
+                missing[lo:hi], self.item_indptr_, self.item_users_, self.user_indptr_,
+                self.user_items_, sizes, sizes, self.config.n_neighbors, n_items, False,
+            ),
+        )  # fmt: skip
+        rows = _stack_rows(pieces, len(missing), n_items, False)
+        # Scatter the new rows into an n_items × n_items matrix; rows are disjoint from the cache.
         lengths = np.zeros(n_items, dtype=np.int64)
         lengths[missing] = np.diff(rows.indptr)
         indptr = np.concatenate(([0], np.cumsum(lengths)))
@@ -252,7 +271,10 @@ class UserKNN(Algorithm):
 
     def _fit(self, train: TrainData) -> None:
         self.matrix_ = train.matrix
-        self.values_ = train.matrix.astype(np.float64)
+        matrix = train.matrix  # R as float64 weights, sharing R's index arrays (no copy)
+        self.values_ = sp.csr_matrix(
+            (np.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape
+        )
         self.ranked_ = RankedSets(train.matrix) if RankedSets.usable(train.matrix) else None
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:

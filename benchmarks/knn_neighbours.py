@@ -1,4 +1,5 @@
-"""User-kNN's neighbour search on one fold: the plain count against the size-ranked kernel.
+"""kNN neighbour searches and fits on one fold: user-kNN's plain count against the size-ranked
+kernel, item-kNN's plain count against its walk arrays, and both models' fits.
 
 Run on demand (never part of the test suite), from the repository root::
 
@@ -10,6 +11,12 @@ walks (the plain count: Σ_{t ∈ I_u} |users(t)|; the ranked kernel: the lists 
 longest, counted, and the longest, read up to the largest rank counted), a check that both
 return the same neighbours and cosines bit for bit, and the process CPU seconds of each,
 alternating, ``--repeats`` times (all kernel threads; CPU time survives a shared machine).
+
+Item-kNN (the rows of S for the items of the eligible users' histories, n = ``--item-neighbors``):
+the entries walked (Σ_{t ∈ users(j)} |items(t)|) and those left once users of one item are
+left out, a check that :func:`top_cosines` on the full transposed incidence and the model's
+rows are the same CSR byte for byte, and the CPU seconds of each. Then the CPU seconds of
+``fit`` of each model (user-kNN: :class:`RankedSets`; item-kNN: the walk arrays).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import time
 
 import numpy as np
 
-from sweval.algorithms.knn import RankedSets, top_cosines
+from sweval.algorithms.knn import ItemKNN, RankedSets, UserKNN, top_cosines
 from sweval.data.loaders import load_log
 from sweval.evaluators.folds import build_folds
 from sweval.evaluators.windows import WindowSpec
@@ -50,6 +57,7 @@ def main() -> None:
     p.add_argument("--fold", type=int, default=-1, help="fold index (default: the last)")
     p.add_argument("--u-min", type=int, default=100)
     p.add_argument("--neighbors", type=int, default=50)
+    p.add_argument("--item-neighbors", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
 
@@ -78,6 +86,44 @@ def main() -> None:
                           ("ranked", lambda: ranked.top_cosines(rows, n))):
             cpu = time.process_time()
             run()
+            print(f"{name}: {time.process_time() - cpu:.3f} CPU s")
+
+    n_item = args.item_neighbors
+    items = np.unique(matrix[rows].indices).astype(np.int64)
+    lengths = np.diff(matrix.indptr)
+    walks = np.add.reduceat(lengths[item_users.indices], item_users.indptr[:-1])
+    walks[np.diff(item_users.indptr) == 0] = 0
+    shared = np.where(lengths > 1, lengths, 0)
+    walks_shared = np.add.reduceat(shared[item_users.indices], item_users.indptr[:-1])
+    walks_shared[np.diff(item_users.indptr) == 0] = 0
+    print(f"item-kNN: {len(items):,} items' rows; entries {int(walks[items].sum()):,}, "
+          f"without users of one item {int(walks_shared[items].sum()):,}")
+
+    def item_rows(model=None):  # the recommend step's rows of S (fit outside the timing)
+        model = model or ItemKNN(n_neighbors=n_item).fit(train)
+        cpu = time.process_time()
+        model.score_factors(rows)
+        return model, time.process_time() - cpu
+
+    def item_plain():
+        cpu = time.process_time()
+        result = top_cosines(items, item_users, matrix, sizes_i, sizes_i, n_item,
+                             sort_columns=False)
+        return result, time.process_time() - cpu
+
+    sizes_i = np.diff(item_users.indptr).astype(np.float64)
+    plain, fast = item_plain()[0], item_rows()[0].similarity(items)[items]
+    plain.sort_indices()  # both sorted: the same rows in any within-row order
+    same = all(np.array_equal(getattr(plain, a), getattr(fast, a))
+               for a in ("indptr", "indices", "data"))
+    print(f"item-kNN identical rows (neighbours and cosines, byte for byte): {same}")
+    for _ in range(args.repeats):
+        print(f"item plain: {item_plain()[1]:.3f} CPU s")
+        print(f"item model: {item_rows()[1]:.3f} CPU s")
+    for _ in range(args.repeats):
+        for name, model in (("user-kNN fit", UserKNN), ("item-kNN fit", ItemKNN)):
+            cpu = time.process_time()
+            model().fit(train)
             print(f"{name}: {time.process_time() - cpu:.3f} CPU s")
 
 

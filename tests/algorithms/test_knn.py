@@ -303,3 +303,41 @@ def test_ranked_sets_fall_back_for_sets_beyond_the_exact_float_bound():
     assert got.indices.tolist() == [1, 2, 1]  # 0: 2/sqrt(2n) beats 1/sqrt(n); 1, 2: 1/sqrt(2)
     assert got.data.tolist() == [math.sqrt(4 / (2 * n_items)), math.sqrt(1 / 2),
                                  math.sqrt(1 / 2)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(sets=st.lists(st.sets(st.integers(0, 7), max_size=6), min_size=1, max_size=30))
+def test_ranked_postings_list_the_ranks_of_the_holding_sets_ascending(sets):
+    """Per element, the ranks (size, index order) of the sets holding it, empty sets ranked
+    too: the counting-sort construction against a plain sort."""
+    from sweval.algorithms.neighbour_kernels import ranked_postings, size_order
+
+    indptr = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
+    indices = np.array([t for s in sets for t in sorted(s)], dtype=np.int32)
+    order, rank_of = size_order(indptr)
+    assert order.tolist() == sorted(range(len(sets)), key=lambda s: (len(sets[s]), s))
+    p_indptr, p_ranks = ranked_postings(indptr, indices, 8)
+    for t in range(8):
+        expected = sorted(int(rank_of[s]) for s in range(len(sets)) if t in sets[s])
+        assert p_ranks[p_indptr[t] : p_indptr[t + 1]].tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.sets(st.integers(0, 5), max_size=4), min_size=1, max_size=20))
+def test_shared_incidence_leaves_out_the_rows_of_one_column(rows):
+    """Item-kNN's walk arrays: the rows of length ≥ 2, renumbered in order, and per column the
+    kept rows holding it; column sizes count every row."""
+    from sweval.algorithms.neighbour_kernels import shared_incidence
+
+    indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int32)
+    indices = np.array([s for r in rows for s in sorted(r)], dtype=np.int32)
+    kept = [sorted(r) for r in rows if len(r) > 1]
+    n_pairs = sum(len(r) for r in kept)
+    b_indices = np.empty(n_pairs, dtype=np.uint16)
+    a_indices = np.empty(n_pairs, dtype=np.int32)
+    sizes, a_indptr, b_indptr = shared_incidence(indptr, indices, 6, b_indices, a_indices)
+    assert sizes.tolist() == [sum(s in r for r in rows) for s in range(6)]
+    assert [b_indices[b_indptr[k] : b_indptr[k + 1]].tolist() for k in range(len(kept))] == kept
+    for s in range(6):
+        expected = [k for k, r in enumerate(kept) if s in r]
+        assert a_indices[a_indptr[s] : a_indptr[s + 1]].tolist() == expected
