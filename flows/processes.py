@@ -94,10 +94,11 @@ def stop_descendants(grace_s: float = GRACE_S) -> list[int]:
             kept.add(child.pid)
             with contextlib.suppress(psutil.Error):
                 kept |= {p.pid for p in child.children(recursive=True)}
-    return _stop([p for p in descendants if p.pid not in kept], grace_s)
+    return terminate_then_kill([p for p in descendants if p.pid not in kept], grace_s)
 
 
-def _stop(processes: list[psutil.Process], grace_s: float) -> list[int]:
+def terminate_then_kill(processes: list[psutil.Process], grace_s: float) -> list[int]:
+    """SIGTERM every process, then SIGKILL those still alive after ``grace_s``; their pids."""
     for process in processes:
         with contextlib.suppress(psutil.Error):
             process.terminate()
@@ -119,7 +120,7 @@ def stop_group(process: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> No
         tree = []
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGTERM)
-    _stop(tree, grace_s)
+    terminate_then_kill(tree, grace_s)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)  # anything of the group the tree did not show
     with contextlib.suppress(subprocess.TimeoutExpired):

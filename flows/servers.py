@@ -103,6 +103,8 @@ def stop_server(server: Server, grace_s: float = GRACE_S) -> bool:
     ``grace_s``. Returns whether anything of it was still running."""
     import psutil
 
+    from sweval.flows.processes import terminate_then_kill
+
     leader = _process(server)
     members = _group_members(server.pid, server.create_time)
     if leader is not None:
@@ -112,14 +114,7 @@ def stop_server(server: Server, grace_s: float = GRACE_S) -> bool:
             members.append(leader)
     if not members:
         return False
-    for process in members:
-        with contextlib.suppress(psutil.Error):
-            process.terminate()
-    _gone, alive = psutil.wait_procs(members, timeout=grace_s)
-    for process in alive:
-        with contextlib.suppress(psutil.Error):
-            process.kill()
-    psutil.wait_procs(alive, timeout=grace_s)
+    terminate_then_kill(members, grace_s)
     return True
 
 
