@@ -22,6 +22,9 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice)
+    # MLflow's telemetry: it reads DO_NOT_TRACK only as "true", so "1" left it on (a thread
+    # recording every client call, and a request to its config server in every process).
+    "MLFLOW_DISABLE_TELEMETRY": "true",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
     # warnings and errors only, so the progress bar and the summary stay readable.
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",
