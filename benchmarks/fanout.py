@@ -69,9 +69,9 @@ class TreeSampler(threading.Thread):
             try:
                 top = psutil.Process(self.root)
                 children = top.children(recursive=True)
-            except psutil.Error:
+                direct = [child.pid for child in top.children()]
+            except psutil.Error:  # the command is exiting
                 continue
-            direct = [child.pid for child in top.children()]
             driver = direct[0] if direct else -1
             for process in children:
                 try:
