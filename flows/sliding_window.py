@@ -186,8 +186,9 @@ def _flow_api_url() -> str | None:
 
 
 def worker_count(config: EvalConfig) -> int:
-    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is left at 1."""
-    return config.workers if config.workers > 1 else usable_cpus()
+    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is not given
+    (``--workers 1`` is one: a one-worker Dask cluster is what fan-out is measured against)."""
+    return config.workers if config.workers is not None else usable_cpus()
 
 
 def threads_per_task(config: EvalConfig) -> int | None:
