@@ -10,9 +10,12 @@ reused), run in turn and repeated ``--repeats`` times with the order rotated, so
 ratio comes from the same period of a shared machine:
 
 - ``sequential``: ``--task-runner sequential`` (kernels use every core);
-- ``dask 2``: ``--task-runner dask --workers 2`` (one thread per worker; kernels use every core);
+- ``dask 2``: ``--task-runner dask --workers 2`` (one task thread per worker; the local
+  cluster gives each worker cpus // workers kernel threads, so on 2 cores this is ``dask 2 / 1
+  thr``);
 - ``dask 1 / 1 thr`` and ``dask 2 / 1 thr``: 1 and 2 workers with ``SWEVAL_KERNEL_THREADS=1``
-  (one kernel thread per worker: the scaling a cluster of one-core workers would see);
+  (one kernel thread per worker: the scaling a cluster of one-core workers would see; before
+  ``--workers 1`` meant one worker, this "1 worker" variant ran one per CPU);
 - with ``--before DIR``: ``sequential`` and ``dask 2`` with the ``sweval`` of that checkout.
 
 Wall and CPU time (user + sys of the command and the worker processes it waited for) and the
