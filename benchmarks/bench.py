@@ -77,8 +77,9 @@ WORKLOADS = {
 
 # ------------------------------------------------------------------------------ child processes
 def run_child(cmd: list[str], *, log: Path, timeout: float, env: dict[str, str] | None = None,
-              cwd: Path = ROOT) -> dict[str, Any]:
-    """Run ``cmd`` in its own process group; wall and CPU times via ``os.wait4``.
+              cwd: Path = ROOT, on_start: Any = None) -> dict[str, Any]:
+    """Run ``cmd`` in its own process group; wall and CPU times via ``os.wait4``
+    (``on_start(pid)``, if given, is called once the child is started).
 
     Peak RSS comes from GNU ``time -f %M`` wrapped around the command: on Linux a process's
     ``ru_maxrss`` survives ``execve``, so a child forked straight from this (large) driver would
@@ -98,6 +99,8 @@ def run_child(cmd: list[str], *, log: Path, timeout: float, env: dict[str, str] 
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
                                 env=child_env, start_new_session=True)
+        if on_start is not None:
+            on_start(proc.pid)
         killed = threading.Event()
 
         def kill() -> None:

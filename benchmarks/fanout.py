@@ -10,13 +10,19 @@ reused), run in turn and repeated ``--repeats`` times with the order rotated, so
 ratio comes from the same period of a shared machine:
 
 - ``sequential``: ``--task-runner sequential`` (kernels use every core);
-- ``dask 2``: ``--task-runner dask --workers 2`` (one thread per worker; kernels use every core);
+- ``dask 2``: ``--task-runner dask --workers 2`` (one task thread per worker; the local
+  cluster gives each worker cpus // workers kernel threads, so on 2 cores this is ``dask 2 / 1
+  thr``);
 - ``dask 1 / 1 thr`` and ``dask 2 / 1 thr``: 1 and 2 workers with ``SWEVAL_KERNEL_THREADS=1``
-  (one kernel thread per worker: the scaling a cluster of one-core workers would see);
+  (one kernel thread per worker: the scaling a cluster of one-core workers would see; before
+  ``--workers 1`` meant one worker, this "1 worker" variant ran one per CPU);
 - with ``--before DIR``: ``sequential`` and ``dask 2`` with the ``sweval`` of that checkout.
 
 Wall and CPU time (user + sys of the command and the worker processes it waited for) and the
 peak RSS of the largest process come from :func:`bench.run_child`; the table gives medians.
+A sampler (:class:`TreeSampler`, every 0.2 s) splits them by role: the driver (the ``sweval``
+process), the Dask workers, Prefect's temporary server: each role's CPU seconds (the last sample
+of each of its processes, summed) and peak RSS (``VmHWM``, the largest of its processes).
 """
 
 from __future__ import annotations
@@ -25,11 +31,86 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench import ROOT, machine, run_child
+
+ROLES = ("driver", "workers", "server")
+
+
+def role(process: psutil.Process, driver: int) -> str:
+    """``driver`` (the ``sweval`` process), ``workers`` (Dask's spawned worker processes),
+    ``server`` (Prefect's temporary API server) or ``other``."""
+    if process.pid == driver:
+        return "driver"
+    command = " ".join(process.cmdline())
+    if "spawn_main" in command and "resource_tracker" not in command:
+        return "workers"
+    if "uvicorn" in command or "prefect.server" in command:
+        return "server"
+    return "other"
+
+
+class TreeSampler(threading.Thread):
+    """Polls the process tree under ``root`` (GNU ``time``'s pid): per process its last CPU
+    seconds and peak RSS (``VmHWM``), until :meth:`stop`."""
+
+    def __init__(self, root: int, period: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.root, self.period = root, period
+        self.seen: dict[int, dict[str, Any]] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.period):
+            try:
+                top = psutil.Process(self.root)
+                children = top.children(recursive=True)
+                direct = [child.pid for child in top.children()]
+            except psutil.Error:  # the command is exiting
+                continue
+            driver = direct[0] if direct else -1
+            for process in children:
+                try:
+                    with process.oneshot():
+                        times = process.cpu_times()
+                        record = self.seen.setdefault(
+                            process.pid, {"role": role(process, driver), "peak_kb": 0}
+                        )
+                        record["cpu_s"] = times.user + times.system
+                        record["peak_kb"] = max(record["peak_kb"], _hwm_kb(process.pid))
+                except psutil.Error:
+                    continue
+
+    def stop(self) -> dict[str, dict[str, float]]:
+        """Per role: ``cpu_s`` (summed), ``peak_rss_gb`` (largest process), ``n`` processes."""
+        self.done.set()
+        self.join()
+        out = {}
+        for name in ROLES:
+            records = [r for r in self.seen.values() if r["role"] == name]
+            out[name] = {
+                "cpu_s": sum(r.get("cpu_s", 0.0) for r in records),
+                "peak_rss_gb": max((r["peak_kb"] for r in records), default=0) / 2**20,
+                "n": len(records),
+            }
+        return out
+
+
+def _hwm_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def variants(before: Path | None) -> list[tuple[str, Path, list[str], dict[str, str]]]:
@@ -59,10 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, help="another checkout with its own .venv")
     parser.add_argument("--work", type=Path, default=Path("/tmp/fanout-bench"))
     parser.add_argument("--timeout", type=float, default=3600.0)
+    parser.add_argument(
+        "--only", help="comma-separated variant labels to run (default: all), e.g. 'sequential,dask 2'"
+    )
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     print(machine())
     todo = variants(args.before)
+    if args.only:
+        wanted = [label.strip() for label in args.only.split(",")]
+        todo = [variant for variant in todo if variant[0] in wanted]
     records: dict[str, list[dict]] = {label: [] for label, *_ in todo}
     for repeat in range(args.repeats):
         shift = repeat % len(todo)
@@ -73,29 +160,47 @@ def main(argv: list[str] | None = None) -> int:
                 "--window", "1D", "--folds", str(args.folds), "--u-min", "100", "--no-tracking",
                 "--output", str(out), *extra,
             ]  # fmt: skip
-            record = run_child(cmd, log=out.with_suffix(".log"), timeout=args.timeout, env=env)
+            samplers: list[TreeSampler] = []
+
+            def watch(pid: int) -> None:
+                samplers.append(TreeSampler(pid))
+                samplers[0].start()
+
+            record = run_child(cmd, log=out.with_suffix(".log"), timeout=args.timeout, env=env,
+                               on_start=watch)
+            record["roles"] = samplers[0].stop()
             record["label"] = label
             records[label].append(record)
             print(
                 f"{label}: {record['wall_s']:.1f} s wall, exit {record['returncode']}", flush=True
             )
     (args.work / "fanout.json").write_text(json.dumps(records, indent=1))
-    base = statistics.median(r["wall_s"] for r in records["sequential"])
-    one = statistics.median(r["wall_s"] for r in records["dask 1 / 1 thr"])
-    print("\n| variant | wall s | vs sequential | CPU s | peak RSS GB | load avg | exit |")
-    print("|---|---|---|---|---|---|---|")
+    first = next(iter(records))
+    base = statistics.median(r["wall_s"] for r in records.get("sequential", records[first]))
+    print(
+        "\n| variant | wall s | vs sequential | CPU s | CPU s driver / workers / server "
+        "| peak RSS GB driver / worker / server | load avg | exit |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for label, runs in records.items():
         wall = statistics.median(r["wall_s"] for r in runs)
         cpu = statistics.median(r["user_s"] + r["sys_s"] for r in runs)
-        rss = max(r["peak_rss_mb"] for r in runs) / 1024
-        load = runs[0]["loadavg_1min_before_after"][0]
+        split = " / ".join(
+            f"{statistics.median(r['roles'][name]['cpu_s'] for r in runs):.1f}" for name in ROLES
+        )
+        peaks = " / ".join(
+            f"{max(r['roles'][name]['peak_rss_gb'] for r in runs):.2f}" for name in ROLES
+        )
+        load = "–".join(f"{r['loadavg_1min_before_after'][0]:.1f}" for r in runs)
         codes = ",".join(str(r["returncode"]) for r in runs)
         print(
-            f"| {label} | {wall:.1f} | {base / wall:.2f}× | {cpu:.1f} | {rss:.2f} | "
-            f"{load:.1f} | {codes} |"
+            f"| {label} | {wall:.1f} | {base / wall:.2f}× | {cpu:.1f} | {split} | {peaks} | "
+            f"{load} | {codes} |"
         )
-    two = statistics.median(r["wall_s"] for r in records["dask 2 / 1 thr"])
-    print(f"\n2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
+    if "dask 1 / 1 thr" in records and "dask 2 / 1 thr" in records:
+        one = statistics.median(r["wall_s"] for r in records["dask 1 / 1 thr"])
+        two = statistics.median(r["wall_s"] for r in records["dask 2 / 1 thr"])
+        print(f"\n2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
     return 0
 
 

@@ -227,8 +227,8 @@ class EvalConfig(BaseModel):
         description="Scheduler of an existing Dask cluster (tcp://host:8786) for --task-runner "
         "dask; its workers need this code and the data path. Default: a local cluster.",
     )
-    workers: Annotated[int, Cli(RUN)] = Field(
-        default=1, ge=1,
+    workers: Annotated[int | None, Cli(RUN)] = Field(
+        default=None, ge=1,
         description="Threads (threads) or local Dask worker processes (dask). "
         "[default: the CPU count]",
     )

@@ -83,7 +83,13 @@ def detach(pid: int) -> None:
 def stop_descendants(grace_s: float = GRACE_S) -> list[int]:
     """SIGTERM every live descendant of this process (except those given to :func:`detach`
     and theirs), SIGKILL those still alive after ``grace_s``; returns their pids. The tree is listed
-    before anyone is signalled, so a grandchild whose parent exits first is not missed."""
+    before anyone is signalled, so a grandchild whose parent exits first is not missed.
+
+    Python's multiprocessing resource tracker (started by the local Dask cluster's worker
+    processes) is left alone too: it ignores SIGTERM and SIGINT by design and exits by itself
+    once this process has exited (its pipe closes), after unlinking whatever the workers leaked.
+    Waiting for it made every ``--task-runner dask`` run wait the whole grace at exit (10 s),
+    and SIGKILL would skip its clean-up."""
     try:
         descendants = psutil.Process().children(recursive=True)
     except psutil.Error:
@@ -94,7 +100,17 @@ def stop_descendants(grace_s: float = GRACE_S) -> list[int]:
             kept.add(child.pid)
             with contextlib.suppress(psutil.Error):
                 kept |= {p.pid for p in child.children(recursive=True)}
-    return terminate_then_kill([p for p in descendants if p.pid not in kept], grace_s)
+    return terminate_then_kill(
+        [p for p in descendants if p.pid not in kept and not _is_resource_tracker(p)], grace_s
+    )
+
+
+def _is_resource_tracker(process: psutil.Process) -> bool:
+    """True for a ``multiprocessing.resource_tracker`` process (see :func:`stop_descendants`)."""
+    try:
+        return any("multiprocessing.resource_tracker" in part for part in process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def terminate_then_kill(processes: list[psutil.Process], grace_s: float) -> list[int]:

@@ -19,8 +19,9 @@ Run it::
 
 The task runner comes from ``config.task_runner``: ``sequential`` (one thread), ``threads``
 (``config.workers`` threads) or ``dask`` (prefect-dask: a local cluster of ``config.workers``
-processes, or the cluster at ``config.dask_address``). With dask the loaded log is written once
-as memory-mapped arrays that the workers map instead of loading the file
+processes, started while the log loads and closed while the results are written
+(:mod:`flows.dask_cluster`), or the cluster at ``config.dask_address``). With dask the loaded
+log is written once as memory-mapped arrays that the workers map instead of loading the file
 (:mod:`flows.shared_log`).
 """
 
@@ -46,6 +47,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
+from sweval.flows.dask_cluster import WORKER_PRELOAD, LocalDask, worker_env
 from sweval.flows.pipeline import (
     Evaluation,
     FoldOutcome,
@@ -114,32 +116,32 @@ def write_results(evaluation: Evaluation) -> Outputs:
     return evaluation.outputs()
 
 
-def task_runner(config: EvalConfig) -> TaskRunner[Any]:
-    """The task runner ``config`` asks for (a fresh instance).
+def task_runner(config: EvalConfig, local_dask: LocalDask | None = None) -> TaskRunner[Any]:
+    """The task runner ``config`` asks for (a fresh instance); with ``dask`` and no address,
+    the one of ``local_dask`` (started by :func:`start_local_dask`), else a local cluster that
+    prefect-dask starts itself.
 
     Raises:
-        SwevalError: ``dask`` without prefect-dask installed.
+        SwevalError: ``dask`` without prefect-dask installed, or a local cluster that did not
+            start.
     """
     workers = worker_count(config)
     if config.task_runner == "dask":
-        try:
-            from prefect_dask import DaskTaskRunner
-        except ImportError:
-            raise SwevalError(
-                "--task-runner dask needs the dask extra: pip install 'sweval[dask]' "
-                "(or: uv sync --extra dask)."
-            ) from None
+        DaskTaskRunner = _dask_task_runner_class()
         if config.dask_address:
             # The cluster's workers must reach the Prefect API themselves (PREFECT_API_URL in
             # their environment) and read the data path and the output directory.
             return DaskTaskRunner(address=config.dask_address)
+        if local_dask is not None:
+            return local_dask.task_runner()
         return DaskTaskRunner(
             cluster_kwargs={
                 "n_workers": workers,
                 "threads_per_worker": 1,
                 "processes": True,
                 "dashboard_address": None,
-                "env": _worker_env(),
+                "env": worker_env(workers, _flow_api_url()),
+                "preload": [WORKER_PRELOAD],
             }
         )
     if config.task_runner == "threads":
@@ -147,24 +149,46 @@ def task_runner(config: EvalConfig) -> TaskRunner[Any]:
     return ThreadPoolTaskRunner(max_workers=1)
 
 
-def _worker_env() -> dict[str, str]:
-    """Environment of local Dask worker processes: this flow's Prefect API, one BLAS thread.
+def _dask_task_runner_class() -> Any:
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:
+        raise SwevalError(
+            "--task-runner dask needs the dask extra: pip install 'sweval[dask]' "
+            "(or: uv sync --extra dask)."
+        ) from None
+    return DaskTaskRunner
 
-    Without the API URL each worker would start an ephemeral Prefect server of its own and
-    report its task runs there, invisible in the flow's API.
+
+def start_local_dask(config: EvalConfig) -> LocalDask | None:
+    """Start the local Dask cluster of ``config`` in a helper thread (``--task-runner dask``
+    without ``--dask-address``; None otherwise), so that its workers start and import the
+    fold task's modules while the flow loads the log (:mod:`flows.dask_cluster`).
+
+    Raises:
+        SwevalError: prefect-dask is not installed.
     """
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    if config.task_runner != "dask" or config.dask_address:
+        return None
+    _dask_task_runner_class()  # the missing extra fails here, before the log is loaded
+    workers = worker_count(config)
+    return LocalDask(workers, worker_env(workers, _flow_api_url()))
+
+
+def _flow_api_url() -> str | None:
+    """This flow's Prefect API URL, for the local workers to report their task runs to."""
     from prefect.context import FlowRunContext
 
     context = FlowRunContext.get()
     if context is not None and context.client is not None:
-        env["PREFECT_API_URL"] = str(context.client.api_url).rstrip("/")
-    return env
+        return str(context.client.api_url)
+    return None
 
 
 def worker_count(config: EvalConfig) -> int:
-    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is left at 1."""
-    return config.workers if config.workers > 1 else usable_cpus()
+    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is not given
+    (``--workers 1`` is one: a one-worker Dask cluster is what fan-out is measured against)."""
+    return config.workers if config.workers is not None else usable_cpus()
 
 
 def threads_per_task(config: EvalConfig) -> int | None:
@@ -175,7 +199,7 @@ def threads_per_task(config: EvalConfig) -> int | None:
     concurrent ALS fits on two cores ran four OpenMP threads, and an idle OpenBLAS pool can spin
     against the other task (and before this, the default ``--workers`` set no limit at all).
     Dask workers are separate processes started with one thread each
-    (:func:`_worker_env`); the sequential runner leaves the libraries their defaults. implicit's
+    (:func:`flows.dask_cluster.worker_env`); the sequential runner leaves the libraries their defaults. implicit's
     factors do not depend on it: each user's and item's solve is done whole by one thread
     (tested bit for bit).
     """
@@ -228,10 +252,15 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
         The written tables, or None when a rolling run found no complete window.
     """
     with output_lock(config.output):  # one run per output directory (SwevalError otherwise)
-        return _evaluate(config, rolling)
+        local_dask = start_local_dask(config)  # its workers start while the log loads
+        try:
+            return _evaluate(config, rolling, local_dask)
+        finally:
+            if local_dask is not None:
+                local_dask.close()
 
 
-def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
+def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -> Outputs | None:
     """The flow's work, with the output directory locked."""
     from prefect.runtime import flow_run
 
@@ -264,7 +293,7 @@ def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
             if jobs and plan.config.task_runner == "dask":
                 evaluation.share_log()  # workers map it instead of loading the file again
             if jobs:
-                with _blas_limits(plan.config), task_runner(plan.config) as runner:
+                with _blas_limits(plan.config), task_runner(plan.config, local_dask) as runner:
                     futures: dict[Any, Any] = {}
                     previous: list[Any] = []
                     chained = plan.warm_starts  # warm starts: each fold waits for the last
@@ -281,6 +310,8 @@ def _evaluate(config: EvalConfig, rolling: bool) -> Outputs | None:
                             errors.append(exc)
                             continue
                         evaluation.accept(futures[future], payloads)
+        if local_dask is not None:
+            local_dask.close_in_background()  # its workers stop while the outputs are written
         evaluation.unshare_log()
         if errors:
             raise errors[0]

@@ -7,6 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from sweval.flows.sliding_window import sliding_window_eval
@@ -43,6 +44,7 @@ def test_dask_task_runner_on_a_two_worker_local_cluster(
     assert len(list((tmp_path / "dask" / "units").glob("*/*/unit.json"))) == 12
     assert not (tmp_path / "dask" / "shared-log").exists()  # the workers' copy is removed
     assert set(outputs.devices) == {"pop", "pop-n"}
+    assert _worker_processes() == []  # the local cluster is closed when the flow returns
 
     # The 6 fold tasks ran on the workers and were recorded by this flow's API.
     deadline = time.monotonic() + 30
@@ -51,3 +53,48 @@ def test_dask_task_runner_on_a_two_worker_local_cluster(
     ] * 6:
         assert time.monotonic() < deadline, states
         time.sleep(0.5)
+
+
+def _worker_processes() -> list[str]:
+    """Live Dask worker processes started by this process (multiprocessing's spawned children;
+    its resource tracker exits with this process)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            command = " ".join(child.cmdline())
+            if "spawn_main" in command and child.status() != psutil.STATUS_ZOMBIE:
+                found.append(command)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_local_workers_share_the_cpus_as_kernel_threads(monkeypatch) -> None:
+    from sweval.flows import dask_cluster
+
+    monkeypatch.delenv("SWEVAL_KERNEL_THREADS", raising=False)
+    monkeypatch.setattr(dask_cluster, "usable_cpus", lambda: 8)
+    env = dask_cluster.worker_env(2, "http://127.0.0.1:4200/api/")
+    assert env["SWEVAL_KERNEL_THREADS"] == "4"
+    assert env["PREFECT_API_URL"] == "http://127.0.0.1:4200/api"
+    assert env["OPENBLAS_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
+    assert dask_cluster.worker_env(16, None)["SWEVAL_KERNEL_THREADS"] == "1"
+    assert "PREFECT_API_URL" not in dask_cluster.worker_env(16, None)
+    monkeypatch.setenv("SWEVAL_KERNEL_THREADS", "3")  # the user's choice wins
+    assert dask_cluster.worker_env(2, None)["SWEVAL_KERNEL_THREADS"] == "3"
+
+
+def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch) -> None:
+    import distributed
+
+    from sweval.data.errors import SwevalError
+    from sweval.flows.dask_cluster import LocalDask
+
+    def refuse(**_: object) -> None:
+        raise OSError("no ports left")
+
+    monkeypatch.setattr(distributed, "LocalCluster", refuse)
+    local = LocalDask(2, {})
+    with pytest.raises(SwevalError, match="did not start: no ports left"):
+        local.task_runner()
+    local.close()  # nothing to close, and no error

@@ -177,14 +177,16 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
             make_config(data, task_runner=runner, workers=workers)
         )
         for runner in ("sequential", "threads", "dask")
-        for workers in (1, 3, 16)
+        for workers in (None, 1, 3, 16)
     }
     assert budgets == {
-        ("sequential", 1): None, ("sequential", 3): None, ("sequential", 16): None,
-        ("threads", 1): 1,  # --workers left at 1: one task per usable CPU
+        ("sequential", None): None, ("sequential", 1): None, ("sequential", 3): None,
+        ("sequential", 16): None,
+        ("threads", None): 1,  # --workers not given: one task per usable CPU
+        ("threads", 1): 8,  # one task: all of them
         ("threads", 3): 2,
         ("threads", 16): 1,
-        ("dask", 1): None, ("dask", 3): None, ("dask", 16): None,
+        ("dask", None): None, ("dask", 1): None, ("dask", 3): None, ("dask", 16): None,
     }
 
     seen = []

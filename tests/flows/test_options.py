@@ -145,6 +145,8 @@ def _example(name: str, field: Any) -> tuple[list[str], Any]:
         return [flag, value], value
     if field.annotation is int:
         return [flag, str(default + 2)], default + 2
+    if field.annotation == int | None and default is None:  # --workers: unset means every CPU
+        return [flag, "3"], 3
     if field.annotation is float:  # halved: valid for a scale (> 0) and a level (in (0, 1))
         return [flag, str(default / 2)], default / 2
     if "str" in annotation:

@@ -194,3 +194,36 @@ def test_run_stops_its_temporary_prefect_server(signum: int, tmp_path: Path) -> 
         status = stop_and_check(process, marker, log, signum)
     assert status == 128 + signum, log.read_text()[-2000:]
     assert "interrupted: finished units are saved; rerun to resume." in log.read_text()
+
+
+# ------------------------------------------------------------------------ the exit sweep itself
+_TRACKER_SCRIPT = """
+import json, subprocess, sys, time
+from multiprocessing import resource_tracker
+from sweval.flows.processes import stop_descendants
+resource_tracker.ensure_running()  # what a local Dask cluster's spawned workers start
+sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+start = time.monotonic()
+stopped = stop_descendants(grace_s=8)
+print(json.dumps({"stopped": stopped, "sleeper": sleeper.pid,
+                  "tracker": resource_tracker._resource_tracker._pid,
+                  "seconds": time.monotonic() - start}))
+"""
+
+
+def test_exit_sweep_does_not_wait_for_the_resource_tracker() -> None:
+    """multiprocessing's resource tracker ignores SIGTERM and exits once its parent has: the
+    sweep leaves it alone instead of waiting the whole grace for it (10 s per Dask run), and it
+    is gone soon after the command exits."""
+    import json
+
+    done = subprocess.run([sys.executable, "-c", _TRACKER_SCRIPT], capture_output=True,
+                          text=True, timeout=60, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["stopped"] == [found["sleeper"]]
+    assert found["seconds"] < 5
+    deadline = time.monotonic() + 20
+    while psutil.pid_exists(found["tracker"]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with contextlib.suppress(psutil.Error):
+        assert psutil.Process(found["tracker"]).status() == psutil.STATUS_ZOMBIE
