@@ -345,9 +345,9 @@ def dask_scheduler_command(*, host: str, port: int, dashboard: str) -> list[str]
 
 def dask_worker_command(scheduler_address: str) -> list[str]:
     """`dask-worker` service (entrypoint + command): one single-threaded worker process per
-    container; scale with more containers."""
+    container, warmed by SW-EVAL's preload; scale with more containers."""
     return ["dask", "worker", scheduler_address, "--nworkers", "1", "--nthreads", "1",
-            "--no-dashboard"]
+            "--no-dashboard", "--preload", "sweval.flows.dask_worker"]
 
 
 def sweval_serve_command(
