@@ -47,7 +47,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
-from sweval.flows.dask_cluster import WORKER_PRELOAD, LocalDask, worker_env
+from sweval.flows.dask_cluster import LocalDask, worker_env
 from sweval.flows.pipeline import (
     Evaluation,
     FoldOutcome,
@@ -118,34 +118,23 @@ def write_results(evaluation: Evaluation) -> Outputs:
 
 def task_runner(config: EvalConfig, local_dask: LocalDask | None = None) -> TaskRunner[Any]:
     """The task runner ``config`` asks for (a fresh instance); with ``dask`` and no address,
-    the one of ``local_dask`` (started by :func:`start_local_dask`), else a local cluster that
-    prefect-dask starts itself.
+    the one of ``local_dask`` (started by :func:`start_local_dask`).
 
     Raises:
         SwevalError: ``dask`` without prefect-dask installed, or a local cluster that did not
             start.
     """
-    workers = worker_count(config)
     if config.task_runner == "dask":
         DaskTaskRunner = _dask_task_runner_class()
         if config.dask_address:
             # The cluster's workers must reach the Prefect API themselves (PREFECT_API_URL in
             # their environment) and read the data path and the output directory.
             return DaskTaskRunner(address=config.dask_address)
-        if local_dask is not None:
-            return local_dask.task_runner()
-        return DaskTaskRunner(
-            cluster_kwargs={
-                "n_workers": workers,
-                "threads_per_worker": 1,
-                "processes": True,
-                "dashboard_address": None,
-                "env": worker_env(workers, _flow_api_url()),
-                "preload": [WORKER_PRELOAD],
-            }
-        )
+        if local_dask is None:
+            raise ValueError("a local Dask cluster is started by start_local_dask(config)")
+        return local_dask.task_runner()
     if config.task_runner == "threads":
-        return ThreadPoolTaskRunner(max_workers=workers)
+        return ThreadPoolTaskRunner(max_workers=worker_count(config))
     return ThreadPoolTaskRunner(max_workers=1)
 
 
