@@ -193,10 +193,7 @@ def cosine_neighbours(
         if kept < size:
             _select_best(touched, vals, size, kept)
         start = indptr[q]
-        if start + kept > len(out_cols):
-            grown = max(2 * len(out_cols), start + kept)
-            out_cols = _grow(out_cols, grown)
-            out_vals = _grow(out_vals, grown)
+        out_cols, out_vals = _reserve(out_cols, out_vals, start + kept)
         if sort_columns:
             for p in range(kept):
                 value_of[touched[p]] = vals[p]
@@ -308,11 +305,18 @@ def _keep_at_least(cols, vals, count, n, sample_cols, sample_vals):
     return left
 
 
-@njit(cache=True, nogil=True)
-def _grow(array, size):
-    out = np.empty(size, dtype=array.dtype)
-    out[: len(array)] = array
-    return out
+@njit(cache=True, nogil=True, inline="always")
+def _reserve(cols, vals, size):
+    """The output arrays (column, value) with room for ``size`` entries: the same arrays, or
+    copies at least twice as long."""
+    if size <= len(cols):
+        return cols, vals
+    grown = max(2 * len(cols), size)
+    more_cols = np.empty(grown, dtype=cols.dtype)
+    more_cols[: len(cols)] = cols
+    more_vals = np.empty(grown, dtype=vals.dtype)
+    more_vals[: len(vals)] = vals
+    return more_cols, more_vals
 
 
 # ------------------------------------------------------------------ sets ranked by their size
@@ -596,10 +600,7 @@ def ranked_cosine_neighbours(
         if kept < m:
             _select_best(cand_cols, cand_vals, m, kept)
         start = indptr[q]
-        if start + kept > len(out_cols):
-            grown = max(2 * len(out_cols), start + kept)
-            out_cols = _grow(out_cols, grown)
-            out_vals = _grow(out_vals, grown)
+        out_cols, out_vals = _reserve(out_cols, out_vals, start + kept)
         if sort_columns:
             by_column = np.argsort(cand_cols[:kept])
             for p in range(kept):
