@@ -55,8 +55,8 @@ class TrainingState:
         log: the log.
         hi: number of log positions (transactions) in the training data.
         user_present: per global user code, whether the user has a training transaction.
-        item_transactions: per global item code, its number of training transactions (POP's
-            counts; an item is present when it is > 0).
+        item_transactions: per global item code, its number of training transactions (an
+            item is present when it is > 0).
         data: the last :class:`TrainData` built (its CSR, codes and sequences are the state;
             its timestamps are a view of the log).
     """
