@@ -49,14 +49,7 @@ def prepare_side_by_side(config: EvalConfig) -> None:
         _preloading.start()
         return
     try:
-        if config.tracking:
-            from sweval.flows.tracking import open_client, resolve_tracking_uri
-
-            open_client(resolve_tracking_uri(config))
-        import sweval.evaluators.report  # noqa: F401  (matplotlib: the report at the end of the flow)
-        import scipy.stats  # noqa: F401  (evaluators.significance, at the end of the flow)
-    except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
-        _log.debug("start-up: the early set-up failed: %s", exc)
+        _preload(config)
     finally:
         if server is not None:
             server.join()
@@ -85,9 +78,10 @@ def _start_temporary_server() -> threading.Thread | None:
 
 def _preload(config: EvalConfig) -> None:
     """Open the MLflow client, import the report's plotting and scipy's statistics (the summary's
-    bootstrap intervals): about 2.5 s of imports on 2 cores that the flow's thread would do in
-    turn, done while it waits on the Prefect and MLflow servers (each call a round trip). The
-    flow's thread takes each module from here, or waits for its import to finish."""
+    bootstrap intervals): about 2.5 s of imports on 2 cores that the flow would do in turn, done
+    while it waits on the temporary server's start-up or, in a background thread, on the Prefect
+    and MLflow servers (each call a round trip). The flow's thread takes each module from here,
+    or waits for its import to finish. A failure is left for the flow to meet again."""
     try:
         if config.tracking:
             from sweval.flows.tracking import open_client, resolve_tracking_uri

@@ -19,11 +19,11 @@ from sweval.evaluators.config import EvalConfig
 from sweval.flows.tracking.client import (
     active_run,
     artifact_root,
+    backing_store,
     ensure_experiment,
     experiment_name,
     open_client,
     resolve_tracking_uri,
-    backing_store,
 )
 from sweval.flows.tracking.inputs import fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -33,6 +33,7 @@ from sweval.flows.tracking.metrics import (
     metric_key,
     per_fold_table,
 )
+from sweval.flows.tracking.note import NOTE_TAG, run_note
 from sweval.flows.tracking.records import (
     STATE_FILE,
     algorithm_params,
@@ -40,7 +41,6 @@ from sweval.flows.tracking.records import (
     read_state,
     write_state,
 )
-from sweval.flows.tracking.note import NOTE_TAG, run_note
 from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
