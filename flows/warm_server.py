@@ -131,6 +131,8 @@ def main() -> None:
     hello["pid"] = os.getpid()
     _import_everything()
     server = _listen(warm_client.socket_path(), hello)
+    _say(f"pid {os.getpid()} listening on {server.path} (imports: "
+         f"{time.process_time():.1f} CPU s)")
     request = _serve(server)
     if request is None:
         return  # stopped
@@ -259,8 +261,7 @@ def _accept(server: Server) -> Request | None:
                           umask=int(message["umask"]), fds=fds)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         if not isinstance(exc, ConnectionError):
-            print(f"warm process: a client's request failed: {exc!r}", file=sys.stderr,
-                  flush=True)
+            _say(f"a client's request failed: {exc!r}")
         for fd in fds:
             os.close(fd)
         conn.close()
@@ -271,6 +272,7 @@ def _accept(server: Server) -> Request | None:
         return request
     for fd in fds:
         os.close(fd)
+    _say(f"child {pid}: sweval {request.argv[1] if len(request.argv) > 1 else ''}")
     try:
         warm_client.send_message(conn, {"started": pid})
     except OSError:
@@ -279,6 +281,11 @@ def _accept(server: Server) -> Request | None:
     server.children[pid] = Child(pid=pid, conn=conn)
     server.selector.register(conn, selectors.EVENT_READ, pid)
     return None
+
+
+def _say(line: str) -> None:
+    """One line in the warm process's log (its stderr: $SWEVAL_HOME/logs/warm-server.log)."""
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}", file=sys.stderr, flush=True)
 
 
 def _client_message(server: Server, pid: int) -> None:
@@ -353,6 +360,7 @@ def _reap(server: Server) -> None:
         child = server.children.pop(pid, None)
         if child is None:
             continue
+        _say(f"child {pid}: exit status {os.waitstatus_to_exitcode(status)}")
         with contextlib.suppress(KeyError, ValueError):
             server.selector.unregister(child.conn)
         with contextlib.suppress(OSError):
