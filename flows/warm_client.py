@@ -81,10 +81,10 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def source_fingerprint() -> str:
+def source_fingerprint(paths: list[str]) -> str:
     """A digest of the code a process would import: every file of the ``sweval`` package
     (path, size, mtime in ns; the links followed, ``__pycache__`` left out) and the mtime of
-    every ``sys.path`` folder (installing, upgrading or removing a distribution changes its
+    every folder of ``paths``, the sys.path (installing, upgrading or removing a distribution changes its
     folder's listing, hence its mtime). About 2 ms for SW-EVAL's 110 files."""
     import hashlib
 
@@ -100,7 +100,7 @@ def source_fingerprint() -> str:
                 continue
             digest.update(f"{os.path.relpath(path, root)}\0{stat.st_size}\0"
                           f"{stat.st_mtime_ns}\n".encode("utf-8", "surrogateescape"))
-    for entry in sys.path:
+    for entry in paths:
         try:
             mtime = os.stat(entry or ".").st_mtime_ns
         except OSError:
@@ -109,10 +109,12 @@ def source_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def identity() -> dict[str, object]:
-    """What must be equal between a client and the warm process (the hello's content)."""
+def identity(paths: list[str] | None = None) -> dict[str, object]:
+    """What must be equal between a client and the warm process (the hello's content), for a
+    process whose sys.path is ``paths`` (default: this one's)."""
+    paths = list(sys.path if paths is None else paths)
     return {"protocol": PROTOCOL, "executable": sys.executable, "flags": list(sys.flags),
-            "sys_path": list(sys.path), "fingerprint": source_fingerprint(),
+            "sys_path": paths, "fingerprint": source_fingerprint(paths),
             "baked_env": baked_env(os.environ)}
 
 

@@ -71,7 +71,7 @@ def hello(timeout: float = warm_client.HANDSHAKE_TIMEOUT_S) -> dict[str, object]
 def stale_reason(greeting: dict[str, object]) -> str | None:
     """Why the warm process that said ``greeting`` would not run this installation's commands,
     in words, or None when it would."""
-    mine = warm_client.identity() | {"sys_path": client_sys_path()}
+    mine = warm_client.identity(client_sys_path())
     words = {"protocol": "another protocol version", "executable": "another Python",
              "flags": "other interpreter flags", "sys_path": "another sys.path",
              "baked_env": "another environment (see `sweval up --help`)",

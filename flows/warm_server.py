@@ -10,7 +10,9 @@ scipy.stats, matplotlib and the CLI before it computes anything. This process pa
                   edited during the imports never passes for the imported one
                   apply_env_defaults, then the imports a run needs (WARM_IMPORTS); refuses to
                   serve when any thread but the main one exists (a fork copies only the calling
-                  thread) or a CUDA library is loaded (a CUDA context does not survive a fork)
+                  thread) or a CUDA library is loaded (a CUDA context does not survive a fork);
+                  native pools (OpenBLAS in numpy and scipy, jemalloc in pyarrow) are
+                  fork-aware: they re-create their threads in the child when needed
                   gc.freeze(); bind $SWEVAL_HOME/warm.sock (0600, via an atomic rename)
     loop          one thread, a selector: the listening socket, every client connection, and a
                   wakeup pipe written on SIGCHLD, SIGTERM, SIGINT, SIGHUP
@@ -64,22 +66,49 @@ from dataclasses import dataclass, field
 
 from sweval.flows import warm_client
 
-#: The modules a ``sweval run`` (and compare, leakage, gap, report) imports, measured: the CLI,
-#: Prefect's flow engine and client, MLflow's client and REST store, scipy.stats, matplotlib's
-#: pyplot, the engine and the report.
+#: The modules a ``sweval run`` (and compare, leakage, gap, report) imports, measured with a
+#: profile of a child (the modules loaded during the command that were not loaded before it):
+#: the CLI, Prefect's flow and task engines and client, MLflow's client and REST store,
+#: scipy.stats, matplotlib's pyplot and the image plugins its savefig loads, pyarrow's Parquet
+#: and dataset readers, the engine with its numba kernels (numba and llvmlite: about 0.5 s on
+#: their own; importing them starts no thread, and the kernels compile or load from numba's
+#: cache only when first called, in the child) and the report.
 WARM_IMPORTS = (
     "sweval.flows.cli",
     "prefect",
     "prefect.main",
+    "prefect.engine",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.concurrency.v1.context",
+    "prefect.utilities.visualization",
+    "anyio._backends._asyncio",
+    "anyio.streams.memory",
+    "anyio.streams.tls",
     "mlflow",
+    "mlflow.tracking.request_header.registry",
     "scipy.stats",
     "matplotlib.pyplot",
+    "PIL.BmpImagePlugin",
+    "PIL.GifImagePlugin",
+    "PIL.JpegImagePlugin",
+    "PIL.PpmImagePlugin",
+    "pyarrow.parquet",
+    "pyarrow.dataset",
+    "pyarrow.pandas_compat",
+    "pandas.io.formats.csvs",
+    "pandas.core.methods.to_dict",
+    "pandas.core.reshape.reshape",
     "sweval.flows.sliding_window",
     "sweval.flows.tracking.tracker",
     "sweval.flows.pipeline",
     "sweval.flows.summary",
     "sweval.flows.startup",
     "sweval.flows.servers",
+    "sweval.algorithms.neighbour_kernels",
+    "sweval.algorithms.ranking_kernels",
+    "sweval.algorithms.row_chunks",
+    "sweval.evaluators.training_state",
     "sweval.evaluators.report",
 )
 #: Seconds a child gets after SIGTERM before its whole tree gets SIGKILL.
@@ -131,8 +160,8 @@ def main() -> None:
     hello["pid"] = os.getpid()
     _import_everything()
     server = _listen(warm_client.socket_path(), hello)
-    _say(f"pid {os.getpid()} listening on {server.path} (imports: "
-         f"{time.process_time():.1f} CPU s)")
+    _say(f"pid {os.getpid()} listening on {server.path} (imports: {time.process_time():.1f} "
+         f"CPU s; {len(sys.modules)} modules; {_os_threads()} OS threads, 1 Python thread)")
     request = _serve(server)
     if request is None:
         return  # stopped
@@ -163,6 +192,15 @@ def _import_everything() -> None:
         raise SystemExit(f"warm process: the imports started threads ({names}): cannot fork")
     gc.collect()
     gc.freeze()  # the children's collections skip (and so do not copy) the imported objects
+
+
+def _os_threads() -> int | str:
+    """This process's threads as the OS counts them (native libraries' pools included; a fork
+    copies only the calling one, and OpenBLAS re-creates its pool in the child by itself)."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return "?"
 
 
 def _listen(path: str, hello: dict[str, object]) -> Server:
