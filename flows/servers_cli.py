@@ -29,7 +29,7 @@ def up(
     starting = None
     if not warm:
         warm_process.stop()
-    elif warm_process.needs_start():  # side by side with the servers' start-up
+    elif warm_process.needs_start(say=lambda line: _err.print(line)):  # beside the servers
         starting = warm_process.start()
     try:
         started, new = servers.up(prefect_port, mlflow_port, timeout=timeout,

@@ -13,7 +13,9 @@ command that runs in-process pays nothing but a ``stat`` of the socket path. The
       │ same values of the environment variables read only at start-up (BAKED_PREFIXES,
       │ BAKED_NAMES)  ───────────────────────────────────────────── any differs ──▶ in-process
       │ send argv, cwd, the whole environment, umask, and stdin/stdout/stderr as descriptors
-      │ wait for "started" (the child's pid) ─────── refused or a protocol error ──▶ in-process
+      │ wait for "started" (the child's pid; 30 s at most) ── refused, timeout or a protocol
+      │ error ──▶ in-process (a child the warm process did fork is terminated: the socket
+      │ closed); a signal received meanwhile is raised again here
       ▼ from here the command runs in the child: never again in this process
     wait for the child's exit status; SIGINT, SIGTERM, SIGHUP received here are forwarded to
     the child (which unwinds as in-process, flows/processes.py); exit with the child's status
@@ -38,8 +40,10 @@ WARM_COMMANDS = frozenset({"run", "compare", "leakage", "gap", "report"})
 OPT_OUT_ENV = "SWEVAL_WARM"
 #: The protocol's version: a client and a warm process of different versions do not talk.
 PROTOCOL = 1
-#: Seconds the client waits for the warm process's hello and for "started".
+#: Seconds the client waits for the warm process's hello (it answers at once when it is up).
 HANDSHAKE_TIMEOUT_S = 2.0
+#: Seconds the client waits for "started" once its request is sent (a fork: milliseconds).
+STARTED_TIMEOUT_S = 30.0
 
 #: Environment variables read once, at interpreter start or at the import of a library, that no
 #: child can re-apply after the fork: the interpreter's (PYTHON*: hash seed, warnings, I/O
@@ -198,6 +202,7 @@ def run_in_warm_process(argv: list[str]) -> int | None:
         else:
             send_message(forward["sock"], {"signal": signum})
 
+    previous: dict[str, object] = {}
     try:
         sock.settimeout(HANDSHAKE_TIMEOUT_S)
         sock.connect(socket_path())
@@ -210,15 +215,18 @@ def run_in_warm_process(argv: list[str]) -> int | None:
                     for sig in FORWARDED_SIGNALS}
         send_message(sock, {"argv": list(argv), "cwd": os.getcwd(), "env": dict(os.environ),
                             "umask": umask}, fds=[0, 1, 2])
-        reply = recv_message(sock)
-        pid = reply.get("started")
+        sock.settimeout(STARTED_TIMEOUT_S)
+        pid = recv_message(sock).get("started")
         if not isinstance(pid, int):
-            for sig, handler in previous.items():
-                signal.signal(getattr(signal, sig), handler)
-            sock.close()
-            return None
+            raise ValueError("no child started")
     except (OSError, ValueError, ConnectionError):
+        # Nothing ran: this process runs the command. (A child forked but not reported within
+        # STARTED_TIMEOUT_S is terminated by the warm process when this socket closes.)
         sock.close()
+        for sig, handler in previous.items():
+            signal.signal(getattr(signal, sig), handler)
+        for signum in pending:  # a signal received meanwhile is this process's again
+            signal.raise_signal(signum)
         return None
     # The command runs in the child from here on: never fall back now.
     sock.settimeout(None)

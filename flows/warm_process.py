@@ -23,6 +23,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -158,15 +159,37 @@ def _tail(log: str, n_lines: int = 8) -> str:
         return ""
 
 
-def needs_start() -> bool:
-    """Whether no warm process answers for this installation (a stale one is stopped)."""
+def needs_start(say: Callable[[str], None]) -> bool:
+    """Whether a warm process should be started: none answers for this installation. A stale
+    one (the source changed, ...) is stopped, unless commands are still running in it: those
+    are not cut short (``say`` tells how to restart it later), and commands run in-process
+    meanwhile."""
     found = status()
     if found is not None:
         server, alive, greeting = found
-        if alive and greeting is not None and stale_reason(greeting) is None:
+        stale = stale_reason(greeting) if greeting is not None else "it does not answer"
+        if alive and stale is None:
+            return False
+        running = _running_children(server) if alive else 0
+        if running:
+            say(f"the warm process (pid {server.pid}) is out of date ({stale}) but runs "
+                f"{running} command{'s' if running > 1 else ''}: left as it is; run `sweval "
+                "up` again once they finish (until then commands run in-process).")
             return False
         stop()
     return True
+
+
+def _running_children(server: Server) -> int:
+    import psutil
+
+    from sweval.flows.servers import _process
+
+    leader = _process(server)
+    try:
+        return sum(_running(p) for p in leader.children()) if leader is not None else 0
+    except psutil.Error:
+        return 0
 
 
 def stop_process(server: Server, grace_s: float = STOP_GRACE_S) -> bool:

@@ -367,7 +367,7 @@ def _client_message(server: Server, pid: int) -> None:
     try:
         header = child.conn.recv(4)
         if header:
-            child.conn.setblocking(True)
+            child.conn.settimeout(warm_client.HANDSHAKE_TIMEOUT_S)
             try:
                 if len(header) < 4:
                     header += warm_client.recv_exactly(child.conn, 4 - len(header))

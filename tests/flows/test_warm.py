@@ -215,14 +215,30 @@ def test_signals_reach_the_child_and_nothing_is_left(
     while _leftovers(warm.marker, but=(warm.pid,)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _leftovers(warm.marker, but=(warm.pid,)) == []
-    assert [w for _, w in warm.children()][-1] == "exit status 143"
+    while warm.children()[-1][1] != "exit status 143" and time.monotonic() < deadline:
+        time.sleep(0.1)  # a zombie until the warm process reaps it and logs its status
+    assert warm.children()[-1] == (child, "exit status 143")
     # `sweval down` while a command runs: it stops the command (SIGTERM: 143), then itself
     client = warm.popen(*long_run, "--output", str(tmp_path / "down"))
-    warm.wait_for_child(2)
+    child = warm.wait_for_child(2)
     time.sleep(1.0)
+    # ... but `sweval up` after an edit leaves an out-of-date warm process that runs commands
+    source = REPO / "flows" / "gap.py"
+    before = source.stat()
+    try:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
+        asked = subprocess.run(
+            [sys.executable, "-c", "from sweval.flows import warm_process as w; "
+             "print(w.needs_start(print))"],
+            env=warm.env, cwd=REPO, capture_output=True, text=True, timeout=60)
+    finally:
+        os.utime(source, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert asked.stdout.splitlines()[-1] == "False", asked.stdout + asked.stderr
+    assert "source changed" in asked.stdout and "runs 1 command" in asked.stdout
+    assert psutil.pid_exists(child) and client.poll() is None
     stopped = warm.sweval("down", timeout=120)
     assert stopped.returncode == 0 and "warm" in stopped.stdout and "stopped" in stopped.stdout
-    client.communicate(timeout=60)
-    assert client.returncode == 143
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 143, err[-2000:] + (warm.home / "logs" / "warm-server.log").read_text()
     assert _leftovers(warm.marker) == []
     assert not (warm.home / "warm.sock").exists() and not (warm.home / "warm.json").exists()
