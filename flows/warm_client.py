@@ -88,8 +88,8 @@ def package_root() -> str:
 def source_fingerprint(paths: list[str]) -> str:
     """A digest of the code a process would import: every file of the ``sweval`` package
     (path, size, mtime in ns; the links followed, ``__pycache__`` left out) and the mtime of
-    every folder of ``paths``, the sys.path (installing, upgrading or removing a distribution changes its
-    folder's listing, hence its mtime). About 2 ms for SW-EVAL's 110 files."""
+    every folder of ``paths``, a sys.path (installing, upgrading or removing a distribution
+    changes its folder's listing, hence its mtime). About 2 ms for the package's files."""
     import hashlib
 
     digest = hashlib.blake2b(digest_size=16)

@@ -200,7 +200,7 @@ def test_signals_reach_the_child_and_nothing_is_left(
     child = warm.wait_for_child(0)
     time.sleep(1.5)
     client.send_signal(signal.SIGINT)
-    out, err = client.communicate(timeout=120)
+    _out, err = client.communicate(timeout=120)
     assert client.returncode == 130, err[-3000:]
     assert "interrupted" in err
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
@@ -238,7 +238,8 @@ def test_signals_reach_the_child_and_nothing_is_left(
     assert psutil.pid_exists(child) and client.poll() is None
     stopped = warm.sweval("down", timeout=120)
     assert stopped.returncode == 0 and "warm" in stopped.stdout and "stopped" in stopped.stdout
-    out, err = client.communicate(timeout=60)
-    assert client.returncode == 143, err[-2000:] + (warm.home / "logs" / "warm-server.log").read_text()
+    _out, err = client.communicate(timeout=60)
+    log = (warm.home / "logs" / "warm-server.log").read_text()
+    assert client.returncode == 143, err[-2000:] + log
     assert _leftovers(warm.marker) == []
     assert not (warm.home / "warm.sock").exists() and not (warm.home / "warm.json").exists()
