@@ -9,8 +9,11 @@ log at scale 1, 30 daily folds, u_min 100; the same files and folds as ``benchma
 and algorithm (``pop``, ``item-knn``), each repetition runs, in an order rotated every
 repetition:
 
-- ``up``: ``sweval run`` as a user types it, with ``sweval up``'s servers answering (its own
-  ``SWEVAL_HOME``, servers started once before the first repetition);
+- ``warm``: ``sweval run`` as a user types it, with ``sweval up``'s servers and warm process
+  answering (its own ``SWEVAL_HOME``, all started once before the first repetition, in the
+  environment the runs get, so the warm process's start-up variables match theirs); the warm
+  process's log confirms that its child ran the command;
+- ``up``: the same with ``SWEVAL_WARM=0``: the servers, but the command in-process;
 - ``plain``: the same command without them (another ``SWEVAL_HOME``: Prefect's temporary server,
   the local sqlite store), today's default;
 - ``rectools``: RecTools' runner for the same evaluation (``benchmarks/peers/rectools_run.py``,
@@ -45,7 +48,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench import fold_args, prepare, run_child  # noqa: E402
 
 SWEVAL = str(ROOT / ".venv" / "bin" / "sweval")
-VARIANTS = ("up", "plain", "rectools")
+VARIANTS = ("warm", "up", "plain", "rectools")
 
 
 def engine_s(output: Path) -> float | None:
@@ -87,8 +90,19 @@ class Runner:
         print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
     def env(self, variant: str) -> dict[str, str]:
-        home = self.homes[variant]
-        return {"SWEVAL_HOME": str(home), "PREFECT_HOME": str(home / "prefect")}
+        home = self.homes["up" if variant == "warm" else variant]
+        env = {"SWEVAL_HOME": str(home), "PREFECT_HOME": str(home / "prefect")}
+        if variant == "up":
+            env["SWEVAL_WARM"] = "0"
+        return env
+
+    def warm_children(self) -> int:
+        """Commands the warm process has run so far (its log's lines)."""
+        try:
+            log = (self.homes["up"] / "logs" / "warm-server.log").read_text()
+        except OSError:
+            return 0
+        return sum(": sweval run" in line for line in log.splitlines())
 
     def sweval_cmd(self, w: dict[str, Any], algorithm: str, output: Path) -> list[str]:
         return [SWEVAL, "run", "--data", w["parquet"], "--window", f"{w['width']}s",
@@ -98,12 +112,14 @@ class Runner:
     def sweval(self, variant: str, w: dict[str, Any], algorithm: str, tag: str) -> dict[str, Any]:
         output = self.work / "outputs" / f"{variant}-{w['key']}-{algorithm}-{tag}"
         subprocess.run(["rm", "-rf", str(output)], check=True)
-        before = server_cpu_s(self.homes["up"]) if variant == "up" else 0.0
+        before = server_cpu_s(self.homes["up"]) if variant in ("up", "warm") else 0.0
+        children = self.warm_children()
         proc = run_child(self.sweval_cmd(w, algorithm, output),
                          log=self.logs / f"{output.name}.log", timeout=600,
                          env=self.env(variant))
         record = {"process": proc, "engine_s": engine_s(output)}
-        if variant == "up":
+        record["warm_child"] = self.warm_children() > children
+        if variant in ("up", "warm"):
             record["server_cpu_s"] = server_cpu_s(self.homes["up"]) - before
             text = Path(proc["log"]).read_text(errors="replace")
             record["used_servers"] = "http://127.0.0.1" in text and "does not answer" not in text
@@ -126,10 +142,12 @@ class Runner:
 
     def up(self) -> None:
         home = self.homes["up"]
+        env = os.environ | {"OPENBLAS_NUM_THREADS": "1"} | self.env("warm")  # as run_child's
+        env.setdefault("PYTHONWARNINGS", "ignore")
         result = subprocess.run(
             [SWEVAL, "up", "--prefect-port", str(self.args.prefect_port),
              "--mlflow-port", str(self.args.mlflow_port)],
-            env=os.environ | self.env("up"), capture_output=True, text=True, timeout=300)
+            env=env, capture_output=True, text=True, timeout=300)
         if result.returncode != 0:
             raise SystemExit(f"sweval up failed:\n{result.stderr}")
         self.say(f"sweval up ({home}): {result.stdout.strip()}")
@@ -145,13 +163,14 @@ class Runner:
         self.up()
         try:
             for w in workloads:  # warm-up: databases, experiments, numba's cache
-                for variant in ("up", "plain"):
+                for variant in ("warm", "up", "plain"):
                     self.say(f"warm-up {variant} {w['key']}")
                     self.sweval(variant, w, algorithms[0], "warmup")
             for rep in range(self.args.repeats):
                 for w in workloads:
                     for algorithm in algorithms:
-                        order = VARIANTS[rep % 3:] + VARIANTS[:rep % 3]
+                        n = len(VARIANTS)
+                        order = VARIANTS[rep % n:] + VARIANTS[:rep % n]
                         for variant in order:
                             if variant == "rectools":
                                 record = self.rectools(w, algorithm, f"r{rep}")
@@ -175,10 +194,10 @@ class Runner:
 def report(records: list[dict[str, Any]]) -> str:
     """Medians per (workload, algorithm, variant), and every repetition."""
     lines = [
-        "| workload | algorithm | sweval up: wall / fixed overhead / servers' CPU | plain: wall / "
-        "fixed overhead | RecTools wall | RecTools / up | RecTools / plain | repetitions (up, "
-        "plain, RecTools wall) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| workload | algorithm | warm: wall / fixed overhead | up (SWEVAL_WARM=0): wall / "
+        "fixed overhead | plain: wall / fixed overhead | RecTools wall | RecTools / warm | "
+        "RecTools / up | RecTools / plain | repetitions (warm, up, plain, RecTools wall) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     keys = sorted({(r["workload"], r["algorithm"]) for r in records})
     for workload, algorithm in keys:
@@ -189,6 +208,8 @@ def report(records: list[dict[str, Any]]) -> str:
             for r in mine:
                 if r["variant"] != variant or r["process"]["returncode"] != 0:
                     continue
+                if variant == "warm" and not r.get("warm_child"):
+                    continue  # it fell back: not a warm measurement
                 wall = r["process"]["wall_s"]
                 value = {"wall": wall, "fixed": wall - (r.get("engine_s") or 0.0),
                          "server": r.get("server_cpu_s", 0.0)}[field]
@@ -201,19 +222,16 @@ def report(records: list[dict[str, Any]]) -> str:
         def fmt(value: float | None) -> str:
             return "–" if value is None else f"{value:.2f}"
 
-        up, plain, rt = med(of("up", "wall")), med(of("plain", "wall")), med(of("rectools", "wall"))
-        reps = "; ".join(
-            "/".join(fmt(v) for v in triple)
-            for triple in zip(of("up", "wall"), of("plain", "wall"),
-                              of("rectools", "wall") or [None] * len(of("up", "wall")),
-                              strict=False)
-        )
-        lines.append(
-            f"| {workload} | {algorithm} | {fmt(up)} / {fmt(med(of('up', 'fixed')))} / "
-            f"{fmt(med(of('up', 'server')))} | {fmt(plain)} / {fmt(med(of('plain', 'fixed')))} | "
-            f"{fmt(rt)} | {fmt(rt / up if rt and up else None)}× | "
-            f"{fmt(rt / plain if rt and plain else None)}× | {reps} |"
-        )
+        walls = {v: med(of(v, "wall")) for v in VARIANTS}
+        rt = walls["rectools"]
+        columns = [f"{fmt(walls[v])} / {fmt(med(of(v, 'fixed')))}" for v in ("warm", "up", "plain")]
+        ratios = [f"{fmt(rt / walls[v] if rt and walls[v] else None)}×"
+                  for v in ("warm", "up", "plain")]
+        n = max(len(of(v, "wall")) for v in VARIANTS)
+        series = [of(v, "wall") + [None] * (n - len(of(v, "wall"))) for v in VARIANTS]
+        reps = "; ".join("/".join(fmt(v) for v in column) for column in zip(*series, strict=True))
+        lines.append(f"| {workload} | {algorithm} | {' | '.join(columns)} | {fmt(rt)} | "
+                     f"{' | '.join(ratios)} | {reps} |")
     return "\n".join(lines)
 
 

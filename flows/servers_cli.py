@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -12,23 +13,49 @@ from sweval.flows import servers
 _err = Console(stderr=True, highlight=False, soft_wrap=True)
 _out = Console(highlight=False, soft_wrap=True)
 
-_LABEL = {"prefect": "Prefect", "mlflow": "MLflow"}
+_LABEL = {"prefect": "Prefect", "mlflow": "MLflow", "warm": "warm"}
 
 
 def up(
     prefect_port: Annotated[int, typer.Option(help="Port of the Prefect server (UI and API) on 127.0.0.1.")] = servers.DEFAULT_PREFECT_PORT,
     mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow server (UI and tracking) on 127.0.0.1.")] = servers.DEFAULT_MLFLOW_PORT,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for both servers to answer.")] = servers.START_TIMEOUT_S,
+    warm: Annotated[bool, typer.Option("--warm/--no-warm", help="Also start the warm process (every sweval run, compare, leakage, gap and report then starts with its imports done); --no-warm stops a running one. SWEVAL_WARM=0 does the same.")] = True,
 ) -> None:
-    started, new = servers.up(prefect_port, mlflow_port, timeout=timeout,
-                              say=lambda line: _err.print(line))
-    _err.print("started:" if new else "already up (stop with `sweval down`):")
+    from sweval.flows import warm_client, warm_process
+
+    warm = warm and os.environ.get(warm_client.OPT_OUT_ENV, "").strip().lower() not in (
+        "0", "false", "no", "off")
+    starting = None
+    if not warm:
+        warm_process.stop()
+    elif warm_process.needs_start(say=lambda line: _err.print(line)):  # beside the servers
+        starting = warm_process.start()
+    try:
+        started, new = servers.up(prefect_port, mlflow_port, timeout=timeout,
+                                  say=lambda line: _err.print(line))
+        failed = warm_process.wait_ready(*starting, timeout) if starting else None
+    except BaseException:
+        if starting is not None:
+            warm_process.stop_process(starting[0])
+        raise
+    _err.print("started:" if new or starting else "already up (stop with `sweval down`):")
     for server in started:
         _out.print(f"{_LABEL[server.name]:8} {server.url}   (pid {server.pid}, log {server.log})")
+    if failed:
+        _err.print(f"[yellow]warning[/yellow]: the warm process did not start ({failed}); "
+                   "commands start in-process, as without it.")
+    elif warm:
+        server = warm_process.recorded()
+        if server is not None:
+            _out.print(f"{_LABEL['warm']:8} {server.url}   (pid {server.pid}, log {server.log})")
 
 
 def down() -> None:
-    stopped = servers.down()
+    from sweval.flows import warm_process
+
+    warm = warm_process.stop()  # first: its children may be using the servers
+    stopped = servers.down() + ([warm] if warm else [])
     if not stopped:
         _err.print("no servers of `sweval up` are recorded: nothing to stop.")
         return
@@ -38,13 +65,26 @@ def down() -> None:
 
 
 def status() -> None:
+    from sweval.flows import warm_process
+
     found = servers.status()
-    if not found:
+    warm = warm_process.status()
+    if not found and warm is None:
         _out.print("not up (start the servers with `sweval up`)")
         raise typer.Exit(1)
     for server, alive, answering in found:
         state = "up" if answering else ("not answering" if alive else "down (process gone)")
         _out.print(f"{_LABEL[server.name]:8} {server.url}   pid {server.pid}   {state}")
+    if warm is not None:
+        server, alive, greeting = warm
+        if greeting is not None:
+            stale = warm_process.stale_reason(greeting)
+            state = "up" if stale is None else (f"up, but unused: {stale} (`sweval up` "
+                                                "restarts it)")
+        else:
+            state = "not answering" if alive else "down (process gone)"
+            found.append((server, alive, False))
+        _out.print(f"{_LABEL['warm']:8} {server.url}   pid {server.pid}   {state}")
     if not all(answering for _, _, answering in found):
         _err.print("restart them with `sweval down` and `sweval up` (logs: "
                    + ", ".join(server.log for server, _, _ in found) + ")")
@@ -59,12 +99,18 @@ up.__doc__ = "\n\n".join([
     "They keep their data where a plain run does (Prefect's database in PREFECT_HOME, the MLflow "
     "store of MLFLOW_TRACKING_URI, else $SWEVAL_HOME/mlflow.db). An explicit PREFECT_API_URL, "
     "MLFLOW_TRACKING_URI or --tracking-uri still wins. Stop them with [bold]sweval down[/bold].",
+    "Next to them, the warm process: Python with a run's imports done (about 3.5 s of each "
+    "command), which forks a child for every [bold]sweval run[/bold], compare, leakage, gap and "
+    "report. A command runs in-process instead when the source changed since `sweval up` (rerun "
+    "it), when SWEVAL_WARM=0, or when one of the variables read only at start-up (PYTHON*, "
+    "LANG, LC_*, the OpenBLAS/OpenMP/MKL/numba thread variables, TERM, ...) differs from up's.",
 ])
 down.__doc__ = (
-    "Stop the servers of [bold]sweval up[/bold] (each process group: SIGTERM, then SIGKILL "
-    "after 10 s) and forget them."
+    "Stop the servers and the warm process of [bold]sweval up[/bold] (each process group: "
+    "SIGTERM, then SIGKILL after 10 s; the warm process's running commands first) and forget "
+    "them."
 )
 status.__doc__ = (
-    "Show the servers of [bold]sweval up[/bold]: URL, pid, and whether each answers (exit "
-    "status 0 when both answer, 1 otherwise)."
+    "Show the servers and the warm process of [bold]sweval up[/bold]: URL, pid, and whether "
+    "each answers (exit status 0 when all answer, 1 otherwise)."
 )

@@ -123,6 +123,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert started.returncode == 0, started.stderr
     prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
     assert prefect_url in started.stdout and mlflow_url in started.stdout
+    assert f"unix:{home.path / 'warm.sock'}" in started.stdout
     state = home.state()
     assert state is not None and state["mlflow_store"] == f"sqlite:///{home.path / 'mlflow.db'}"
 
@@ -133,7 +134,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
 
     status = home.sweval("status")
     assert status.returncode == 0, status.stdout + status.stderr
-    assert status.stdout.count(" up") == 2 and prefect_url in status.stdout
+    assert status.stdout.count(" up") == 3 and prefect_url in status.stdout  # and the warm one
 
     # a plain `sweval run` lands in both servers
     data = write_log(8)
@@ -170,7 +171,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
 
     stopped = home.sweval("down")
     assert stopped.returncode == 0, stopped.stderr
-    assert stopped.stdout.count("stopped") == 2
+    assert stopped.stdout.count("stopped") == 3  # both servers and the warm process
     assert home.state() is None
     assert _leftovers(home.marker) == []
     assert home.sweval("status").returncode == 1
