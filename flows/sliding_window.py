@@ -101,12 +101,14 @@ def evaluate_fold(
     key: str,
     fingerprint: str,
     shared_log: str | None = None,
+    send_lists: bool = False,
 ) -> FoldOutcome:
-    """Every missing algorithm of one fold (units are persisted one by one; a unit whose
-    algorithm raises is reported in the outcome, the others go on)."""
+    """Every missing algorithm of one fold (units are persisted one by one and measured; a
+    unit whose algorithm raises is reported in the outcome, the others go on)."""
     with thread_budget(threads_per_task(config)):
         return compute_fold(
-            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log
+            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log,
+            send_lists=send_lists,
         )
 
 
