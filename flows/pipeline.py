@@ -85,9 +85,10 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
 
 
 def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None) -> Plan:
-    """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
-    from the log the flow shared (:mod:`flows.shared_log`), else (no shared log, or a worker
-    that cannot see the flow's output directory) from the data file.
+    """The plan of ``config`` in this process: cached, or (e.g. on a Dask worker) the flow's
+    plan on the log it shared (:mod:`flows.shared_log`, :mod:`flows.shared_plan`), else made
+    once here from the shared log, else (no shared log, or a worker that cannot see the flow's
+    output directory) from the data file.
 
     Raises:
         SwevalError: the data read here is not the data the run was planned on.
@@ -99,9 +100,12 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | N
             log = None
             if shared_log is not None and Path(shared_log, "ids.pkl").exists():
                 from sweval.flows.shared_log import read_shared
+                from sweval.flows.shared_plan import plan_path, read_plan
 
                 log = read_shared(shared_log)
-            plan = make_plan(config, log)
+                plan = read_plan(plan_path(shared_log, cache_key), log)
+            if plan is None:
+                plan = make_plan(config, log)
             found = _fingerprint_of(plan, fingerprint)
             if found != fingerprint:
                 raise SwevalError(
@@ -318,13 +322,18 @@ class Evaluation:
         }
 
     def share_log(self) -> None:
-        """Write the log once for fold tasks in other processes (:mod:`flows.shared_log`);
-        batch runs only (a rolling run's tasks check a prefix of a log that may grow)."""
+        """Write the log and the plan once for fold tasks in other processes
+        (:mod:`flows.shared_log`, :mod:`flows.shared_plan`); batch runs only (a rolling run's
+        tasks check a prefix of a log that may grow)."""
         if self.prepared.mode != "batch":
             return
         from sweval.flows.shared_log import shared_root, write_shared
+        from sweval.flows.shared_plan import plan_path, write_plan
 
-        self.shared_log = str(write_shared(self.plan.log, shared_root(self.config.output)))
+        folder = write_shared(self.plan.log, shared_root(self.config.output))
+        write_plan(self.plan, plan_path(folder, _cache_key(self.config,
+                                                           self.prepared.task_fingerprint)))
+        self.shared_log = str(folder)
 
     def unshare_log(self) -> None:
         """Remove the shared log (the fold tasks are done)."""
