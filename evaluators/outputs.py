@@ -2,8 +2,13 @@
 
 ::
 
-    collect(plan, store)         per (fold, algorithm): load the unit's lists, measure them at the
-                                 run's k against the fold's relevant sets -> results rows (every
+    measure_computed(...)        in the fold task, right after its units are computed: each
+                                 unit's per-user metrics at the run's k (small: no lists beyond
+                                 max k), sent back instead of the lists
+    collect(plan, store, results)
+                                 per (fold, algorithm): the unit's measured result, else (a unit
+                                 reused from the store, or measured on another log's codes) its
+                                 stored lists, loaded and measured here -> results rows (every
                                  stratum), units.csv records; skipped folds keep empty rows
                                  summary.csv: means with bootstrap intervals; significance.csv
                                  (and significance_strata.csv with strata): paired tests
@@ -19,16 +24,16 @@ read the item facts of each split's training data, computed once per split.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.engine import UnitResult
+from sweval.evaluators.engine import UnitLists, UnitResult
 from sweval.evaluators.exposure import ItemFacts
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.measures import fold_level, measure_chosen, needs_facts, split_facts
@@ -80,7 +85,8 @@ class Outputs:
 @dataclass
 class Measuring:
     """What measuring the units of a run shares: the splits' item facts (computed once per
-    split) and, with ``--per-user``, the collected per-user values."""
+    split), the units already measured where they were computed and, with ``--per-user``, the
+    collected per-user values."""
 
     plan: Plan
     store: UnitStore
@@ -88,6 +94,9 @@ class Measuring:
     facts: dict[int, ItemFacts] = field(default_factory=dict)
     #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
     lists: dict[tuple[int, str], Lists] | None = None
+    #: ``{unit key: result}`` measured by the fold tasks (:func:`measure_computed`), on this
+    #: plan's log codes; the other units are loaded from the store and measured here
+    results: dict[str, UnitResult] = field(default_factory=dict)
 
     def facts_of(self, split: Split) -> ItemFacts | None:
         """The split's item facts, when the run's metrics need them."""
@@ -98,14 +107,20 @@ class Measuring:
         return self.facts[id(split)]
 
 
-def collect(plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = ()) -> Outputs:
+def collect(
+    plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = (),
+    results: Mapping[str, UnitResult] | None = None,
+) -> Outputs:
     """Assemble the tables from the finished units, measured at the run's k (every unit must
-    be in the store, except the ``failed`` ones, which have no rows)."""
+    be in the store, except the ``failed`` ones, which have no rows). ``results``: the units
+    already measured where they were computed (:func:`measure_computed`), by key; the others
+    are loaded from the store and measured here."""
     rows: list[dict[str, Any]] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     skip = frozenset(failure.key for failure in failed)
-    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={})
+    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={},
+                          results=dict(results or {}))
     for fold in plan.folds:
         for spec in plan.specs:
             fold_rows, record = algorithm_rows(measuring, fold.index, spec.label, skip=skip)
@@ -189,19 +204,44 @@ def algorithm_rows(
 
 
 def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
-    """A stored unit's per-user metrics at the run's k (``--metrics``).
+    """A unit's per-user metrics at the run's k (``--metrics``): as its fold task measured
+    them, else from its stored lists.
 
     Raises:
         RuntimeError: the unit has not been computed.
     """
-    store, config = measuring.store, measuring.plan.config
+    found = measuring.results.get(unit.key)
+    if found is not None:  # two labels may share a key: the rows carry this unit's label
+        return found if found.algorithm == unit.spec.label else replace(
+            found, algorithm=unit.spec.label)
+    store = measuring.store
     if not store.has(unit.key, depth=unit.depth):
         raise RuntimeError(
             f"unit (fold {unit.split.index}, {unit.spec.label}) has not been computed"
         )
-    lists = store.load(unit.key, unit.split.log)
-    return measure_chosen(lists, unit.split, config.k, config.metrics,
-                          algorithm=unit.spec.label, facts=measuring.facts_of(unit.split))
+    return measure_lists(measuring, unit, store.load(unit.key, unit.split.log))
+
+
+def measure_lists(measuring: Measuring, unit: Unit, lists: UnitLists) -> UnitResult:
+    """One unit's per-user metrics at the run's k (``--metrics``) from its lists, keeping of
+    the lists only the top max(k) that the tables read (exposure metrics, overlap)."""
+    config = measuring.plan.config
+    result = measure_chosen(lists, unit.split, config.k, config.metrics,
+                            algorithm=unit.spec.label, facts=measuring.facts_of(unit.split))
+    if result.recommended is not None:
+        result.recommended = np.ascontiguousarray(result.recommended[:, : max(config.k)])
+    return result
+
+
+def measure_computed(
+    plan: Plan, store: UnitStore, units: Sequence[Unit], computed: Mapping[str, UnitLists]
+) -> dict[str, UnitResult]:
+    """``{unit key: result}`` of the ``computed`` lists of ``units`` (one fold's), measured
+    where they were computed: a fold task sends these back, not the lists, and the run's tables
+    (:func:`collect`) and MLflow rows use them without reading the units back."""
+    measuring = Measuring(plan, store)
+    first = {unit.key: unit for unit in reversed(units)}  # a key's first label
+    return {key: measure_lists(measuring, first[key], lists) for key, lists in computed.items()}
 
 
 def stratum_rows(

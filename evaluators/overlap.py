@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from numba import njit
 from numpy.typing import NDArray
 
 COLUMNS = ["kind", "fold_a", "fold_b", "algorithm_a", "algorithm_b", "k", "jaccard", "n_users"]
@@ -37,23 +38,62 @@ Lists = tuple[NDArray[np.int64], NDArray[np.int64]]
 
 def jaccard(a: NDArray[np.int64], b: NDArray[np.int64], ks: list[int]) -> dict[int, NDArray[np.float64]]:
     """J@k per row of two aligned list matrices (−1 = empty slot; an item repeated in a row
-    counts once), for every k."""
-    new_a, new_b = _first_occurrences(a), _first_occurrences(b)
-    same = a[:, :, None] == b[:, None, :]
-    values = {}
-    for k in ks:
-        common = (new_a[:, :k] & same[:, :k, :k].any(axis=2)).sum(axis=1)
-        union = new_a[:, :k].sum(axis=1) + new_b[:, :k].sum(axis=1) - common
-        values[k] = np.where(union > 0, common / np.maximum(union, 1), 1.0)
-    return values
+    counts once), for every k (:func:`_jaccard_rows`; a k beyond the lists' width reads
+    them whole)."""
+    width = min(a.shape[1], b.shape[1])
+    values = _jaccard_rows(np.ascontiguousarray(a[:, :width], dtype=np.int64),
+                           np.ascontiguousarray(b[:, :width], dtype=np.int64),
+                           np.minimum(np.asarray(ks, dtype=np.int64), width))
+    return {k: values[i] for i, k in enumerate(ks)}
 
 
-def _first_occurrences(lists: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """Whether each slot holds an item not seen earlier in its row (empty slots: False)."""
-    width = lists.shape[1]
-    earlier = np.tril(np.ones((width, width), dtype=bool), k=-1)  # [i, j]: j before i
-    repeated = ((lists[:, :, None] == lists[:, None, :]) & earlier).any(axis=2)
-    return (lists >= 0) & ~repeated
+@njit(cache=True, nogil=True)
+def _jaccard_rows(
+    a: NDArray[np.int64], b: NDArray[np.int64], ks: NDArray[np.int64]
+) -> NDArray[np.float64]:
+    """``out[i, r]`` = J@ks[i] of row r, in one pass over each row: which slots hold an item
+    not seen earlier in their row (empty slots: no), and where a's items first appear in b;
+    then per k, |A ∩ B| and |A ∪ B| from the first k slots."""
+    n, width = a.shape
+    out = np.empty((len(ks), n))
+    new_a = np.empty(width, dtype=np.bool_)
+    new_b = np.empty(width, dtype=np.bool_)
+    in_b = np.empty(width, dtype=np.int64)  # first slot of b holding a's item (width: none)
+    for r in range(n):
+        for i in range(width):
+            new_a[i] = _new_at(a, r, i)
+            new_b[i] = _new_at(b, r, i)
+            in_b[i] = width
+            if new_a[i]:
+                for j in range(width):
+                    if b[r, j] == a[r, i]:
+                        in_b[i] = j
+                        break
+        for c in range(len(ks)):
+            k = ks[c]
+            common = n_a = n_b = 0
+            for i in range(k):
+                if new_a[i]:
+                    n_a += 1
+                    if in_b[i] < k:
+                        common += 1
+                if new_b[i]:
+                    n_b += 1
+            union = n_a + n_b - common
+            out[c, r] = common / union if union > 0 else 1.0
+    return out
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _new_at(lists: NDArray[np.int64], row: int, slot: int) -> bool:
+    """Whether ``lists[row, slot]`` holds an item not seen earlier in its row."""
+    item = lists[row, slot]
+    if item < 0:
+        return False
+    for j in range(slot):
+        if lists[row, j] == item:
+            return False
+    return True
 
 
 def _common(first: Lists, second: Lists) -> tuple[NDArray[np.int64], NDArray[np.int64], int]:

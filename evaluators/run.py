@@ -6,7 +6,9 @@
     store = unit_store(config)                <output>/units, or the shared --cache
     for fold in plan.folds:                   (the Prefect flow fans these out as tasks)
         run_fold(plan, fold.index, store)     compute the fold's units the store lacks
-    outputs = collect(plan, store)            measure every unit's lists at the run's k
+        measure_computed(...)                 and measure them while their lists are at hand
+    outputs = collect(plan, store, results)   the tables: measured units, the others (reused
+                                              from the store) loaded and measured
     write_outputs(plan, outputs)              results.csv, folds.csv, units.csv, config.json
                                               (both in :mod:`evaluators.outputs`)
 
@@ -30,10 +32,10 @@ from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import UnitLists, measure
+from sweval.evaluators.engine import UnitLists, UnitResult, measure
 from sweval.evaluators.folds import Fold, build_folds
 from sweval.evaluators.option_text import parse_variant
-from sweval.evaluators.outputs import Outputs, collect, write_outputs
+from sweval.evaluators.outputs import Outputs, collect, measure_computed, write_outputs
 from sweval.evaluators.splits import Split, fold_splits
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.stratify import Strata, build_strata
@@ -327,6 +329,7 @@ def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
 def run_units(
     plan: Plan, store: UnitStore, *, progress: Any = None,
     failures: list[UnitFailure] | None = None,
+    results: dict[str, UnitResult] | None = None,
 ) -> int:
     """Compute every unit not yet in ``store``, fold by fold; returns how many were computed.
 
@@ -335,12 +338,16 @@ def run_units(
         store: where finished units go (and which are already there).
         progress: optional callable ``progress(n_done_now)`` called after each unit.
         failures: collects the units whose algorithm raised (see :func:`run_fold`).
+        results: collects the computed units measured at the run's k, by key
+            (:func:`evaluators.outputs.measure_computed`), for :func:`collect`.
     """
     computed = 0
     for fold in plan.folds:
         done = run_fold(plan, fold.index, store,
                         on_unit=None if progress is None else lambda *_: progress(1),
                         failures=failures)
+        if results is not None:
+            results |= measure_computed(plan, store, plan.units_of(fold.index), done)
         computed += len(done)
     return computed
 
@@ -356,10 +363,11 @@ def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outpu
     missing = missing_units(plan, store)
     code_changed = outdated_by_code(missing, store)
     failures: list[UnitFailure] = []
-    computed = run_units(plan, store, failures=failures)
+    results: dict[str, UnitResult] = {}
+    computed = run_units(plan, store, failures=failures, results=results)
     n_units = len({unit.key for unit in plan.units})
     outputs = replace(
-        collect(plan, store, failed=failures),
+        collect(plan, store, failed=failures, results=results),
         n_reused=n_units - computed - len({failure.key for failure in failures}),
         n_computed=computed, n_code_changed=min(code_changed, computed),
     )

@@ -5,13 +5,17 @@
     prepared = prepare(config, rolling=...)          load + validate the log once, cut the folds
     evaluation = Evaluation(prepared, tracker=...)   unit store (resume) + MLflow (resume)
     for job in evaluation.jobs():                    one job per fold with missing units
-        payloads = compute_fold(config, job...)      (a Prefect task: runs anywhere, persists
-        evaluation.accept(job.fold, payloads)         each unit as it finishes)
-    outputs = evaluation.finish()                    results.csv & co., MLflow summaries
+        outcome = compute_fold(config, job...)       (a Prefect task: runs anywhere, persists
+        evaluation.accept(job, outcome)               each unit as it finishes, measures it)
+    outputs = evaluation.outputs()                   results.csv & co. from the measured units
+    evaluation.finish(outputs)                       MLflow summaries
 
 ``compute_fold`` receives only small, picklable inputs (the configuration, a fold index, the run
 key and the data fingerprint): on a Dask worker it loads the log once per process and checks the
-fingerprint; in the flow's own process it reuses the already loaded plan.
+fingerprint; in the flow's own process it reuses the already loaded plan. It sends back each
+computed unit measured at the run's k (per-user metric arrays and the top max(k) lists), so the
+flow never reads the units back from the store; their lists too only for a cluster that may not
+share the flow's unit store (``--dask-address``).
 """
 
 from __future__ import annotations
@@ -28,11 +32,13 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.engine import UnitResult
 from sweval.evaluators.outputs import (
     Measuring,
     Outputs,
     algorithm_rows,
     collect,
+    measure_computed,
     write_outputs,
 )
 from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
@@ -79,9 +85,10 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
 
 
 def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None) -> Plan:
-    """The plan of ``config`` in this process: cached, or made once (e.g. on a Dask worker)
-    from the log the flow shared (:mod:`flows.shared_log`), else (no shared log, or a worker
-    that cannot see the flow's output directory) from the data file.
+    """The plan of ``config`` in this process: cached, or (e.g. on a Dask worker) the flow's
+    plan on the log it shared (:mod:`flows.shared_log`, :mod:`flows.shared_plan`), else made
+    once here from the shared log, else (no shared log, or a worker that cannot see the flow's
+    output directory) from the data file.
 
     Raises:
         SwevalError: the data read here is not the data the run was planned on.
@@ -93,9 +100,12 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | N
             log = None
             if shared_log is not None and Path(shared_log, "ids.pkl").exists():
                 from sweval.flows.shared_log import read_shared
+                from sweval.flows.shared_plan import plan_path, read_plan
 
                 log = read_shared(shared_log)
-            plan = make_plan(config, log)
+                plan = read_plan(plan_path(shared_log, cache_key), log)
+            if plan is None:
+                plan = make_plan(config, log)
             found = _fingerprint_of(plan, fingerprint)
             if found != fingerprint:
                 raise SwevalError(
@@ -178,12 +188,22 @@ def prepare(
 # ------------------------------------------------------------------------------------- one fold
 @dataclass(frozen=True)
 class FoldOutcome:
-    """What a fold task returns: the units it computed, in raw ids (the flow saves them too
-    when the task ran where its store is not shared, and its log's codes may differ), and the
-    units whose algorithm raised."""
+    """What a fold task returns.
 
-    computed: dict[str, UnitFiles]
+    Attributes:
+        measured: the units it computed, measured at the run's k, by key (codes of the log
+            whose fingerprint is ``log``).
+        log: the fingerprint of the log the task's plan read: the flow uses ``measured`` only
+            when it is its own log (a rolling run's worker may read a grown log, other codes).
+        failed: the units whose algorithm raised.
+        files: the computed units in raw ids, when asked for (a cluster that may not share the
+            flow's unit store: the flow writes them there).
+    """
+
+    measured: dict[str, UnitResult]
+    log: str
     failed: list[UnitFailure]
+    files: dict[str, UnitFiles]
 
 
 def compute_fold(
@@ -194,18 +214,25 @@ def compute_fold(
     key: str,
     fingerprint: str,
     shared_log: str | None = None,
+    send_lists: bool = False,
 ) -> FoldOutcome:
     """Compute the named algorithms' missing units of one fold, each saved in the unit store
-    as soon as it is finished (units an earlier attempt finished are not recomputed). A unit
-    whose algorithm raises is logged with its traceback and reported; the others go on.
-    ``shared_log``: the folder of the log the flow shared, read instead of the data file."""
+    as soon as it is finished (units an earlier attempt finished are not recomputed), and
+    measure them. A unit whose algorithm raises is logged with its traceback and reported; the
+    others go on. ``shared_log``: the folder of the log the flow shared, read instead of the
+    data file; ``send_lists``: return the computed units' lists too (:class:`FoldOutcome`)."""
     plan = plan_for(config, fingerprint, key, shared_log)
+    store = unit_store(config)
     failed: list[UnitFailure] = []
-    computed = run_fold(plan, fold_index, unit_store(config), names, failures=failed)
-    logs = {unit.key: unit.split.log for unit in plan.units_of(fold_index, names)}
+    computed = run_fold(plan, fold_index, store, names, failures=failed)
+    units = plan.units_of(fold_index, names)
+    logs = {unit.key: unit.split.log for unit in units}
     return FoldOutcome(
-        computed={key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()},
+        measured=measure_computed(plan, store, units, computed),
+        log=plan.log.fingerprint(),
         failed=failed,
+        files=({key: UnitFiles.of(lists, logs[key]) for key, lists in computed.items()}
+               if send_lists else {}),
     )
 
 
@@ -291,16 +318,22 @@ class Evaluation:
             "key": self.key,
             "fingerprint": self.prepared.task_fingerprint,
             "shared_log": self.shared_log,
+            "send_lists": self.config.task_runner == "dask" and bool(self.config.dask_address),
         }
 
     def share_log(self) -> None:
-        """Write the log once for fold tasks in other processes (:mod:`flows.shared_log`);
-        batch runs only (a rolling run's tasks check a prefix of a log that may grow)."""
+        """Write the log and the plan once for fold tasks in other processes
+        (:mod:`flows.shared_log`, :mod:`flows.shared_plan`); batch runs only (a rolling run's
+        tasks check a prefix of a log that may grow)."""
         if self.prepared.mode != "batch":
             return
         from sweval.flows.shared_log import shared_root, write_shared
+        from sweval.flows.shared_plan import plan_path, write_plan
 
-        self.shared_log = str(write_shared(self.plan.log, shared_root(self.config.output)))
+        folder = write_shared(self.plan.log, shared_root(self.config.output))
+        write_plan(self.plan, plan_path(folder, _cache_key(self.config,
+                                                           self.prepared.task_fingerprint)))
+        self.shared_log = str(folder)
 
     def unshare_log(self) -> None:
         """Remove the shared log (the fold tasks are done)."""
@@ -348,15 +381,17 @@ class Evaluation:
             self.tracking_deferred = True
 
     def accept(self, job: FoldJob, outcome: FoldOutcome) -> None:
-        """Take a finished fold: make sure its units are stored, log them, advance progress;
-        remember its failed units."""
-        computed = outcome.computed
+        """Take a finished fold: make sure its units are stored, keep their measured results
+        (for MLflow's rows now and the tables at the end), log them, advance progress; remember
+        its failed units."""
         self.failed += outcome.failed
         for unit in self.plan.units_of(job.fold, job.names):
-            if unit.key in computed and not self.store.has(unit.key, depth=unit.depth):
+            if unit.key in outcome.files and not self.store.has(unit.key, depth=unit.depth):
                 # the worker may not share our filesystem
-                self.store.write(unit.key, computed[unit.key], describe(unit))
-        self.computed += len(computed)
+                self.store.write(unit.key, outcome.files[unit.key], describe(unit))
+        if outcome.log == self.plan.log.fingerprint():  # measured on this log's codes
+            self.measuring.results |= outcome.measured
+        self.computed += len(outcome.measured)
         if self.tracker is not None and not self.tracking_deferred:
             try:
                 rows, devices = self._rows(job.fold, job.names)
@@ -371,7 +406,8 @@ class Evaluation:
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
         outputs = replace(
-            collect(self.plan, self.store, failed=self.failed),
+            collect(self.plan, self.store, failed=self.failed,
+                    results=self.measuring.results),
             n_reused=self.taken_from_store - len({failure.key for failure in self.failed}),
             n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
         )

@@ -5,12 +5,14 @@ tasks run in worker processes, which would otherwise read and de-duplicate the f
 of them. Instead the flow writes the log's arrays once::
 
     <output>/shared-log/<fingerprint>/user.npy, item.npy, timestamp.npy[, policy.npy]
-                                      ids.pkl   (raw ids, source and load counters)
+                                      ids.pkl   (raw ids, source, load counters, fingerprint)
+                                      plan-*.pkl (the run's plan: flows.shared_plan)
 
 and every worker maps them read-only (``np.load(mmap_mode="r")``): the operating system keeps
 one copy of the pages for all workers on a machine, and a worker reads only what it touches.
-A worker still checks the data fingerprint of what it mapped (:func:`flows.pipeline.plan_for`).
-The folder is removed when the run's fold tasks are done.
+The mapped log carries the fingerprint the flow computed (the folder is written whole, under
+that name), so a worker does not hash the log again to check it
+(:func:`flows.pipeline.plan_for`). The folder is removed when the run's fold tasks are done.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def write_shared(log: InteractionLog, root: Path) -> Path:
             "dedup": log.dedup,
             "n_dropped_invalid": log.n_dropped_invalid,
             "n_duplicates": log.n_duplicates,
+            "fingerprint": log.fingerprint(),
         }
         with open(scratch / "ids.pkl", "wb") as out:
             pickle.dump(meta, out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -70,7 +73,8 @@ def write_shared(log: InteractionLog, root: Path) -> Path:
 
 
 def read_shared(path: str | Path) -> InteractionLog:
-    """The log written by :func:`write_shared`, its arrays memory-mapped read-only."""
+    """The log written by :func:`write_shared`, its arrays memory-mapped read-only, with the
+    flow's fingerprint."""
     path = Path(path)
     with open(path / "ids.pkl", "rb") as source:
         meta = pickle.load(source)
@@ -79,7 +83,10 @@ def read_shared(path: str | Path) -> InteractionLog:
         else None
         for name in _ARRAYS
     }  # fmt: skip
-    return InteractionLog(**arrays, **meta)
+    fingerprint = meta.pop("fingerprint")
+    log = InteractionLog(**arrays, **meta)
+    log._fingerprint.append(fingerprint)
+    return log
 
 
 def remove_shared(root: Path) -> None:

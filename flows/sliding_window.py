@@ -7,8 +7,10 @@
     ├── evaluate-fold[f]  one task per fold with missing units: every   tasks, fanned out on
     │                     missing algorithm of fold f on the fold's     the configured task
     │                     shared training matrix; each unit persisted   runner
-    │                     as soon as it is finished
+    │                     as soon as it is finished, then measured;
+    │                     the measured units are returned
     └── write-results     results.csv, summary.csv, folds.csv, ...      task, I/O retries
+                          from the measured units
     MLflow logging happens in the flow's thread as each fold's task completes.
 
 Run it::
@@ -22,7 +24,8 @@ The task runner comes from ``config.task_runner``: ``sequential`` (one thread), 
 processes, started while the log loads and closed while the results are written
 (:mod:`flows.dask_cluster`), or the cluster at ``config.dask_address``). With dask the loaded
 log is written once as memory-mapped arrays that the workers map instead of loading the file
-(:mod:`flows.shared_log`).
+(:mod:`flows.shared_log`), next to the flow's plan, which they load instead of planning again
+(:mod:`flows.shared_plan`).
 """
 
 from __future__ import annotations
@@ -101,12 +104,14 @@ def evaluate_fold(
     key: str,
     fingerprint: str,
     shared_log: str | None = None,
+    send_lists: bool = False,
 ) -> FoldOutcome:
-    """Every missing algorithm of one fold (units are persisted one by one; a unit whose
-    algorithm raises is reported in the outcome, the others go on)."""
+    """Every missing algorithm of one fold (units are persisted one by one and measured; a
+    unit whose algorithm raises is reported in the outcome, the others go on)."""
     with thread_budget(threads_per_task(config)):
         return compute_fold(
-            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log
+            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log,
+            send_lists=send_lists,
         )
 
 

@@ -84,6 +84,27 @@ def test_local_workers_share_the_cpus_as_kernel_threads(monkeypatch) -> None:
     assert dask_cluster.worker_env(2, None)["SWEVAL_KERNEL_THREADS"] == "3"
 
 
+def _malloc_trim() -> str | None:
+    import os
+
+    return os.environ.get("MALLOC_TRIM_THRESHOLD_")
+
+
+def test_local_workers_keep_glibcs_own_malloc_thresholds(monkeypatch) -> None:
+    from distributed import Client
+
+    from sweval.flows.dask_cluster import LocalDask, worker_env
+
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    local = LocalDask(1, worker_env(1, None))
+    try:
+        local.task_runner()  # the cluster is up
+        with Client(local._cluster) as client:
+            assert list(client.run(_malloc_trim).values()) == [None]
+    finally:
+        local.close()
+
+
 def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch) -> None:
     import distributed
 

@@ -98,11 +98,18 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])
     rolling = prepare(make_config(data, tracking=False), rolling=True)
     batch = prepare(make_config(data, tracking=False, folds=4, output=str(data.parent / "b")))
-    rolling_job = Evaluation(rolling).job_parameters(Evaluation(rolling).jobs()[0])
+    evaluation = Evaluation(rolling)
+    first = evaluation.jobs()[0]
+    rolling_job = evaluation.job_parameters(first)
     batch_job = Evaluation(batch).job_parameters(Evaluation(batch).jobs()[0])
     write_log(frame=full)  # the log grows while the run is going
     _PLANS.clear()  # as on a fresh worker process
-    assert len(compute_fold(**rolling_job).computed) == 2  # pop and pop-n of the first fold
+    outcome = compute_fold(**rolling_job)
+    assert len(outcome.measured) == 2  # pop and pop-n of the first fold
+    # measured on the grown log's codes: the flow measures the stored units itself instead
+    assert outcome.log != rolling.plan.log.fingerprint()
+    evaluation.accept(first, outcome)
+    assert evaluation.computed == 2 and evaluation.measuring.results == {}
     _PLANS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
         compute_fold(**batch_job)

@@ -59,10 +59,16 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
             file.unlink()
         unit.rmdir()  # nothing to reuse: the task computes every unit again
     _PLANS.clear()  # as on a fresh worker process
-    computed = compute_fold(**shared).computed
-    assert computed and computed.keys() == reference.computed.keys()
-    for key, files in computed.items():
-        assert files.table.equals(reference.computed[key].table)
+    outcome = compute_fold(**shared)
+    assert outcome.log == reference.log == prepared.plan.log.fingerprint()
+    assert outcome.measured and outcome.measured.keys() == reference.measured.keys()
+    for key, result in outcome.measured.items():
+        expected = reference.measured[key]
+        np.testing.assert_array_equal(result.users, expected.users)
+        np.testing.assert_array_equal(result.recommended, expected.recommended)
+        assert result.values.keys() == expected.values.keys()
+        for metric, values in result.values.items():
+            np.testing.assert_array_equal(values, expected.values[metric])
     evaluation.unshare_log()
     assert evaluation.shared_log is None
     assert not Path(prepared.plan.config.output, "shared-log").exists()
@@ -75,5 +81,5 @@ def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_
     evaluation = Evaluation(prepare(make_config(data, tracking=False)))
     job = evaluation.job_parameters(evaluation.jobs()[0])
     _PLANS.clear()
-    computed = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")})).computed
-    assert computed  # planned from the data file, fingerprint checked
+    outcome = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")}))
+    assert outcome.measured  # planned from the data file, fingerprint checked
