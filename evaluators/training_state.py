@@ -304,4 +304,5 @@ class IncrementalTraining:
         return {"log": self.log, "cooccurrence": self.cooccurrence}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["log"], cooccurrence=state.get("cooccurrence", False))  # type: ignore[misc]
+        cooccurrence = state.get("cooccurrence", False)
+        self.__init__(state["log"], cooccurrence=cooccurrence)  # type: ignore[misc]
