@@ -16,6 +16,19 @@ same CSR arrays (data, indices, indptr, dtypes), the same row and column codes, 
 timestamps (a view of the log) and cut-off; tests/evaluators/test_training_state.py checks both
 paths against each other on random logs. So a unit's key does not say which path built its data.
 
+With ``cooccurrence`` (a run with item-kNN) the state also carries the item co-occurrence
+counts C = RᵀR and the users per item (:class:`algorithms.cooccurrence.Cooccurrence`, global
+item codes), exposed as :attr:`TrainData.cooccurrence`::
+
+    fold 0 (first advance):   C counted from the fold's CSR (each item's users' items)
+    fold f → f+1:             C' = C + Σ_u (N_u × O_u + O_u × N_u + N_u × N_u − diag),
+                              O_u / N_u = u's old items / its window items not among them
+
+so a fold's update costs its window's increments (and a merge of C's recent part), not the
+history. Item-kNN reads C's rows instead of walking the users' items, with the same floats.
+C is dropped for good (item-kNN walks again, same numbers) once it would take more than
+:data:`COOCCURRENCE_BUDGET_BYTES`. Folds built from scratch never carry it.
+
 What a fold still costs, measured in benchmarks/folds_series.py: the window's pairs, one pass
 over the CSR's indices (a new array per fold: the new pairs go into the middle of the rows, and
 a new item with a lower id than an old one renumbers the columns after it), O(users + items)
@@ -272,7 +285,9 @@ class IncrementalTraining:
     order (expanding windows), from scratch otherwise (see the module docstring).
 
     Thread-safe: one fold's data is built at a time; threads asking for earlier folds than the
-    state's build theirs from scratch, outside the lock. Pickles without its state.
+    state's build theirs from scratch, outside the lock. Pickles without its state. With
+    ``cooccurrence`` the advanced folds carry C = RᵀR too (see the module docstring); each
+    fold's C is an immutable snapshot, valid while later folds advance.
     """
 
     def __init__(self, log: InteractionLog, *, cooccurrence: bool = False) -> None:
