@@ -222,15 +222,17 @@ def cooccurrence_neighbours(
         cos(r, s) = sqrt(c² / (sizes[r] · sizes[s]))          for c > 0
 
     keeping the ``n`` best s per row (value descending, s ascending; n = 0 keeps all), with
-    the same float formula and the same selection as :func:`cosine_neighbours`. The two
-    parts' rows are column-ascending and merged in one pass (no dense array): a row costs
-    its number of stored entries instead of the walk over its users' items.
+    the same float formula and the same selection as :func:`cosine_neighbours`. The counts
+    go through a dense array without a branch (the base row's columns are distinct and
+    stored, the recent row's added; a merge of the two sorted rows would branch per entry):
+    a row costs its stored entries instead of the walk over its users' items.
 
     Returns:
         (indptr, indices, data) of a len(rows) × n_cols CSR; columns ascending within rows
         with ``sort_columns``, else in no particular order.
     """
     n_rows = len(rows)
+    counts = np.zeros(n_cols, dtype=np.int32)
     touched = np.empty(n_cols + 1, dtype=np.int64)
     vals = np.empty(n_cols + 1, dtype=np.float64)
     value_of = np.empty(n_cols, dtype=np.float64)
@@ -243,38 +245,23 @@ def cooccurrence_neighbours(
     for q in range(n_rows):
         r = rows[q]
         row_size = sizes[r]
-        # the two parts' rows, both column-ascending, merged in one pass
-        p, p_end = base_indptr[r], base_indptr[r + 1]
-        z, z_end = recent_indptr[r], recent_indptr[r + 1]
+        # the base row's columns are distinct: stored; the recent row's added (branch-free)
         size = 0
-        while p < p_end and z < z_end:
-            s, t = base_indices[p], recent_indices[z]
-            if s < t:
-                c = float(base_counts[p])
-                p += 1
-            elif t < s:
-                s = t
-                c = float(recent_counts[z])
-                z += 1
-            else:
-                c = float(base_counts[p] + recent_counts[z])
-                p += 1
-                z += 1
+        for z in range(base_indptr[r], base_indptr[r + 1]):
+            s = base_indices[z]
             touched[size] = s
-            vals[size] = c * c / (row_size * sizes[s])  # the squared cosine
+            counts[s] = base_counts[z]
             size += 1
-        for p in range(p, p_end):
-            s = base_indices[p]
-            c = float(base_counts[p])
-            touched[size] = s
-            vals[size] = c * c / (row_size * sizes[s])
-            size += 1
-        for z in range(z, z_end):
+        for z in range(recent_indptr[r], recent_indptr[r + 1]):
             s = recent_indices[z]
-            c = float(recent_counts[z])
-            touched[size] = s
-            vals[size] = c * c / (row_size * sizes[s])
-            size += 1
+            touched[size] = s  # kept only when s is new to the row
+            size += counts[s] == 0
+            counts[s] += recent_counts[z]
+        for p in range(size):
+            s = touched[p]
+            c = float(counts[s])
+            counts[s] = 0
+            vals[p] = c * c / (row_size * sizes[s])  # the squared cosine
         kept = size if n <= 0 or size <= n else n
         if kept < size:  # select on the squared cosines, then take square roots of few
             if size > 2 * SAMPLE_PER_KEPT * kept:

@@ -176,8 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     names = [name for name in args.algorithms.split(",") if name]
     warm_up = build_folds(log, WindowSpec(width_s=DAY, n_folds=2), u_min=0)
     incremental = IncrementalTraining(log, cooccurrence=True)
-    for fold in warm_up:  # compile the kernels outside the measurements
-        incremental.train_data(fold)
+    for fold in warm_up:  # load the compiled kernels outside the measurements
+        train = incremental.train_data(fold)
+    users = train.rows_of(warm_up[-1].eligible_users[:50])
+    for data in (train, dataclasses.replace(train, cooccurrence=None)):
+        for name in names:
+            build_algorithm(name, None).fit(data).recommend(users, 10)
+    del train, incremental
     results = {}
     token = unit_threads.set(args.threads)
     try:
