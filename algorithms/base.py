@@ -33,7 +33,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +42,9 @@ from pydantic import BaseModel, ConfigDict
 
 from sweval.algorithms.ranking import top_k_global, top_k_of_product, top_k_unseen
 from sweval.algorithms.scores import snap_scores
+
+if TYPE_CHECKING:
+    from sweval.algorithms.cooccurrence import Cooccurrence
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
@@ -79,6 +82,11 @@ class TrainData:
         raw_user_ids, raw_item_ids: the raw id of every *global* code (the log's own arrays,
             shared, not copied), or None when the data was built from codes alone; use
             :attr:`user_ids` / :attr:`item_ids` for the ids of rows and columns.
+        cooccurrence: RᵀR off the diagonal and the users per item, in *global* item codes,
+            when the data was advanced from the previous fold's with co-occurrences carried
+            (:mod:`evaluators.training_state`); None otherwise. A cache, never a different
+            number: it equals what ``matrix`` gives (item-kNN reads its rows instead of
+            walking the users' items).
     """
 
     matrix: sp.csr_matrix
@@ -90,6 +98,7 @@ class TrainData:
     cutoff: int
     raw_user_ids: NDArray[np.generic] | None = None
     raw_item_ids: NDArray[np.generic] | None = None
+    cooccurrence: Cooccurrence | None = None
 
     @classmethod
     def from_codes(

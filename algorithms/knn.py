@@ -161,6 +161,14 @@ class ItemKNN(Algorithm):
     until the next ``fit``): a fold's evaluated users usually touch a fraction of the catalogue
     (a third to a half on the benchmarks), and the result is identical to computing S whole.
     So ``fit`` is cheap and the work shows up in ``recommend``.
+
+    A row's counts (RᵀR)_{j·} come from one of two places, with the same floats and the same
+    rows (:mod:`algorithms.neighbour_kernels`): a walk over j's users and their items
+    (``cosine_neighbours``, after ``fit`` builds the item → users incidence), or, when the
+    training data carries them (``train.cooccurrence``: folds advanced in order with item-kNN
+    in the run, :mod:`evaluators.training_state`), C's stored row
+    (``cooccurrence_neighbours``): no incidence to build, and a row costs its distinct
+    co-occurring items instead of its users' items.
     """
 
     name: ClassVar[str] = "item-knn"
@@ -172,10 +180,20 @@ class ItemKNN(Algorithm):
 
         matrix = train.matrix
         self.matrix_ = matrix
+        n_items = train.n_items
+        self.similarity_ = sp.csr_matrix((n_items, n_items), dtype=np.float64)
+        self.has_row_ = np.zeros(n_items, dtype=bool)
+        self.cooccurrence_ = train.cooccurrence
+        self.item_codes_ = train.item_codes
+        if self.cooccurrence_ is not None:  # rows of RᵀR carried across folds: no walk
+            self.item_sizes_ = self.cooccurrence_.item_users.astype(np.float64)  # global codes
+            # global code → column (a gather per neighbour; a binary search cost 2× the rows)
+            self.column_of_ = np.full(self.cooccurrence_.n_items, -1, dtype=np.int64)
+            self.column_of_[train.item_codes] = np.arange(n_items, dtype=np.int64)
+            return
         # The walk's arrays without the users of one item (they add only to S(j, j)): per
         # item its users of ≥ 2 items, per such user its items, in the narrowest index type.
         # Reading these users' rows is what bounds the count; smaller arrays stay in cache.
-        n_items = train.n_items
         lengths = np.diff(matrix.indptr)
         shared = lengths > 1
         n_pairs = int(lengths[shared].sum())
@@ -186,8 +204,6 @@ class ItemKNN(Algorithm):
             matrix.indptr, matrix.indices, n_items, self.user_items_, self.item_users_
         )
         self.item_sizes_ = sizes.astype(np.float64)
-        self.similarity_ = sp.csr_matrix((n_items, n_items), dtype=np.float64)
-        self.has_row_ = np.zeros(n_items, dtype=bool)
 
     def similarity(self, items: NDArray[np.int64] | None = None) -> sp.csr_matrix:
         """The pruned similarity matrix S (all rows, or only ``items``' rows filled in)."""
@@ -210,14 +226,17 @@ class ItemKNN(Algorithm):
 
         sizes = self.item_sizes_
         n_items = self.matrix_.shape[1]
-        pieces = over_row_chunks(  # unsorted rows: the ranking sums each column once per item
-            len(missing),
-            lambda lo, hi: cosine_neighbours(
-                missing[lo:hi], self.item_indptr_, self.item_users_, self.user_indptr_,
-                self.user_items_, sizes, sizes, self.config.n_neighbors, n_items, False,
-            ),
-        )  # fmt: skip
-        rows = _stack_rows(pieces, len(missing), n_items, False)
+        if self.cooccurrence_ is not None:
+            rows = self._rows_from_cooccurrence(missing)
+        else:
+            pieces = over_row_chunks(  # unsorted rows: the ranking sums each column once
+                len(missing),
+                lambda lo, hi: cosine_neighbours(
+                    missing[lo:hi], self.item_indptr_, self.item_users_, self.user_indptr_,
+                    self.user_items_, sizes, sizes, self.config.n_neighbors, n_items, False,
+                ),
+            )  # fmt: skip
+            rows = _stack_rows(pieces, len(missing), n_items, False)
         # Scatter the new rows into an n_items × n_items matrix; rows are disjoint from the cache.
         lengths = np.zeros(n_items, dtype=np.int64)
         lengths[missing] = np.diff(rows.indptr)
@@ -229,6 +248,27 @@ class ItemKNN(Algorithm):
         else:  # the usual case: one batch of users per fold
             self.similarity_ = scattered
         self.has_row_[missing] = True
+
+
+    def _rows_from_cooccurrence(self, missing: NDArray[np.int64]) -> sp.csr_matrix:
+        """Rows ``missing`` of S from the carried counts: computed in global item codes (the
+        same order as the compact columns, so the same ties), columns mapped back."""
+        from sweval.algorithms.neighbour_kernels import cooccurrence_neighbours
+        from sweval.algorithms.row_chunks import over_row_chunks
+
+        c = self.cooccurrence_
+        assert c is not None
+        codes = self.item_codes_[missing]
+        pieces = over_row_chunks(
+            len(missing),
+            lambda lo, hi: cooccurrence_neighbours(
+                codes[lo:hi], c.base_indptr, c.base_indices, c.base_counts, c.recent_indptr,
+                c.recent_indices, c.recent_counts, self.item_sizes_, self.config.n_neighbors,
+                c.n_items, False,
+            ),
+        )  # fmt: skip
+        pieces = [(indptr, self.column_of_[columns], data) for indptr, columns, data in pieces]
+        return _stack_rows(pieces, len(missing), self.matrix_.shape[1], False)
 
 
 # ---------------------------------------------------------------------------------- user-kNN

@@ -14,12 +14,17 @@ For each series length n (``--series``, default 30, 90, 365) the n daily folds e
 ``sweval run --window 1D --folds n`` puts them (the last n days of the log), expanding training
 windows. Per fold, in one process:
 
-- ``train_data``: the fold's :class:`TrainData` built both ways, alternately first (A/B): from
-  scratch (:meth:`Fold.train_data`, a pass over the whole log) and advanced from the previous
-  fold's (:class:`evaluators.training_state.IncrementalTraining`); both are checked equal;
+- ``train_data``: the fold's :class:`TrainData` built three ways, in a rotating order: from
+  scratch (:meth:`Fold.train_data`, a pass over the whole log), advanced from the previous
+  fold's (:class:`evaluators.training_state.IncrementalTraining`), and advanced carrying the
+  item co-occurrences C = RᵀR (``cooccurrence=True``, what a run with item-kNN does;
+  ``train_data.incremental+C`` includes C's upkeep); all three are checked equal;
 - ``fit`` and ``recommend`` of every algorithm on the fold's data, for the eligible users, on
-  ``--sample`` folds spread evenly over the series (all folds with ``--sample 0``): these
-  stages see the same data on both paths, so they are measured once.
+  ``--sample`` folds spread evenly over the series (all folds with ``--sample 0``). Only
+  item-kNN reads C: it is measured on the data with C (``item-knn``) and without
+  (``item-knn.walk``, the walk over the users' items that folds built from scratch get),
+  alternately first, and the two lists are checked equal; the other algorithms see the same
+  data on every path and are measured once. ``C MB`` is C's memory at the last fold.
 
 Times are CPU seconds of the process (steadier than wall time on a shared machine; the kNN
 kernels are run single-threaded, ``--threads``). The report prints, per series and stage, the
@@ -41,6 +46,8 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
+
+import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -77,35 +84,48 @@ def run_series(log: InteractionLog, n: int, names: list[str], sample: int) -> li
     folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=n), u_min=1)
     measured = set(range(n)) if sample <= 0 else {
         int(round(x)) for x in np.linspace(0, n - 1, min(sample, n))}
-    incremental = IncrementalTraining(log)
+    builders = {
+        "scratch": lambda fold: fold.train_data(log),
+        "incremental": IncrementalTraining(log).train_data,
+        "incremental+C": IncrementalTraining(log, cooccurrence=True).train_data,
+    }
     rows = []
     for fold in folds:
         row: dict[str, Any] = {"fold": fold.index, "n_train": fold.n_train,
                                "n_window": fold.n_test, "n_eligible": fold.n_eligible}
-        order = ["scratch", "incremental"] if fold.index % 2 else ["incremental", "scratch"]
+        paths = list(builders)
+        order = paths[fold.index % 3 :] + paths[: fold.index % 3]
         built = {}
         for path in order:
             clock = time.process_time()
-            built[path] = (fold.train_data(log) if path == "scratch"
-                           else incremental.train_data(fold))
+            built[path] = builders[path](fold)
             row[f"train_data.{path}"] = time.process_time() - clock
-        if not same(built["scratch"], built["incremental"]):
-            raise AssertionError(f"fold {fold.index}: the two paths differ")
-        train = built["incremental"]
+        if not (same(built["scratch"], built["incremental"])
+                and same(built["scratch"], built["incremental+C"])):
+            raise AssertionError(f"fold {fold.index}: the paths differ")
+        train = built["incremental+C"]
+        if train.cooccurrence is not None:
+            row["cooccurrence_mb"] = train.cooccurrence.nbytes / 1e6
         del built
         if fold.index in measured and not fold.skipped:
             depth = 10
+            users = train.rows_of(fold.eligible_users)
             for name in names:
-                timings: dict[str, float] = {}
-                clock = time.process_time()
-                algorithm = build_algorithm(name, None)
-                algorithm.fit(train)
-                timings["fit"] = time.process_time() - clock
-                clock = time.process_time()
-                algorithm.recommend(train.rows_of(fold.eligible_users), depth)
-                timings["recommend"] = time.process_time() - clock
-                for stage, seconds in timings.items():
-                    row[f"{name}.{stage}"] = seconds
+                variants = {name: train}
+                if name == "item-knn":  # the same data without C: the walk
+                    walk = {f"{name}.walk": dataclasses.replace(train, cooccurrence=None)}
+                    variants = {**walk, **variants} if fold.index % 2 else {**variants, **walk}
+                lists = []
+                for label, data in variants.items():
+                    clock = time.process_time()
+                    algorithm = build_algorithm(name, None)
+                    algorithm.fit(data)
+                    row[f"{label}.fit"] = time.process_time() - clock
+                    clock = time.process_time()
+                    lists.append(algorithm.recommend(users, depth))
+                    row[f"{label}.recommend"] = time.process_time() - clock
+                if any(not np.array_equal(lists[0], other) for other in lists[1:]):
+                    raise AssertionError(f"fold {fold.index}: {name}'s lists differ")
         rows.append(row)
     return rows
 
@@ -127,11 +147,13 @@ def report(n: int, rows: list[dict[str, Any]]) -> None:
         a, b = 1000 * np.mean(first), 1000 * np.mean(last)
         print(f"{stage:<28} {a:>10.1f} {b:>10.1f} {b / a if a else float('nan'):>6.2f} "
               f"{len(values):>6}")
-    print("per fold (train_data ms scratch / incremental):")
+    print("per fold (train_data ms scratch / incremental / incremental+C; C MB):")
     for row in rows[:: tenth]:
         print(f"  fold {row['fold']:>4}  n_train {row['n_train']:>9,}  window {row['n_window']:>6,}"
               f"  {1000 * row['train_data.scratch']:7.1f} / "
-              f"{1000 * row['train_data.incremental']:7.1f}")
+              f"{1000 * row['train_data.incremental']:7.1f} / "
+              f"{1000 * row['train_data.incremental+C']:7.1f}; "
+              f"{row.get('cooccurrence_mb', float('nan')):6.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +174,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"log: {len(log):,} interactions, {log.n_users:,} users, {log.n_items:,} items "
           f"({time.perf_counter() - clock:.1f} s)")
     names = [name for name in args.algorithms.split(",") if name]
-    IncrementalTraining(log).train_data(  # compile the merge kernel outside the measurements
-        build_folds(log, WindowSpec(width_s=DAY, n_folds=1), u_min=0)[0])
+    warm_up = build_folds(log, WindowSpec(width_s=DAY, n_folds=2), u_min=0)
+    incremental = IncrementalTraining(log, cooccurrence=True)
+    for fold in warm_up:  # load the compiled kernels outside the measurements
+        train = incremental.train_data(fold)
+    users = train.rows_of(warm_up[-1].eligible_users[:50])
+    for data in (train, dataclasses.replace(train, cooccurrence=None)):
+        for name in names:
+            build_algorithm(name, None).fit(data).recommend(users, 10)
+    del train, incremental
     results = {}
     token = unit_threads.set(args.threads)
     try:

@@ -231,7 +231,10 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     if log is None:
         log = load_data(config)
     folds = build_folds(log, spec, u_min=config.u_min)
-    splits = fold_splits(log, folds, config.relevance, incremental=config.incremental)
+    # item-kNN reads the co-occurrences that advanced folds can carry; nothing else does
+    cooccurrence = any(spec.name == "item-knn" for spec in specs)
+    splits = fold_splits(log, folds, config.relevance, incremental=config.incremental,
+                         cooccurrence=cooccurrence)
     found = searches(config, tpe_objective(config, splits))
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
@@ -246,6 +249,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             stratum_splits[label] = fold_splits(
                 strata.logs[label], strata.folds[label], config.relevance,
                 stratum=label, stratify_mode="subset", incremental=config.incremental,
+                cooccurrence=cooccurrence,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
     key = run_key(config, log, specs)

@@ -277,6 +277,7 @@ def fold_splits(
     stratum: str = "all",
     stratify_mode: str | None = None,
     incremental: bool = True,
+    cooccurrence: bool = False,
 ) -> list[Split]:
     """The splits of engine folds; a user's reference time is their first test transaction.
 
@@ -288,12 +289,14 @@ def fold_splits(
     :class:`~evaluators.training_state.IncrementalTraining`: a fold's training data is advanced
     from the previous fold's when the folds are asked for in order, and is identical to the one
     built from scratch (``incremental=False``, ``--no-incremental``), which is what any other
-    order gets.
+    order gets. ``cooccurrence`` (a run with item-kNN) makes the advanced folds carry the item
+    co-occurrence counts too (:attr:`TrainData.cooccurrence`).
     """
     if incremental:
         from sweval.evaluators.training_state import IncrementalTraining
 
-        build: Callable[[Fold], TrainData] = IncrementalTraining(log).train_data
+        build: Callable[[Fold], TrainData] = IncrementalTraining(
+            log, cooccurrence=cooccurrence).train_data
     else:
         build = functools.partial(_from_scratch, log)
     prefixes = log.prefix_fingerprints([fold.t_end for fold in folds]) if len(log) else {}

@@ -16,6 +16,19 @@ same CSR arrays (data, indices, indptr, dtypes), the same row and column codes, 
 timestamps (a view of the log) and cut-off; tests/evaluators/test_training_state.py checks both
 paths against each other on random logs. So a unit's key does not say which path built its data.
 
+With ``cooccurrence`` (a run with item-kNN) the state also carries the item co-occurrence
+counts C = RᵀR and the users per item (:class:`algorithms.cooccurrence.Cooccurrence`, global
+item codes), exposed as :attr:`TrainData.cooccurrence`::
+
+    fold 0 (first advance):   C counted from the fold's CSR (each item's users' items)
+    fold f → f+1:             C' = C + Σ_u (N_u × O_u + O_u × N_u + N_u × N_u − diag),
+                              O_u / N_u = u's old items / its window items not among them
+
+so a fold's update costs its window's increments (and a merge of C's recent part), not the
+history. Item-kNN reads C's rows instead of walking the users' items, with the same floats.
+C is dropped for good (item-kNN walks again, same numbers) once it would take more than
+:data:`COOCCURRENCE_BUDGET_BYTES`. Folds built from scratch never carry it.
+
 What a fold still costs, measured in benchmarks/folds_series.py: the window's pairs, one pass
 over the CSR's indices (a new array per fold: the new pairs go into the middle of the rows, and
 a new item with a lower id than an old one renumbers the columns after it), O(users + items)
@@ -43,6 +56,7 @@ from numba import njit
 from numpy.typing import NDArray
 
 from sweval.algorithms.base import TrainData
+from sweval.algorithms.cooccurrence import Cooccurrence
 from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import Fold
 
@@ -59,6 +73,8 @@ class TrainingState:
             item is present when it is > 0).
         data: the last :class:`TrainData` built (its CSR, codes and sequences are the state;
             its timestamps are a view of the log).
+        carry_cooccurrence: whether C = RᵀR is carried (``data.cooccurrence``); it is
+            dropped for good once it would exceed :data:`COOCCURRENCE_BUDGET_BYTES`.
     """
 
     log: InteractionLog
@@ -66,12 +82,14 @@ class TrainingState:
     user_present: NDArray[np.bool_]
     item_transactions: NDArray[np.int64]
     data: TrainData | None
+    carry_cooccurrence: bool = False
 
     @classmethod
-    def empty(cls, log: InteractionLog) -> TrainingState:
-        """The state before any transaction."""
+    def empty(cls, log: InteractionLog, *, cooccurrence: bool = False) -> TrainingState:
+        """The state before any transaction (carrying C when ``cooccurrence``)."""
         return cls(log=log, hi=0, user_present=np.zeros(log.n_users, dtype=bool),
-                   item_transactions=np.zeros(log.n_items, dtype=np.int64), data=None)
+                   item_transactions=np.zeros(log.n_items, dtype=np.int64), data=None,
+                   carry_cooccurrence=cooccurrence)
 
     def advance(self, hi: int, cutoff: int) -> TrainingState:
         """The state of the positions [0, hi) (hi ≥ self.hi), its data cut off at ``cutoff``.
@@ -141,14 +159,44 @@ class TrainingState:
             old.user_sequence if old is not None else None, old_user_codes, user_codes, user_row,
             log.user, self.hi, hi,
         )  # fmt: skip
+        cooccurrence = None
+        if self.carry_cooccurrence:
+            cooccurrence = _advance_cooccurrence(old, matrix, item_codes, n_items, pair_user,
+                                                 pair_item)
         data = TrainData(
             matrix=matrix, user_codes=user_codes, item_codes=item_codes,
             item_sequence=item_sequence, user_sequence=user_sequence,
             timestamps=timestamps, cutoff=int(cutoff),
-            raw_user_ids=log.user_ids, raw_item_ids=log.item_ids,
+            raw_user_ids=log.user_ids, raw_item_ids=log.item_ids, cooccurrence=cooccurrence,
         )  # fmt: skip
         return TrainingState(log=log, hi=hi, user_present=user_present,
-                             item_transactions=item_transactions, data=data)
+                             item_transactions=item_transactions, data=data,
+                             carry_cooccurrence=cooccurrence is not None)
+
+
+#: The most memory C = RᵀR may take (about 8 bytes per stored entry); beyond it the state
+#: stops carrying C and item-kNN walks the users' items again (same numbers, slower).
+COOCCURRENCE_BUDGET_BYTES = 1 << 30
+
+
+def _advance_cooccurrence(
+    old: TrainData | None,
+    matrix: sp.csr_matrix,
+    item_codes: NDArray[np.int64],
+    n_items: int,
+    pair_user: NDArray[np.int64],
+    pair_item: NDArray[np.int64],
+) -> Cooccurrence | None:
+    """C of the new training data: counted from ``matrix`` on the first fold, else the old C
+    plus the window's pairs; None when it would not fit :data:`COOCCURRENCE_BUDGET_BYTES`."""
+    if old is None or old.cooccurrence is None:
+        lengths = np.diff(matrix.indptr).astype(np.int64)
+        if 8 * int((lengths * (lengths - 1)).sum()) > COOCCURRENCE_BUDGET_BYTES:  # bound on nnz
+            return None
+        return Cooccurrence.from_matrix(matrix, item_codes, n_items)
+    cooccurrence = old.cooccurrence.advanced(old.matrix, old.user_codes, old.item_codes,
+                                             pair_user, pair_item)
+    return cooccurrence if cooccurrence.nbytes <= COOCCURRENCE_BUDGET_BYTES else None
 
 
 def _sequence(
@@ -237,11 +285,14 @@ class IncrementalTraining:
     order (expanding windows), from scratch otherwise (see the module docstring).
 
     Thread-safe: one fold's data is built at a time; threads asking for earlier folds than the
-    state's build theirs from scratch, outside the lock. Pickles without its state.
+    state's build theirs from scratch, outside the lock. Pickles without its state. With
+    ``cooccurrence`` the advanced folds carry C = RᵀR too (see the module docstring); each
+    fold's C is an immutable snapshot, valid while later folds advance.
     """
 
-    def __init__(self, log: InteractionLog) -> None:
+    def __init__(self, log: InteractionLog, *, cooccurrence: bool = False) -> None:
         self.log = log
+        self.cooccurrence = cooccurrence
         self._lock = threading.Lock()
         self._state: TrainingState | None = None
 
@@ -252,7 +303,7 @@ class IncrementalTraining:
         with self._lock:
             state = self._state
             if state is None:
-                state = TrainingState.empty(self.log)
+                state = TrainingState.empty(self.log, cooccurrence=self.cooccurrence)
             if state.hi <= fold.train_hi:
                 self._state = state.advance(fold.train_hi, fold.t_start)
                 assert self._state.data is not None
@@ -265,7 +316,8 @@ class IncrementalTraining:
             self._state = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"log": self.log}
+        return {"log": self.log, "cooccurrence": self.cooccurrence}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["log"])  # type: ignore[misc]
+        cooccurrence = state.get("cooccurrence", False)
+        self.__init__(state["log"], cooccurrence=cooccurrence)  # type: ignore[misc]

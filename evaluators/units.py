@@ -52,6 +52,7 @@ _ROOT = Path(__file__).resolve().parents[1]
 #: registry, report, tracking and orchestration are not part of a key.
 CORE_MODULES = (
     "algorithms/base.py",
+    "algorithms/cooccurrence.py",  # item-kNN's counts on folds advanced in order
     "algorithms/neighbour_kernels.py",
     "algorithms/ranking.py",
     "algorithms/ranking_kernels.py",

@@ -1,7 +1,10 @@
 """Incremental folds (evaluators/training_state.py): every fold's training data advanced from the
 previous fold's equals the one built from the whole log, array for array, and so do the units'
 lists, on random logs (ties in time, repeated pairs with each --dedup mode, ids that sort before
-the ones already seen, users and items appearing late, empty windows, folds left out)."""
+the ones already seen, users and items appearing late, empty windows, folds left out). The item
+co-occurrences carried along (algorithms/cooccurrence.py) equal RᵀR of every fold, and item-kNN's
+similarity rows and lists from them equal those of the walk over the from-scratch data, bit for
+bit."""
 
 from __future__ import annotations
 
@@ -13,8 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sweval_testing import DAY
 
+from sweval.algorithms import cooccurrence as cooccurrence_module
 from sweval.algorithms.base import TrainData
+from sweval.algorithms.knn import ItemKNN
 from sweval.algorithms.registry import build_algorithm
+from sweval.evaluators import training_state
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import compute_lists, list_length
 from sweval.evaluators.folds import build_folds
@@ -58,6 +64,36 @@ def assert_same(got: TrainData, expected: TrainData) -> None:
     assert got.cutoff == expected.cutoff
     assert got.raw_user_ids is expected.raw_user_ids
     assert got.raw_item_ids is expected.raw_item_ids
+    if got.cooccurrence is not None:
+        assert_cooccurrence(got, expected)
+
+
+def assert_cooccurrence(got: TrainData, expected: TrainData) -> None:
+    """The carried C equals RᵀR off the diagonal of the from-scratch matrix, and the users
+    per item its column counts (zero for the items not in the fold)."""
+    assert got.cooccurrence is not None
+    binary = expected.matrix.astype(np.int64)
+    gram = (binary.T @ binary).toarray()
+    np.fill_diagonal(gram, 0)
+    np.testing.assert_array_equal(got.cooccurrence.to_csr(got.item_codes).toarray(), gram)
+    users = np.zeros(got.cooccurrence.n_items, dtype=np.int64)
+    users[expected.item_codes] = np.diff(expected.matrix.tocsc().indptr)
+    np.testing.assert_array_equal(got.cooccurrence.item_users, users)
+
+
+class recent_share:
+    """Sets :data:`algorithms.cooccurrence.RECENT_SHARE` for a block (0: C's newer part is
+    merged into the older at every fold; huge: never)."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+
+    def __enter__(self) -> None:
+        self.saved = cooccurrence_module.RECENT_SHARE
+        cooccurrence_module.RECENT_SHARE = self.share
+
+    def __exit__(self, *exc: object) -> None:
+        cooccurrence_module.RECENT_SHARE = self.saved
 
 
 @settings(max_examples=300, deadline=None)
@@ -68,21 +104,102 @@ def assert_same(got: TrainData, expected: TrainData) -> None:
     train_window=st.sampled_from([None, None, 2 * DAY]),
     visit=st.lists(st.booleans(), min_size=12, max_size=12),
     back=st.integers(0, 11),
+    cooccurrence=st.booleans(),
+    share=st.sampled_from([0.0, 2.0, 1e9]),
 )
 def test_advanced_folds_equal_folds_built_from_scratch(
-    log, width, n_folds, train_window, visit, back
+    log, width, n_folds, train_window, visit, back, cooccurrence, share
 ):
     spec = WindowSpec(width_s=width, n_folds=n_folds, train_window_s=train_window)
     folds = build_folds(log, spec, u_min=0)
-    incremental = IncrementalTraining(log)
+    incremental = IncrementalTraining(log, cooccurrence=cooccurrence)
     visited = [fold for fold, keep in zip(folds, visit) if keep]  # folds left out: skipped
-    for fold in visited:
-        assert_same(incremental.train_data(fold), fold.train_data(log))
-    if folds:  # a fold behind the state (out of order): from scratch, the state stays
-        fold = folds[min(back, len(folds) - 1)]
-        assert_same(incremental.train_data(fold), fold.train_data(log))
-    for fold in visited[-2:]:
-        assert_same(incremental.train_data(fold), fold.train_data(log))
+    with recent_share(share):
+        for fold in visited:
+            got = incremental.train_data(fold)
+            assert_same(got, fold.train_data(log))
+            # carried exactly when asked for, on the advanced path only: a sliding window that
+            # drops old transactions (train_lo > 0) is built from scratch
+            assert (got.cooccurrence is not None) == (cooccurrence and fold.train_lo == 0)
+        if folds:  # a fold behind the state (out of order): from scratch, the state stays
+            fold = folds[min(back, len(folds) - 1)]
+            assert_same(incremental.train_data(fold), fold.train_data(log))
+        for fold in visited[-2:]:
+            assert_same(incremental.train_data(fold), fold.train_data(log))
+
+
+def item_knn_rows(data: TrainData, n_neighbors: int):
+    """Item-kNN's whole similarity matrix (sorted CSR) on ``data``, and its fitted model."""
+    model = ItemKNN(n_neighbors=n_neighbors).fit(data)
+    return model.similarity().copy(), model
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    log=logs(),
+    width=st.sampled_from([6 * 3600, DAY, 2 * DAY]),
+    n_folds=st.integers(1, 10),
+    train_window=st.sampled_from([None, None, None, 2 * DAY]),
+    visit=st.lists(st.booleans(), min_size=10, max_size=10),
+    back=st.integers(0, 9),
+    n_neighbors=st.sampled_from([0, 1, 2, 3, 100]),
+    share=st.sampled_from([0.0, 2.0, 1e9]),
+    k=st.integers(1, 6),
+)
+def test_item_knn_from_carried_cooccurrences_equals_the_walk(
+    log, width, n_folds, train_window, visit, back, n_neighbors, share, k
+):
+    """Similarity rows (columns, floats) and lists of item-kNN on advanced folds carrying C
+    equal those on folds built from scratch (the walk), folds in order, left out, repeated
+    and out of order; sliding windows never carry C."""
+    spec = WindowSpec(width_s=width, n_folds=n_folds, train_window_s=train_window)
+    folds = build_folds(log, spec, u_min=0)
+    incremental = IncrementalTraining(log, cooccurrence=True)
+    visited = [fold for fold, keep in zip(folds, visit) if keep]
+    if folds:
+        visited += [folds[min(back, len(folds) - 1)]] + visited[-1:]
+    with recent_share(share):
+        for fold in visited:
+            advanced, scratch = incremental.train_data(fold), fold.train_data(log)
+            assert scratch.cooccurrence is None
+            if fold.train_lo > 0:  # a sliding window that dropped transactions
+                assert advanced.cooccurrence is None
+            got, model = item_knn_rows(advanced, n_neighbors)
+            expected, reference = item_knn_rows(scratch, n_neighbors)
+            for name in ("indptr", "indices", "data"):
+                np.testing.assert_array_equal(getattr(got, name), getattr(expected, name),
+                                              err_msg=name)
+            rows = scratch.rows_of(fold.eligible_users)
+            # lazily computed rows: fresh models, only the eligible users' items
+            lists = ItemKNN(n_neighbors=n_neighbors).fit(advanced).recommend(rows, k)
+            np.testing.assert_array_equal(
+                lists, ItemKNN(n_neighbors=n_neighbors).fit(scratch).recommend(rows, k))
+
+
+def test_cooccurrences_over_the_budget_are_dropped_for_good():
+    log = InteractionLog.from_frame(pd.DataFrame({
+        "user": [1, 1, 2, 2, 1, 3, 3], "item": [5, 6, 5, 7, 7, 6, 7],
+        "timestamp": [0, 0, DAY, DAY, 2 * DAY, 3 * DAY, 3 * DAY]}))
+    folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=3), u_min=0)
+    saved = training_state.COOCCURRENCE_BUDGET_BYTES
+    incremental = IncrementalTraining(log, cooccurrence=True)
+    first = incremental.train_data(folds[0])
+    assert first.cooccurrence is not None  # users 1 and 2: C[5, 6] = C[5, 7] = 1, ...
+    try:
+        training_state.COOCCURRENCE_BUDGET_BYTES = first.cooccurrence.nbytes
+        second = incremental.train_data(folds[1])  # one more pair: over the budget
+        assert second.cooccurrence is None
+        training_state.COOCCURRENCE_BUDGET_BYTES = saved
+        third = incremental.train_data(folds[2])  # not counted again: C would be incomplete
+        assert third.cooccurrence is None
+    finally:
+        training_state.COOCCURRENCE_BUDGET_BYTES = saved
+    for fold, data in zip(folds, (first, second, third)):
+        assert_same(data, fold.train_data(log))
+        rows = data.rows_of(fold.eligible_users)
+        np.testing.assert_array_equal(
+            ItemKNN(n_neighbors=1).fit(data).recommend(rows, 3),
+            ItemKNN(n_neighbors=1).fit(fold.train_data(log)).recommend(rows, 3))
 
 
 ALGORITHMS = {
@@ -92,19 +209,22 @@ ALGORITHMS = {
     "item-knn": {"n_neighbors": 3},
     "user-knn": {"n_neighbors": 3},
 }
+ITEM_KNN_VARIANTS = [{"n_neighbors": 0}, {"n_neighbors": 1}]
 
 
 @settings(max_examples=60, deadline=None)
 @given(log=logs(), n_folds=st.integers(1, 8), k=st.integers(1, 6))
 def test_units_are_the_same_on_both_paths(log, n_folds, k):
     folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=n_folds), u_min=0)
-    paths = [fold_splits(log, folds, "all", incremental=flag) for flag in (True, False)]
+    paths = [fold_splits(log, folds, "all", incremental=flag, cooccurrence=flag)
+             for flag in (True, False)]
     for advanced, scratch in zip(*paths):
         assert advanced.definition == scratch.definition  # so the unit keys are the same
         if advanced.skipped:
             continue
         depth = list_length([k], advanced.relevant.sizes)
-        for name, params in ALGORITHMS.items():
+        for name, params in [*ALGORITHMS.items(),
+                             *(("item-knn", variant) for variant in ITEM_KNN_VARIANTS)]:
             got = compute_lists(build_algorithm(name, params), advanced.train, advanced.users,
                                 depth)
             expected = compute_lists(build_algorithm(name, params), scratch.train,
@@ -138,8 +258,10 @@ def test_the_splits_pickle_without_the_state():
     log = InteractionLog.from_frame(pd.DataFrame(
         {"user": [1, 2, 1, 2], "item": [5, 5, 6, 7], "timestamp": [0, DAY, 2 * DAY, 3 * DAY]}))
     folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=2), u_min=0)
-    incremental = IncrementalTraining(log)
+    incremental = IncrementalTraining(log, cooccurrence=True)
     incremental.train_data(folds[0])
     copy = pickle.loads(pickle.dumps(incremental))
-    assert copy._state is None
-    assert_same(copy.train_data(folds[1]), folds[1].train_data(copy.log))
+    assert copy._state is None and copy.cooccurrence
+    got = copy.train_data(folds[1])
+    assert got.cooccurrence is not None
+    assert_same(got, folds[1].train_data(copy.log))
