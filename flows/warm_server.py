@@ -534,9 +534,9 @@ def _reread_environment() -> None:
 
     prefect.context.refresh_global_settings_context()
     prefect.logging.configuration.setup_logging(incremental=False)
-    from mlflow.telemetry import set_telemetry_client
+    from sweval.flows.tracking.client import reread_telemetry_setting
 
-    set_telemetry_client()
+    reread_telemetry_setting()
     import numpy.random
 
     numpy.random.seed()
