@@ -46,6 +46,7 @@ ones and are always built from scratch. ``--no-incremental`` builds every fold f
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,8 @@ from sweval.algorithms.base import TrainData
 from sweval.algorithms.cooccurrence import Cooccurrence
 from sweval.data.log import InteractionLog
 from sweval.evaluators.folds import Fold
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,12 +194,23 @@ def _advance_cooccurrence(
     plus the window's pairs; None when it would not fit :data:`COOCCURRENCE_BUDGET_BYTES`."""
     if old is None or old.cooccurrence is None:
         lengths = np.diff(matrix.indptr).astype(np.int64)
-        if 8 * int((lengths * (lengths - 1)).sum()) > COOCCURRENCE_BUDGET_BYTES:  # bound on nnz
-            return None
+        bound = 8 * int((lengths * (lengths - 1)).sum())  # bytes, bound on C's entries
+        if bound > COOCCURRENCE_BUDGET_BYTES:
+            return _over_budget(bound)
         return Cooccurrence.from_matrix(matrix, item_codes, n_items)
     cooccurrence = old.cooccurrence.advanced(old.matrix, old.user_codes, old.item_codes,
                                              pair_user, pair_item)
-    return cooccurrence if cooccurrence.nbytes <= COOCCURRENCE_BUDGET_BYTES else None
+    if cooccurrence.nbytes > COOCCURRENCE_BUDGET_BYTES:
+        return _over_budget(cooccurrence.nbytes)
+    return cooccurrence
+
+
+def _over_budget(nbytes: int) -> None:
+    """Say once per state that C is no longer carried (it would take ``nbytes``)."""
+    _log.info(
+        "item co-occurrences would take %.2f GB (budget %.2f GB): item-kNN counts them per "
+        "fold from here on (same numbers, slower)", nbytes / 1e9, COOCCURRENCE_BUDGET_BYTES / 1e9,
+    )
 
 
 def _sequence(

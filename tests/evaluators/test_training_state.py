@@ -8,6 +8,7 @@ bit."""
 
 from __future__ import annotations
 
+import logging
 import pickle
 
 import numpy as np
@@ -176,7 +177,7 @@ def test_item_knn_from_carried_cooccurrences_equals_the_walk(
                 lists, ItemKNN(n_neighbors=n_neighbors).fit(scratch).recommend(rows, k))
 
 
-def test_cooccurrences_over_the_budget_are_dropped_for_good():
+def test_cooccurrences_over_the_budget_are_dropped_for_good(caplog):
     log = InteractionLog.from_frame(pd.DataFrame({
         "user": [1, 1, 2, 2, 1, 3, 3], "item": [5, 6, 5, 7, 7, 6, 7],
         "timestamp": [0, 0, DAY, DAY, 2 * DAY, 3 * DAY, 3 * DAY]}))
@@ -187,8 +188,10 @@ def test_cooccurrences_over_the_budget_are_dropped_for_good():
     assert first.cooccurrence is not None  # users 1 and 2: C[5, 6] = C[5, 7] = 1, ...
     try:
         training_state.COOCCURRENCE_BUDGET_BYTES = first.cooccurrence.nbytes
-        second = incremental.train_data(folds[1])  # one more pair: over the budget
+        with caplog.at_level(logging.INFO, logger=training_state.__name__):
+            second = incremental.train_data(folds[1])  # one more pair: over the budget
         assert second.cooccurrence is None
+        assert [r.getMessage() for r in caplog.records if "co-occurrences" in r.getMessage()]
         training_state.COOCCURRENCE_BUDGET_BYTES = saved
         third = incremental.train_data(folds[2])  # not counted again: C would be incomplete
         assert third.cooccurrence is None
