@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -51,6 +52,12 @@ _log = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------ plans per process
 _PLANS: OrderedDict[tuple[str, str], Plan] = OrderedDict()
+#: Seconds between two MLflow logging calls for finished folds: folds finished meanwhile go in
+#: one ``log_batch`` per algorithm (each call is a round trip to the server, about 30 ms on 2
+#: cores, and on the run's critical path). A run that stops between two calls has its last
+#: folds in the unit store; the next run logs them (:meth:`Evaluation.start`).
+TRACKING_INTERVAL_S = 1.0
+
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 2
 
@@ -273,6 +280,9 @@ class Evaluation:
         self.computed = 0
         self.failed: list[UnitFailure] = []
         self.tracking_deferred = False
+        #: Finished folds not logged to MLflow yet, and when the last logging call was.
+        self.unlogged: list[FoldJob] = []
+        self.logged_at = time.monotonic()
         self.report_files: list[Path] = []
         #: The folder of the log shared with fold tasks in other processes, or None.
         self.shared_log: str | None = None
@@ -393,15 +403,31 @@ class Evaluation:
             self.measuring.results |= outcome.measured
         self.computed += len(outcome.measured)
         if self.tracker is not None and not self.tracking_deferred:
-            try:
-                rows, devices = self._rows(job.fold, job.names)
-                self.tracker.log_rows(rows)
-                self.tracker.set_devices(devices)
-            except SwevalError as exc:  # keep computing; finish() logs everything or fails
-                _log.warning("MLflow logging deferred to the end of the run: %s", exc)
-                self.tracking_deferred = True
+            self.unlogged.append(job)
+            if time.monotonic() - self.logged_at >= TRACKING_INTERVAL_S:
+                self.log_unlogged()
         if self.progress is not None:
             self.progress(len(job.names))
+
+    def log_unlogged(self) -> None:
+        """Log the finished folds not logged yet to MLflow, in one call per algorithm."""
+        jobs, self.unlogged = self.unlogged, []
+        if self.tracker is None or self.tracking_deferred or not jobs:
+            return
+        try:
+            rows: list[Mapping[str, Any]] = []
+            devices: dict[str, str] = {}
+            for job in jobs:
+                job_rows, job_devices = self._rows(job.fold, job.names)
+                rows += job_rows
+                devices |= job_devices
+            self.tracker.log_rows(rows)
+            self.tracker.set_devices(devices)
+        except SwevalError as exc:  # keep computing; finish() logs everything or fails
+            _log.warning("MLflow logging deferred to the end of the run: %s", exc)
+            self.tracking_deferred = True
+        finally:
+            self.logged_at = time.monotonic()
 
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
@@ -442,6 +468,11 @@ class Evaluation:
 
     def fail(self, exc: BaseException) -> None:
         if self.tracker is not None:
+            if not isinstance(exc, KeyboardInterrupt):  # the folds finished before the error
+                try:
+                    self.log_unlogged()
+                except Exception:  # never hide the run's own error behind a logging one
+                    _log.debug("could not log the last folds to MLflow", exc_info=True)
             self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
 
 

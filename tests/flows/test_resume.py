@@ -16,6 +16,7 @@ from flow_helpers import check_mlflow_matches_results
 from sweval_testing import UNITS_GLOB
 
 import sweval.evaluators.run
+from sweval.flows import pipeline
 from sweval.flows.sliding_window import sliding_window_eval
 
 def stored_units(units: Path) -> dict[tuple[int, str], int]:
@@ -157,7 +158,32 @@ def test_mlflow_outage_during_the_run_is_caught_up_at_the_end(
         return original(self, rows)
 
     monkeypatch.setattr(Tracker, "log_rows", flaky)
+    monkeypatch.setattr(pipeline, "TRACKING_INTERVAL_S", 0.0)  # every fold logged as it ends
     config = make_config(write_log(8))
     sliding_window_eval(config=config)
     assert len(count_units) == 12  # every unit computed once, none lost
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+
+
+@pytest.mark.parametrize("interval", [0.0, 3600.0])
+def test_finished_folds_reach_mlflow_whatever_the_logging_interval(
+    write_log, make_config, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch, interval: float,
+) -> None:
+    """Folds are logged one call per fold (interval 0) or all at the end (an interval longer
+    than the run): either way MLflow ends with exactly the rows of results.csv."""
+    from sweval.flows.tracking import Tracker
+
+    calls = {"n": 0}
+    original = Tracker.log_rows
+
+    def counted(self, rows):
+        calls["n"] += 1
+        return original(self, rows)
+
+    monkeypatch.setattr(Tracker, "log_rows", counted)
+    monkeypatch.setattr(pipeline, "TRACKING_INTERVAL_S", interval)
+    config = make_config(write_log(8))
+    sliding_window_eval(config=config)
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+    live = calls["n"] - 2  # start() and finish() log once each
+    assert live == 0 if interval else live > 1
