@@ -182,28 +182,10 @@ def cosine_neighbours(
             touched[size] = s  # branch-free: s == r (never its own neighbour) is overwritten
             vals[size] = c * c / (row_size * col_sizes[s])  # the squared cosine
             size += s != r
-        kept = size if n <= 0 or size <= n else n
-        if kept < size:  # select on the squared cosines, then take square roots of few
-            if size > 2 * SAMPLE_PER_KEPT * kept:
-                size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
-            _select_best(touched, vals, size, kept)
-            size = _keep_near(touched, vals, size, kept)
-        for p in range(size):
-            vals[p] = np.sqrt(vals[p])
-        if kept < size:
-            _select_best(touched, vals, size, kept)
-        start = indptr[q]
-        out_cols, out_vals = _reserve(out_cols, out_vals, start + kept)
-        if sort_columns:
-            for p in range(kept):
-                value_of[touched[p]] = vals[p]
-            touched[:kept].sort()
-            for p in range(kept):
-                vals[p] = value_of[touched[p]]
-        for p in range(kept):
-            out_cols[start + p] = touched[p]
-            out_vals[start + p] = vals[p]
-        indptr[q + 1] = start + kept
+        out_cols, out_vals = _emit_row(
+            touched, vals, size, n, q, indptr, out_cols, out_vals, value_of, sample_cols,
+            sample_vals, sort_columns,
+        )
     return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
 
 
@@ -262,29 +244,49 @@ def cooccurrence_neighbours(
             c = float(counts[s])
             counts[s] = 0
             vals[p] = c * c / (row_size * sizes[s])  # the squared cosine
-        kept = size if n <= 0 or size <= n else n
-        if kept < size:  # select on the squared cosines, then take square roots of few
-            if size > 2 * SAMPLE_PER_KEPT * kept:
-                size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
-            _select_best(touched, vals, size, kept)
-            size = _keep_near(touched, vals, size, kept)
-        for p in range(size):
-            vals[p] = np.sqrt(vals[p])
-        if kept < size:
-            _select_best(touched, vals, size, kept)
-        start = indptr[q]
-        out_cols, out_vals = _reserve(out_cols, out_vals, start + kept)
-        if sort_columns:
-            for p in range(kept):
-                value_of[touched[p]] = vals[p]
-            touched[:kept].sort()
-            for p in range(kept):
-                vals[p] = value_of[touched[p]]
-        for p in range(kept):
-            out_cols[start + p] = touched[p]
-            out_vals[start + p] = vals[p]
-        indptr[q + 1] = start + kept
+        out_cols, out_vals = _emit_row(
+            touched, vals, size, n, q, indptr, out_cols, out_vals, value_of, sample_cols,
+            sample_vals, sort_columns,
+        )
     return indptr, out_cols[: indptr[n_rows]].copy(), out_vals[: indptr[n_rows]].copy()
+
+
+@njit(cache=True, nogil=True)
+def _emit_row(
+    touched, vals, size, n, q, indptr, out_cols, out_vals, value_of, sample_cols, sample_vals,
+    sort_columns,
+):
+    """Append row q of a neighbour CSR: of the ``size`` candidates (``touched``, their squared
+    cosines in ``vals``) the ``n`` best (value descending, column ascending; n = 0 keeps all),
+    their cosines as values, columns ascending with ``sort_columns``. The selection runs on the
+    squared cosines and only the few near the cut get square roots before the final one.
+
+    Returns:
+        (out_cols, out_vals), grown when the row did not fit.
+    """
+    kept = size if n <= 0 or size <= n else n
+    if kept < size:  # select on the squared cosines, then take square roots of few
+        if size > 2 * SAMPLE_PER_KEPT * kept:
+            size = _keep_at_least(touched, vals, size, kept, sample_cols, sample_vals)
+        _select_best(touched, vals, size, kept)
+        size = _keep_near(touched, vals, size, kept)
+    for p in range(size):
+        vals[p] = np.sqrt(vals[p])
+    if kept < size:
+        _select_best(touched, vals, size, kept)
+    start = indptr[q]
+    out_cols, out_vals = _reserve(out_cols, out_vals, start + kept)
+    if sort_columns:
+        for p in range(kept):
+            value_of[touched[p]] = vals[p]
+        touched[:kept].sort()
+        for p in range(kept):
+            vals[p] = value_of[touched[p]]
+    for p in range(kept):
+        out_cols[start + p] = touched[p]
+        out_vals[start + p] = vals[p]
+    indptr[q + 1] = start + kept
+    return out_cols, out_vals
 
 
 @njit(cache=True, nogil=True)
