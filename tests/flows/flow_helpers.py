@@ -39,3 +39,20 @@ def check_mlflow_matches_results(uri: str, experiment: str, output: Path) -> Any
                     row[stat], rel=1e-9, abs=1e-12)
     assert parent.info.status == "FINISHED"
     return parent
+
+
+def marked_processes(name: str, marker: str, but: tuple[int, ...] = ()) -> list[str]:
+    """Live processes (pid and command line) whose environment carries ``name=marker``, except
+    the pids in ``but``: what a test's commands started and left running, in any session."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "status"]):
+        try:
+            if process.info["status"] == psutil.STATUS_ZOMBIE or process.pid in but:
+                continue
+            if process.environ().get(name) == marker:
+                found.append(f"{process.pid} {' '.join(process.cmdline())}")
+        except psutil.Error:
+            continue
+    return found

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flow_helpers import marked_processes
 from sweval_testing import REPO, experiment_runs
 
 from sweval.flows import servers
@@ -37,18 +38,7 @@ def _free_port() -> int:
 
 def _leftovers(marker: str) -> list[str]:
     """Live processes whose environment carries ``MARKER=marker``."""
-    import psutil
-
-    found = []
-    for process in psutil.process_iter(["pid", "status"]):
-        try:
-            if process.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if process.environ().get(MARKER) == marker:
-                found.append(f"{process.pid} {' '.join(process.cmdline())}")
-        except psutil.Error:
-            continue
-    return found
+    return marked_processes(MARKER, marker)
 
 
 class Home:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from flow_helpers import marked_processes
 from sweval_testing import REPO
 
 from sweval.flows import warm_client
@@ -34,16 +35,7 @@ RUN = ["run", "--window", "1D", "--folds", "7", "--k", "5,10", "--u-min", "5",
 
 def _leftovers(marker: str, but: tuple[int, ...] = ()) -> list[str]:
     """Live processes whose environment carries ``MARKER=marker`` (except ``but``)."""
-    found = []
-    for process in psutil.process_iter(["pid", "status"]):
-        try:
-            if process.info["status"] == psutil.STATUS_ZOMBIE or process.pid in but:
-                continue
-            if process.environ().get(MARKER) == marker:
-                found.append(f"{process.pid} {' '.join(process.cmdline())}")
-        except psutil.Error:
-            continue
-    return found
+    return marked_processes(MARKER, marker, but)
 
 
 class Warm:
