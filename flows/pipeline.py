@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -50,14 +50,14 @@ from sweval.flows.summary import units_line
 
 _log = logging.getLogger(__name__)
 
-# ------------------------------------------------------------------------------ plans per process
-_PLANS: OrderedDict[tuple[str, str], Plan] = OrderedDict()
 #: Seconds between two MLflow logging calls for finished folds: folds finished meanwhile go in
 #: one ``log_batch`` per algorithm (each call is a round trip to the server, about 30 ms on 2
 #: cores, and on the run's critical path). A run that stops between two calls has its last
 #: folds in the unit store; the next run logs them (:meth:`Evaluation.start`).
 TRACKING_INTERVAL_S = 1.0
 
+# ------------------------------------------------------------------------------ plans per process
+_PLANS: OrderedDict[tuple[str, str], Plan] = OrderedDict()
 _PLANS_LOCK = threading.Lock()
 _PLANS_KEPT = 2
 
@@ -375,20 +375,11 @@ class Evaluation:
         if self.tracker is None:
             return
         pending = {(unit.split.index, unit.spec.label) for unit in self.pending_units()}
-        rows: list[Mapping[str, Any]] = []
-        devices = {}
-        for fold in self.plan.folds:
-            done = [spec.label for spec in self.plan.specs
-                    if (fold.index, spec.label) not in pending]
-            fold_rows, fold_devices = self._rows(fold.index, done)
-            rows += fold_rows
-            devices |= fold_devices
-        try:
-            self.tracker.log_rows(rows)
-            self.tracker.set_devices(devices)
-        except SwevalError as exc:
-            _log.warning("MLflow logging deferred to the end of the run: %s", exc)
-            self.tracking_deferred = True
+        self._log_folds(
+            (fold.index, [spec.label for spec in self.plan.specs
+                          if (fold.index, spec.label) not in pending])
+            for fold in self.plan.folds
+        )
 
     def accept(self, job: FoldJob, outcome: FoldOutcome) -> None:
         """Take a finished fold: make sure its units are stored, keep their measured results
@@ -414,20 +405,24 @@ class Evaluation:
         jobs, self.unlogged = self.unlogged, []
         if self.tracker is None or self.tracking_deferred or not jobs:
             return
+        self._log_folds((job.fold, job.names) for job in jobs)
+        self.logged_at = time.monotonic()
+
+    def _log_folds(self, folds: Iterable[tuple[int, list[str]]]) -> None:
+        """Log the rows of these (fold, algorithm labels) to MLflow in one call per algorithm;
+        if MLflow fails, log nothing more until :meth:`finish` (which logs everything)."""
+        rows: list[Mapping[str, Any]] = []
+        devices: dict[str, str] = {}
+        for fold, labels in folds:
+            fold_rows, fold_devices = self._rows(fold, labels)
+            rows += fold_rows
+            devices |= fold_devices
         try:
-            rows: list[Mapping[str, Any]] = []
-            devices: dict[str, str] = {}
-            for job in jobs:
-                job_rows, job_devices = self._rows(job.fold, job.names)
-                rows += job_rows
-                devices |= job_devices
             self.tracker.log_rows(rows)
             self.tracker.set_devices(devices)
         except SwevalError as exc:  # keep computing; finish() logs everything or fails
             _log.warning("MLflow logging deferred to the end of the run: %s", exc)
             self.tracking_deferred = True
-        finally:
-            self.logged_at = time.monotonic()
 
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
