@@ -65,7 +65,7 @@ HEALTH_TIMEOUT_S = 3.0
 # -- processes --------------------------------------------------------------------------------
 
 
-def _process(server: Server) -> Any:
+def leader_process(server: Server) -> Any:
     """The server's live leader process (psutil), or None when it has exited (or its pid now
     belongs to another process)."""
     import psutil
@@ -105,7 +105,7 @@ def stop_server(server: Server, grace_s: float = GRACE_S) -> bool:
 
     from sweval.flows.processes import terminate_then_kill
 
-    leader = _process(server)
+    leader = leader_process(server)
     members = _group_members(server.pid, server.create_time)
     if leader is not None:
         with contextlib.suppress(psutil.Error):
@@ -221,7 +221,7 @@ def up(
     """
     with _servers_lock():
         running = recorded_servers(read_state())
-        if running and all(_process(s) is not None and answers(s) for s in running):
+        if running and all(leader_process(s) is not None and answers(s) for s in running):
             return running, False
         if running:  # stale: stop what is left of it
             for server in running:
@@ -282,7 +282,7 @@ def _start(
                 if process.poll() is not None:
                     raise SwevalError(
                         f"the {name} server exited with status {process.returncode} before "
-                        f"answering: see {server.log}:\n{_tail(server.log)}")
+                        f"answering: see {server.log}:\n{log_tail(server.log)}")
                 if answers(server, timeout=2.0):
                     del pending[name]
             if pending and time.monotonic() > deadline:
@@ -302,7 +302,8 @@ def _start(
     return [server for server, _ in started]
 
 
-def _tail(log: str, n_lines: int = 12) -> str:
+def log_tail(log: str, n_lines: int = 12) -> str:
+    """The last ``n_lines`` of a server's log file ("" when it cannot be read)."""
     try:
         return "\n".join(Path(log).read_text(errors="replace").splitlines()[-n_lines:])
     except OSError:
@@ -324,7 +325,7 @@ def down() -> list[tuple[Server, bool]]:
 
 def status() -> list[tuple[Server, bool, bool]]:
     """Each recorded server, whether its process is alive, whether it answers."""
-    return [(s, _process(s) is not None, answers(s)) for s in recorded_servers(read_state())]
+    return [(s, leader_process(s) is not None, answers(s)) for s in recorded_servers(read_state())]
 
 
 def use_local_servers(*, prefect: bool, say: Callable[[str], None]) -> None:

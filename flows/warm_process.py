@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sweval.flows import warm_client
 from sweval.flows.server_state import Server
+from sweval.flows.servers import leader_process, log_tail
 from sweval.flows.settings import sweval_home
 
 #: The record's name under ``$SWEVAL_HOME``.
@@ -84,9 +85,7 @@ def stale_reason(greeting: dict[str, object]) -> str | None:
 
 
 def _alive(server: Server) -> bool:
-    from sweval.flows.servers import _process
-
-    return _process(server) is not None
+    return leader_process(server) is not None
 
 
 def status() -> tuple[Server, bool, dict[str, object] | None] | None:
@@ -148,15 +147,8 @@ def wait_ready(server: Server, process: subprocess.Popen[bytes], timeout: float)
     stop_process(server)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
-    tail = _tail(server.log)
+    tail = log_tail(server.log, n_lines=8)
     return f"{why}; see {server.log}" + (f":\n{tail}" if tail else "")
-
-
-def _tail(log: str, n_lines: int = 8) -> str:
-    try:
-        return "\n".join(Path(log).read_text(errors="replace").splitlines()[-n_lines:])
-    except OSError:
-        return ""
 
 
 def needs_start(say: Callable[[str], None]) -> bool:
@@ -183,9 +175,7 @@ def needs_start(say: Callable[[str], None]) -> bool:
 def _running_children(server: Server) -> int:
     import psutil
 
-    from sweval.flows.servers import _process
-
-    leader = _process(server)
+    leader = leader_process(server)
     try:
         return sum(_running(p) for p in leader.children()) if leader is not None else 0
     except psutil.Error:
@@ -198,9 +188,8 @@ def stop_process(server: Server, grace_s: float = STOP_GRACE_S) -> bool:
     import psutil
 
     from sweval.flows.processes import terminate_then_kill
-    from sweval.flows.servers import _process
 
-    leader = _process(server)
+    leader = leader_process(server)
     if leader is None:
         return False
     try:
