@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 #: Prefect settings SW-EVAL sets when the environment does not (measured on 2-core machines:
@@ -60,6 +62,24 @@ def apply_env_defaults(*, verbose: bool = False) -> None:
         os.environ.setdefault(name, value)
     if verbose:
         os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+
+
+@contextmanager
+def flow_run_settings() -> Iterator[None]:
+    """Prefect settings for a flow run started by ``sweval run``, where the user set none.
+
+    Flow run heartbeats are off by default: Prefect 3.8 emits one every 180 s from a thread that
+    sleeps in 1 s steps, and the end of every flow run waits for that thread's next step, so a
+    command took a whole number of seconds longer than its work (0.5 s on average, up to 1).
+    Heartbeats only serve zombie-run automations on a long-lived server; a
+    ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` in the environment or the Prefect profile turns them
+    back on (Prefect's own minimum is 30 s). Deployment runs (``sweval serve``, workers) keep
+    Prefect's defaults.
+    """
+    from prefect.settings import temporary_settings
+
+    with temporary_settings(set_defaults={"flows.heartbeat_frequency": None}):
+        yield
 
 
 class HideUserErrors(logging.Filter):

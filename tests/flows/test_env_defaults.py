@@ -79,3 +79,40 @@ def test_python_m_sliding_window_sets_the_defaults_before_prefect_reads_them(
     changed = _run(code, home)
     assert changed["PREFECT_HOME"] == str(home / "prefect")
     assert {k: changed.get(k) for k in PREFECT_DEFAULTS} == PREFECT_DEFAULTS
+
+
+_HEARTBEAT = (
+    "from prefect.settings import get_current_settings\n"
+    "from sweval.flows.settings import flow_run_settings\n"
+    "with flow_run_settings():\n"
+    "    seen = get_current_settings().flows.heartbeat_frequency\n"
+    "os.environ['SEEN'] = repr(seen)\n"
+    "os.environ['AFTER'] = repr(get_current_settings().flows.heartbeat_frequency)\n"
+)
+
+
+def test_flow_runs_send_no_heartbeats_unless_the_user_asks(tmp_path: Path) -> None:
+    # Prefect's 180 s default makes the end of every flow run wait for its heartbeat thread's
+    # next 1 s sleep step; SW-EVAL's runs turn it off, and only inside the flow run.
+    changed = _run(_HEARTBEAT, tmp_path / "home")
+    assert (changed["SEEN"], changed["AFTER"]) == ("None", "180")
+
+
+def test_a_heartbeat_frequency_in_the_environment_wins(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
+    changed = _run(_HEARTBEAT, tmp_path / "home")
+    assert (changed["SEEN"], changed["AFTER"]) == ("60", "60")
+
+
+def test_sweval_run_calls_the_flow_inside_those_settings(monkeypatch) -> None:
+    import sweval.flows.sliding_window as sliding_window
+    import sweval.flows.startup as startup
+    from prefect.settings import get_current_settings
+    from sweval.flows import cli
+
+    seen: list[object] = []
+    monkeypatch.setattr(startup, "prepare_side_by_side", lambda cfg: None)
+    monkeypatch.setattr(sliding_window, "sliding_window_eval", lambda **kw: seen.append(
+        get_current_settings().flows.heartbeat_frequency))
+    cli._run_flow(None, rolling=False)  # type: ignore[arg-type]
+    assert seen == [None]
