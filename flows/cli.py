@@ -265,6 +265,7 @@ def ui(
         server_command,
         server_env,
     )
+    from sweval.flows.tracking.client import prepare_sqlite_store
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
@@ -275,6 +276,7 @@ def ui(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
         "stop with Ctrl-C"
     )
+    prepare_sqlite_store(uri)  # built whole before the server opens it
     announce_when_ready(uri, f"http://127.0.0.1:{port}", browser=browser,
                         say=lambda line: console.print(line, soft_wrap=True, highlight=False))
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group

@@ -253,11 +253,11 @@ def _start(
     import psutil
 
     from sweval.flows.processes import detach
+    from sweval.flows.tracking.client import prepare_sqlite_store
 
     logs = sweval_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    if store.startswith("sqlite:///"):
-        Path(store.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    prepare_sqlite_store(store)  # built whole before the server opens it
     started: list[tuple[Server, subprocess.Popen[bytes]]] = []
     try:
         for name, argv, env in _commands(prefect_port, mlflow_port, store):

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.flows.settings import default_tracking_uri, sweval_home
+
+_log = logging.getLogger(__name__)
 
 
 def resolve_uri(given: str | None = None) -> str:
@@ -65,9 +69,98 @@ def open_client(uri: str) -> Any:
     from mlflow import MlflowClient
 
     _quiet_mlflow_logging()
-    if uri.startswith("sqlite:///"):
-        Path(uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    prepare_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
+
+
+def prepare_sqlite_store(uri: str) -> None:
+    """Make sure the SQLite store of ``uri`` (if it is one) is whole before MLflow opens it.
+
+    MLflow builds a new store's schema with a long series of migrations that SQLite does not run
+    as one transaction (MLflow's ``_upgrade_db``: "not guaranteed to be transactional"): a
+    command stopped during them, such as Ctrl-C in a user's first run, left a store that every
+    later command refused (``table _alembic_tmp_... already exists``). So:
+
+    - a missing store is built in a temporary file beside it (``.<name>.<pid>.creating``) and
+      linked into place only once complete; if another process put one there meanwhile, that
+      one is kept (it was built the same way);
+    - a store left half-built by an earlier version (a leftover ``_alembic_tmp_`` table) with
+      no runs in it is moved aside to ``<name>.incomplete-<time>`` and built again; one that
+      holds runs is left alone and raises an error saying how to repair it.
+
+    Raises:
+        SwevalError: a half-built store that holds runs.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri.removeprefix("sqlite:///"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_size > 0:
+        leftovers, n_runs = _interrupted_migration(path)
+        if not leftovers:
+            return
+        if n_runs:
+            raise SwevalError(
+                f"the MLflow store {path} holds {n_runs} runs but a schema migration was "
+                f"stopped half-way (leftover table {leftovers[0]}). Back the file up, drop "
+                f"the leftover table(s) ({', '.join(leftovers)}) with sqlite3, then run "
+                f"`mlflow db upgrade {uri}`."
+            )
+        aside = path.with_name(f"{path.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(path, aside)
+        _log.warning("the MLflow store %s was left half-built by an interrupted first run "
+                     "(no runs in it): moved to %s and built again", path, aside.name)
+    _build_sqlite_store(path)
+
+
+def _interrupted_migration(path: Path) -> tuple[list[str], int]:
+    """The leftover tables of a stopped migration in the SQLite file ``path`` and how many runs
+    it holds (read-only; a file SQLite cannot read counts as whole: MLflow reports it)."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            leftovers = [name for (name,) in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name LIKE '\\_alembic\\_tmp\\_%' ESCAPE '\\'")]
+            if not leftovers:
+                return [], 0
+            try:
+                (n_runs,) = db.execute("SELECT COUNT(*) FROM runs").fetchone()
+            except sqlite3.OperationalError:  # no runs table yet
+                n_runs = 0
+            return leftovers, int(n_runs)
+    except sqlite3.Error:
+        return [], 0
+
+
+def _build_sqlite_store(path: Path) -> None:
+    """Build MLflow's schema in a temporary file beside ``path`` and link it into place."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    for stale in path.parent.glob(f".{path.name}.*.creating"):  # from builds that were killed
+        pid = stale.name.removeprefix(f".{path.name}.").removesuffix(".creating")
+        if not (pid.isdigit() and _alive(int(pid))):
+            stale.unlink(missing_ok=True)
+    building = path.with_name(f".{path.name}.{os.getpid()}.creating")
+    building.unlink(missing_ok=True)
+    try:
+        store = SqlAlchemyStore(f"sqlite:///{building}", str(path.parent / "mlartifacts"))
+        store.engine.dispose()
+        with contextlib.suppress(FileExistsError):  # another process built it meanwhile
+            os.link(building, path)
+    finally:
+        building.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _quiet_mlflow_logging() -> None:
