@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,15 @@ def prepare_sqlite_store(uri: str) -> None:
     """
     if not uri.startswith("sqlite:///"):
         return
-    path = Path(uri.removeprefix("sqlite:///"))
+    with _preparing:  # the preload thread and the flow may both open the store first
+        _prepare_sqlite_file(Path(uri.removeprefix("sqlite:///")), uri)
+
+
+#: One store preparation at a time in this process.
+_preparing = threading.Lock()
+
+
+def _prepare_sqlite_file(path: Path, uri: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.stat().st_size > 0:
         leftovers, n_runs = _interrupted_migration(path)
@@ -143,7 +152,7 @@ def _build_sqlite_store(path: Path) -> None:
         if not (pid.isdigit() and _alive(int(pid))):
             stale.unlink(missing_ok=True)
     building = path.with_name(f".{path.name}.{os.getpid()}.creating")
-    building.unlink(missing_ok=True)
+    building.unlink(missing_ok=True)  # an earlier process of the same pid's
     try:
         store = SqlAlchemyStore(f"sqlite:///{building}", str(path.parent / "mlartifacts"))
         store.engine.dispose()

@@ -108,3 +108,14 @@ def test_a_stale_temporary_file_of_a_dead_build_is_removed(tmp_path: Path) -> No
     mine.write_bytes(b"busy")
     prepare_sqlite_store(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert not stale.exists() and mine.exists() and (tmp_path / "mlflow.db").exists()
+
+
+def test_two_threads_opening_a_new_store_at_once_build_it_once(tmp_path: Path) -> None:
+    # sweval run's start-up thread and its flow may both be first to open the store
+    from concurrent.futures import ThreadPoolExecutor
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(prepare_sqlite_store, [uri, uri]))
+    _works(uri)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
