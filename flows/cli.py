@@ -257,7 +257,7 @@ def ui(
     """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1), on the run
     comparison chart of the latest evaluation."""
     from sweval.evaluators.config import EvalConfig
-    from sweval.flows.processes import run_server
+    from sweval.flows.processes import run_server, stop_handled
     from sweval.flows.tracking import (
         announce_when_ready,
         latest_comparison_url,
@@ -282,7 +282,7 @@ def ui(
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
         run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:
-        pass
+        stop_handled()  # the UI's normal end: exit 0
 
 
 @app.command()
@@ -345,16 +345,22 @@ def entry_point() -> None:
 
 def main() -> None:
     """Run the command line: user errors become one clear line and exit status 2 (3: a run
-    finished with failed units)."""
+    finished with failed units); a command stopped by a signal exits with 128 + its number."""
     apply_env_defaults()  # before any command imports Prefect
+    from sweval.flows.processes import received_signal
+
     try:
         status = app(standalone_mode=False)
     except SwevalError as exc:
+        if received_signal():  # a stop signal's exception, turned into another on its way out
+            _interrupted()
         console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         _interrupted()
     except Exception as exc:  # click's own usage errors
+        if received_signal():
+            _interrupted()
         exceptions = _click_exceptions()
         if isinstance(exc, exceptions.ClickException):
             exc.show()
@@ -364,7 +370,9 @@ def main() -> None:
         if isinstance(exc, typer.Abort):
             sys.exit(1)
         raise
-    if status == 130:  # typer turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) into Exit(130)
+    # typer turns a KeyboardInterrupt (Ctrl-C, SIGTERM, SIGHUP) into Exit(130); a stop signal
+    # whose exception some library caught let the command go on to its end: stopped all the same
+    if status == 130 or received_signal():
         _interrupted()
     if isinstance(status, int) and status:  # a command's typer.Exit(code) (`sweval status`: 1)
         sys.exit(status)

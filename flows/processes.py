@@ -25,7 +25,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from types import FrameType
 
@@ -57,9 +59,41 @@ def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
+def _redeliver_dropped_stop(unraisable: object) -> None:
+    """``sys.unraisablehook``: send a stop signal again when Python dropped its exception.
+
+    The handler raises :class:`Stopped` wherever the main thread is, and that can be inside a
+    finaliser or a weakref callback that the garbage collector happened to run (SQLAlchemy's
+    registry is one): Python then prints "Exception ignored" and goes on, and the command ran to
+    its end with status 0. The signal is sent again from a short-lived thread a moment later,
+    so that the handler runs again once the main thread is out of the callback (should it land
+    in another one, this repeats)."""
+    exc = getattr(unraisable, "exc_value", None)
+    if isinstance(exc, Stopped):
+        threading.Thread(target=_send_again, args=(exc.signum,),
+                         name="sweval-stop-again", daemon=True).start()
+        return
+    _previous_unraisablehook(unraisable)  # type: ignore[arg-type]
+
+
+_previous_unraisablehook = sys.unraisablehook
+
+
+def _send_again(signum: int) -> None:
+    time.sleep(0.01)  # past the finaliser: the main thread is inside it while this starts
+    os.kill(os.getpid(), signum)
+
+
 def received_signal() -> int | None:
     """The stop signal this process received, if any."""
     return _received
+
+
+def stop_handled() -> None:
+    """The command ended as it should on its stop signal (``sweval ui``): it exits with its own
+    status, not 128 + the signal's number."""
+    global _received
+    _received = None
 
 
 def stop_children_on_signals() -> None:
@@ -70,6 +104,7 @@ def stop_children_on_signals() -> None:
         return
     for signum in STOP_SIGNALS:
         signal.signal(signum, _raise_stopped)
+    sys.unraisablehook = _redeliver_dropped_stop
     atexit.register(stop_descendants)
     _installed = True
 

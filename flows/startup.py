@@ -33,6 +33,9 @@ from sweval.evaluators.config import EvalConfig
 _log = logging.getLogger(__name__)
 
 
+#: Seconds a stopped command still gives the temporary server's start-up thread (it polls the
+#: server's health for up to the start-up timeout, 120 s by default, under a loaded machine).
+STOPPED_JOIN_S = 1.0
 #: The thread of :func:`_preload` while it runs (see :func:`finish_preloading`).
 _preloading: threading.Thread | None = None
 
@@ -50,9 +53,10 @@ def prepare_side_by_side(config: EvalConfig) -> None:
         return
     try:
         _preload(config)
-    finally:
-        if server is not None:
-            server.join()
+    except BaseException:  # a stop signal: no waiting for the server to answer
+        server.join(STOPPED_JOIN_S)  # (the exit sweep stops its process)
+        raise
+    server.join()
 
 
 def _start_temporary_server() -> threading.Thread | None:

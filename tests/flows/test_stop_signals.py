@@ -1,0 +1,84 @@
+"""A stop signal is never lost: not inside a finaliser, not behind an exception it turned into.
+
+Each case runs in a fresh interpreter with SW-EVAL's handlers (``stop_children_on_signals``)
+and sends itself the signal at a chosen point, so the timing is exact.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+#: The signal arrives while the garbage collector runs a finaliser in the main thread (as
+#: SQLAlchemy's weakref callbacks ran when a run was stopped): Python drops the finaliser's
+#: exception, so the handler's Stopped never reached the command.
+IN_A_FINALISER = """
+import gc, os, signal, time
+from sweval.flows.processes import Stopped, stop_children_on_signals
+
+stop_children_on_signals()
+
+class Finalised:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs here, inside the finaliser
+            pass
+
+try:
+    cycle = Finalised()
+    cycle.me = cycle
+    del cycle
+    gc.collect()
+    time.sleep(10)
+    print("went on")
+except Stopped as stopped:
+    print("stopped by", stopped.signum)
+"""
+
+
+def test_a_signal_that_lands_in_a_finaliser_still_stops_the_command() -> None:
+    done = subprocess.run([sys.executable, "-c", IN_A_FINALISER], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.stdout.strip() == f"stopped by {int(signal.SIGTERM)}", done.stderr
+    assert "Exception ignored" not in done.stderr
+
+
+#: A command whose stop signal some library turned into another exception, or caught outright.
+COMMAND = """
+import os, signal, sys
+import typer
+from sweval.flows import cli
+from sweval.flows.processes import stop_children_on_signals
+
+stop_children_on_signals()
+app = typer.Typer()
+
+@app.command()
+def work(how: str) -> None:
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):
+            pass
+    except KeyboardInterrupt as exc:
+        if how == "converted":
+            raise RuntimeError("the event loop was closed") from exc
+        if how == "user-error":
+            from sweval.data.errors import SwevalError
+            raise SwevalError("cannot reach the Prefect API") from exc
+        # "caught": the library carries on
+
+cli.app = app
+sys.argv = ["sweval", sys.argv[1]]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("how", ["converted", "user-error", "caught"])
+def test_a_stopped_command_exits_with_128_plus_the_signal(how: str) -> None:
+    done = subprocess.run([sys.executable, "-c", COMMAND, how], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
+    assert "interrupted" in done.stdout + done.stderr
