@@ -200,10 +200,7 @@ def test_signals_reach_the_child_and_nothing_is_left(
     # the client killed outright: the warm process terminates its child
     client = warm.popen(*long_run, "--output", str(tmp_path / "kill"))
     child = warm.wait_for_child(1)
-    started = time.monotonic() + 60  # killed once the run is under way (its output exists):
-    while not (tmp_path / "kill").exists() and time.monotonic() < started:  # SIGTERM during
-        time.sleep(0.1)  # the temporary Prefect server's start can end in status 1 (noted)
-    time.sleep(1.0)
+    time.sleep(1.0)  # during the temporary Prefect server's start (exit status 1 there, once)
     client.kill()
     client.communicate(timeout=30)
     deadline = time.monotonic() + 60
