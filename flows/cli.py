@@ -378,12 +378,20 @@ def main() -> None:
         sys.exit(status)
 
 
+#: The commands that compute units: stopped, they resume where they were when rerun.
+RESUMABLE = frozenset({"run", "compare", "leakage", "gap"})
+
+
 def _interrupted() -> None:
-    """A command stopped by Ctrl-C, SIGTERM or SIGHUP (:mod:`flows.processes`): say how to
-    resume, exit with 128 + the signal's number (130, 143, 129)."""
+    """A command stopped by Ctrl-C, SIGTERM or SIGHUP (:mod:`flows.processes`): say so (and, for
+    an evaluation, how to resume), exit with 128 + the signal's number (130, 143, 129)."""
     from sweval.flows.processes import received_signal
 
-    console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
+    command = next((arg for arg in sys.argv[1:] if not arg.startswith("-")), None)
+    if command in RESUMABLE:
+        console.print("[yellow]interrupted[/yellow]: finished units are saved; rerun to resume.")
+    else:
+        console.print("[yellow]interrupted[/yellow]")
     sys.exit(128 + (received_signal() or 2))
 
 

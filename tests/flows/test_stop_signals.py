@@ -82,3 +82,4 @@ def test_a_stopped_command_exits_with_128_plus_the_signal(how: str) -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
     assert "interrupted" in done.stdout + done.stderr
+    assert "rerun to resume" not in done.stdout + done.stderr  # not an evaluation: nothing to resume
