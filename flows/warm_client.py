@@ -122,14 +122,32 @@ def identity(paths: list[str] | None = None) -> dict[str, object]:
             "baked_env": baked_env(os.environ)}
 
 
-def mismatch(hello: dict[str, object]) -> str | None:
-    """Why the warm process that said ``hello`` cannot run this process's command (the first
-    difference found), or None when it can."""
-    mine = identity()
-    for key in ("protocol", "executable", "flags", "sys_path", "baked_env", "fingerprint"):
+#: What each field of the identity says when it differs, in words.
+MISMATCH_WORDS = {"protocol": "another protocol version", "executable": "another Python",
+                  "flags": "other interpreter flags", "sys_path": "another sys.path",
+                  "baked_env": "another environment", "fingerprint":
+                  "the source changed since it started (SW-EVAL or an installed package)"}
+
+
+def mismatch(hello: dict[str, object], mine: dict[str, object] | None = None) -> str | None:
+    """Why the warm process that said ``hello`` cannot run the command of a process whose
+    identity is ``mine`` (default: this one's): the first differing field, or None."""
+    mine = identity() if mine is None else mine
+    for key in MISMATCH_WORDS:
         if hello.get(key) != mine[key]:
             return key
     return None
+
+
+def explain_mismatch(key: str, hello: dict[str, object], mine: dict[str, object]) -> str:
+    """The difference ``key`` between ``hello`` and ``mine`` in words (for the environment,
+    the variables that differ)."""
+    if key != "baked_env":
+        return MISMATCH_WORDS[key]
+    theirs, ours = hello.get("baked_env") or {}, mine["baked_env"]
+    assert isinstance(theirs, dict) and isinstance(ours, dict)
+    names = sorted(n for n in set(theirs) | set(ours) if theirs.get(n) != ours.get(n))
+    return f"another environment: {', '.join(names[:3])}{', ...' if len(names) > 3 else ''}"
 
 
 # -- messages: 4-byte big-endian length, then UTF-8 JSON ----------------------------------------
@@ -206,8 +224,13 @@ def run_in_warm_process(argv: list[str]) -> int | None:
     try:
         sock.settimeout(HANDSHAKE_TIMEOUT_S)
         sock.connect(socket_path())
-        if mismatch(recv_message(sock)) is not None:
+        hello, mine = recv_message(sock), identity()
+        why = mismatch(hello, mine)
+        if why is not None:
             sock.close()
+            sys.stderr.write(f"note: not run in `sweval up`'s warm process "
+                             f"({explain_mismatch(why, hello, mine)}; `sweval up` from this "
+                             "shell restarts it): starting in this process\n")
             return None
         umask = os.umask(0)
         os.umask(umask)

@@ -74,14 +74,8 @@ def stale_reason(greeting: dict[str, object]) -> str | None:
     """Why the warm process that said ``greeting`` would not run this installation's commands,
     in words, or None when it would."""
     mine = warm_client.identity(client_sys_path())
-    words = {"protocol": "another protocol version", "executable": "another Python",
-             "flags": "other interpreter flags", "sys_path": "another sys.path",
-             "baked_env": "another environment (see `sweval up --help`)",
-             "fingerprint": "the source changed since it started"}
-    for key, why in words.items():
-        if greeting.get(key) != mine[key]:
-            return why
-    return None
+    key = warm_client.mismatch(greeting, mine)
+    return None if key is None else warm_client.explain_mismatch(key, greeting, mine)
 
 
 def _alive(server: Server) -> bool:

@@ -162,6 +162,8 @@ def test_a_stale_or_different_warm_process_is_not_used(warm: Warm, tmp_path: Pat
     other = warm.sweval(*missing, OPENBLAS_NUM_THREADS="3")
     assert other.returncode == 2 and "missing.csv" in other.stderr
     assert warm.children() == []
+    assert "not run in `sweval up`'s warm process (another environment: OPENBLAS_NUM_THREADS;" \
+        in other.stderr  # and the user is told why
     # a source file edited after the warm process started: in-process too, and status says why
     source = REPO / "flows" / "gap.py"
     before = source.stat()
@@ -170,6 +172,7 @@ def test_a_stale_or_different_warm_process_is_not_used(warm: Warm, tmp_path: Pat
         edited = warm.sweval(*missing)
         assert edited.returncode == 2 and "missing.csv" in edited.stderr
         assert warm.children() == []
+        assert "(the source changed since it started" in edited.stderr
         status = warm.sweval("status")
         assert "source changed" in status.stdout, status.stdout
     finally:
@@ -177,6 +180,7 @@ def test_a_stale_or_different_warm_process_is_not_used(warm: Warm, tmp_path: Pat
     # the same source again: the warm process runs it
     again = warm.sweval(*missing)
     assert again.returncode == 2 and [w for _, w in warm.children()][-1] == "exit status 2"
+    assert "warm process" not in again.stderr
 
 
 @pytest.mark.slow
