@@ -13,7 +13,8 @@ scipy.stats, matplotlib and the CLI before it computes anything. This process pa
                   thread) or a CUDA library is loaded (a CUDA context does not survive a fork);
                   native pools (OpenBLAS in numpy and scipy, jemalloc in pyarrow) are
                   fork-aware: they re-create their threads in the child when needed
-                  numba's cached kernels loaded (cache hits only: nothing compiles here)
+                  numba's cached kernels loaded (cache hits only: nothing compiles here);
+                  the built-in algorithms' code versions hashed (evaluators.units)
                   gc.freeze(); bind $SWEVAL_HOME/warm.sock (0600, via an atomic rename)
     loop          one thread, a selector: the listening socket, every client connection, and a
                   wakeup pipe written on SIGCHLD, SIGTERM, SIGINT, SIGHUP
@@ -193,9 +194,22 @@ def _import_everything() -> int:
         names = ", ".join(t.name for t in threading.enumerate())
         raise SystemExit(f"warm process: the imports started threads ({names}): cannot fork")
     kernels = _load_cached_kernels()
+    _hash_code_versions()
     gc.collect()
     gc.freeze()  # the children's collections skip (and so do not copy) the imported objects
     return kernels
+
+
+def _hash_code_versions() -> None:
+    """Hash the code of every built-in algorithm's units (``evaluators.units.code_version``,
+    cached per process): a child's plan takes them from the cache instead of parsing about
+    twelve modules again (about 40 ms a command). A child runs only while the source is the one
+    hashed here (the client compares the source fingerprint)."""
+    from sweval.algorithms.registry import ALGORITHMS
+    from sweval.evaluators.units import code_version
+
+    for name in ALGORITHMS:
+        code_version(name)
 
 
 def _load_cached_kernels() -> int:
