@@ -257,10 +257,11 @@ def _start(
 
     logs = sweval_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    prepare_sqlite_store(store)  # built whole before the server opens it
     started: list[tuple[Server, subprocess.Popen[bytes]]] = []
     try:
         for name, argv, env in _commands(prefect_port, mlflow_port, store):
+            if name == "mlflow":  # built whole before its server opens it (while Prefect's starts)
+                prepare_sqlite_store(store)
             port = prefect_port if name == "prefect" else mlflow_port
             log = logs / f"{name}-server.log"
             with open(log, "wb") as out:
