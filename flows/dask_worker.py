@@ -7,12 +7,37 @@ For a cluster of your own, the same warm-up is ``dask worker ... --preload sweva
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+#: The start of distributed's message for a heartbeat that did not reach the scheduler.
+HEARTBEAT_FAILED = "Failed to communicate with scheduler during heartbeat"
+
+
+class HeartbeatFailureInOneLine(logging.Filter):
+    """A failed heartbeat as one warning line instead of an error with a traceback.
+
+    distributed logs a heartbeat whose connection to the scheduler fails (``OSError``) with a
+    traceback, and the worker goes on (the next heartbeat follows). On a loaded 2-core machine
+    this was seen at the very end of a Dask run that finished well (the stream to the scheduler
+    closed while the local cluster was closing): a traceback on the user's terminal for
+    nothing. The record keeps its message and the error, as one warning line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith(HEARTBEAT_FAILED):
+            reason = record.exc_info[1] if record.exc_info else None
+            record.msg, record.args = f"{HEARTBEAT_FAILED}: %s", (reason,)
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
 
 
 def dask_setup(worker: Any) -> None:
     """Import what a fold task runs: the flow module (Prefect, the evaluation engine), the
     algorithm registry and the compiled kernels' module (numba; the kernels themselves load
-    from numba's disk cache on first use)."""
+    from numba's disk cache on first use); log failed heartbeats in one line
+    (:class:`HeartbeatFailureInOneLine`)."""
     import sweval.algorithms.ranking_kernels  # noqa: F401
     import sweval.flows.sliding_window  # noqa: F401
+
+    logging.getLogger("distributed.worker").addFilter(HeartbeatFailureInOneLine())

@@ -119,3 +119,27 @@ def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch) -> None
     with pytest.raises(SwevalError, match="did not start: no ports left"):
         local.task_runner()
     local.close()  # nothing to close, and no error
+
+
+def test_a_failed_heartbeat_is_one_warning_line_without_a_traceback() -> None:
+    import io
+    import logging
+
+    from sweval.flows.dask_worker import HeartbeatFailureInOneLine
+
+    logger = logging.getLogger("test.distributed.worker")
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger.addHandler(handler)
+    logger.addFilter(HeartbeatFailureInOneLine())
+    try:
+        try:
+            raise OSError("Stream is closed")
+        except OSError:
+            logger.exception("Failed to communicate with scheduler during heartbeat.")
+            logger.exception("Some other failure.")
+    finally:
+        logger.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "Failed to communicate with scheduler during heartbeat: Stream is closed"
+    assert lines[1] == "Some other failure." and lines[2] == "Traceback (most recent call last):"
