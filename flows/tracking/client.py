@@ -94,8 +94,11 @@ def prepare_sqlite_store(uri: str) -> None:
     """
     if not uri.startswith("sqlite:///"):
         return
+    database = uri.removeprefix("sqlite:///").split("?", 1)[0]  # no query (?timeout=...)
+    if database in ("", ":memory:"):
+        return
     with _preparing:  # the preload thread and the flow may both open the store first
-        _prepare_sqlite_file(Path(uri.removeprefix("sqlite:///")), uri)
+        _prepare_sqlite_file(Path(database), uri)
 
 
 #: One store preparation at a time in this process.

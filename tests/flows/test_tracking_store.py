@@ -119,3 +119,15 @@ def test_two_threads_opening_a_new_store_at_once_build_it_once(tmp_path: Path) -
         list(pool.map(prepare_sqlite_store, [uri, uri]))
     _works(uri)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+
+
+def test_a_query_in_the_uri_names_the_same_file_and_memory_stores_are_left_to_mlflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}?timeout=20"
+    prepare_sqlite_store(uri)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+    _works(uri)
+    monkeypatch.chdir(tmp_path)
+    prepare_sqlite_store("sqlite:///:memory:")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]  # no file ":memory:"
