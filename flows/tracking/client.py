@@ -159,8 +159,13 @@ def _build_sqlite_store(path: Path) -> None:
     try:
         store = SqlAlchemyStore(f"sqlite:///{building}", str(path.parent / "mlartifacts"))
         store.engine.dispose()
-        with contextlib.suppress(FileExistsError):  # another process built it meanwhile
+        try:
             os.link(building, path)
+        except FileExistsError:  # another process built it meanwhile: theirs is as whole
+            pass
+        except OSError:  # a file system without hard links: a rename (last one wins)
+            if not path.exists():
+                os.replace(building, path)
     finally:
         building.unlink(missing_ok=True)
 

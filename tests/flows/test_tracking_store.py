@@ -131,3 +131,16 @@ def test_a_query_in_the_uri_names_the_same_file_and_memory_stores_are_left_to_ml
     monkeypatch.chdir(tmp_path)
     prepare_sqlite_store("sqlite:///:memory:")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]  # no file ":memory:"
+
+
+def test_a_file_system_without_hard_links_gets_the_store_by_a_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_links(_source: object, _target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    prepare_sqlite_store(uri)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
+    _works(uri)
