@@ -105,10 +105,9 @@ def test_a_heartbeat_frequency_in_the_environment_wins(tmp_path: Path, monkeypat
 
 
 def test_sweval_run_calls_the_flow_inside_those_settings(monkeypatch) -> None:
-    import sweval.flows.sliding_window as sliding_window
-    import sweval.flows.startup as startup
     from prefect.settings import get_current_settings
-    from sweval.flows import cli
+
+    from sweval.flows import cli, sliding_window, startup
 
     seen: list[object] = []
     monkeypatch.setattr(startup, "prepare_side_by_side", lambda cfg: None)

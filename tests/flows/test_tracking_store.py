@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from sweval.data.errors import SwevalError
 from sweval.flows.tracking.client import open_client, prepare_sqlite_store
 
