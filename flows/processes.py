@@ -15,13 +15,16 @@ left running. Here::
 ``mlflow server`` runs in a process group of its own (:func:`run_server`), stopped as a group:
 its workers are in it even when their parent died first. (Prefect's runner in ``sweval serve``
 installs its own SIGTERM handler, which stops the runner and exits; the exit sweep then stops
-its flow-run processes.) Only SIGKILL, which no process can catch, still leaves children behind.
+its flow-run processes.) SIGKILL cannot be caught: the servers a command starts (Prefect's
+temporary server, ``sweval ui``'s MLflow server) each get a guard process that stops them once the
+command is gone (:func:`stop_with_this_process`); local Dask workers watch their parent themselves.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -32,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from types import FrameType
 
 import psutil
+
+_log = logging.getLogger(__name__)
 
 #: The signals that stop a command (and with it everything it started).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -161,6 +166,60 @@ def terminate_then_kill(processes: list[psutil.Process], grace_s: float) -> list
     return [process.pid for process in processes]
 
 
+#: The guard of :func:`stop_with_this_process`: waits until the watched process is gone (pid
+#: and start time: a reused pid is another process), then stops the target if it still runs:
+#: its whole process group when it leads one (a server started in a session of its own).
+_GUARD = """
+import os, signal, sys, time
+import psutil
+try:
+    watched, target = psutil.Process(int(sys.argv[1])), psutil.Process(int(sys.argv[2]))
+    group = os.getpgid(target.pid) == target.pid
+except (psutil.Error, OSError):
+    sys.exit()
+while watched.is_running() and target.is_running():
+    time.sleep(0.5)
+
+def send(signum):
+    try:
+        if group:
+            os.killpg(target.pid, signum)
+        elif target.is_running():
+            target.send_signal(signum)
+    except (psutil.Error, OSError):
+        pass
+
+if target.is_running() and not watched.is_running():
+    send(signal.SIGTERM)
+    try:
+        target.wait(float(sys.argv[3]))
+    except psutil.TimeoutExpired:
+        send(signal.SIGKILL)
+    except psutil.Error:
+        pass
+"""
+
+
+def stop_with_this_process(pid: int, grace_s: float = GRACE_S) -> None:
+    """Make sure the child ``pid`` stops when this process does, even by SIGKILL.
+
+    SIGTERM, SIGINT and SIGHUP unwind a command and its exit stops what it started; SIGKILL
+    (``kill -9``, the kernel's out-of-memory killer) ends it at once, and a server it started
+    (Prefect's temporary API server: a ``uvicorn`` of about 200 MB) ran on, forever. A small
+    guard process, in a session of its own, watches this process and stops ``pid`` (its
+    process group when it leads one; SIGTERM, SIGKILL after ``grace_s``) once this one is
+    gone; it exits with ``pid``. A guard that cannot start is only logged: the normal exit
+    stops ``pid`` as before."""
+    try:
+        subprocess.Popen(
+            [sys.executable, "-c", _GUARD, str(os.getpid()), str(pid), str(grace_s)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True,
+        )
+    except OSError as exc:
+        _log.debug("no guard for process %d: %s", pid, exc)
+
+
 def stop_group(process: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
     """Stop ``process`` (the leader of its own process group) and everything it started: the
     tree as it is now and the whole group get SIGTERM, then SIGKILL after ``grace_s``."""
@@ -186,6 +245,7 @@ def run_server(argv: Sequence[str], env: Mapping[str, str]) -> int:
         The server's exit status when it ended by itself.
     """
     process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+    stop_with_this_process(process.pid)  # its group too, should this process be SIGKILLed
     try:
         return process.wait()
     finally:

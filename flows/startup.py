@@ -69,11 +69,17 @@ def _start_temporary_server() -> threading.Thread | None:
         return None
     from prefect.server.api.server import SubprocessASGIServer
 
+    from sweval.flows.processes import stop_with_this_process
+
     def start() -> None:
         try:
-            SubprocessASGIServer().start()
+            server = SubprocessASGIServer()
+            server.start()
         except Exception as exc:  # noqa: BLE001  (the flow's client retries and raises)
             _log.debug("start-up: the temporary Prefect server did not start early: %s", exc)
+            return
+        if server.server_process is not None:  # stopped with this process, even by SIGKILL
+            stop_with_this_process(server.server_process.pid)
 
     thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
     thread.start()

@@ -196,6 +196,47 @@ def test_run_stops_its_temporary_prefect_server(signum: int, tmp_path: Path) -> 
     assert "interrupted: finished units are saved; rerun to resume." in log.read_text()
 
 
+def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) -> None:
+    """SIGKILL (``kill -9``, the out-of-memory killer) cannot be caught: the temporary server's
+    guard stops it once `sweval run` is gone (flows.processes.stop_with_this_process)."""
+    args = ["run", "--scale", "0.05", "--folds", "3", "--algorithms", "pop,item-knn",
+            "--output", str(tmp_path / "out"), "--no-tracking", "--no-progress"]
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        def server_and_guard() -> bool:
+            commands = [" ".join(p.cmdline()) for p in tree(process.pid)
+                        if p.is_running()]
+            return (any("create_app" in c for c in commands)
+                    and any("psutil.Process(int(sys.argv[1]))" in c for c in commands))
+
+        wait_for(server_and_guard, process, log, "the temporary server and its guard started")
+        before = tree(process.pid)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while (alive(before) or marked(marker)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(before) == [], "left behind after SIGKILL"
+        assert [p.pid for p in marked(marker)] == []
+
+
+def test_ui_killed_outright_leaves_no_mlflow_server(tmp_path: Path) -> None:
+    """The same for `sweval ui`: its guard stops the MLflow server's whole process group."""
+    port = _free_port()
+    args = ["ui", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--port", str(port),
+            "--no-browser"]
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        wait_for(lambda: len(tree(process.pid)) >= 4, process, log,
+                 "serving (MLflow's 3 processes and the guard)")
+        before = tree(process.pid)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while (alive(before) or marked(marker)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert alive(before) == [], "left behind after SIGKILL"
+        assert [p.pid for p in marked(marker)] == []
+
+
 # ------------------------------------------------------------------------ the exit sweep itself
 _TRACKER_SCRIPT = """
 import json, subprocess, sys, time
