@@ -54,16 +54,21 @@ def owner_record() -> dict[str, Any]:
     }
 
 
-def describe_owner(path: Path) -> str:
-    """The holder of the lock file ``path`` in words (as much as its record says)."""
-    try:
-        owner = json.loads(path.read_text(encoding="utf-8"))
-        return (
-            f"pid {owner['pid']} on host {owner['host']}, started {owner['started']} "
-            f"({owner['command']})"
-        )
-    except (OSError, ValueError, KeyError, TypeError):
-        return "a process that has not described itself yet"
+def describe_owner(path: Path, wait_s: float = 1.0) -> str:
+    """The holder of the lock file ``path`` in words (as much as its record says). A holder
+    writes its record just after taking the lock: one that has not yet is given ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            owner = json.loads(path.read_text(encoding="utf-8"))
+            return (
+                f"pid {owner['pid']} on host {owner['host']}, started {owner['started']} "
+                f"({owner['command']})"
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return "a process that has not described itself yet"
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
