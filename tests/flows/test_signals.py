@@ -104,6 +104,24 @@ def tree(pid: int) -> list[psutil.Process]:
     return []
 
 
+def assert_nothing_left(before: list[psutil.Process], marker: str, signum: int,
+                        timeout_s: float) -> None:
+    """Within ``timeout_s``, no process of ``before`` nor any marked one may be left."""
+    deadline = time.monotonic() + timeout_s
+    while (alive(before) or marked(marker)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert alive(before) == [], f"left behind after {signal.Signals(signum).name}"
+    assert [p.pid for p in marked(marker)] == []
+
+
+def kill_outright_and_check(process: subprocess.Popen[bytes], marker: str) -> None:
+    """SIGKILL the sweval process alone (nothing of it can run); its guards must stop the rest."""
+    before = tree(process.pid)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert_nothing_left(before, marker, signal.SIGKILL, timeout_s=30)
+
+
 def stop_and_check(process: subprocess.Popen[bytes], marker: str, log: Path, signum: int) -> int:
     """Signal the sweval process alone; then nothing it started may be left."""
     before = tree(process.pid)
@@ -113,11 +131,8 @@ def stop_and_check(process: subprocess.Popen[bytes], marker: str, log: Path, sig
     except subprocess.TimeoutExpired:
         pytest.fail(f"sweval did not exit on {signal.Signals(signum).name}:\n"
                     f"{log.read_text()[-3000:]}")
-    deadline = time.monotonic() + 20  # children get SIGTERM, then SIGKILL after a grace
-    while (alive(before) or marked(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert alive(before) == [], f"left behind after {signal.Signals(signum).name}"
-    assert [p.pid for p in marked(marker)] == []
+    # children get SIGTERM, then SIGKILL after a grace
+    assert_nothing_left(before, marker, signum, timeout_s=20)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
     return status
 
@@ -209,14 +224,7 @@ def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) 
                     and any("psutil.Process(int(sys.argv[1]))" in c for c in commands))
 
         wait_for(server_and_guard, process, log, "the temporary server and its guard started")
-        before = tree(process.pid)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while (alive(before) or marked(marker)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert alive(before) == [], "left behind after SIGKILL"
-        assert [p.pid for p in marked(marker)] == []
+        kill_outright_and_check(process, marker)
 
 
 def test_ui_killed_outright_leaves_no_mlflow_server(tmp_path: Path) -> None:
@@ -227,14 +235,7 @@ def test_ui_killed_outright_leaves_no_mlflow_server(tmp_path: Path) -> None:
     with sweval_command(args, tmp_path) as (process, marker, log):
         wait_for(lambda: len(tree(process.pid)) >= 4, process, log,
                  "serving (MLflow's 3 processes and the guard)")
-        before = tree(process.pid)
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while (alive(before) or marked(marker)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert alive(before) == [], "left behind after SIGKILL"
-        assert [p.pid for p in marked(marker)] == []
+        kill_outright_and_check(process, marker)
 
 
 # ------------------------------------------------------------------------ the exit sweep itself
