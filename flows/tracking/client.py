@@ -148,16 +148,18 @@ def _interrupted_migration(path: Path) -> tuple[list[str], int]:
 
 def _build_sqlite_store(path: Path) -> None:
     """Build MLflow's schema in a temporary file beside ``path`` and link it into place."""
+    import psutil
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
     for stale in path.parent.glob(f".{path.name}.*.creating"):  # from builds that were killed
         pid = stale.name.removeprefix(f".{path.name}.").removesuffix(".creating")
-        if not (pid.isdigit() and _alive(int(pid))):
+        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
             stale.unlink(missing_ok=True)
     building = path.with_name(f".{path.name}.{os.getpid()}.creating")
     building.unlink(missing_ok=True)  # an earlier process of the same pid's
     try:
-        store = SqlAlchemyStore(f"sqlite:///{building}", str(path.parent / "mlartifacts"))
+        artifacts = artifact_root(f"sqlite:///{path}")  # experiment 0's, as for any other
+        store = SqlAlchemyStore(f"sqlite:///{building}", str(artifacts))
         store.engine.dispose()
         try:
             os.link(building, path)
@@ -168,16 +170,6 @@ def _build_sqlite_store(path: Path) -> None:
                 os.replace(building, path)
     finally:
         building.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _quiet_mlflow_logging() -> None:
