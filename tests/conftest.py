@@ -2,7 +2,9 @@
 
 No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
 temporary directory for the session, set before anything imports Prefect or MLflow (this file
-is loaded before every other conftest.py). Then, like every entry point,
+is loaded before every other conftest.py; the other session directories are made inside it by
+:func:`sweval_testing.session_directory`). A session that passes removes it; one that fails keeps it and says
+where, for inspection. Then, like every entry point,
 :func:`flows.settings.apply_env_defaults` (importing ``sweval.flows`` sets nothing): the Prefect
 server gets the 120 s start timeout measured as necessary on 2-core machines, and no analytics.
 """
@@ -10,6 +12,7 @@ server gets the 120 s start timeout measured as necessary on 2-core machines, an
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +33,20 @@ import pytest  # noqa: E402
 
 #: Seed of the ``rng`` fixture: every test that asks for random data gets the same data each run.
 RNG_SEED = 0
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the session's home after a passing run (every server and fixture stopped by then);
+    keep it after a failure, for its logs, stores and outputs."""
+    failed = getattr(config, "_sweval_failed", True)
+    if failed:
+        print(f"\nsweval tests: the session's files are kept in {_HOME}")
+    else:
+        shutil.rmtree(_HOME, ignore_errors=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._sweval_failed = exitstatus not in (0, 5)  # 5: no tests collected
 
 
 @pytest.fixture

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -11,11 +13,18 @@ import scipy.sparse as sp
 
 from sweval.data.log import InteractionLog
 
+
 REPO = Path(__file__).resolve().parents[1]
 #: The finished units of a unit store (evaluators/store.py: <2 hex>/<key>/unit.json).
 UNITS_GLOB = "*/*/unit.json"
 DAY = 86_400
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+
+
+def session_directory(prefix: str) -> Path:
+    """A new directory for this test session inside its temporary home (``tests/conftest.py``
+    sets ``SWEVAL_HOME`` in it), so that it goes when a passing session removes the home."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=Path(os.environ["SWEVAL_HOME"]).parent))
 
 
 def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "timestamp"), **kw) -> InteractionLog:

@@ -8,7 +8,6 @@ Only tests under ``tests/flows/`` start the Prefect harness (about 20 s); its en
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,11 @@ from typing import Any
 import pandas as pd
 import pytest
 from flow_logs import log_frame
-from sweval_testing import DAY, T0
+from sweval_testing import DAY, T0, session_directory
 
 from sweval.evaluators.config import EvalConfig
 
-_SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-flow-tests-"))
+_SESSION_DIR = session_directory("flow-tests-")
 
 
 @pytest.fixture(scope="session", autouse=True)

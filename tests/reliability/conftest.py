@@ -7,12 +7,12 @@ collection ends, so that its start (10-20 s, mostly imports) overlaps the catalo
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import pytest
+from sweval_testing import session_directory
 
-_SESSION_DIR = Path(tempfile.mkdtemp(prefix="sweval-reliability-"))
+_SESSION_DIR = session_directory("reliability-")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
