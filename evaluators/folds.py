@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
 from sweval.algorithms.base import TrainData
@@ -125,8 +126,8 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
     # first_position[u]: position of u's first transaction; a user has training history in an
     # expanding window ending at position p iff first_position[u] < p.
     first_position = np.full(log.n_users, len(log), dtype=np.int64)
-    codes, first = np.unique(log.user, return_index=True)
-    first_position[codes] = first
+    first = np.flatnonzero(~pd.Series(log.user, copy=False).duplicated(keep="first").to_numpy())
+    first_position[log.user[first]] = first
     folds = []
     for index, (t_start, t_end) in enumerate(bounds):
         test_lo, test_hi = log.position(t_start), log.position(t_end)
