@@ -268,9 +268,7 @@ def _merge(a_indptr, a_indices, a_counts, b_indptr, b_indices, b_counts):
                     q += 1
                 z += 1
         indptr[r + 1] = z
-    if z < bound:  # columns in both: the arrays are a little shorter
-        return indptr, indices[:z].copy(), counts[:z].copy()
-    return indptr, indices, counts
+    return indptr, indices[:z], counts[:z]  # shorter where a column was in both
 
 
 @njit(cache=True, nogil=True)
@@ -287,16 +285,24 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
     counts = np.zeros(n_cols, dtype=np.int32)
     touched = np.empty(n_cols, dtype=np.int64)
     lengths = np.zeros(hi - lo, dtype=np.int64)
-    out_indices = np.empty(max(16, 64 * (hi - lo)), dtype=np.int32)
-    out_counts = np.empty(len(out_indices), dtype=np.int32)
-    starts = np.empty(16, dtype=np.int64)  # the bounds of one item's users' rows
-    ends = np.empty(16, dtype=np.int64)
+    # room for the rows' entries, at most min(n_cols - 1, their users' other items) each:
+    # allocated once (the pages past the rows' end are never written, so never mapped)
+    bound = 0
+    widest = 16
+    for j in range(lo, hi):
+        visits = 0
+        for p in range(item_indptr[j], item_indptr[j + 1]):
+            u = item_users[p]
+            visits += user_indptr[u + 1] - user_indptr[u] - 1
+        bound += min(n_cols - 1, visits)
+        widest = max(widest, item_indptr[j + 1] - item_indptr[j])
+    out_indices = np.empty(bound, dtype=np.int32)
+    out_counts = np.empty(bound, dtype=np.int32)
+    starts = np.empty(widest, dtype=np.int64)  # the bounds of one item's users' rows
+    ends = np.empty(widest, dtype=np.int64)
     z = 0
     for j in range(lo, hi):
         n_users = item_indptr[j + 1] - item_indptr[j]
-        if n_users > len(starts):
-            starts = np.empty(2 * n_users, dtype=np.int64)
-            ends = np.empty(2 * n_users, dtype=np.int64)
         for p in range(n_users):  # looked up first: the reads of several rows in flight
             u = item_users[item_indptr[j] + p]
             starts[p] = user_indptr[u]
@@ -309,13 +315,6 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
                 m += counts[s] == 0
                 counts[s] += 1
         counts[j] = 0  # the diagonal is left out
-        if z + m > len(out_indices):
-            grown = max(2 * len(out_indices), z + m)
-            more_indices = np.empty(grown, dtype=np.int32)
-            more_indices[:z] = out_indices[:z]
-            more_counts = np.empty(grown, dtype=np.int32)
-            more_counts[:z] = out_counts[:z]
-            out_indices, out_counts = more_indices, more_counts
         start = z
         if 8 * m > n_cols:
             for s in range(n_cols):
@@ -334,4 +333,4 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
                 z += c > 0  # j itself (count reset to 0) is skipped
                 counts[s] = 0
         lengths[j - lo] = z - start
-    return lengths, out_indices[:z].copy(), out_counts[:z].copy()
+    return lengths, out_indices[:z], out_counts[:z]
