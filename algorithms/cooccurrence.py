@@ -283,10 +283,11 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
     """
     n_cols = len(item_indptr) - 1
     counts = np.zeros(n_cols, dtype=np.int32)
-    touched = np.empty(n_cols, dtype=np.int64)
+    touched = np.empty(n_cols + 1, dtype=np.int64)  # + 1: the branch-free store past the last
     lengths = np.zeros(hi - lo, dtype=np.int64)
-    # room for the rows' entries, at most min(n_cols - 1, their users' other items) each:
-    # allocated once (the pages past the rows' end are never written, so never mapped)
+    # room for the rows' entries, at most min(n_cols - 1, their users' other items) each,
+    # plus one slot: the branch-free read-back below stores one entry past a row's last before
+    # it is dropped. Allocated once (pages past what is written are never mapped).
     bound = 0
     widest = 16
     for j in range(lo, hi):
@@ -296,8 +297,8 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
             visits += user_indptr[u + 1] - user_indptr[u] - 1
         bound += min(n_cols - 1, visits)
         widest = max(widest, item_indptr[j + 1] - item_indptr[j])
-    out_indices = np.empty(bound, dtype=np.int32)
-    out_counts = np.empty(bound, dtype=np.int32)
+    out_indices = np.empty(bound + 1, dtype=np.int32)
+    out_counts = np.empty(bound + 1, dtype=np.int32)
     starts = np.empty(widest, dtype=np.int64)  # the bounds of one item's users' rows
     ends = np.empty(widest, dtype=np.int64)
     z = 0
