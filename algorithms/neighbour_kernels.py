@@ -580,7 +580,7 @@ def ranked_cosine_neighbours(
     n_rows = len(rows)
     n_cols = len(order)
     counts = np.zeros(n_cols, dtype=counter.dtype)
-    touched = np.empty(n_cols, dtype=np.int32)
+    touched = np.empty(n_cols + 1, dtype=np.int32)  # +1: the branch-free writes below
     touched_counts = np.empty(n_cols, dtype=counter.dtype)
     buckets = np.empty(n_cols, dtype=np.int32)
     longest = 0

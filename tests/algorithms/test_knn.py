@@ -93,6 +93,30 @@ def test_user_knn_matches_dense_reference(lib, n_neighbors, weighting):
         np.testing.assert_array_equal(model.recommend(rows, k), expected, err_msg=f"{seed=}")
 
 
+@pytest.mark.parametrize("density", [1.0, 0.9, 0.5])
+def test_neighbour_kernels_stay_in_their_buffers(lib, monkeypatch, density):
+    """The kernels' branch-free stores write one slot past what they keep; run as plain Python
+    (numpy checks every index, compiled numba does not), on matrices where a user or item
+    overlaps every other one, they give the compiled lists and no IndexError."""
+    from sweval.algorithms import neighbour_kernels
+
+    rng = np.random.default_rng(7)
+    cases = [np.ones(shape, dtype=bool) for shape in [(1, 3), (4, 5), (3, 1)]]
+    cases += [lib.random_binary(rng, int(rng.integers(2, 8)), int(rng.integers(2, 8)), density)
+              for _ in range(12)]
+    models = [ItemKNN(n_neighbors=2), ItemKNN(n_neighbors=0), UserKNN(n_neighbors=2),
+              UserKNN(n_neighbors=0)]
+    compiled = [[type(m)(**m.config.model_dump()).fit(lib.train_from_dense(d))
+                 .recommend(np.arange(d.shape[0]), 3) for m in models] for d in cases]
+    for name in ("cosine_neighbours", "ranked_cosine_neighbours"):
+        monkeypatch.setattr(neighbour_kernels, name, getattr(neighbour_kernels, name).py_func)
+    for dense, expected in zip(cases, compiled, strict=True):
+        train = lib.train_from_dense(dense)
+        for model, lists in zip(models, expected, strict=True):
+            got = type(model)(**model.config.model_dump()).fit(train)
+            np.testing.assert_array_equal(got.recommend(np.arange(train.n_users), 3), lists)
+
+
 def test_item_knn_pruning_ties_by_item_id(lib):
     # Item 0 has the same cosine 1/sqrt(3) with items 1, 2 and 3: n=2 keeps 1 and 2.
     dense = np.zeros((3, 4), dtype=bool)
