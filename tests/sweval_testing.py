@@ -27,6 +27,12 @@ def session_directory(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix, dir=Path(os.environ["SWEVAL_HOME"]).parent))
 
 
+def plain_python(kernel: Any) -> Any:
+    """A numba kernel's Python function (numpy checks its indices); the function itself under
+    ``NUMBA_DISABLE_JIT=1``, where ``njit`` returns it unchanged."""
+    return getattr(kernel, "py_func", kernel)
+
+
 def make_log(rows: list[tuple], columns: tuple[str, ...] = ("user", "item", "timestamp"), **kw) -> InteractionLog:
     """An InteractionLog from tuples; a 4th ``policy`` column is picked up as the policy."""
     frame = pd.DataFrame(rows, columns=list(columns) + (["policy"] if rows and len(rows[0]) == len(columns) + 1 else []))

@@ -9,6 +9,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sweval_testing import plain_python
 
 from sweval.algorithms.knn import ItemKNN, UserKNN, top_cosines
 
@@ -109,7 +110,7 @@ def test_neighbour_kernels_stay_in_their_buffers(lib, monkeypatch, density):
     compiled = [[type(m)(**m.config.model_dump()).fit(lib.train_from_dense(d))
                  .recommend(np.arange(d.shape[0]), 3) for m in models] for d in cases]
     for name in ("cosine_neighbours", "ranked_cosine_neighbours"):
-        monkeypatch.setattr(neighbour_kernels, name, getattr(neighbour_kernels, name).py_func)
+        monkeypatch.setattr(neighbour_kernels, name, plain_python(getattr(neighbour_kernels, name)))
     for dense, expected in zip(cases, compiled, strict=True):
         train = lib.train_from_dense(dense)
         for model, lists in zip(models, expected, strict=True):
@@ -239,9 +240,9 @@ def test_the_kernel_files_define_the_same_order():
 
     from sweval.algorithms import neighbour_kernels, ranking_kernels
 
-    assert inspect.getsource(neighbour_kernels._comes_before.py_func) == inspect.getsource(
-        ranking_kernels._comes_before.py_func
-    )
+    source = [inspect.getsource(plain_python(module._comes_before))
+              for module in (neighbour_kernels, ranking_kernels)]
+    assert source[0] == source[1]
 
 
 def spec_user_neighbours(dense: np.ndarray, u: int, n: int) -> list[tuple[int, float]]:

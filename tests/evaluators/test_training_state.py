@@ -16,7 +16,7 @@ import pandas as pd
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sweval_testing import DAY
+from sweval_testing import DAY, plain_python
 
 from sweval.algorithms import cooccurrence as cooccurrence_module
 from sweval.algorithms.base import TrainData
@@ -204,7 +204,7 @@ def test_counting_c_stays_in_its_buffers(n_users, n_items, density, seed, split)
         matrix.indptr, matrix.indices, n_items, user_items, item_users)
     codes = np.arange(n_items, dtype=np.int64) * 3 + 1  # global codes: not the compact ones
     cut = min(split, n_items)
-    pieces = [cooccurrence_module._count_rows.py_func(
+    pieces = [plain_python(cooccurrence_module._count_rows)(
         lo, hi, item_indptr, item_users, user_indptr, user_items, codes)
         for lo, hi in ((0, cut), (cut, n_items))]
     row_lengths = np.concatenate([piece[0] for piece in pieces])
