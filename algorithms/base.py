@@ -87,6 +87,9 @@ class TrainData:
             (:mod:`evaluators.training_state`); None otherwise. A cache, never a different
             number: it equals what ``matrix`` gives (item-kNN reads its rows instead of
             walking the users' items).
+        item_counts: training transactions per column, when whoever built the data had
+            them counted (:meth:`from_codes`, and the folds advanced from the previous fold's
+            counts); None otherwise. A cache: read it through :meth:`transactions_per_item`.
     """
 
     matrix: sp.csr_matrix
@@ -99,6 +102,7 @@ class TrainData:
     raw_user_ids: NDArray[np.generic] | None = None
     raw_item_ids: NDArray[np.generic] | None = None
     cooccurrence: Cooccurrence | None = None
+    item_counts: NDArray[np.int64] | None = None
 
     @classmethod
     def from_codes(
@@ -156,7 +160,8 @@ class TrainData:
                 pair_user, pair_item = pair_user[first], pair_item[first]
         pairs_per_user = np.bincount(pair_user, minlength=n_users)
         user_present = pairs_per_user > 0
-        item_present = np.bincount(item, minlength=n_items) > 0
+        per_item = np.bincount(item, minlength=n_items)
+        item_present = per_item > 0
         user_codes = np.flatnonzero(user_present).astype(np.int64)
         item_codes = np.flatnonzero(item_present).astype(np.int64)
         user_row = np.cumsum(user_present, dtype=np.int64) - 1
@@ -175,6 +180,7 @@ class TrainData:
             item_sequence=item_col[item], user_sequence=user_row[user],
             timestamps=timestamps, cutoff=int(cutoff),
             raw_user_ids=raw_user_ids, raw_item_ids=raw_item_ids,
+            item_counts=per_item[item_codes],
         )  # fmt: skip
 
     @cached_property
@@ -194,6 +200,13 @@ class TrainData:
     @property
     def n_items(self) -> int:
         return self.matrix.shape[1]
+
+    def transactions_per_item(self) -> NDArray[np.int64]:
+        """Training transactions of each column, ``bincount(item_sequence)`` (repeats of a pair
+        count with ``--dedup none``): :attr:`item_counts` when carried, else counted now."""
+        if self.item_counts is not None:
+            return self.item_counts
+        return np.bincount(self.item_sequence, minlength=self.n_items)
 
     def rows_of(self, user_codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """Rows of the given global user codes (every code must be a training user)."""

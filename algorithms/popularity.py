@@ -18,7 +18,7 @@ class Pop(Algorithm):
     user_independent: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
-        self.counts_ = np.bincount(train.item_sequence, minlength=train.n_items).astype(np.float64)
+        self.counts_ = train.transactions_per_item().astype(np.float64)
 
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return np.broadcast_to(self.counts_, (len(rows), len(self.counts_)))

@@ -171,6 +171,7 @@ class TrainingState:
             item_sequence=item_sequence, user_sequence=user_sequence,
             timestamps=timestamps, cutoff=int(cutoff),
             raw_user_ids=log.user_ids, raw_item_ids=log.item_ids, cooccurrence=cooccurrence,
+            item_counts=item_transactions[item_codes],
         )  # fmt: skip
         return TrainingState(log=log, hi=hi, user_present=user_present,
                              item_transactions=item_transactions, data=data,

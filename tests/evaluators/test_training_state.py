@@ -64,6 +64,11 @@ def assert_same(got: TrainData, expected: TrainData) -> None:
         assert a.dtype == b.dtype, name
         np.testing.assert_array_equal(a, b, err_msg=name)
     assert got.cutoff == expected.cutoff
+    # the carried popularity counts, on both paths: the transactions per column
+    counted = np.bincount(expected.item_sequence, minlength=expected.n_items)
+    for data in (got, expected):
+        assert data.item_counts is not None and data.item_counts.dtype == np.int64
+        np.testing.assert_array_equal(data.transactions_per_item(), counted)
     assert got.raw_user_ids is expected.raw_user_ids
     assert got.raw_item_ids is expected.raw_item_ids
     if got.cooccurrence is not None:
