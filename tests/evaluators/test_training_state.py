@@ -13,6 +13,7 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -192,34 +193,25 @@ def test_item_knn_from_carried_cooccurrences_equals_the_walk(
     split=st.integers(0, 7),
 )
 def test_counting_c_stays_in_its_buffers(n_users, n_items, density, seed, split):
-    """The count of C's rows, run as plain Python (numpy checks every index, numba does not),
-    over two chunks of rows: RᵀR off the diagonal, in global codes, and no write outside the
-    buffers it sizes from a bound (rows that reach the bound exactly included)."""
-    from sweval.algorithms.neighbour_kernels import shared_incidence
+    """C counted from a matrix with its kernel run as plain Python (numpy checks every index,
+    numba does not) over two chunks of items: RᵀR off the diagonal, in global codes, and no
+    write outside the buffers the kernel sizes from a bound (rows that reach it included)."""
+    from sweval.algorithms import row_chunks
 
     rng = np.random.default_rng(seed)
     dense = (rng.random((n_users, n_items)) < density).astype(np.float32)
     matrix = sp.csr_matrix(dense)
     matrix.sort_indices()
-    lengths = np.diff(matrix.indptr)
-    n_pairs = int(lengths[lengths > 1].sum())
-    user_items = np.empty(n_pairs, dtype=np.int32)
-    item_users = np.empty(n_pairs, dtype=np.int64)
-    _, item_indptr, user_indptr = shared_incidence(
-        matrix.indptr, matrix.indices, n_items, user_items, item_users)
-    codes = np.arange(n_items, dtype=np.int64) * 3 + 1  # global codes: not the compact ones
     cut = min(split, n_items)
-    pieces = [plain_python(cooccurrence_module._count_rows)(
-        lo, hi, item_indptr, item_users, user_indptr, user_items, codes)
-        for lo, hi in ((0, cut), (cut, n_items))]
-    row_lengths = np.concatenate([piece[0] for piece in pieces])
-    indptr = np.concatenate([[0], np.cumsum(row_lengths)])
-    got = sp.csr_matrix((np.concatenate([piece[2] for piece in pieces]),
-                         np.concatenate([piece[1] for piece in pieces]), indptr),
-                        shape=(n_items, 3 * n_items + 1)).toarray()[:, codes]
+    codes = np.arange(n_items, dtype=np.int64) * 3 + 1  # global codes: not the compact ones
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cooccurrence_module, "_count_rows",
+                      plain_python(cooccurrence_module._count_rows))
+        patch.setattr(row_chunks, "over_row_chunks", lambda n, work: [work(0, cut), work(cut, n)])
+        counted = cooccurrence_module.Cooccurrence.from_matrix(matrix, codes, 3 * n_items + 1)
     gram = (dense.T @ dense).astype(np.int64)
     np.fill_diagonal(gram, 0)
-    np.testing.assert_array_equal(got, gram)
+    np.testing.assert_array_equal(counted.to_csr(codes).toarray(), gram)
 
 
 def test_cooccurrences_over_the_budget_are_dropped_for_good(caplog):
