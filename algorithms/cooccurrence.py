@@ -283,7 +283,7 @@ def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_c
     """
     n_cols = len(item_indptr) - 1
     counts = np.zeros(n_cols, dtype=np.int32)
-    touched = np.empty(n_cols + 1, dtype=np.int64)  # + 1: the branch-free store past the last
+    touched = np.empty(n_cols + 1, dtype=np.int64)  # +1: the branch-free writes below
     lengths = np.zeros(hi - lo, dtype=np.int64)
     # room for the rows' entries, at most min(n_cols - 1, their users' other items) each,
     # plus one slot: the branch-free read-back below stores one entry past a row's last before

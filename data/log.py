@@ -357,10 +357,14 @@ class InteractionLog:
 
 
 # ---------------------------------------------------------------------- helpers
+def first_of_each(values: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Mask of the first row holding each value (pandas' hash-based ``duplicated``: O(n),
+    where ``np.unique``'s stable sort is O(n log n))."""
+    return ~pd.Series(values, copy=False).duplicated(keep="first").to_numpy()
+
+
 def first_occurrences(
     user: NDArray[np.int64], item: NDArray[np.int64], *, n_items: int
 ) -> NDArray[np.bool_]:
-    """Mask of the first row of every (user, item) pair in the given (time-sorted) order
-    (pandas' hash-based ``duplicated``: O(n), where ``np.unique``'s stable sort is O(n log n))."""
-    key = user * np.int64(max(n_items, 1)) + item
-    return ~pd.Series(key, copy=False).duplicated(keep="first").to_numpy()
+    """Mask of the first row of every (user, item) pair in the given (time-sorted) order."""
+    return first_of_each(user * np.int64(max(n_items, 1)) + item)

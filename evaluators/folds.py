@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 from numpy.typing import NDArray
 
 from sweval.algorithms.base import TrainData
 from sweval.data.errors import SwevalError
-from sweval.data.log import InteractionLog
+from sweval.data.log import InteractionLog, first_of_each
 from sweval.evaluators.windows import WindowSpec
 
 
@@ -126,7 +125,7 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
     # first_position[u]: position of u's first transaction; a user has training history in an
     # expanding window ending at position p iff first_position[u] < p.
     first_position = np.full(log.n_users, len(log), dtype=np.int64)
-    first = np.flatnonzero(~pd.Series(log.user, copy=False).duplicated(keep="first").to_numpy())
+    first = np.flatnonzero(first_of_each(log.user))
     first_position[log.user[first]] = first
     folds = []
     for index, (t_start, t_end) in enumerate(bounds):
