@@ -26,12 +26,40 @@ _fallback_announced: set[str] = set()
 
 def cuda_available() -> bool:
     """Whether implicit can train on a GPU (its CUDA extension and RMM import and see a GPU)."""
+    return cuda_unavailable_reason() is None
+
+
+def cuda_unavailable_reason() -> str | None:
+    """Why implicit cannot train on a GPU here, in words, or None when it can.
+
+    implicit's ``gpu`` package turns CUDA off at import with a warning and keeps no reason; the
+    reason is found again here: rmm missing, or the extension's own import error (a CUDA library
+    the loader cannot find, an rmm release the extension was not built against), or the device
+    count failing (no driver, no GPU).
+    """
     with warnings.catch_warnings():
-        # implicit.gpu warns when the extension exists but no GPU/driver does: we report that.
+        # implicit.gpu warns when the extension exists but cannot run: the reason is ours to give.
         warnings.simplefilter("ignore")
         import implicit.gpu
 
-    return bool(implicit.gpu.HAS_CUDA)
+    if implicit.gpu.HAS_CUDA:
+        return None
+    if not implicit.gpu.HAS_RMM:
+        return "rmm is not installed (implicit needs rmm-cu13 for the GPU)"
+    try:
+        from implicit.gpu import _cuda  # type: ignore[attr-defined]
+
+        _cuda.get_device_count()
+    except (ImportError, RuntimeError) as exc:
+        reason = f"implicit's CUDA extension does not load: {exc}"
+        if "undefined symbol" in str(exc) and "rmm" in str(exc):
+            reason += (" (an rmm-cu13 release implicit was not built against: 'sweval[gpu]' pins "
+                       "the one it was)")
+        elif "cannot open shared object" in str(exc):
+            reason += (" (put the CUDA 13 runtime's lib directory, e.g. "
+                       "/usr/local/cuda/lib64, on LD_LIBRARY_PATH)")
+        return reason
+    return "implicit.gpu.HAS_CUDA is False"
 
 
 def resolve_device(device: Device, algorithm: str) -> Literal["cpu", "gpu"]:
@@ -42,17 +70,18 @@ def resolve_device(device: Device, algorithm: str) -> Literal["cpu", "gpu"]:
     """
     if device == "cpu":
         return "cpu"
-    if cuda_available():
+    reason = cuda_unavailable_reason()
+    if reason is None:
         return "gpu"
     if device == "gpu":
         raise SwevalError(
             f"--set {algorithm}.device=gpu needs CUDA and implicit[gpu] (pip install "
-            "'sweval[gpu]'): implicit.gpu.HAS_CUDA is False here (no GPU, no CUDA 13 runtime, "
-            f"or rmm missing). Use {algorithm}.device=auto or {algorithm}.device=cpu."
+            f"'sweval[gpu]'), and implicit cannot use a GPU here: {reason}. Use "
+            f"{algorithm}.device=auto or {algorithm}.device=cpu."
         )
     if algorithm not in _fallback_announced:
-        _log.info("%s: device=auto found no CUDA support in implicit; training on the CPU",
-                  algorithm)
+        _log.info("%s: device=auto found no usable GPU (%s); training on the CPU", algorithm,
+                  reason)
         _fallback_announced.add(algorithm)
     return "cpu"
 

@@ -144,6 +144,66 @@ def test_auto_falls_back_to_cpu_and_says_so_once(lib, monkeypatch, caplog):
     assert first.device == "cpu"
 
 
+@pytest.fixture
+def gpu_off(monkeypatch):
+    """implicit.gpu as it is where CUDA is off, whatever this machine has; returns the module."""
+    import implicit.gpu
+
+    monkeypatch.setattr(implicit.gpu, "HAS_CUDA", False)
+    monkeypatch.delattr(implicit.gpu, "_cuda", raising=False)
+    return implicit.gpu
+
+
+def extension(monkeypatch, gpu, error: Exception) -> None:
+    """Make ``implicit.gpu._cuda`` a module whose device count raises ``error``."""
+    import types
+
+    def get_device_count():
+        raise error
+
+    module = types.SimpleNamespace(get_device_count=get_device_count)
+    monkeypatch.setattr(gpu, "_cuda", module, raising=False)
+
+
+def test_the_gpu_error_says_rmm_is_missing(gpu_off, monkeypatch):
+    monkeypatch.setattr(gpu_off, "HAS_RMM", False)
+    with pytest.raises(SwevalError, match="rmm is not installed"):
+        build_algorithm("als", {"device": "gpu"})
+
+
+def test_the_gpu_error_names_an_rmm_release_implicit_was_not_built_against(gpu_off, monkeypatch):
+    """What implicit 0.7.3 does with rmm-cu13 26.10 (seen on an H100): the symbol is missing."""
+    monkeypatch.setattr(gpu_off, "HAS_RMM", True)
+    extension(monkeypatch, gpu_off,
+              ImportError("_cuda.so: undefined symbol: _ZTIN3rmm9bad_allocE"))
+    with pytest.raises(SwevalError) as caught:
+        build_algorithm("bpr", {"device": "gpu"})
+    message = str(caught.value)
+    assert "bpr.device=gpu needs CUDA" in message
+    assert "undefined symbol: _ZTIN3rmm9bad_allocE" in message
+    assert "pins the one it was" in message
+
+
+def test_the_gpu_error_points_at_the_loader_path_and_auto_logs_why(gpu_off, monkeypatch, caplog):
+    monkeypatch.setattr(gpu_off, "HAS_RMM", True)
+    extension(monkeypatch, gpu_off, ImportError(
+        "libcublas.so.13: cannot open shared object file: No such file or directory"))
+    with pytest.raises(SwevalError, match="on LD_LIBRARY_PATH"):
+        build_algorithm("als", {"device": "gpu"})
+    monkeypatch.setattr(device_module, "_fallback_announced", set())
+    with caplog.at_level(logging.INFO, logger="sweval.algorithms.implicit_device"):
+        assert build_algorithm("als", {"device": "auto"}).device == "cpu"
+    assert any("libcublas.so.13" in r.message for r in caplog.records)
+
+
+def test_no_device_is_a_reason_too(gpu_off, monkeypatch):
+    monkeypatch.setattr(gpu_off, "HAS_RMM", True)
+    extension(monkeypatch, gpu_off, RuntimeError("no CUDA-capable device is detected"))
+    assert device_module.cuda_unavailable_reason() == (
+        "implicit's CUDA extension does not load: no CUDA-capable device is detected")
+    assert not device_module.cuda_available()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs implicit with CUDA (implicit.gpu.HAS_CUDA)")
 def test_auto_uses_the_gpu_when_available(lib):
