@@ -47,6 +47,16 @@ def random_binary(rng: np.random.Generator, n_users: int, n_items: int, density:
     return dense
 
 
+def block_matrix(n_blocks: int = 3, size: int = 8) -> NDArray[np.bool_]:
+    """Users and items in ``n_blocks`` blocks; user u consumed its block minus item u."""
+    n = n_blocks * size
+    dense = np.zeros((n, n), dtype=bool)
+    for b in range(n_blocks):
+        dense[b * size : (b + 1) * size, b * size : (b + 1) * size] = True
+    dense[np.arange(n), np.arange(n)] = False
+    return dense
+
+
 def reference_ranking(
     scores: NDArray[np.float64],
     seen: NDArray[np.bool_],
@@ -72,6 +82,7 @@ def lib() -> SimpleNamespace:
     return SimpleNamespace(
         train_from_dense=train_from_dense,
         random_binary=random_binary,
+        block_matrix=block_matrix,
         reference_ranking=reference_ranking,
         REFERENCE_DECIMALS=REFERENCE_DECIMALS,
     )

@@ -18,19 +18,9 @@ HAS_CUDA = cuda_available()
 DEVICES = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)] if HAS_CUDA else ["cpu"]
 
 
-def block_matrix(n_blocks: int = 3, size: int = 8) -> np.ndarray:
-    """Users and items in ``n_blocks`` blocks; user u consumed its block minus item u."""
-    n = n_blocks * size
-    dense = np.zeros((n, n), dtype=bool)
-    for b in range(n_blocks):
-        dense[b * size : (b + 1) * size, b * size : (b + 1) * size] = True
-    dense[np.arange(n), np.arange(n)] = False
-    return dense
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_withheld_in_block_item_ranks_first(lib, device):
-    dense = block_matrix()
+    dense = lib.block_matrix()
     train = lib.train_from_dense(dense)
     model = ALS(factors=8, iterations=10, device=device).fit(train)
     assert model.device == device
@@ -59,7 +49,7 @@ def test_fit_does_not_warn_about_blas_threads(lib, monkeypatch):
     import implicit.utils
     from threadpoolctl import threadpool_limits
 
-    train = lib.train_from_dense(block_matrix())
+    train = lib.train_from_dense(lib.block_matrix())
     with threadpool_limits(2, "blas"):
         # Control: implicit itself warns when BLAS runs several threads (once per process).
         monkeypatch.setattr(implicit.utils, "_checked_blas_config", False)
@@ -94,7 +84,7 @@ def implicit_arguments(monkeypatch):
 def test_hyper_parameters_reach_implicit(lib, implicit_arguments):
     seen = implicit_arguments
     params = {"factors": 5, "regularization": 0.5, "alpha": 3.0, "iterations": 2, "seed": 4}
-    ALS(**params, device="cpu").fit(lib.train_from_dense(block_matrix()))
+    ALS(**params, device="cpu").fit(lib.train_from_dense(lib.block_matrix()))
     assert seen == {
         "factors": 5,
         "regularization": 0.5,
@@ -140,7 +130,7 @@ def test_auto_falls_back_to_cpu_and_says_so_once(lib, monkeypatch, caplog):
         second = build_algorithm("als", {"device": "auto"})
     assert first.device == second.device == "cpu"
     assert sum("training on the CPU" in r.message for r in caplog.records) == 1
-    first.fit(lib.train_from_dense(block_matrix()))
+    first.fit(lib.train_from_dense(lib.block_matrix()))
     assert first.device == "cpu"
 
 
@@ -209,7 +199,7 @@ def test_no_device_is_a_reason_too(gpu_off, monkeypatch):
 def test_auto_uses_the_gpu_when_available(lib):
     model = build_algorithm("als", {"device": "auto", "factors": 8, "iterations": 10})
     assert model.device == "gpu"
-    model.fit(lib.train_from_dense(block_matrix()))
+    model.fit(lib.train_from_dense(lib.block_matrix()))
     assert isinstance(model.user_factors_, np.ndarray)
     rows = np.arange(model.train_.n_users)
     np.testing.assert_array_equal(model.recommend(rows, 1)[:, 0], rows)
@@ -229,7 +219,7 @@ def test_carry_over_keeps_known_rows_and_draws_new_ones(rng):
 
 def test_warm_start_continues_from_the_previous_factors(lib):
     """One warm sweep from converged factors stays at the optimum; one cold sweep does not."""
-    train = lib.train_from_dense(block_matrix())
+    train = lib.train_from_dense(lib.block_matrix())
     converged = ALS(factors=8, iterations=30, device="cpu").fit(train)
     rows = np.arange(train.n_users)
     target = converged.score(rows)
@@ -244,7 +234,7 @@ def test_warm_start_continues_from_the_previous_factors(lib):
 
 
 def test_warm_start_without_state_is_the_cold_fit(lib):
-    train = lib.train_from_dense(block_matrix())
+    train = lib.train_from_dense(lib.block_matrix())
     rows = np.arange(train.n_users)
     cold = ALS(factors=8, iterations=5, device="cpu").fit(train)
     first = ALS(factors=8, iterations=5, warm_start=True, device="cpu").fit(train)
@@ -255,4 +245,4 @@ def test_warm_start_on_the_gpu_is_refused_clearly(lib):
     model = ALS(factors=4, warm_start=True, device="cpu")
     model.resolved_device_ = "gpu"  # as on a CUDA machine; the check comes before any GPU call
     with pytest.raises(SwevalError, match="warm_start=true runs on the CPU only"):
-        model.fit(lib.train_from_dense(block_matrix()))
+        model.fit(lib.train_from_dense(lib.block_matrix()))
