@@ -25,6 +25,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -283,7 +284,8 @@ class Evaluation:
         #: Finished folds not logged to MLflow yet, and when the last logging call was.
         self.unlogged: list[FoldJob] = []
         self.logged_at = time.monotonic()
-        self.report_files: list[Path] = []
+        #: The report being written (:meth:`outputs`), in a thread of its own.
+        self.report: Future[list[Path]] | None = None
         #: The folder of the log shared with fold tasks in other processes, or None.
         self.shared_log: str | None = None
 
@@ -433,13 +435,18 @@ class Evaluation:
             n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
         )
         write_outputs(self.plan, outputs)
-        self.report_files = write_report_quietly(outputs.directory)
+        self.report = write_report_in_background(outputs.directory)
         return outputs
+
+    def report_files(self) -> list[Path]:
+        """The report's files once written (waits for :meth:`outputs`' thread; none before)."""
+        return self.report.result() if self.report is not None else []
 
     def finish(self, outputs: Outputs) -> None:
         """Record the rolling state and complete the MLflow runs; with failed units, log them
         and mark the MLflow runs FAILED (their metrics are logged all the same) and do not
-        record a rolling step (its windows are evaluated again next time)."""
+        record a rolling step (its windows are evaluated again next time). Returns once the
+        report is written: MLflow's final logging runs while it is, and its files go last."""
         if self.prepared.step is not None and not outputs.failed:
             rolling_mode.record(self.prepared.step)
         if self.tracker is not None:
@@ -448,11 +455,12 @@ class Evaluation:
                 "results.csv", "summary.csv", "folds.csv", "units.csv", "config.json",
                 "tuning.csv", "optimism.csv", "significance.csv", "significance_strata.csv",
                 "overlap.csv", "per_user.parquet",
-            ) if (directory / name).exists()] + self.report_files
+            ) if (directory / name).exists()]
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,
-                n_folds=len(self.plan.folds),
+                n_folds=len(self.plan.folds), late_files=self.report_files,
             )
+        self.report_files()
         if outputs.failed:
             _log.error(
                 "%d unit(s) failed, left out of the results: %s", len(outputs.failed),
@@ -462,6 +470,8 @@ class Evaluation:
                 self.tracker.fail("FAILED")
 
     def fail(self, exc: BaseException) -> None:
+        if self.report is not None:
+            self.report.exception()  # wait for the report's thread; the run's error comes first
         if self.tracker is not None:
             if not isinstance(exc, KeyboardInterrupt):  # the folds finished before the error
                 try:
@@ -469,6 +479,16 @@ class Evaluation:
                 except Exception:  # never hide the run's own error behind a logging one
                     _log.debug("could not log the last folds to MLflow", exc_info=True)
             self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+
+
+def write_report_in_background(directory: str | Path) -> Future[list[Path]]:
+    """:func:`write_report_quietly` in a thread of its own, so that matplotlib's rendering (CPU)
+    runs while MLflow's final logging waits on its server."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweval-report")
+    try:
+        return executor.submit(write_report_quietly, directory)
+    finally:
+        executor.shutdown(wait=False)  # the thread ends with its one task
 
 
 def write_report_quietly(directory: str | Path) -> list[Path]:

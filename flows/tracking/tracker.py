@@ -8,7 +8,7 @@ import logging
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -348,10 +348,13 @@ class Tracker:
         *,
         n_folds: int | None = None,
         comparison_view: bool = True,
+        late_files: Callable[[], Iterable[Path]] = tuple,
     ) -> None:
         """Reconcile the stepped metrics with the final table, log summaries, fold inputs,
         artifacts and the description, mark every run FINISHED and (``comparison_view``) point
-        the experiment's saved view ``sweval-latest`` at this evaluation."""
+        the experiment's saved view ``sweval-latest`` at this evaluation. ``late_files`` gives
+        the artifacts that may still be being written when this starts (the report): it is
+        called just before they are logged."""
         from mlflow.entities import Metric
 
         self.log_rows(results.to_dict("records"))
@@ -393,7 +396,7 @@ class Tracker:
                     chosen = tuning[tuning["algorithm"] == algorithm]
                     self._log_frame(run_id, chosen, "tuning.csv")
                 self.client.set_terminated(run_id, "FINISHED")
-            for path in files:
+            for path in [*files, *late_files()]:
                 if Path(path).exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
             if n_folds is not None:

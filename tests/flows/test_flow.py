@@ -16,7 +16,7 @@ from sweval.flows.sliding_window import retry_on_io, sliding_window_eval
 
 
 def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
-    write_log, make_config, mlflow_uri: str
+    write_log, make_config, mlflow_uri: str, tmp_path: Path
 ) -> None:
     config = make_config(write_log(8))
     state = sliding_window_eval(config=config, return_state=True)
@@ -39,8 +39,10 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     client = MlflowClient(mlflow_uri)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json",
-                "overlap.csv"}
+                "overlap.csv", "report.html", "report-recall-at-10-over-time.png"}
     assert expected <= artifacts
+    logged = Path(client.download_artifacts(parent.info.run_id, "report.html", str(tmp_path)))
+    assert logged.read_bytes() == (output / "report.html").read_bytes()  # logged once written
     _, children = experiment_runs(mlflow_uri, config.experiment)
     assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
     assert children["pop-n"].data.params["n_recent"] == "1000"

@@ -1,0 +1,81 @@
+"""How a run ends (flows/pipeline.py): the report is written in a thread of its own while
+MLflow's final logging runs, and its files are logged once written."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPORT_FILES = {"report.html", "report-recall-at-10-over-time.png", "report-recall-vs-k.png",
+                "report-overlap-at-10.png"}
+
+
+class FinishingTracker:
+    """Stands in for the MLflow tracker: records what ``finish`` is given; the rest is no-op."""
+
+    def __init__(self, started: threading.Event) -> None:
+        self.started = started
+        self.logged: list[str] = []
+        self.written_when_asked: bool | None = None
+
+    def finish(self, results: Any, summary: Any, devices: Any, files: Any, *, n_folds: int,
+               late_files: Any) -> None:
+        self.started.set()
+        late = [Path(path) for path in late_files()]
+        self.written_when_asked = all(path.exists() for path in late)
+        self.logged = [Path(path).name for path in [*files, *late]]
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: None
+
+
+def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
+    write_log, make_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sweval.flows import pipeline
+    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+
+    started = threading.Event()
+    write_report = pipeline.write_report_quietly
+
+    def report_once_mlflow_is_finishing(directory: str | Path) -> list[Path]:
+        # Written before the tracker's finish began (in line with the tables), it would wait
+        # here in vain and fail.
+        assert started.wait(timeout=10), "the report did not run while MLflow was finishing"
+        return write_report(directory)
+
+    monkeypatch.setattr(pipeline, "write_report_quietly", report_once_mlflow_is_finishing)
+    prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
+    tracker = FinishingTracker(started)
+    evaluation = Evaluation(prepared, tracker=tracker)
+    for job in evaluation.jobs():
+        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
+    outputs = evaluation.outputs()
+    evaluation.finish(outputs)
+
+    assert tracker.written_when_asked is True
+    assert REPORT_FILES <= set(tracker.logged)
+    assert "results.csv" in tracker.logged
+    output = Path(outputs.directory)
+    assert all((output / name).exists() for name in REPORT_FILES)
+
+
+def test_a_report_error_is_the_runs_error(write_log, make_config, monkeypatch) -> None:
+    """An unexpected error in the report's thread reaches the run, as it did in line."""
+    from sweval.flows import pipeline
+    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+
+    def broken(directory: str | Path) -> list[Path]:
+        raise RuntimeError("the report broke")
+
+    monkeypatch.setattr(pipeline, "write_report_quietly", broken)
+    prepared = prepare(make_config(write_log(8), tracking=False))
+    evaluation = Evaluation(prepared)
+    for job in evaluation.jobs():
+        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
+    outputs = evaluation.outputs()
+    with pytest.raises(RuntimeError, match="the report broke"):
+        evaluation.finish(outputs)
