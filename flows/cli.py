@@ -224,12 +224,14 @@ def serve(
 @app.command()
 def algorithms() -> None:
     """List every available algorithm, built-in and plugin, with its parameters, defaults and
-    origin. Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class
-    can be named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that
-    cannot be used is reported after the table, with exit status 2."""
+    origin, and where device=auto runs ALS and BPR here (the GPU, or the CPU and why). Plugins:
+    entry points in the group [bold]sweval.algorithms[/bold]; any other class can be named by
+    its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be used is
+    reported after the table, with exit status 2."""
     from rich.markup import escape
     from rich.table import Table
 
+    from sweval.algorithms.implicit_device import OnDevice, cuda_unavailable_reason
     from sweval.algorithms.registry import available
 
     _setup_logging(False)
@@ -244,6 +246,11 @@ def algorithms() -> None:
         )
         table.add_row(escape(name), escape(params) or "—", escape(origin.describe()))
     Console().print(table)
+    on_device = [name for name, (cls, _origin) in found.items() if issubclass(cls, OnDevice)]
+    if on_device:
+        reason = cuda_unavailable_reason()
+        where = "the GPU" if reason is None else f"the CPU here: {reason}"
+        Console().print(escape(f"device=auto ({', '.join(on_device)}) runs on {where}"))
     if problems:
         raise SwevalError("\n".join(problems))
 

@@ -128,3 +128,19 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
         entry_point()
     assert exited.value.code == 2 and frozen == [True]
     assert "Invalid value for '--folds'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    (None, "device=auto (als, bpr) runs on the GPU"),
+    ("rmm is not installed", "device=auto (als, bpr) runs on the CPU here: rmm is not installed"),
+])
+def test_algorithms_says_where_device_auto_runs(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], reason: str | None,
+    said: str,
+) -> None:
+    import sweval.algorithms.implicit_device as device
+
+    monkeypatch.setattr(device, "cuda_unavailable_reason", lambda: reason)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert _sweval(monkeypatch, "algorithms") == 0
+    assert said in capsys.readouterr().out
