@@ -439,8 +439,19 @@ class Evaluation:
         return outputs
 
     def report_files(self) -> list[Path]:
-        """The report's files once written (waits for :meth:`outputs`' thread; none before)."""
+        """The report's files once written (waits for :meth:`outputs`' thread; none before).
+
+        Raises:
+            Exception: what the report's thread raised unexpectedly.
+        """
         return self.report.result() if self.report is not None else []
+
+    def _written_report_files(self) -> list[Path]:
+        """:meth:`report_files`, or none when the thread failed (its error is raised after
+        MLflow's final logging, as the run's own, not as MLflow's)."""
+        if self.report is None or self.report.exception() is not None:
+            return []
+        return self.report.result()
 
     def finish(self, outputs: Outputs) -> None:
         """Record the rolling state and complete the MLflow runs; with failed units, log them
@@ -458,7 +469,7 @@ class Evaluation:
             ) if (directory / name).exists()]
             self.tracker.finish(
                 outputs.results, outputs.summary, outputs.devices, files,
-                n_folds=len(self.plan.folds), late_files=self.report_files,
+                n_folds=len(self.plan.folds), late_files=self._written_report_files,
             )
         self.report_files()
         if outputs.failed:

@@ -79,3 +79,23 @@ def test_a_report_error_is_the_runs_error(write_log, make_config, monkeypatch) -
     outputs = evaluation.outputs()
     with pytest.raises(RuntimeError, match="the report broke"):
         evaluation.finish(outputs)
+
+
+def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
+    write_log, make_config, monkeypatch
+) -> None:
+    """The report's own error, raised after MLflow's final logging: not wrapped as an MLflow
+    tracking error, and the MLflow run is marked FAILED."""
+    from sweval.flows import pipeline
+    from sweval.flows.execute import execute
+    from sweval_testing import experiment_runs
+
+    def broken(directory: str | Path) -> list[Path]:
+        raise RuntimeError("the report broke")
+
+    monkeypatch.setattr(pipeline, "write_report_quietly", broken)
+    config = make_config(write_log(8))
+    with pytest.raises(RuntimeError, match="the report broke"):
+        execute(config, tracking=True)
+    parents, _children = experiment_runs(config.tracking_uri, config.experiment)
+    assert [run.info.status for run in parents] == ["FAILED"]
