@@ -7,8 +7,9 @@
     for job in evaluation.jobs():                    one job per fold with missing units
         outcome = compute_fold(config, job...)       (a Prefect task: runs anywhere, persists
         evaluation.accept(job, outcome)               each unit as it finishes, measures it)
-    outputs = evaluation.outputs()                   results.csv & co. from the measured units
-    evaluation.finish(outputs)                       MLflow summaries
+    outputs = evaluation.outputs()                   results.csv & co. from the measured units;
+                                                     the report drawn in a thread meanwhile
+    evaluation.finish(outputs)                       MLflow summaries, then the report's files
 
 ``compute_fold`` receives only small, picklable inputs (the configuration, a fold index, the run
 key and the data fingerprint): on a Dask worker it loads the log once per process and checks the
