@@ -354,12 +354,11 @@ class Tracker:
         artifacts and the description, mark every run FINISHED and (``comparison_view``) point
         the experiment's saved view ``sweval-latest`` at this evaluation. ``late_files`` gives
         the artifacts that may still be being written when this starts (the report): it is
-        called just before they are logged."""
-        from mlflow.entities import Metric
+        called just before they are logged. Each child's summaries and device tag go in one
+        ``log_batch``, the parent's tags in another (each call a round trip to the server)."""
+        from mlflow.entities import Metric, RunTag
 
         self.log_rows(results.to_dict("records"))
-        self.devices_tagged.clear()
-        self.set_devices(devices)
         started = time.perf_counter()
         files = [Path(path) for path in files]
         tuning = next((pd.read_csv(path) for path in files
@@ -379,8 +378,13 @@ class Tracker:
                 if len(part):
                     metrics.append(Metric("n_folds", float(part["n_folds"].max()), now, 0))
                     metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), now, 0))
-                if metrics:
-                    self.client.log_batch(run_id, metrics=metrics)
+                tags = ([RunTag("sweval.device", devices[algorithm])]
+                        if algorithm in devices else [])
+                first, rest = metrics[:MAX_BATCH], metrics[MAX_BATCH:]
+                if first or tags:  # the device tag goes with the summaries
+                    self.client.log_batch(run_id, metrics=first, tags=tags)
+                for lo in range(0, len(rest), MAX_BATCH):
+                    self.client.log_batch(run_id, metrics=rest[lo : lo + MAX_BATCH])
                 mine = results[
                     (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
                 ]
@@ -399,11 +403,18 @@ class Tracker:
             for path in [*files, *late_files()]:
                 if Path(path).exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
+            parent_tags = [RunTag(f"sweval.device.{key_part(algorithm)}", device)
+                           for algorithm, device in devices.items()]
+            if "als" in devices:
+                parent_tags.append(RunTag("sweval.als_device", devices["als"]))
             if n_folds is not None:
-                self.client.set_tag(self.parent_run_id, "sweval.n_folds", str(n_folds))
+                parent_tags.append(RunTag("sweval.n_folds", str(n_folds)))
             if self.mode in ("batch", "rolling"):
-                self.client.set_tag(self.parent_run_id, NOTE_TAG,
-                                    run_note(self.config, summary, n_folds=n_folds))
+                parent_tags.append(RunTag(NOTE_TAG,
+                                          run_note(self.config, summary, n_folds=n_folds)))
+            if parent_tags:
+                self.client.log_batch(self.parent_run_id, tags=parent_tags)
+            self.devices_tagged.update(devices)
             self._stop_system_metrics()
             self.client.set_terminated(self.parent_run_id, "FINISHED")
             if comparison_view:

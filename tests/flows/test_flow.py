@@ -46,6 +46,11 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     _, children = experiment_runs(mlflow_uri, config.experiment)
     assert {a.path for a in client.list_artifacts(children["pop"].info.run_id)} == {"per_fold.csv"}
     assert children["pop-n"].data.params["n_recent"] == "1000"
+    # where each algorithm ran: on its child run and, by name, on the parent
+    assert children["pop"].data.tags["sweval.device"] == "cpu"
+    assert children["pop-n"].data.tags["sweval.device"] == "cpu"
+    assert tags["sweval.device.pop"] == tags["sweval.device.pop-n"] == "cpu"
+    assert tags["sweval.n_folds"] == "7"
 
 
 def outputs_fingerprint(output: Path) -> str:
