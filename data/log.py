@@ -192,7 +192,9 @@ class InteractionLog:
 
         n_duplicates = 0
         if dedup == "first":
-            keep_first = first_occurrences(user_codes, item_codes, n_items=len(item_ids))
+            keep_first = first_occurrences(
+                user_codes, item_codes, n_users=len(user_ids), n_items=len(item_ids)
+            )
             n_duplicates = len(user_codes) - int(keep_first.sum())
             if n_duplicates:
                 user_codes, item_codes = user_codes[keep_first], item_codes[keep_first]
@@ -357,14 +359,10 @@ class InteractionLog:
 
 
 # ---------------------------------------------------------------------- helpers
-def first_of_each(values: NDArray[np.int64]) -> NDArray[np.bool_]:
-    """Mask of the first row holding each value (pandas' hash-based ``duplicated``: O(n),
-    where ``np.unique``'s stable sort is O(n log n))."""
-    return ~pd.Series(values, copy=False).duplicated(keep="first").to_numpy()
-
-
 def first_occurrences(
-    user: NDArray[np.int64], item: NDArray[np.int64], *, n_items: int
+    user: NDArray[np.int64], item: NDArray[np.int64], *, n_users: int, n_items: int
 ) -> NDArray[np.bool_]:
     """Mask of the first row of every (user, item) pair in the given (time-sorted) order."""
-    return first_of_each(user * np.int64(max(n_items, 1)) + item)
+    from sweval.data.first_seen import first_pair_mask  # numba: import on use
+
+    return first_pair_mask(user, item, n_users, n_items)

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from sweval.algorithms.base import TrainData
 from sweval.data.errors import SwevalError
-from sweval.data.log import InteractionLog, first_of_each
+from sweval.data.log import InteractionLog
 from sweval.evaluators.windows import WindowSpec
 
 
@@ -124,9 +124,9 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
         )
     # first_position[u]: position of u's first transaction; a user has training history in an
     # expanding window ending at position p iff first_position[u] < p.
-    first_position = np.full(log.n_users, len(log), dtype=np.int64)
-    first = np.flatnonzero(first_of_each(log.user))
-    first_position[log.user[first]] = first
+    from sweval.data.first_seen import first_row_per_code  # numba: import on use
+
+    first_position = first_row_per_code(log.user, log.n_users)
     folds = []
     for index, (t_start, t_end) in enumerate(bounds):
         test_lo, test_hi = log.position(t_start), log.position(t_end)

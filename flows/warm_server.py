@@ -107,6 +107,7 @@ WARM_IMPORTS = (
     "sweval.flows.summary",
     "sweval.flows.startup",
     "sweval.flows.servers",
+    "sweval.data.first_seen",
     "sweval.algorithms.neighbour_kernels",
     "sweval.algorithms.ranking_kernels",
     "sweval.algorithms.row_chunks",
