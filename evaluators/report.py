@@ -201,6 +201,7 @@ def write_report(
     destination: str | Path | None = None,
     title: str | None = None,
     origin: str | None = None,
+    intervals: pd.DataFrame | None = None,
 ) -> list[Path]:
     """Build the report of an output directory and write it.
 
@@ -214,6 +215,9 @@ def write_report(
         title: the HTML title (default: from the data source).
         origin: where the results came from, as shown in the report (default: the table's path;
             e.g. "MLflow run <id>" when they were downloaded).
+        intervals: the means' bootstrap intervals, when the run that wrote ``results.csv``
+            builds the report and has them (its summary; see
+            :func:`~evaluators.report_data.load`).
 
     Returns:
         The written files: ``report.html`` first, then the PNG figures
@@ -223,7 +227,7 @@ def write_report(
     Raises:
         SwevalError: unreadable directory, a metric or k not in the results.
     """
-    data = load(output_dir)
+    data = load(output_dir, intervals=intervals)
     if metrics is None:
         metrics = ["recall"] if "recall" in data.metrics or not data.metrics else data.metrics[:1]
     chosen = data.metrics if list(metrics) == ["all"] else list(dict.fromkeys(metrics))

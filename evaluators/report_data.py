@@ -21,7 +21,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.results import summarise
-from sweval.evaluators.significance import Bootstrap, with_intervals
+from sweval.evaluators.significance import Bootstrap, attach_intervals, with_intervals
 
 _log = logging.getLogger(__name__)
 
@@ -121,8 +121,12 @@ def summarise_protocols(results: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def load(directory: str | Path) -> ReportData:
+def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> ReportData:
     """Read an output directory.
+
+    ``intervals``: the bootstrap intervals of this ``results.csv``'s means, when the run that
+    wrote it has them (its summary: the same intervals, from the same written values), so that
+    they are not computed a second time.
 
     Raises:
         SwevalError: no such directory, or it holds neither ``compare.csv`` nor ``results.csv``.
@@ -150,8 +154,11 @@ def load(directory: str | Path) -> ReportData:
             _log.warning("%s unreadable (%s); the report omits the run facts", record, exc)
     folds = _read_optional(directory / "folds.csv")
     units = _read_optional(directory / "units.csv")
-    summary = with_intervals(summarise_protocols(results), results,
-                             Bootstrap.of(config.get("config", {})))
+    summary = summarise_protocols(results)
+    if intervals is not None and name == "results.csv":
+        summary = attach_intervals(summary, intervals)
+    else:
+        summary = with_intervals(summary, results, Bootstrap.of(config.get("config", {})))
     return ReportData(
         directory=directory, table_file=name, results=results,
         summary=summary, config=config, folds=folds, units=units,

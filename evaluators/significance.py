@@ -258,10 +258,17 @@ def with_intervals(
                                                      interval(part["value"], settings)))
         for key, part in _groups(_used(results), keys)
     ]
-    intervals = pd.DataFrame(rows, columns=[*keys, "ci_low", "ci_high"])
+    return attach_intervals(summary, pd.DataFrame(rows, columns=[*keys, "ci_low", "ci_high"]))
+
+
+def attach_intervals(summary: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with the ``ci_low`` and ``ci_high`` of ``intervals`` (another summary of the
+    same results, or :func:`with_intervals`' own table), matched on the keys both have."""
+    keys = [c for c in ("protocol", "algorithm", "stratum", "metric", "k")
+            if c in summary.columns and c in intervals.columns]
+    intervals = intervals[[*keys, "ci_low", "ci_high"]].copy()
     intervals["k"] = intervals["k"].astype("Int64")
-    out = summary.assign(k=summary["k"].astype("Int64")).merge(intervals, on=keys, how="left")
-    return out
+    return summary.assign(k=summary["k"].astype("Int64")).merge(intervals, on=keys, how="left")
 
 
 def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:

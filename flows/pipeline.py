@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
@@ -49,6 +49,9 @@ from sweval.evaluators.store import UnitFiles
 from sweval.evaluators.units import Unit, UnitFailure, describe, outdated_by_code
 from sweval.flows import rolling as rolling_mode
 from sweval.flows.summary import units_line
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _log = logging.getLogger(__name__)
 
@@ -436,7 +439,7 @@ class Evaluation:
             n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
         )
         write_outputs(self.plan, outputs)
-        self.report = write_report_in_background(outputs.directory)
+        self.report = write_report_in_background(outputs.directory, intervals=outputs.summary)
         return outputs
 
     def report_files(self) -> list[Path]:
@@ -493,22 +496,27 @@ class Evaluation:
             self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
 
 
-def write_report_in_background(directory: str | Path) -> Future[list[Path]]:
+def write_report_in_background(
+    directory: str | Path, *, intervals: pd.DataFrame | None = None
+) -> Future[list[Path]]:
     """:func:`write_report_quietly` in a thread of its own, so that matplotlib's rendering (CPU)
     runs while MLflow's final logging waits on its server."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweval-report")
     try:
-        return executor.submit(write_report_quietly, directory)
+        return executor.submit(write_report_quietly, directory, intervals=intervals)
     finally:
         executor.shutdown(wait=False)  # the thread ends with its one task
 
 
-def write_report_quietly(directory: str | Path) -> list[Path]:
-    """Write ``report.html`` and its PNG figures; a report problem never fails the run."""
+def write_report_quietly(
+    directory: str | Path, *, intervals: pd.DataFrame | None = None
+) -> list[Path]:
+    """Write ``report.html`` and its PNG figures (``intervals``: the run's summary, whose
+    bootstrap intervals the report takes); a report problem never fails the run."""
     from sweval.evaluators.report import write_report
 
     try:
-        return write_report(directory)
+        return write_report(directory, intervals=intervals)
     except (SwevalError, OSError, ValueError) as exc:
         _log.warning("could not write the HTML report: %s", exc)
         return []

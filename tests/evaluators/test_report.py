@@ -503,3 +503,16 @@ def test_who_beats_whom_matrix_matches_scipy_on_results_csv(report_dir):
     # stratum A has 4 folds: the matrix says no test has power, its cells carry no p-value
     assert "no test has power" in parser.captions["A"]
     assert all("Holm" not in c["title"] for (s, _, _), c in cells.items() if s == "A")
+
+
+def test_given_intervals_are_the_ones_shown(report_dir, tmp_path):
+    """``write_report(intervals=...)`` shows the run's intervals instead of computing them."""
+    from sweval.evaluators.report_data import load
+
+    summary = load(report_dir).summary.drop(columns="protocol")
+    given = summary.assign(ci_low=0.5, ci_high=0.625)
+    write_report(report_dir, destination=tmp_path, intervals=given)
+    cells = parse_report(tmp_path / "report.html").cells
+    with_values = [cell for cell in cells if cell["text"] != "—"]
+    assert with_values
+    assert {cell.get("ci_text", "") for cell in with_values} == {"0.500–0.625"}

@@ -41,11 +41,11 @@ def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
     started = threading.Event()
     write_report = pipeline.write_report_quietly
 
-    def report_once_mlflow_is_finishing(directory: str | Path) -> list[Path]:
+    def report_once_mlflow_is_finishing(directory: str | Path, **kwargs: Any) -> list[Path]:
         # Written before the tracker's finish began (in line with the tables), it would wait
         # here in vain and fail.
         assert started.wait(timeout=10), "the report did not run while MLflow was finishing"
-        return write_report(directory)
+        return write_report(directory, **kwargs)
 
     monkeypatch.setattr(pipeline, "write_report_quietly", report_once_mlflow_is_finishing)
     prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
@@ -68,7 +68,7 @@ def test_a_report_error_is_the_runs_error(write_log, make_config, monkeypatch) -
     from sweval.flows import pipeline
     from sweval.flows.pipeline import Evaluation, compute_fold, prepare
 
-    def broken(directory: str | Path) -> list[Path]:
+    def broken(directory: str | Path, **kwargs: Any) -> list[Path]:
         raise RuntimeError("the report broke")
 
     monkeypatch.setattr(pipeline, "write_report_quietly", broken)
@@ -90,7 +90,7 @@ def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
     from sweval.flows.execute import execute
     from sweval_testing import experiment_runs
 
-    def broken(directory: str | Path) -> list[Path]:
+    def broken(directory: str | Path, **kwargs: Any) -> list[Path]:
         raise RuntimeError("the report broke")
 
     monkeypatch.setattr(pipeline, "write_report_quietly", broken)
@@ -99,3 +99,42 @@ def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
         execute(config, tracking=True)
     parents, _children = experiment_runs(config.tracking_uri, config.experiment)
     assert [run.info.status for run in parents] == ["FAILED"]
+
+
+def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_directory(
+    write_log, make_config, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The run hands its summary's bootstrap intervals to the report instead of having them
+    computed again, and the page is the one ``sweval report`` makes of the directory."""
+    import re
+
+    from sweval.evaluators import significance
+    from sweval.evaluators.report import write_report
+    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+
+    prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
+    evaluation = Evaluation(prepared, tracker=None)
+    for job in evaluation.jobs():
+        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
+    computed: list[int] = []
+    with_intervals = significance.with_intervals
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        computed.append(1)
+        return with_intervals(*args, **kwargs)
+
+    monkeypatch.setattr(significance, "with_intervals", counted)
+    monkeypatch.setattr("sweval.evaluators.outputs.with_intervals", counted)
+    monkeypatch.setattr("sweval.evaluators.report_data.with_intervals", counted)
+    outputs = evaluation.outputs()
+    evaluation.finish(outputs)
+    assert len(computed) == 1  # the summary's; the report took them from it
+    directory = Path(outputs.directory)
+    write_report(directory, destination=tmp_path / "again")
+    assert len(computed) == 2  # the report of a directory computes them
+
+    def undated(path: Path) -> str:
+        return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", "", path.read_text())
+
+    assert undated(directory / "report.html") == undated(tmp_path / "again" / "report.html")
+    assert "ci" in (directory / "report.html").read_text()
