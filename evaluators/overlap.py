@@ -39,8 +39,9 @@ Lists = tuple[NDArray[np.int64], NDArray[np.int64]]
 def jaccard(a: NDArray[np.int64], b: NDArray[np.int64], ks: list[int]) -> dict[int, NDArray[np.float64]]:
     """J@k per row of two aligned list matrices (−1 = empty slot; an item repeated in a row
     counts once), for every k (:func:`_jaccard_rows`; a k beyond the lists' width reads
-    them whole)."""
-    width = min(a.shape[1], b.shape[1])
+    them whole). Only the first max(ks) slots are read: the lists run as deep as a user's
+    relevant set (R-precision), and the kernel's cost grows with the square of the width."""
+    width = min(a.shape[1], b.shape[1], max(ks))
     values = _jaccard_rows(np.ascontiguousarray(a[:, :width], dtype=np.int64),
                            np.ascontiguousarray(b[:, :width], dtype=np.int64),
                            np.minimum(np.asarray(ks, dtype=np.int64), width))

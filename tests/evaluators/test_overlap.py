@@ -49,6 +49,16 @@ def test_jaccard_matches_sets(rng):
         assert values[k] == pytest.approx([slow_jaccard(a[i], b[i], k) for i in range(n)])
 
 
+def test_jaccard_of_lists_deeper_than_every_k(rng):
+    """Lists as deep as a user's relevant set: the slots past max(k) change nothing, even
+    where they hold the other list's top items or repeats."""
+    a = rng.integers(-1, 9, (200, 40))
+    b = rng.integers(-1, 9, (200, 40))
+    values = jaccard(a, b, [1, 3, 5])
+    for k in (1, 3, 5):
+        assert values[k] == pytest.approx([slow_jaccard(a[i], b[i], k) for i in range(200)])
+
+
 def test_list_overlap_pairs_users_and_folds():
     users = np.array([0, 1, 2])
     lists = {
