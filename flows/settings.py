@@ -27,6 +27,10 @@ PREFECT_DEFAULTS = {
     # MLflow's telemetry: it reads DO_NOT_TRACK only as "true", so "1" left it on (a thread
     # recording every client call, and a request to its config server in every process).
     "MLFLOW_DISABLE_TELEMETRY": "true",
+    # MLflow's client prints two lines ("View run ... at", "View experiment at") for every run
+    # it ends against a server, after a request of its own for the run's name; the summary's
+    # last line gives the parent run and its comparison view.
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
     # warnings and errors only, so the progress bar and the summary stay readable.
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",

@@ -96,6 +96,10 @@ def fold_digest(fingerprint: str, t_start: int, t_end: int, train_window: str | 
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+#: The columns :func:`fold_inputs` reads.
+FOLD_COLUMNS = ("fold", "t_start", "t_end", "n_eligible", "skipped")
+
+
 def fold_inputs(
     config: EvalConfig,
     folds: Any,

@@ -25,7 +25,7 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
 )
-from sweval.flows.tracking.inputs import fold_inputs, log_input
+from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
     MAX_BATCH,
     fold_metrics,
@@ -392,7 +392,8 @@ class Tracker:
                 inputs = [self.data_input]  # the log, then (SW-EVAL) each fold's window
                 if self.mode in ("batch", "rolling") and len(mine):
                     inputs += fold_inputs(
-                        self.config, mine.drop_duplicates("fold").sort_values("fold"),
+                        self.config,
+                        mine[list(FOLD_COLUMNS)].drop_duplicates("fold").sort_values("fold"),
                         fingerprint=self.fingerprint, source=self.source, stratum=stratum)
                 self.client.log_inputs(run_id, datasets=inputs)
                 if tuning is not None and algorithm in set(tuning["algorithm"]):

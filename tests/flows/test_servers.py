@@ -133,6 +133,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert run.returncode == 0, run.stderr[-4000:]
     assert "Traceback" not in run.stderr and "does not answer" not in run.stderr
     assert f"in {mlflow_url} (browse: {mlflow_url}/#/experiments/" in run.stdout
+    assert "View run" not in run.stdout  # MLflow's own line per run: the last line says it
     [parent] = _mlflow_parents(mlflow_url, "test/up")
     assert parent["info"]["status"] == "FINISHED"
     flow_run_id = parent["tags"]["prefect.flow_run_id"]
