@@ -175,6 +175,9 @@ class Tracker:
             if reused:
                 client.update_run(parent.info.run_id, status="RUNNING")
                 tracker._find_children()
+                if state.get("tracking_uri") != uri:  # the same store, reached another way
+                    state["tracking_uri"] = uri  # (through `sweval up`'s server, or no longer)
+                    write_state(state_path, state)
             params, tags = parent_params_and_tags(
                 config, key=key, fingerprint=fingerprint, source=source, mode=mode,
                 flow_run_id=flow_run_id, flow_run_name=flow_run_name,

@@ -145,6 +145,19 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
                                 f"{parent['info']['run_id']}", timeout=30) as response:
         assert response.read().startswith(b"fold,")
 
+    # the same output, its store reached directly and then through the server again: the one
+    # parent run, and the last line names the way it was reached this time
+    direct = f"sqlite:///{home.path / 'mlflow.db'}"
+    for uri, shown in ((direct, f"in {direct} (browse: sweval ui)"),
+                       (None, f"in {mlflow_url} (browse: {mlflow_url}/#/experiments/")):
+        rerun = home.sweval(*RUN, "--data", str(data), "--output", str(tmp_path / "out"),
+                            "--experiment", "test/up",
+                            **({"MLFLOW_TRACKING_URI": uri} if uri else {}))
+        assert rerun.returncode == 0, rerun.stderr[-4000:]
+        assert shown in rerun.stdout and parent["info"]["run_id"] in rerun.stdout, rerun.stdout
+    assert [p["info"]["run_id"] for p in _mlflow_parents(mlflow_url, "test/up")] == [
+        parent["info"]["run_id"]]
+
     # an explicit MLFLOW_TRACKING_URI and PREFECT_API_URL win over the servers
     other = f"sqlite:///{tmp_path / 'other' / 'mlflow.db'}"
     explicit = home.sweval(*RUN, "--data", str(data), "--output", str(tmp_path / "out2"),
@@ -155,9 +168,11 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     names = {e["name"] for e in _get(
         f"{mlflow_url}/api/2.0/mlflow/experiments/search?max_results=100")["experiments"]}
     assert "test/up" in names and "test/explicit" not in names
-    assert [r["id"] for r in _post(f"{prefect_url}/api/flow_runs/filter", {})] == [flow_run_id]
     [elsewhere] = experiment_runs(other, "test/explicit")[0]
     other_run = elsewhere.data.tags["prefect.flow_run_id"]
+    on_the_server = [r["id"] for r in _post(f"{prefect_url}/api/flow_runs/filter", {})]
+    assert flow_run_id in on_the_server and other_run not in on_the_server
+    assert len(on_the_server) == 3  # the run and its two reruns
     assert _get(f"{prefect_api}/flow_runs/{other_run}")["state_type"] == "COMPLETED"
 
     stopped = home.sweval("down")
