@@ -54,6 +54,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def parent_device_tags(devices: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The parent run's tags of where each algorithm ran: ``sweval.device.<algorithm>``, and
+    ``sweval.als_device`` for ALS."""
+    tags = [(f"sweval.device.{key_part(name)}", device) for name, device in devices.items()]
+    if "als" in devices:
+        tags.append(("sweval.als_device", devices["als"]))
+    return tags
+
+
 # ------------------------------------------------------------------------------------- the tracker
 class Tracker:
     """MLflow logging of one evaluation (one parent run, a child per algorithm and stratum).
@@ -333,9 +342,8 @@ class Tracker:
         for algorithm, device in devices.items():
             if algorithm in self.devices_tagged:
                 continue
-            self.client.set_tag(self.parent_run_id, f"sweval.device.{key_part(algorithm)}", device)
-            if algorithm == "als":
-                self.client.set_tag(self.parent_run_id, "sweval.als_device", device)
+            for key, value in parent_device_tags({algorithm: device}):
+                self.client.set_tag(self.parent_run_id, key, value)
             for (name, _stratum), run_id in self.children.items():
                 if name == algorithm:
                     self.client.set_tag(run_id, "sweval.device", device)
@@ -407,10 +415,7 @@ class Tracker:
             for path in [*files, *late_files()]:
                 if Path(path).exists():
                     self.client.log_artifact(self.parent_run_id, str(path))
-            parent_tags = [RunTag(f"sweval.device.{key_part(algorithm)}", device)
-                           for algorithm, device in devices.items()]
-            if "als" in devices:
-                parent_tags.append(RunTag("sweval.als_device", devices["als"]))
+            parent_tags = [RunTag(key, value) for key, value in parent_device_tags(devices)]
             if n_folds is not None:
                 parent_tags.append(RunTag("sweval.n_folds", str(n_folds)))
             if self.mode in ("batch", "rolling"):
