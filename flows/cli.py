@@ -223,11 +223,12 @@ def serve(
 
 @app.command()
 def algorithms() -> None:
-    """List every available algorithm, built-in and plugin, with its parameters, defaults and
-    origin, and where device=auto runs ALS and BPR here (the GPU, or the CPU and why). Plugins:
-    entry points in the group [bold]sweval.algorithms[/bold]; any other class can be named by
-    its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be used is
-    reported after the table, with exit status 2."""
+    """List every algorithm, built-in and plugin, with its parameters, defaults and origin.
+
+    The table ends with where device=auto runs ALS and BPR here (the GPU, or the CPU and why).
+    Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be
+    named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be
+    used is reported after the table, with exit status 2."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -261,8 +262,10 @@ def ui(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1.")] = 5000,
     browser: Annotated[bool, typer.Option("--browser/--no-browser", help="Open the latest evaluation's comparison chart in the default browser ($BROWSER) once the server answers; its address is printed either way.")] = True,
 ) -> None:
-    """Open the MLflow UI on the local tracking store (mlflow server on 127.0.0.1), on the run
-    comparison chart of the latest evaluation."""
+    """Open the MLflow UI on the local tracking store, on the latest evaluation's chart.
+
+    Starts mlflow server on 127.0.0.1 and opens the run comparison chart of the latest
+    evaluation."""
     from sweval.evaluators.config import EvalConfig
     from sweval.flows.processes import run_server, stop_handled
     from sweval.flows.tracking import (
@@ -300,7 +303,7 @@ def generate(
     days: Annotated[int, typer.Option(help="Length of the log in days.")] = 120,
     bias: Annotated[float, typer.Option(help="Share of clicks driven by the user's A/B bucket policy (presentation bias), 0..1.")] = 0.3,
 ) -> None:
-    """Write a synthetic retail-like log with an A/B ``policy`` column."""
+    """Write a synthetic retail-like log with an A/B policy column."""
     from sweval.data.synthetic import generate_log
 
     _setup_logging(False)

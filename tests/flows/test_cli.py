@@ -144,3 +144,28 @@ def test_algorithms_says_where_device_auto_runs(
     monkeypatch.setenv("COLUMNS", "200")
     assert _sweval(monkeypatch, "algorithms") == 0
     assert said in capsys.readouterr().out
+
+
+def _commands(group: object, prefix: str = "") -> list[tuple[str, object]]:
+    """(name, click command) of every command and sub-command of a click group."""
+    found = []
+    for name, command in getattr(group, "commands", {}).items():
+        found.append((prefix + name, command))
+        found += _commands(command, prefix + name + " ")
+    return found
+
+
+def test_every_command_summary_is_one_paragraph_that_the_panel_can_reflow() -> None:
+    """With rich markup the command panel of ``sweval --help`` keeps a summary's line breaks
+    as they stand in the docstring, so a summary spread over two source lines breaks in the
+    middle of a sentence there: each command's first paragraph must be a single line."""
+    import typer.main
+
+    from sweval.flows.cli import app
+
+    commands = _commands(typer.main.get_command(app))
+    assert {"run", "algorithms", "ui", "cache prune"} <= {name for name, _ in commands}
+    for name, command in commands:
+        summary = (command.help or "").strip().split("\n\n")[0]
+        assert summary and "\n" not in summary, f"sweval {name}: {summary!r}"
+        assert "``" not in summary, f"sweval {name}: reST quotes in {summary!r}"
