@@ -55,7 +55,6 @@ import numpy as np  # noqa: E402
 from sweval.algorithms.registry import build_algorithm  # noqa: E402
 from sweval.algorithms.threads import unit_threads  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.engine import compute_lists  # noqa: E402
 from sweval.evaluators.folds import build_folds  # noqa: E402
 from sweval.evaluators.training_state import IncrementalTraining  # noqa: E402
 from sweval.evaluators.windows import WindowSpec  # noqa: E402

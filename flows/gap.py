@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -67,7 +68,7 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
                        console=console) as progress:
         task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
-        advance = lambda n: progress.advance(task, n)
+        advance = partial(progress.advance, task)
         for name, protocol in validations.items():
             sets[name] = run_protocol(before, protocol, list(config.algorithms), ks=config.k,
                                       params=config.params, store=store, progress=advance).results

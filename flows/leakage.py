@@ -29,12 +29,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 import typer
+from numpy.typing import NDArray
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -76,15 +78,18 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
                                  total=(design.periods + 1) * len(config.algorithms))
         run = run_protocol(log, protocol, list(config.algorithms), ks=config.k,
                            params=config.params, store=store,
-                           progress=lambda n: progress.advance(task, n))
+                           progress=partial(progress.advance, task))
         reseeded = {entry: other for entry in config.algorithms
                     if (other := reseeded_entry(entry, config.params)) is not None}
         if reseeded:  # intrinsic overlap: the same model, another seed, at j = 0
             task = progress.add_task("other seeds (j = 0)", total=len(reseeded))
             seeds = run_protocol(log, LeakageSeverity(replace(design, periods=0)),
                                  list(reseeded.values()), ks=config.k, params=config.params,
-                                 store=store, progress=lambda n: progress.advance(task, n))
-    lists_of = lambda key: store.load(key, log).items
+                                 store=store, progress=partial(progress.advance, task))
+
+    def lists_of(key: str) -> NDArray[np.int64]:
+        return store.load(key, log).items
+
     severity = severity_tables(log, protocol, run.results, run.units, lists_of, config.k)
     if reseeded:
         severity.overlap = with_intrinsic(severity.overlap, seeds.units, reseeded, lists_of,

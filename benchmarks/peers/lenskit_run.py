@@ -34,7 +34,6 @@ import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import KS, Canon, Run, bounds, guarded, parse_args, read_log  # noqa: E402
 

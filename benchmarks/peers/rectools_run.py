@@ -29,7 +29,6 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import json  # noqa: E402
 
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import KS, Canon, Run, bounds, guarded, parse_args, read_log  # noqa: E402
 
