@@ -118,9 +118,10 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
         empty = [param for param, values in grid.items() if not values]
         if not grid or empty:
             raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
+        grid = {param: _distinct(name, param, values) for param, values in grid.items()}
         params = [dict(zip(grid, values, strict=True))
                   for values in itertools.product(*grid.values())]
-        labels = [variant_label(name, p) for p in params]  # validates every value
+        labels = [variant_label(name, p) for p in params]
         found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid)))
     if found:
         tune_metric(config)
@@ -129,6 +130,21 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
     if config.tune_sampler != "grid":
         found = [sample(search, config, objective) for search in found]
     return found
+
+
+def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
+    """The grid's values with repeats dropped, first occurrence kept: two values are repeats
+    when the algorithm's config reads them as the same (``10`` and ``10.0`` for an integer).
+
+    Raises:
+        SwevalError: an unknown parameter or a value of the wrong type.
+    """
+    from sweval.evaluators.units import variant_label
+
+    seen: dict[str, Any] = {}
+    for value in values:
+        seen.setdefault(variant_label(name, {param: value}), value)  # validates the value
+    return list(seen.values())
 
 
 def sample(search: Search, config: EvalConfig, objective: Objective | None) -> Search:

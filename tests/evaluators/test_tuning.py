@@ -285,3 +285,17 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
     row = outputs.optimism.iloc[0]
     assert (row["tuned_mean"], row["oracle"], row["oracle_mean"], row["optimism"]) == (
         0.5, "pop-n(n_recent=1000)", 1.0, 1.0)
+
+
+def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
+    from sweval.evaluators.tuning import searches
+
+    repeated = {"item-knn": {"n_neighbors": [50, 5, 50.0, 5]}}
+    found = searches(config(tmp_path, tune=repeated))[0]
+    assert found.candidates == [B, A] and found.params == [{"n_neighbors": 50},
+                                                           {"n_neighbors": 5}]
+    run_local(config(tmp_path, tune=repeated, folds=4))
+    out = tmp_path / "out"
+    tuning = pd.read_csv(out / "tuning.csv")
+    assert set(tuning["candidate"]) == {A, B}
+    assert (out / "optimism.csv").exists() and (out / "summary.csv").exists()
