@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
 from sweval.data.errors import SwevalError
 from sweval.flows.options import build_config, with_eval_options
 from sweval.flows.settings import apply_env_defaults
+from sweval.flows.terminal import message_console, table_console
 
 if TYPE_CHECKING:
     from sweval.evaluators.config import EvalConfig
@@ -35,7 +36,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
     help="SW-EVAL: sliding-window offline evaluation of recommender systems.",
 )
-console = Console(stderr=True)
+console = message_console()
 _log = logging.getLogger(__name__)
 
 
@@ -68,7 +69,7 @@ def _options(
 
         prefect = SERVER_COMMANDS[ctx.invoked_subcommand] and "--no-prefect" not in sys.argv
         use_local_servers(prefect=prefect,  # --no-prefect: not even Prefect's settings import
-                          say=lambda line: console.print(line, highlight=False, soft_wrap=True))
+                          say=lambda line: console.print(line, markup=False))
 
 
 def _algorithm_help() -> str:
@@ -118,7 +119,7 @@ def run(
     if outputs is None:
         console.print(
             f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
-            "nothing to evaluate."
+            "nothing to evaluate.", markup=False
         )
         return
     print_summary(outputs, cfg)
@@ -178,11 +179,10 @@ def _print_tracking(cfg: EvalConfig) -> None:
         browse = comparison_url(uri, state["experiment_id"], state["parent_run_id"])
     else:
         browse = "sweval ui" + (f" --tracking-uri {uri}" if cfg.tracking_uri else "")
-    Console().print(  # stdout, under the summary's "results:" line
+    message_console(stderr=False).print(  # stdout, under the summary's "results:" line
         f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
         f"in {uri} (browse: {browse})",
-        highlight=False,
-        soft_wrap=True,
+        markup=False,
     )
 
 
@@ -216,7 +216,7 @@ def serve(
 
     console.print(
         f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}, cron "
-        f"{cron!r} {timezone}); stop with Ctrl-C"
+        f"{cron!r} {timezone}); stop with Ctrl-C", markup=False
     )
     serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling)
 
@@ -229,7 +229,6 @@ def algorithms() -> None:
     Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be
     named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be
     used is reported after the table, with exit status 2."""
-    from rich.markup import escape
     from rich.table import Table
 
     from sweval.algorithms.implicit_device import OnDevice, cuda_unavailable_reason
@@ -246,12 +245,14 @@ def algorithms() -> None:
             for param, field in cls.Config.model_fields.items()
         )
         table.add_row(escape(name), escape(params) or "—", escape(origin.describe()))
-    Console().print(table)
+    table_console().print(table)
     on_device = [name for name, (cls, _origin) in found.items() if issubclass(cls, OnDevice)]
     if on_device:
         reason = cuda_unavailable_reason()
         where = "the GPU" if reason is None else f"the CPU here: {reason}"
-        Console().print(escape(f"device=auto ({', '.join(on_device)}) runs on {where}"))
+        message_console(stderr=False).print(
+            f"device=auto ({', '.join(on_device)}) runs on {where}", markup=False
+        )
     if problems:
         raise SwevalError("\n".join(problems))
 
@@ -280,15 +281,15 @@ def ui(
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
         console.print(f"{uri} is a tracking server already: open "
-                      + (latest_comparison_url(uri, uri) or uri), soft_wrap=True)
+                      + (latest_comparison_url(uri, uri) or uri), markup=False)
         return
     console.print(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
-        "stop with Ctrl-C"
+        "stop with Ctrl-C", markup=False
     )
     prepare_sqlite_store(uri)  # built whole before the server opens it
     announce_when_ready(uri, f"http://127.0.0.1:{port}", browser=browser,
-                        say=lambda line: console.print(line, soft_wrap=True, highlight=False))
+                        say=lambda line: console.print(line, markup=False))
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
         run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:
@@ -317,7 +318,7 @@ def generate(
         frame.to_csv(out, index=False)
     console.print(
         f"wrote {out}: {len(frame):,} interactions, {frame['user'].nunique():,} users, "
-        f"{frame['item'].nunique():,} items"
+        f"{frame['item'].nunique():,} items", markup=False
     )
 
 
@@ -364,7 +365,7 @@ def main() -> None:
     except SwevalError as exc:
         if received_signal():  # a stop signal's exception, turned into another on its way out
             _interrupted()
-        console.print(f"[bold red]error:[/bold red] {exc}", highlight=False, soft_wrap=True)
+        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
         sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         _interrupted()

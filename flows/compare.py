@@ -104,9 +104,10 @@ from sweval.evaluators.significance import (
 )
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.tuning import Search, tune_comparison
-from sweval.flows.compare_tables import PRINT_WIDTH, print_comparison
+from sweval.flows.compare_tables import print_comparison
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.summary import unit_progress
+from sweval.flows.terminal import PRINT_WIDTH, table_console
 from sweval.flows.tracking import ComparisonTracker
 
 _log = logging.getLogger(__name__)
@@ -438,7 +439,7 @@ def write_comparison(comparison: Comparison) -> None:
         comparison.protocol_effect.to_csv(directory / "significance_protocols.csv", **kw)
         if not comparison.overlap.empty:
             comparison.overlap.to_csv(directory / "overlap_protocols.csv", **kw)
-        recorder = Console(record=True, width=PRINT_WIDTH, file=io.StringIO())
+        recorder = table_console(record=True, width=PRINT_WIDTH, file=io.StringIO())
         print_comparison(comparison, recorder)
         (directory / "compare.txt").write_text(recorder.export_text())
         _write_record(comparison)
@@ -525,7 +526,7 @@ def compare_command(
             )
         output = cfg.output_or(DEFAULT_OUTPUT)
         comparison = run_compare(cfg, _split(protocols), output=output,
-                                 loocv_repeats=loocv_repeats, console=Console(stderr=True),
+                                 loocv_repeats=loocv_repeats, console=table_console(stderr=True),
                                  split_ratio=split_ratio, split_seed=split_seed,
                                  rank_metric=rank_metric)
         print_comparison(comparison)

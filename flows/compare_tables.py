@@ -16,12 +16,10 @@ from sweval.evaluators.comparison import rank_shift, rankings, table2
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
+from sweval.flows.terminal import table_console
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison
-
-#: Width of the printed tables when the output is not a terminal (and of ``compare.txt``).
-PRINT_WIDTH = 160
 
 
 def _protocol_title(comparison: Comparison, name: str) -> str:
@@ -260,9 +258,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     """Print Table 2 per protocol, the rankings, Kendall's τ, the leakage diagnostic and the
     lists' overlap with SW-EVAL's."""
     if console is None:
-        console = Console()
-        if not console.is_terminal:  # a file or a pipe: never squeeze the numbers to 80 columns
-            console = Console(width=PRINT_WIDTH)
+        console = table_console()
     log = comparison.log
     console.print(
         f"[bold]compare[/bold] on {comparison.config.dataset_name}: {len(log):,} interactions, "

@@ -48,6 +48,7 @@ from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 from sweval.flows.summary import unit_progress
+from sweval.flows.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/gap"
 
@@ -91,7 +92,7 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
 def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
               console: Console | None = None) -> None:
     """003 Table 2: per algorithm, each validation value with its drop to the test value."""
-    console = console or Console()
+    console = console or table_console()
     part = gap[(gap["metric"] == metric) & (gap["k"] == k)]
     table = Table(title=f"{LABELS[metric]}@{k}: validated before T, then deployed on [T, T+tΔ) "
                   "(drop = test / validation − 1)", title_justify="left")
@@ -143,12 +144,12 @@ def gap_command(
         design = GapDesign(deploy_start=start, width_s=width, share=split_ratio,
                            seed=split_seed)
         output = Path(cfg.output_or(DEFAULT_OUTPUT))
-        stderr = Console(stderr=True)
+        stderr = table_console(stderr=True)
         gap_frame, _ = run_gap(cfg, design, output=output, console=stderr)
         k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
             print_gap(gap_frame, list(cfg.algorithms), k, metric)
-        stderr.print(f"tables: {output}")
+        stderr.print(f"tables: {output}", markup=False)
 
     gap.__doc__ = (
         "The validation-to-deployment gap (papers/003): each algorithm validated three ways "

@@ -57,6 +57,7 @@ from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
 from sweval.evaluators.windows import parse_duration, parse_time
 from sweval.flows.summary import unit_progress
+from sweval.flows.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/leakage"
 
@@ -121,7 +122,7 @@ def _write(output: Path, severity: Severity, design: SeverityDesign, config: Eva
 def print_severity(severity: Severity, algorithms: list[str], k: int,
                    console: Console | None = None) -> None:
     """The experiment's tables: metric@k per j, future items, % change, ranking, overlap."""
-    console = console or Console()
+    console = console or table_console()
     splits = Table(title="Training data per j (the test users are the same for every j)",
                    title_justify="left")
     for column in ("j", "training ends", "training transactions", "test users"):
@@ -200,10 +201,10 @@ def leakage_command(
             period_s=parse_duration(cfg.window), periods=leak_periods,
         )  # fmt: skip
         output = Path(cfg.output_or(DEFAULT_OUTPUT))
-        stderr = Console(stderr=True)
+        stderr = table_console(stderr=True)
         severity = run_leakage(cfg, design, output=output, console=stderr)
         print_severity(severity, list(cfg.algorithms), shown_k(cfg.k))
-        stderr.print(f"tables and severity.png: {output}")
+        stderr.print(f"tables and severity.png: {output}", markup=False)
 
     leakage.__doc__ = (
         "Leakage severity (papers/000 §3-4): the same test users (their last transaction in "

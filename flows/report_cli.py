@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from sweval.data.errors import SwevalError
+from sweval.flows.terminal import message_console
 from sweval.flows.tracking import get_run, open_client, resolve_uri
 
-console = Console(stderr=True)
+console = message_console(markup=False)  # paths print as they are
 
 RUN_ID = re.compile(r"[0-9a-f]{32}")
 RESULT_FILES = ("compare.csv", "results.csv")

@@ -6,12 +6,14 @@ import os
 from typing import Annotated
 
 import typer
-from rich.console import Console
+from rich.markup import escape
 
 from sweval.flows import servers
+from sweval.flows.terminal import message_console
 
-_err = Console(stderr=True, highlight=False, soft_wrap=True)
-_out = Console(highlight=False, soft_wrap=True)
+# plain text: paths, URLs and the servers' own messages print as they are
+_err = message_console(markup=False)
+_out = message_console(stderr=False, markup=False)
 
 _LABEL = {"prefect": "Prefect", "mlflow": "MLflow", "warm": "warm"}
 
@@ -43,8 +45,9 @@ def up(
     for server in started:
         _out.print(f"{_LABEL[server.name]:8} {server.url}   (pid {server.pid}, log {server.log})")
     if failed:
-        _err.print(f"[yellow]warning[/yellow]: the warm process did not start ({failed}); "
-                   "commands start in-process, as without it.")
+        _err.print(f"[yellow]warning[/yellow]: the warm process did not start "
+                   f"({escape(str(failed))}); commands start in-process, as without it.",
+                   markup=True)
     elif warm:
         server = warm_process.recorded()
         if server is not None:

@@ -17,8 +17,9 @@ from rich.table import Table
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.outputs import Outputs
-from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.overlap import overlap_matrix
+from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
+from sweval.flows.terminal import table_console
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -124,7 +125,7 @@ def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
 
 def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None = None) -> None:
     """Print the per-stratum Recall tables, the fold counts and where the files are."""
-    console = console or Console()
+    console = console or table_console()
     summary = outputs.summary
     metric = shown_metric(summary)
     for stratum in summary["stratum"].unique():
@@ -132,12 +133,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         if part["n_folds"].max() == 0:
             console.print(
                 f"stratum {stratum}: every fold skipped (fewer than u_min={config.u_min} "
-                "eligible users)", style="yellow"
+                "eligible users)", style="yellow", markup=False
             )
             continue
         title = (
-            f"{LABELS.get(metric, metric)}@k on {config.dataset_name}, {config.window} windows"
-            + (f", stratum {stratum}" if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
+            f"{LABELS.get(metric, metric)}@k on {escape(config.dataset_name)}, "
+            f"{escape(config.window)} windows"
+            + (f", stratum {escape(str(stratum))}"
+               if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
             + f" — mean over folds, Δ% to the best (green), {100 * config.ci:g}% bootstrap "
             "interval over folds"
         )
@@ -148,10 +151,11 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     used = int((~folds["skipped"]).sum())
     console.print(
         f"folds: {used} used, {len(folds) - used} skipped (u_min={config.u_min}); "
-        f"devices: {', '.join(f'{a}={d}' for a, d in outputs.devices.items()) or '—'}"
+        f"devices: {', '.join(f'{a}={d}' for a, d in outputs.devices.items()) or '—'}",
+        markup=False,
     )
     for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
-        console.print(f"  skipped: {reason}", style="dim")
+        console.print(f"  skipped: {reason}", style="dim", markup=False)
     line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed)
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
@@ -202,11 +206,14 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
         k = 10 if (at["k"] == 10).any() else at["k"].dropna().min()
         at = at[at["k"] == k]
         if len(at):
+            tested = int(at["p_holm"].notna().sum())
             n_significant = int((at["p_holm"] < ALPHA).sum())
+            untested = (f"; {len(at) - tested} untested (fewer than {MIN_FOLDS} paired folds)"
+                        if tested < len(at) else "")
             console.print(
-                f"policy effect at Recall@{k}: {n_significant} of {len(at)} (algorithm pair, "
-                f"stratum pair) leads differ between strata (p_holm < {ALPHA:g}); see "
-                "significance_strata.csv", highlight=False,
+                f"policy effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
+                f"pair, stratum pair) leads differ between strata (p_holm < {ALPHA:g})"
+                f"{untested}; see significance_strata.csv", highlight=False,
             )
 
 

@@ -169,3 +169,42 @@ def test_every_command_summary_is_one_paragraph_that_the_panel_can_reflow() -> N
         summary = (command.help or "").strip().split("\n\n")[0]
         assert summary and "\n" not in summary, f"sweval {name}: {summary!r}"
         assert "``" not in summary, f"sweval {name}: reST quotes in {summary!r}"
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--data", "{tmp}/[old]/log:boom:.csv"], "{tmp}/[old]/log:boom:.csv"),
+    (["--algorithms", "item-knn", "--tune", "item-knn.n_neighbors=log_range(10,1000,0)"],
+     "log_range needs [low > 0, high >= low, n >= 1]."),
+])
+def test_error_text_prints_as_written_not_as_markup_or_emoji(
+    args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
+    code = _sweval(monkeypatch, "run", *args, "--output", tmp_path / "out", "--no-prefect",
+                   "--no-tracking", "--no-progress")
+    err = " ".join(capsys.readouterr().err.split())  # the line may wrap
+    assert code == 2
+    assert said.replace("{tmp}", str(tmp_path)) in err
+
+
+def test_tables_off_a_terminal_are_not_squeezed_to_80_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rich.table import Table
+
+    from sweval.flows.terminal import PRINT_WIDTH, table_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr("os.isatty", lambda fd: False)
+    console = table_console(record=True, file=__import__("io").StringIO())
+    table = Table()
+    for name in ("algorithm", "Recall@5", "Recall@10", "Recall@15", "Recall@20", "folds"):
+        table.add_column(name, no_wrap=True)
+    table.add_row("my_models:Boom:[v2]", *["0.1234 [dim]-12%[/]"] * 4, "30/0")
+    console.print(table)
+    text = console.export_text()
+    assert console.width == PRINT_WIDTH
+    assert "my_models:Boom:" in text and "…" not in text
+    monkeypatch.setenv("COLUMNS", "90")
+    assert table_console().width == 90
