@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -374,8 +374,33 @@ class EvalConfig(BaseModel):
                 raw = json.loads(text)
         except Exception as exc:
             raise SwevalError(f"{path}: cannot parse the configuration ({exc}).") from exc
+        if not isinstance(raw, dict):
+            raise SwevalError(
+                f"{path}: the configuration must be a table of options (u_min = 100, "
+                f"k = [5, 10], ...), not a {type(raw).__name__}."
+            )
+        raw = cls._comma_lists(raw, str(path))
         raw.update({k: v for k, v in overrides.items() if v is not None})
         return cls.build(**raw)
+
+    @classmethod
+    def _comma_lists(cls, raw: dict[str, Any], where: str) -> dict[str, Any]:
+        """List options written in a file as on the command line (``k = "5,10"``,
+        ``algorithms: pop``) read as the command line reads them; a lone number (``k = 10``)
+        is a list of one."""
+        found = dict(raw)
+        for name, value in raw.items():
+            field = cls.model_fields.get(name)
+            if field is None or get_origin(field.annotation) is not list:
+                continue
+            if isinstance(value, str):
+                cli = next((m for m in field.metadata if isinstance(m, Cli)), Cli())
+                codec = cli.codec if isinstance(cli.codec, CommaList) \
+                    else CommaList(get_args(field.annotation)[0])
+                found[name] = codec.parse(value, f"{where}: {name}")
+            elif isinstance(value, int | float) and not isinstance(value, bool):
+                found[name] = [value]
+        return found
 
     @classmethod
     def build(cls, **values: Any) -> EvalConfig:
@@ -383,10 +408,24 @@ class EvalConfig(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, err['loc'])) or 'config'}: {err['msg']}" for err in exc.errors()
-            )
+            problems = "; ".join(_problem(err) for err in exc.errors())
             raise SwevalError(f"invalid configuration: {problems}.") from None
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(), indent=2, sort_keys=False, default=str)
+
+
+def _problem(error: Any) -> str:
+    """One pydantic error as ``--ci-method (ci_method): Input should be ...``: the option as the
+    command line spells it, the name a configuration file uses, the message without pydantic's
+    ``Value error,`` prefix or a final period (the messages are joined and end with one)."""
+    loc = [str(part) for part in error["loc"]]
+    where = ".".join(loc) or "config"
+    message = str(error["msg"]).removeprefix("Value error, ").rstrip(".")
+    if loc and loc[0] in EvalConfig.model_fields:
+        flag = f"--{loc[0].replace('_', '-')}"
+        if message.startswith(flag):  # the message names the option itself
+            return message
+        where = f"{flag} ({where})"
+    return f"{where}: {message}"
+

@@ -208,3 +208,47 @@ def test_tables_off_a_terminal_are_not_squeezed_to_80_columns(
     assert "my_models:Boom:" in text and "…" not in text
     monkeypatch.setenv("COLUMNS", "90")
     assert table_console().width == 90
+
+
+@pytest.mark.parametrize(("name", "text", "kind"), [
+    ("list.json", "[1, 2]", "list"), ("word.yaml", "hello\n", "str"),
+])
+def test_a_configuration_file_that_is_not_a_table_is_a_user_error(
+    name: str, text: str, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    assert _sweval(monkeypatch, "run", "--config", path, "--no-prefect", "--no-tracking") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path}: the configuration must be a table of options" in err and f"not a {kind}" in err
+
+
+def test_configuration_files_take_lists_as_the_command_line_writes_them(tmp_path: Path) -> None:
+    from sweval.data.errors import SwevalError
+    from sweval.evaluators.config import EvalConfig
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('k = "5,10"\nalgorithms = "pop,user-knn(n_neighbors=5,weighting=cosine),pop-n"\n'
+                    "seeds = 3\n")
+    config = EvalConfig.load(toml)
+    assert config.k == [5, 10] and config.seeds == [3]
+    assert [entry.split("(")[0] for entry in config.algorithms] == ["pop", "user-knn", "pop-n"]
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("algorithms: pop\nk: [5, 20]\n")
+    assert EvalConfig.load(yaml).algorithms == ["pop"] and EvalConfig.load(yaml).k == [5, 20]
+    toml.write_text('k = "5,ten"\n')
+    with pytest.raises(SwevalError, match=r"run.toml: k: 'ten' is not an integer"):
+        EvalConfig.load(toml)
+
+
+def test_invalid_options_are_named_as_the_command_line_spells_them() -> None:
+    from sweval.data.errors import SwevalError
+    from sweval.evaluators.config import EvalConfig
+
+    with pytest.raises(SwevalError) as error:
+        EvalConfig.build(ci_method="xyz", tune_windows=0)
+    message = str(error.value)
+    assert "--ci-method (ci_method): Input should be" in message
+    assert "--tune-windows (tune_windows): " in message
+    assert ".." not in message and "Value error" not in message
