@@ -5,7 +5,8 @@ default, validation, ``description`` (the help text) and an optional
 :class:`~sweval.evaluators.config.Cli` marker (help panel, flag, text codec). This module turns
 the fields into typer options (:func:`with_eval_options`) and the parsed options back into an
 EvalConfig (:func:`build_config`), so a field added to the model is an option of every
-evaluation command with no edit here or in the commands.
+evaluation command with no edit here or in the commands (``sweval inspect``: of every field of
+the Data panel, ``group=DATA``).
 
 Kept light: the command line imports it at start-up (typer, rich and pydantic only).
 """
@@ -24,8 +25,9 @@ import typer
 from pydantic.fields import FieldInfo
 from rich.markup import escape
 
+from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.option_text import Cli, CommaList, Settings
+from sweval.evaluators.option_text import Cli, CommaList, Group, Settings
 
 _KEYWORD = inspect.Parameter.KEYWORD_ONLY
 
@@ -71,6 +73,14 @@ class OptionSpec:
             self.name, _KEYWORD, default=self.default, annotation=Annotated[self.annotation, option]
         )
 
+    def argument(self) -> inspect.Parameter:
+        """The field as an optional positional argument (see :func:`with_eval_options`)."""
+        argument = typer.Argument(help=self.help, show_default=False)
+        return inspect.Parameter(
+            self.name, _KEYWORD, default=self.default,
+            annotation=Annotated[self.annotation, argument],
+        )
+
 
 def _spec(model: type[EvalConfig], name: str, field: FieldInfo) -> OptionSpec:
     cli = next((m for m in field.metadata if isinstance(m, Cli)), Cli())
@@ -109,26 +119,60 @@ def _text_type(annotation: Any, where: str) -> Any:
 
 
 @functools.cache
-def option_specs(model: type[EvalConfig] = EvalConfig) -> tuple[OptionSpec, ...]:
-    """The options of ``model``'s fields, in field order."""
-    return tuple(_spec(model, name, field) for name, field in model.model_fields.items())
+def option_specs(
+    model: type[EvalConfig] = EvalConfig, group: Group | None = None
+) -> tuple[OptionSpec, ...]:
+    """The options of ``model``'s fields, in field order; only those of help panel ``group``
+    when given (``DATA``: the options that say how the log is read)."""
+    specs = tuple(_spec(model, name, field) for name, field in model.model_fields.items())
+    return specs if group is None else tuple(s for s in specs if s.group == str(group))
 
 
-def with_eval_options(func: Any, model: type[EvalConfig] = EvalConfig) -> Any:
-    """Give ``func`` (which takes ``**options``) an option per field of ``model``, then
-    :data:`EXTRA_OPTIONS` (``--config``, ``-v``); its own parameters come first."""
+def with_eval_options(
+    func: Any,
+    model: type[EvalConfig] = EvalConfig,
+    *,
+    group: Group | None = None,
+    extra: list[inspect.Parameter] = EXTRA_OPTIONS,
+    argument: str | None = None,
+) -> Any:
+    """Give ``func`` (which takes ``**options``) an option per field of ``model`` (of help panel
+    ``group`` only, when given), then ``extra`` (:data:`EXTRA_OPTIONS`: ``--config``, ``-v``);
+    its own parameters come first.
+
+    ``argument`` names a field that is also an optional positional argument, with the field's
+    help (``sweval inspect [DATA]``); its option stays (parameter ``<field>_option``) and
+    ``func`` gets one value under the field's name, from either.
+    """
     own = [
         p for p in inspect.signature(func, eval_str=True).parameters.values()
         if p.kind is not inspect.Parameter.VAR_KEYWORD
     ]
-    shared = [spec.parameter() for spec in option_specs(model)] + EXTRA_OPTIONS
-    clash = {p.name for p in own} & {p.name for p in shared}
+    specs = option_specs(model, group)
+    shared = [spec.parameter() for spec in specs] + list(extra)
+    positional: list[inspect.Parameter] = []
+    if argument is not None:
+        spec = next((s for s in specs if s.name == argument), None)
+        if spec is None or spec.default is not None or spec.codec is not None:
+            raise TypeError(f"{func.__name__}: {argument!r} is not an option with no default")
+        positional = [spec.argument()]
+        shared = [p.replace(name=f"{argument}_option") if p.name == argument else p
+                  for p in shared]  # fmt: skip
+    clash = {p.name for p in own} & {p.name for p in shared + positional}
     if clash:
         raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are also evaluation options")
-    parameters = [p.replace(kind=_KEYWORD) for p in own + shared]
+    parameters = [p.replace(kind=_KEYWORD) for p in positional + own + shared]
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
+        if argument is not None:
+            flag_value = kwargs.pop(f"{argument}_option")
+            if flag_value is not None:
+                if kwargs[argument] is not None:
+                    raise SwevalError(
+                        f"give {argument.upper()} or --{argument.replace('_', '-')}, not both."
+                    )
+                kwargs[argument] = flag_value
         return func(**kwargs)
 
     del wrapper.__wrapped__
@@ -138,11 +182,16 @@ def with_eval_options(func: Any, model: type[EvalConfig] = EvalConfig) -> Any:
 
 
 def build_config(
-    ctx: typer.Context, options: dict[str, Any], model: type[EvalConfig] = EvalConfig
+    ctx: typer.Context,
+    options: dict[str, Any],
+    model: type[EvalConfig] = EvalConfig,
+    group: Group | None = None,
 ) -> EvalConfig:
-    """The EvalConfig of the options (a --config file, overridden by explicit options)."""
-    values = {spec.name: spec.parse(options[spec.name]) for spec in option_specs(model)}
-    if options["config"] is not None:
+    """The EvalConfig of the options (a --config file, overridden by explicit options); with
+    ``group``, of that panel's options (as :func:`with_eval_options` gave them), the other
+    fields at their defaults."""
+    values = {spec.name: spec.parse(options[spec.name]) for spec in option_specs(model, group)}
+    if options.get("config") is not None:
         explicit = {name: value for name, value in values.items() if given(ctx, name)}
         return model.load(options["config"], **explicit)
     return model.build(**values)

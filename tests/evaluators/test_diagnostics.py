@@ -140,3 +140,122 @@ def test_inspect_rejects_a_bad_width(tmp_path):
     finally:
         sys.argv = argv
     assert exit_info.value.code == 2
+
+
+# ---------------------------------------------------------------- inspect reads data as run does
+#: inspect's options that are not data options (its positional DATA aside).
+INSPECT_OWN = {"--windows", "--window", "--u-min", "--output", "--help"}
+
+
+def _params(command: str) -> list:
+    import typer
+
+    from sweval.flows.cli import app
+
+    return typer.main.get_command(app).commands[command].params
+
+
+def _data_options(command: str) -> dict[str, tuple]:
+    """{flag: (default, help, panel, type)} of a command's data options: run's Data panel,
+    inspect's options other than its own."""
+    options = {}
+    for param in _params(command):
+        if param.param_type_name != "option":
+            continue
+        flag = "/".join([*param.opts, *param.secondary_opts])
+        if (param.rich_help_panel == "Data") if command == "run" else (flag not in INSPECT_OWN):
+            parsed = repr(param.type_descriptor.annotation)
+            options[flag] = (param.default, param.help, param.rich_help_panel, parsed)
+    return options
+
+
+def test_inspect_takes_the_data_options_of_run():
+    """Same flags, defaults, help, panel and parsed type: generated from EvalConfig's Data group."""
+    run, inspect = _data_options("run"), _data_options("inspect")
+    assert {"--data", "--format", "--sep", "--user-col", "--policy-col", "--basket-col"} <= set(run)
+    assert inspect == run
+    (argument,) = [p for p in _params("inspect") if p.param_type_name == "argument"]
+    assert argument.name == "data" and argument.default is None  # `sweval inspect DATA` stays
+    assert argument.help == run["--data"][1]
+
+
+@pytest.mark.parametrize("bad", [["--format", "xml"], ["--sep", "#"], ["--time-unit", "us"],
+                                 ["--dedup", "last"], ["--on-invalid", "skip"], ["--scale", "0"]])
+def test_inspect_validates_data_options_as_run_does(bad, tmp_path, monkeypatch, capsys):
+    from sweval.flows.cli import main
+
+    def error(*args: str) -> str:
+        monkeypatch.setattr("sys.argv", ["sweval", *args, *bad, "--output", str(tmp_path)])
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err
+
+    assert error("inspect") == error("run", "--no-tracking", "--no-prefect")
+
+
+def _inspect(*args: str):
+    from typer.testing import CliRunner
+
+    from sweval.flows.cli import app
+
+    return CliRunner().invoke(app, ["inspect", *map(str, args), "--windows", "1D,3D",
+                                    "--window", "1D", "--u-min", "5"])
+
+
+def test_inspect_reads_sep_and_jsonl_files_as_the_csv(tmp_path):
+    frame = random_log(0).to_frame()
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    frame.to_csv(tmp_path / "semicolon.csv", sep=";", index=False)
+    frame.to_json(tmp_path / "log.txt", orient="records", lines=True)  # not auto-detected
+    runs = {
+        "csv": [tmp_path / "log.csv"],
+        "sep": [tmp_path / "semicolon.csv", "--sep", ";"],
+        "jsonl": [tmp_path / "log.txt", "--format", "jsonl"],
+    }
+    seen = {}
+    for name, args in runs.items():
+        result = _inspect(*args, "--output", tmp_path / name)
+        assert result.exit_code == 0, (result.output, result.exception)
+        printed = result.stdout[result.stdout.index("transactions:"):]  # after the data's name
+        seen[name] = (printed, pd.read_csv(tmp_path / name / "inspect-windows.csv"))
+    assert seen["csv"][0].startswith(f"transactions: {len(frame):,}\n")
+    for name in ("sep", "jsonl"):
+        assert seen[name][0] == seen["csv"][0], name
+        pd.testing.assert_frame_equal(seen[name][1], seen["csv"][1])
+
+
+def test_inspect_missing_column_error_names_only_its_options(tmp_path):
+    import re
+
+    data = tmp_path / "interactions.csv"
+    frame = random_log(0).to_frame()
+    frame["channel"] = np.where(frame["user"] % 2 == 0, "email", "web")
+    frame.rename(columns={"user": "customer", "item": "sku", "timestamp": "ts"}).to_csv(
+        data, index=False)
+    result = _inspect(data, "--output", tmp_path / "out")
+    assert result.exit_code != 0
+    message = str(result.exception)
+    assert "missing column" in message
+    named = set(re.findall(r"--[a-z][a-z-]*", message))
+    flags = {flag for p in _params("inspect") for flag in [*p.opts, *p.secondary_opts]}
+    assert named and named <= flags, named - flags
+    # the README's first step, and a policy column as run reads it
+    mapped = ["--user-col", "customer", "--item-col", "sku", "--time-col", "ts"]
+    result = _inspect(data, *mapped, "--policy-col", "channel", "--output", tmp_path / "out")
+    assert result.exit_code == 0, (result.output, result.exception)
+    counts = frame["channel"].value_counts()  # most first, as inspect lists them
+    assert "policies: " + "; ".join(f"{p} {n:,}" for p, n in counts.items()) in result.stdout
+    result = _inspect(data, *mapped, "--policy-col", "policy", "--output", tmp_path / "out")
+    assert "missing column(s) 'policy'" in str(result.exception)
+
+
+def test_inspect_takes_data_as_argument_or_as_run_s_option(tmp_path):
+    data = tmp_path / "log.csv"
+    random_log(0).to_frame().to_csv(data, index=False)
+    positional = _inspect(data, "--output", tmp_path / "a")
+    option = _inspect("--data", data, "--output", tmp_path / "b")
+    assert positional.exit_code == option.exit_code == 0, (option.output, option.exception)
+    assert positional.stdout == option.stdout
+    both = _inspect(data, "--data", data, "--output", tmp_path / "c")
+    assert "not both" in str(both.exception)
