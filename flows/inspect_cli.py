@@ -15,15 +15,15 @@ from typing import Annotated, Any
 
 import pandas as pd
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.option_text import DATA
 from sweval.flows.options import build_config, with_eval_options
+from sweval.flows.terminal import message_console, table_console
 
-console = Console(stderr=True)
-out = Console()
+console = message_console(markup=False)  # paths print as they are
 
 
 @functools.partial(with_eval_options, group=DATA, extra=[], argument="data")
@@ -53,8 +53,9 @@ def inspect(
         raise SwevalError(f"{log.source}: the log is empty.")
     inspection = inspect_log(log, widths, shown, u_min)
 
+    out = table_console()
     for term, text in inspection.facts:
-        out.print(f"[bold]{term}[/bold]: {text}")
+        out.print(f"[bold]{escape(term)}[/bold]: {escape(text)}")
     out.print(_table(format_frame(inspection.eligibility),
                      f"Window widths against u_min = {u_min} (usable = windows with ≥ u_min "
                      "eligible users)"))
@@ -67,7 +68,7 @@ def inspect(
 def _table(frame: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, title_justify="left", padding=(0, 1))
     for i, column in enumerate(frame.columns):
-        table.add_column(str(column), justify="left" if i == 0 else "right")
+        table.add_column(escape(str(column)), justify="left" if i == 0 else "right")
     for row in frame.itertuples(index=False):
-        table.add_row(*(str(v) for v in row))
+        table.add_row(*(escape(str(v)) for v in row))
     return table
