@@ -58,7 +58,15 @@ def normalise_timestamps(
                 return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
         else:
             is_number = np.zeros(len(text), dtype=bool)
-        if is_number.any() and (is_date | is_number).all():
+        bad = np.flatnonzero(~is_date & ~is_number)  # neither a date nor an epoch number
+        if len(bad):
+            raise SwevalError(
+                f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
+                f"(data rows {first_rows(file_rows(values, bad))}, e.g. {text.iloc[bad[0]]!r}); "
+                "expected epoch seconds, epoch milliseconds with --time-unit ms, or ISO-8601 "
+                "(e.g. 2015-08-01T12:00:00Z; a time without an offset is UTC)."
+            )
+        if is_number.any():
             numeric_rows = file_rows(values, np.flatnonzero(is_number))
             date_rows = file_rows(values, np.flatnonzero(~is_number))
             raise SwevalError(
@@ -66,14 +74,6 @@ def normalise_timestamps(
                 f"{first_rows(numeric_rows)}, e.g. {text.iloc[np.flatnonzero(is_number)[0]]!r}) "
                 f"and date/time text (data rows {first_rows(date_rows)}, e.g. "
                 f"{text.iloc[np.flatnonzero(~is_number)[0]]!r}); write every timestamp the same way."
-            )
-        bad = np.flatnonzero(~is_date)
-        if len(bad):
-            raise SwevalError(
-                f"{source}: column {column!r} has {len(bad)} unparsable timestamp(s) "
-                f"(data rows {first_rows(file_rows(values, bad))}, e.g. {text.iloc[bad[0]]!r}); "
-                "expected epoch seconds, epoch milliseconds with --time-unit ms, or ISO-8601 "
-                "(e.g. 2015-08-01T12:00:00Z; a time without an offset is UTC)."
             )
     if getattr(stamps.dt, "tz", None) is None:
         stamps = stamps.dt.tz_localize("UTC")

@@ -94,6 +94,13 @@ def test_unparsable_timestamps_name_rows():
         InteractionLog.from_frame(frame, source="log.csv")
 
 
+def test_one_unparsable_value_among_epochs_is_the_row_named():
+    frame = pd.DataFrame({"user": [1, 2, 3, 4], "item": [1, 1, 1, 1],
+                          "timestamp": ["1433118553", "1433118554", "soon", "1433118556"]})
+    with pytest.raises(SwevalError, match=r"has 1 unparsable timestamp\(s\) \(data rows 3, e.g. 'soon'\)"):
+        InteractionLog.from_frame(frame, source="log.csv")
+
+
 def test_missing_values_error_or_drop():
     frame = pd.DataFrame({"user": [1, None, 3], "item": [1, 1, None], "timestamp": [1, 2, 3]})
     with pytest.raises(SwevalError, match=r"2 row\(s\).*'user', 'item'.*rows 2, 3.*--on-invalid drop"):
