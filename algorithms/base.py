@@ -30,15 +30,16 @@ parameter, as ALS has), reported through :attr:`Algorithm.device` into ``units.c
 
 from __future__ import annotations
 
+import types
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
 from sweval.algorithms.ranking import top_k_global, top_k_of_product, top_k_unseen
 from sweval.algorithms.scores import snap_scores
@@ -227,6 +228,28 @@ class AlgorithmConfig(BaseModel):
     """Base of every algorithm's hyper-parameters: immutable, no unknown keys."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _booleans_only_where_boolean(cls, value: Any, info: ValidationInfo) -> Any:
+        """``true``/``false`` only for a parameter that takes a boolean: pydantic would read
+        ``--set item-knn.n_neighbors=true`` as 1."""
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and not _takes_bool(field.annotation):
+            raise ValueError(f"{str(value).lower()} is a boolean, not a value of this parameter")
+        return value
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a parameter's type admits a bool (bool, Any, a union or Literal with one)."""
+    if annotation in (bool, Any):
+        return True
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return any(isinstance(arg, bool) for arg in get_args(annotation))
+    if origin in (Union, types.UnionType):
+        return any(_takes_bool(arg) for arg in get_args(annotation))
+    return False
 
 
 class Algorithm(ABC):

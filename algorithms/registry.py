@@ -211,7 +211,8 @@ def build_algorithm(name: str, params: dict[str, Any] | None = None) -> Algorith
         return cls(cls.Config(**(params or {})))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{name}.{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors()
+            f"{name}.{'.'.join(map(str, err['loc']))}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors()
         )
         known = ", ".join(cls.Config.model_fields) or "none"
         raise SwevalError(f"bad parameters for {name}: {problems} (parameters: {known}).") from None
