@@ -121,7 +121,7 @@ class Protocol(ABC):
         """Why ``algorithm`` is not evaluated under this protocol, or None."""
         if not self.defines_time and algorithm in TIME_DEPENDENT:
             return (f"{algorithm} needs the global timeline; not defined under {self.name} "
-                    "(SPEC §7)")
+                    "(docs/compare.md)")
         return None
 
 

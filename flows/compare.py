@@ -521,8 +521,9 @@ def compare_command(
             )
         if cfg.metrics != DEFAULT_METRICS or cfg.seeds:
             raise SwevalError(
-                "--metrics/--seeds: compare reports SPEC §4's metrics of one configuration per "
-                "algorithm; run `sweval run --metrics ... --seeds ...` for the others."
+                "--metrics/--seeds: compare reports the four metrics of docs/protocol.md §4 for "
+                "one configuration per algorithm; run `sweval run --metrics ... --seeds ...` for "
+                "the others."
             )
         output = cfg.output_or(DEFAULT_OUTPUT)
         comparison = run_compare(cfg, _split(protocols), output=output,
