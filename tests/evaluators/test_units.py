@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 from pathlib import Path
@@ -226,6 +227,46 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["sweval", "cache", "size", "--output", out])
     main()
     assert "pop-n" in capsys.readouterr().out
+
+
+def cache_command(monkeypatch, *argv: str | Path) -> int:
+    """Run ``sweval cache ARGV`` in this process; its exit status."""
+    from sweval.flows.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sweval", "cache", *map(str, argv)])
+    try:
+        main()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def stored_units(store: Path) -> list[Path]:
+    return sorted(store.glob("*/*/unit.json"))
+
+
+@pytest.mark.parametrize("argv", [
+    ["list", "--output", "runs/nothere"],
+    ["size"],
+    ["prune", "--older-than", "1D", "--cache", "nothere"],
+    ["prune", "--run", "run-without-store"],
+])
+def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch, capsys, argv):
+    """A mistyped store is an error naming it (status 2), not an empty store; an existing empty
+    store is still reported as empty."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run-without-store").mkdir()
+    pd.DataFrame({"unit_key": ["ab" * 12]}).to_csv(tmp_path / "run-without-store" / "units.csv")
+    assert cache_command(monkeypatch, *argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: no unit store at " in err and "--cache DIR" in err
+
+    (tmp_path / "empty" / "units").mkdir(parents=True)
+    assert cache_command(monkeypatch, "list", "--output", "empty") == 0
+    assert "unit store empty/units: empty" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "size", "--cache", "empty/units") == 0
+    assert re.search(r"total\W+0\b", capsys.readouterr().out)
 
 
 # ------------------------------------------------------------------------------ after an upgrade
