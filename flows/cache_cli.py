@@ -8,13 +8,15 @@ unit until the user says otherwise::
     sweval cache prune --older-than 30D [--dry-run]      units not written for 30 days
     sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
 
-A store directory that does not exist is an error, not an empty store: a mistyped path must
-not look like a clean one.
+``prune --run DIR`` without ``--cache`` or ``--output`` prunes the store that run used (see
+:func:`run_store_directory`). A store directory that does not exist is an error, not an empty
+store: a mistyped path must not look like a clean one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from pathlib import Path
@@ -55,6 +57,54 @@ def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
     if output:
         return Path(output).expanduser() / "units", f"the units/ of --output {output}"
     return Path(DEFAULT_OUTPUT) / "units", f"the units/ of the default --output {DEFAULT_OUTPUT}"
+
+
+def run_home(run: Path) -> Path:
+    """The directory whose record and store a run directory shares: ``run`` itself, or, for a
+    comparison's protocol sub-directory (``sw-eval/``, ``loocv/``, ... without a ``units/`` of
+    its own), the comparison's directory."""
+    if not (run / "units").is_dir() and (run.parent / "compare.json").is_file():
+        return run.parent
+    return run
+
+
+def recorded_cache(home: Path) -> tuple[str | None, Path | None]:
+    """The ``--cache`` that the run in ``home`` was given, as its ``config.json`` (a
+    comparison: ``compare.json``) records it, and that record; None for what is not there.
+
+    Raises:
+        SwevalError: the record exists but cannot be read.
+    """
+    for name in ("config.json", "compare.json"):
+        path = home / name
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SwevalError(f"{path}: unreadable run record ({exc}).") from exc
+        config = record.get("config") if isinstance(record, dict) else None
+        cache = config.get("cache") if isinstance(config, dict) else None
+        return (str(cache) if cache else None), path
+    return None, None
+
+
+def run_store_directory(run: Path) -> tuple[Path, str]:
+    """The store the run in ``run`` used, and where that came from (for messages).
+
+    ``sweval run``'s rule applied to the run's recorded options: its ``--cache`` (config.json,
+    or a comparison's compare.json), else ``$SWEVAL_CACHE`` (a run does not record it), else
+    the run's own ``units/`` (a comparison's, for one of its protocol sub-directories).
+    """
+    from sweval.evaluators.run import CACHE_ENV
+
+    home = run_home(run)
+    cache, record = recorded_cache(home)
+    if cache:
+        return Path(cache).expanduser(), f"the --cache that {record} records"
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
+    return home / "units", f"the units/ of the run {home}"
 
 
 def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
@@ -167,7 +217,9 @@ def prune(
     older_than: Annotated[str | None, typer.Option(
         help="Delete units written longer ago than this duration (30D, 12h, ...).")] = None,
     run: Annotated[Path | None, typer.Option(
-        help="Delete the units this run directory used (its units.csv).")] = None,
+        help="Delete the units this run directory used (its units.csv) from the store it used "
+        "(its recorded --cache, else $SWEVAL_CACHE, else DIR/units) unless --cache or --output "
+        "names one.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Only say what would be deleted.")] = False,
     cache: CacheOption = None,
@@ -181,7 +233,10 @@ def prune(
     cutoff = time.time() - parse_duration(older_than, option="--older-than") \
         if older_than is not None else None
     keys = run_unit_keys(run) if run is not None else None
-    store = _store(cache, output)
+    if run is not None and cache is None and output is None:
+        store = existing_store(*run_store_directory(run))
+    else:
+        store = _store(cache, output)
     chosen = [
         entry for entry in store.entries()
         if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)

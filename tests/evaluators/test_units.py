@@ -245,6 +245,42 @@ def stored_units(store: Path) -> list[Path]:
     return sorted(store.glob("*/*/unit.json"))
 
 
+def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys):
+    """--run DIR without --cache/--output: DIR's own units/, the --cache its config.json
+    records, and for a comparison (several units.csv) the comparison's units/. Before, the
+    store was runs/latest/units, which did not even exist: 'would delete 0 units'."""
+    from sweval.data.synthetic import generate_log
+    from sweval.flows.compare import run_compare
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no runs/latest here
+    own, shared = tmp_path / "own", tmp_path / "shared"
+    run_local(config(tmp_path, output=str(own)))
+    run_local(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "b"), cache=str(shared)))
+    n_own, n_shared = len(stored_units(own / "units")), len(stored_units(shared))
+    assert n_own > n_shared > 0
+
+    assert cache_command(monkeypatch, "prune", "--run", own, "--dry-run") == 0
+    assert f"would delete {n_own} units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--run", tmp_path / "b") == 0
+    assert f"deleted {n_shared} units" in capsys.readouterr().out
+    assert stored_units(shared) == [] and len(stored_units(own / "units")) == n_own
+
+    log = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30), source="small")
+    small = EvalConfig.build(scale=0.02, seed=1, window="1D", folds=2, u_min=3, k=[5],
+                             algorithms=["pop"], progress=False, tracking=False)
+    comparison = tmp_path / "cmp"
+    run_compare(small, ["sw-eval", "loocv"], output=comparison, loocv_repeats=1, log=log)
+    n_loocv = len(pd.read_csv(comparison / "loocv" / "units.csv"))
+    n_compare = len(stored_units(comparison / "units"))
+    assert n_compare > n_loocv > 0
+    assert cache_command(monkeypatch, "prune", "--run", comparison, "--dry-run") == 0
+    assert f"would delete {n_compare} units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--run", comparison / "loocv") == 0  # one protocol
+    assert f"deleted {n_loocv} units" in capsys.readouterr().out
+    assert len(stored_units(comparison / "units")) == n_compare - n_loocv
+
+
 @pytest.mark.parametrize("argv", [
     ["list", "--output", "runs/nothere"],
     ["size"],
