@@ -241,9 +241,18 @@ def prune(
         entry for entry in store.entries()
         if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)
     ]
-    freed = sum(entry.size_bytes for entry in chosen)
-    if not dry_run:
-        for entry in chosen:
-            store.remove(entry.key)
-    verb = "would delete" if dry_run else "deleted"
-    console.print(f"{verb} {len(chosen)} units ({_size(freed)}) from {store.directory}")
+    if dry_run:
+        console.print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
+                      f"from {store.directory}")
+        return
+    deleted = [entry for entry in chosen if store.remove(entry.key)]
+    busy = len(chosen) - len(deleted)
+    console.print(
+        f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
+        + (f"; left {busy} that a running sweval is computing" if busy else "")
+    )
+
+
+def _bytes(entries: list) -> int:
+    """The size of ``entries`` (StoredUnit) together."""
+    return sum(entry.size_bytes for entry in entries)

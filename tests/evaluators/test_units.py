@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import threading
@@ -303,6 +304,57 @@ def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch
     assert "unit store empty/units: empty" in capsys.readouterr().out
     assert cache_command(monkeypatch, "size", "--cache", "empty/units") == 0
     assert re.search(r"total\W+0\b", capsys.readouterr().out)
+
+
+def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
+    tmp_path, monkeypatch, capsys
+):
+    """A unit's lock file goes with the unit (taken without waiting, deleted while held); a
+    unit whose lock another process holds (a run computing it) is left, with its lock file.
+    list and size count units, never lock files."""
+    import subprocess
+    import textwrap
+
+    def unit_lock_path(store: Path, key: str) -> Path:
+        return store / key[:2] / f".{key}.lock"
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    run_local(config(tmp_path))
+    store = out / "units"
+    keys = [path.parent.name for path in stored_units(store)]
+    assert sorted(store.glob("*/.*.lock")) == sorted(unit_lock_path(store, k) for k in keys)
+    entries = list(UnitStore(store).entries())  # what list and size show
+    assert sorted(entry.key for entry in entries) == sorted(keys)
+    assert sum(entry.size_bytes for entry in entries) == sum(
+        path.stat().st_size for path in store.glob("*/*/*"))  # the units' files only
+    assert cache_command(monkeypatch, "size", "--output", out) == 0
+    assert re.search(rf"total\W+{len(keys)}\b", capsys.readouterr().out)
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from filelock import FileLock
+            lock = FileLock({str(unit_lock_path(store, keys[0]))!r}, thread_local=False)
+            lock.acquire()
+            print("held", flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for record in stored_units(store):  # every unit written two days ago
+            os.utime(record, (record.stat().st_mtime - 2 * 86400,) * 2)
+        assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+        printed = " ".join(capsys.readouterr().out.split())
+        assert f"deleted {len(keys) - 1} units" in printed and "left 1" in printed
+        assert [path.parent.name for path in stored_units(store)] == [keys[0]]
+        assert list(store.glob("*/.*.lock")) == [unit_lock_path(store, keys[0])]
+    finally:
+        holder.communicate("")
+    assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+    assert stored_units(store) == [] and list(store.glob("*/.*.lock")) == []
 
 
 # ------------------------------------------------------------------------------ after an upgrade
