@@ -17,7 +17,8 @@ hours helps nobody. Scheduled runs of one deployment never overlap (``concurrenc
 Unit (``<store>/<2 hex>/.<key>.lock``): a process computes a unit only while holding its lock,
 and checks again, once it holds it, whether another process finished the unit meanwhile, which
 it then reuses. Two runs into one shared store (``--cache``) thus wait for each other's units
-instead of computing them twice.
+instead of computing them twice. A unit's lock file stays while the unit exists;
+``sweval cache prune`` deletes it with the unit, holding it (:func:`unit_lock_if_free`).
 """
 
 from __future__ import annotations
@@ -103,13 +104,18 @@ def output_lock(directory: str | Path) -> Iterator[None]:
         lock.release()
 
 
+def unit_lock_path(store_directory: Path, key: str) -> Path:
+    """Unit ``key``'s lock file in the store at ``store_directory``: ``<2 hex>/.<key>.lock``."""
+    return store_directory / key[:2] / f".{key}.lock"
+
+
 @contextlib.contextmanager
 def unit_lock(store_directory: Path, key: str) -> Iterator[None]:
     """Hold the lock of unit ``key`` in the store at ``store_directory``, waiting for it as long
     as another process (or thread) computes that unit."""
-    parent = store_directory / key[:2]
-    parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(parent / f".{key}.lock", thread_local=False)
+    path = unit_lock_path(store_directory, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(path, thread_local=False)
     try:
         lock.acquire(timeout=0)
     except Timeout:
@@ -119,5 +125,24 @@ def unit_lock(store_directory: Path, key: str) -> Iterator[None]:
         _log.info("unit %s: waited %.1f s for the other process", key, time.monotonic() - clock)
     try:
         yield
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
+def unit_lock_if_free(store_directory: Path, key: str) -> Iterator[bool]:
+    """Hold unit ``key``'s lock for the block if no other process (or thread) holds it now.
+
+    Yields True while holding it; False at once, without waiting, when it is held (a run is
+    computing that unit). The lock file is created if missing; its directory must exist.
+    """
+    lock = FileLock(unit_lock_path(store_directory, key), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
     finally:
         lock.release()

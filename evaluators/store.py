@@ -13,7 +13,7 @@ serves the same window of a longer log. Every file is written to a temporary nam
 into place, so a kill leaves each file whole or absent, and two processes writing the same unit
 write the same bytes; a unit is computed under its lock (``<2 hex>/.<key>.lock``, see
 :mod:`evaluators.locks`), so two runs sharing a store compute it once. Nothing is deleted
-because a configuration changed; only :meth:`UnitStore.prune` (``sweval cache prune``)
+because a configuration changed; only :meth:`UnitStore.remove` (``sweval cache prune``)
 deletes, on request.
 """
 
@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitLists
-from sweval.evaluators.locks import unit_lock
+from sweval.evaluators.locks import unit_lock, unit_lock_if_free, unit_lock_path
 
 _log = logging.getLogger(__name__)
 
@@ -198,11 +198,32 @@ class UnitStore:
                 size_bytes=size, modified=stat.st_mtime,
             )
 
-    def remove(self, key: str) -> None:
-        """Delete one unit (its record first, so a half-deleted unit is never read)."""
-        directory = self._unit_dir(key)
-        (directory / UNIT_FILE).unlink(missing_ok=True)
-        shutil.rmtree(directory, ignore_errors=True)
+    def remove(self, key: str) -> bool:
+        """Delete one unit and its lock file, holding its lock; False (nothing deleted) when
+        another process holds the lock, i.e. is computing the unit right now.
+
+        Under the lock, taken without waiting: the record first (so a half-deleted unit is
+        never read), the unit's other files, then the lock file; the lock is released last.
+
+        Unlinking a lock file that others may wait on is the classic race: a process that
+        opened the old file before the unlink can lock it after the release while a newcomer
+        locks a new file at the same path, and both believe they hold the unit's lock.
+        filelock (4.x) checks the link count of the file it locked and retries on an unlinked
+        one, but whatever the version or file system the worst outcome is that both compute
+        the unit, a duplicate computation: never a corrupt or lost unit. The key hashes
+        everything that determines the unit, so both compute the same unit, and each file is
+        written under a temporary name and renamed into place, so whichever lands is whole.
+        And no lock holder can write while the unit is deleted: the old lock file is ours until
+        the deletion is over, and a new one can only appear after it.
+        """
+        with unit_lock_if_free(self.directory, key) as held:
+            if not held:
+                return False
+            directory = self._unit_dir(key)
+            (directory / UNIT_FILE).unlink(missing_ok=True)
+            shutil.rmtree(directory, ignore_errors=True)
+            unit_lock_path(self.directory, key).unlink(missing_ok=True)
+        return True
 
 
 # ------------------------------------------------------------------------------ lists as ids

@@ -7,11 +7,16 @@ unit until the user says otherwise::
     sweval cache size  [--cache DIR | --output DIR]       units and bytes per algorithm
     sweval cache prune --older-than 30D [--dry-run]      units not written for 30 days
     sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
+
+``prune --run DIR`` without ``--cache`` or ``--output`` prunes the store that run used (see
+:func:`run_store_directory`). A store directory that does not exist is an error, not an empty
+store: a mistyped path must not look like a clean one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import time
 from pathlib import Path
@@ -30,21 +35,94 @@ console = Console()
 
 CacheOption = Annotated[str | None, typer.Option(
     "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else <output>/units]")]
-OutputOption = Annotated[str, typer.Option(
-    "--output", help="The run directory whose units/ to use when no store is named.")]
+OutputOption = Annotated[str | None, typer.Option(
+    "--output", help="The run directory whose units/ to use when no store is named. "
+    "\\[default: runs/latest]", show_default=False)]
+
+#: ``--output`` when none is given (``sweval run``'s default output directory).
+DEFAULT_OUTPUT = "runs/latest"
+#: How to name a store, for the error about a missing one.
+NAME_A_STORE = "name one with --cache DIR or --output RUN_DIR, or set $SWEVAL_CACHE"
 
 
-def store_directory(cache: str | None, output: str) -> Path:
-    """The store the cache commands act on (the same rule as ``sweval run``)."""
+def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
+    """The store the cache commands act on, by the same rule as ``sweval run`` (``--cache``, else
+    ``$SWEVAL_CACHE``, else ``<output>/units``), and which of them named it (for messages)."""
     from sweval.evaluators.run import CACHE_ENV
 
-    return Path(cache or os.environ.get(CACHE_ENV) or Path(output) / "units").expanduser()
+    if cache:
+        return Path(cache).expanduser(), "named by --cache"
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
+    if output:
+        return Path(output).expanduser() / "units", f"the units/ of --output {output}"
+    return Path(DEFAULT_OUTPUT) / "units", f"the units/ of the default --output {DEFAULT_OUTPUT}"
 
 
-def _store(cache: str | None, output: str):  # noqa: ANN202 (lazy import of the store)
+def run_home(run: Path) -> Path:
+    """The directory whose record and store a run directory shares: ``run`` itself, or, for a
+    comparison's protocol sub-directory (``sw-eval/``, ``loocv/``, ... without a ``units/`` of
+    its own), the comparison's directory."""
+    if not (run / "units").is_dir() and (run.parent / "compare.json").is_file():
+        return run.parent
+    return run
+
+
+def recorded_cache(home: Path) -> tuple[str | None, Path | None]:
+    """The ``--cache`` that the run in ``home`` was given, as its ``config.json`` (a
+    comparison: ``compare.json``) records it, and that record; None for what is not there.
+
+    Raises:
+        SwevalError: the record exists but cannot be read.
+    """
+    for name in ("config.json", "compare.json"):
+        path = home / name
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SwevalError(f"{path}: unreadable run record ({exc}).") from exc
+        config = record.get("config") if isinstance(record, dict) else None
+        cache = config.get("cache") if isinstance(config, dict) else None
+        return (str(cache) if cache else None), path
+    return None, None
+
+
+def run_store_directory(run: Path) -> tuple[Path, str]:
+    """The store the run in ``run`` used, and where that came from (for messages).
+
+    ``sweval run``'s rule applied to the run's recorded options: its ``--cache`` (config.json,
+    or a comparison's compare.json), else ``$SWEVAL_CACHE`` (a run does not record it), else
+    the run's own ``units/`` (a comparison's, for one of its protocol sub-directories).
+    """
+    from sweval.evaluators.run import CACHE_ENV
+
+    home = run_home(run)
+    cache, record = recorded_cache(home)
+    if cache:
+        return Path(cache).expanduser(), f"the --cache that {record} records"
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
+    return home / "units", f"the units/ of the run {home}"
+
+
+def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
+    """The store at ``directory``, which must exist (``origin``: how it was chosen, in words).
+
+    Raises:
+        SwevalError: no directory there, naming it and how to name another store.
+    """
     from sweval.evaluators.store import UnitStore
 
-    return UnitStore(store_directory(cache, output))
+    if not directory.is_dir():
+        raise SwevalError(f"no unit store at {directory} ({origin}; {NAME_A_STORE}).")
+    return UnitStore(directory)
+
+
+def _store(cache: str | None, output: str | None):  # noqa: ANN202 (lazy import of the store)
+    """The store that ``--cache`` / ``$SWEVAL_CACHE`` / ``--output`` name, which must exist."""
+    return existing_store(*store_directory(cache, output))
 
 
 def _split_text(split: dict) -> str:
@@ -79,7 +157,7 @@ def _size(n: float) -> str:
 
 
 @app.command("list")
-def list_units(cache: CacheOption = None, output: OutputOption = "runs/latest") -> None:
+def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
     """One line per finished unit: algorithm, split, parameters, list depth, users, size, age."""
     store = _store(cache, output)
     table = Table(title=f"unit store {store.directory}")
@@ -100,7 +178,7 @@ def list_units(cache: CacheOption = None, output: OutputOption = "runs/latest") 
 
 
 @app.command("size")
-def size(cache: CacheOption = None, output: OutputOption = "runs/latest") -> None:
+def size(cache: CacheOption = None, output: OutputOption = None) -> None:
     """How many units and bytes the store holds, per algorithm."""
     store = _store(cache, output)
     rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
@@ -139,28 +217,42 @@ def prune(
     older_than: Annotated[str | None, typer.Option(
         help="Delete units written longer ago than this duration (30D, 12h, ...).")] = None,
     run: Annotated[Path | None, typer.Option(
-        help="Delete the units this run directory used (its units.csv).")] = None,
+        help="Delete the units this run directory used (its units.csv) from the store it used "
+        "(its recorded --cache, else $SWEVAL_CACHE, else DIR/units) unless --cache or --output "
+        "names one.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Only say what would be deleted.")] = False,
     cache: CacheOption = None,
-    output: OutputOption = "runs/latest",
+    output: OutputOption = None,
 ) -> None:
     """Delete units by age or by run. Nothing else ever deletes a finished unit."""
     from sweval.evaluators.windows import parse_duration
 
     if older_than is None and run is None:
         raise SwevalError("sweval cache prune: give --older-than DURATION and/or --run DIR.")
-    store = _store(cache, output)
     cutoff = time.time() - parse_duration(older_than, option="--older-than") \
         if older_than is not None else None
     keys = run_unit_keys(run) if run is not None else None
+    if run is not None and cache is None and output is None:
+        store = existing_store(*run_store_directory(run))
+    else:
+        store = _store(cache, output)
     chosen = [
         entry for entry in store.entries()
         if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)
     ]
-    freed = sum(entry.size_bytes for entry in chosen)
-    if not dry_run:
-        for entry in chosen:
-            store.remove(entry.key)
-    verb = "would delete" if dry_run else "deleted"
-    console.print(f"{verb} {len(chosen)} units ({_size(freed)}) from {store.directory}")
+    if dry_run:
+        console.print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
+                      f"from {store.directory}")
+        return
+    deleted = [entry for entry in chosen if store.remove(entry.key)]
+    busy = len(chosen) - len(deleted)
+    console.print(
+        f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
+        + (f"; left {busy} that a running sweval is computing" if busy else "")
+    )
+
+
+def _bytes(entries: list) -> int:
+    """The size of ``entries`` (StoredUnit) together."""
+    return sum(entry.size_bytes for entry in entries)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -226,6 +228,133 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["sweval", "cache", "size", "--output", out])
     main()
     assert "pop-n" in capsys.readouterr().out
+
+
+def cache_command(monkeypatch, *argv: str | Path) -> int:
+    """Run ``sweval cache ARGV`` in this process; its exit status."""
+    from sweval.flows.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["sweval", "cache", *map(str, argv)])
+    try:
+        main()
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+def stored_units(store: Path) -> list[Path]:
+    return sorted(store.glob("*/*/unit.json"))
+
+
+def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys):
+    """--run DIR without --cache/--output: DIR's own units/, the --cache its config.json
+    records, and for a comparison (several units.csv) the comparison's units/. Before, the
+    store was runs/latest/units, which did not even exist: 'would delete 0 units'."""
+    from sweval.data.synthetic import generate_log
+    from sweval.flows.compare import run_compare
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)  # no runs/latest here
+    own, shared = tmp_path / "own", tmp_path / "shared"
+    run_local(config(tmp_path, output=str(own)))
+    run_local(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "b"), cache=str(shared)))
+    n_own, n_shared = len(stored_units(own / "units")), len(stored_units(shared))
+    assert n_own > n_shared > 0
+
+    assert cache_command(monkeypatch, "prune", "--run", own, "--dry-run") == 0
+    assert f"would delete {n_own} units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--run", tmp_path / "b") == 0
+    assert f"deleted {n_shared} units" in capsys.readouterr().out
+    assert stored_units(shared) == [] and len(stored_units(own / "units")) == n_own
+
+    log = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30), source="small")
+    small = EvalConfig.build(scale=0.02, seed=1, window="1D", folds=2, u_min=3, k=[5],
+                             algorithms=["pop"], progress=False, tracking=False)
+    comparison = tmp_path / "cmp"
+    run_compare(small, ["sw-eval", "loocv"], output=comparison, loocv_repeats=1, log=log)
+    n_loocv = len(pd.read_csv(comparison / "loocv" / "units.csv"))
+    n_compare = len(stored_units(comparison / "units"))
+    assert n_compare > n_loocv > 0
+    assert cache_command(monkeypatch, "prune", "--run", comparison, "--dry-run") == 0
+    assert f"would delete {n_compare} units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--run", comparison / "loocv") == 0  # one protocol
+    assert f"deleted {n_loocv} units" in capsys.readouterr().out
+    assert len(stored_units(comparison / "units")) == n_compare - n_loocv
+
+
+@pytest.mark.parametrize("argv", [
+    ["list", "--output", "runs/nothere"],
+    ["size"],
+    ["prune", "--older-than", "1D", "--cache", "nothere"],
+    ["prune", "--run", "run-without-store"],
+])
+def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch, capsys, argv):
+    """A mistyped store is an error naming it (status 2), not an empty store; an existing empty
+    store is still reported as empty."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "run-without-store").mkdir()
+    pd.DataFrame({"unit_key": ["ab" * 12]}).to_csv(tmp_path / "run-without-store" / "units.csv")
+    assert cache_command(monkeypatch, *argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: no unit store at " in err and "--cache DIR" in err
+
+    (tmp_path / "empty" / "units").mkdir(parents=True)
+    assert cache_command(monkeypatch, "list", "--output", "empty") == 0
+    assert "unit store empty/units: empty" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "size", "--cache", "empty/units") == 0
+    assert re.search(r"total\W+0\b", capsys.readouterr().out)
+
+
+def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
+    tmp_path, monkeypatch, capsys
+):
+    """A unit's lock file goes with the unit (taken without waiting, deleted while held); a
+    unit whose lock another process holds (a run computing it) is left, with its lock file.
+    list and size count units, never lock files."""
+    import subprocess
+    import textwrap
+
+    def unit_lock_path(store: Path, key: str) -> Path:
+        return store / key[:2] / f".{key}.lock"
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    run_local(config(tmp_path))
+    store = out / "units"
+    keys = [path.parent.name for path in stored_units(store)]
+    assert sorted(store.glob("*/.*.lock")) == sorted(unit_lock_path(store, k) for k in keys)
+    entries = list(UnitStore(store).entries())  # what list and size show
+    assert sorted(entry.key for entry in entries) == sorted(keys)
+    assert sum(entry.size_bytes for entry in entries) == sum(
+        path.stat().st_size for path in store.glob("*/*/*"))  # the units' files only
+    assert cache_command(monkeypatch, "size", "--output", out) == 0
+    assert re.search(rf"total\W+{len(keys)}\b", capsys.readouterr().out)
+
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            from filelock import FileLock
+            lock = FileLock({str(unit_lock_path(store, keys[0]))!r}, thread_local=False)
+            lock.acquire()
+            print("held", flush=True)
+            sys.stdin.read()
+        """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        for record in stored_units(store):  # every unit written two days ago
+            os.utime(record, (record.stat().st_mtime - 2 * 86400,) * 2)
+        assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+        printed = " ".join(capsys.readouterr().out.split())
+        assert f"deleted {len(keys) - 1} units" in printed and "left 1" in printed
+        assert [path.parent.name for path in stored_units(store)] == [keys[0]]
+        assert list(store.glob("*/.*.lock")) == [unit_lock_path(store, keys[0])]
+    finally:
+        holder.communicate("")
+    assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+    assert stored_units(store) == [] and list(store.glob("*/.*.lock")) == []
 
 
 # ------------------------------------------------------------------------------ after an upgrade
