@@ -24,14 +24,14 @@ from typing import Annotated
 
 import pandas as pd
 import typer
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from sweval.data.errors import SwevalError
+from sweval.flows.terminal import table_console
 
 app = typer.Typer(help="List, size and prune the unit store (finished units are never deleted "
                   "otherwise).", no_args_is_help=True)
-console = Console()
 
 CacheOption = Annotated[str | None, typer.Option(
     "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else <output>/units]")]
@@ -168,13 +168,13 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
         record = entry.record
         params = _changed_params(record.get("algorithm", ""), record.get("params", {}))
         table.add_row(
-            entry.key[:10], str(record.get("algorithm", "?")), _split_text(record.get("split", {})),
-            params, str(record.get("depth", "?")), str(record.get("n_users", "?")),
+            entry.key[:10], escape(str(record.get("algorithm", "?"))),
+            escape(_split_text(record.get("split", {}))), escape(params), str(record.get("depth", "?")), str(record.get("n_users", "?")),
             _size(entry.size_bytes),
             dt.datetime.fromtimestamp(entry.modified).strftime("%Y-%m-%d %H:%M"),
         )
         n += 1
-    console.print(table if n else f"unit store {store.directory}: empty")
+    table_console().print(table if n else escape(f"unit store {store.directory}: empty"))
 
 
 @app.command("size")
@@ -187,9 +187,9 @@ def size(cache: CacheOption = None, output: OutputOption = None) -> None:
     for column in ("algorithm", "units", "size"):
         table.add_column(column, justify="left" if column == "algorithm" else "right")
     for algorithm, group in frame.groupby("algorithm", sort=True):
-        table.add_row(str(algorithm), str(len(group)), _size(group["bytes"].sum()))
+        table.add_row(escape(str(algorithm)), str(len(group)), _size(group["bytes"].sum()))
     table.add_row("[bold]total[/bold]", str(len(frame)), _size(frame["bytes"].sum()))
-    console.print(table)
+    table_console().print(table)
 
 
 def run_unit_keys(run: Path) -> set[str]:
@@ -242,14 +242,14 @@ def prune(
         if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)
     ]
     if dry_run:
-        console.print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
-                      f"from {store.directory}")
+        table_console().print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
+                              f"from {store.directory}", markup=False)
         return
     deleted = [entry for entry in chosen if store.remove(entry.key)]
     busy = len(chosen) - len(deleted)
-    console.print(
+    table_console().print(
         f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
-        + (f"; left {busy} that a running sweval is computing" if busy else "")
+        + (f"; left {busy} that a running sweval is computing" if busy else ""), markup=False
     )
 
 
