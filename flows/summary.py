@@ -123,6 +123,13 @@ def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
     return table
 
 
+#: The tables a run may write, in the order the "results:" line names those it wrote.
+RESULT_FILES = (
+    "results.csv", "folds.csv", "summary.csv", "significance.csv", "significance_strata.csv",
+    "units.csv", "tuning.csv", "optimism.csv", "overlap.csv", "per_user.parquet", "config.json",
+)
+
+
 def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None = None) -> None:
     """Print the per-stratum Recall tables, the fold counts and where the files are."""
     console = console or table_console()
@@ -165,12 +172,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         overlap = overlap_table(outputs.overlap, k)
         if overlap is not None:
             console.print(overlap)
-    extra = [name for name in ("overlap.csv", "per_user.parquet")
-             if (outputs.directory / name).exists()]
-    console.print(f"results: {outputs.directory}/results.csv, folds.csv, summary.csv, "
-                  + ", ".join(["significance.csv", "config.json", *extra]))
+    written = [name for name in RESULT_FILES if (outputs.directory / name).exists()]
+    console.print(f"results: {outputs.directory}/{', '.join(written)}", markup=False)
     if (outputs.directory / "report.html").exists():
-        console.print(f"report:  {outputs.directory / 'report.html'}")
+        console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
 
