@@ -121,7 +121,7 @@ class Protocol(ABC):
         """Why ``algorithm`` is not evaluated under this protocol, or None."""
         if not self.defines_time and algorithm in TIME_DEPENDENT:
             return (f"{algorithm} needs the global timeline; not defined under {self.name} "
-                    "(docs/compare.md)")
+                    "(SPEC §7)")  # the text of results.csv's skip_reason: kept as it is
         return None
 
 
