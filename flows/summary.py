@@ -6,7 +6,8 @@ progress bar shown while units run."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -27,10 +28,11 @@ if TYPE_CHECKING:
 
 def summary_table(
     summary: pd.DataFrame, *, metric: str, stratum: str, title: str,
-    significance: pd.DataFrame | None = None,
+    significance: pd.DataFrame | None = None, failed: Mapping[str, int] | None = None,
 ) -> Table:
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
-    the bootstrap interval when the summary has one); with ``significance``, a last row says
+    the bootstrap interval when the summary has one), and the folds used/skipped, with the
+    units that failed (``failed``: per label) in red; with ``significance``, a last row says
     whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``)."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     ks = sorted(int(k) for k in part["k"].dropna().unique())
@@ -55,6 +57,8 @@ def summary_table(
             if "ci_low" in row and pd.notna(row["ci_low"]):
                 cells[-1] += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
         cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
+        if failed and failed.get(str(algorithm)):
+            cells[-1] += f" [red]{failed[str(algorithm)]} failed[/]"
         table.add_row(*cells)
     if significance is not None:
         table.add_row("best's lead", *(
@@ -151,8 +155,9 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
             + f" — mean over folds, Δ% to the best (green), {100 * config.ci:g}% bootstrap "
             "interval over folds"
         )
+        failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
-                                    significance=outputs.significance))
+                                    significance=outputs.significance, failed=failed))
     print_significance_notes(outputs, config, console)
     folds = outputs.folds
     used = int((~folds["skipped"]).sum())

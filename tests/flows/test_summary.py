@@ -23,6 +23,20 @@ def test_best_is_marked_and_others_show_their_gap():
     assert "0.0200 -50%" in text and "0.0400" in text and "0.0400 +" not in text
 
 
+def test_the_folds_column_counts_the_failed_units():
+    summary = pd.DataFrame({
+        "algorithm": ["pop", "my_models:Boom"], "stratum": "all", "metric": "recall", "k": 10,
+        "mean": [0.02, float("nan")], "delta": [0.0, float("nan")], "n_folds": [6, 0],
+        "n_skipped": 1,
+    })
+    console = Console(width=120, record=True, emoji=False)
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t",
+                                failed={"my_models:Boom": 5}))
+    rows = {line.split("│")[1].strip(): line for line in console.export_text().splitlines()
+            if line.startswith("│")}
+    assert "0/1 5 failed" in rows["my_models:Boom"] and "failed" not in rows["pop"]
+
+
 def test_a_k_where_every_algorithm_scored_zero_shows_no_percentage():
     summary = pd.DataFrame({
         "algorithm": "als", "stratum": "all", "metric": "recall", "k": [5, 10],
