@@ -98,9 +98,7 @@ def run(
 ) -> None:
     """Evaluate algorithms with the sliding-window protocol (SW-EVAL) and print the summary.
 
-    Runs the Prefect flow [bold]sliding-window-eval[/bold] and logs to MLflow. Rerunning the same
-    command resumes: finished (fold, algorithm) units in --output are not recomputed.
-    """
+    Runs the Prefect flow [bold]sliding-window-eval[/bold] and logs to MLflow. Rerunning the same command resumes: finished (fold, algorithm) units in --output are not recomputed."""
     verbose = options["verbose"]
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
@@ -198,13 +196,9 @@ def serve(
 ) -> None:
     """Serve a scheduled deployment of the flow (needs a Prefect server, PREFECT_API_URL).
 
-    Registers [bold]sliding-window-eval/NAME[/bold] with the cron schedule and runs its flow runs
-    from this process until interrupted. Each run re-reads --data; in rolling mode it evaluates
-    the windows completed since the previous run and appends them to the same MLflow runs.
-    Without --start, the first run fixes the series' start so it evaluates the last --folds
-    complete windows. Trigger a run now with:
-    prefect deployment run 'sliding-window-eval/NAME'
-    """
+    Registers [bold]sliding-window-eval/NAME[/bold] with the cron schedule and runs its flow runs from this process until interrupted. Each run re-reads --data; in rolling mode it evaluates the windows completed since the previous run and appends them to the same MLflow runs. Without --start, the first run fixes the series' start so it evaluates the last --folds complete windows. Trigger a run now with:
+
+    prefect deployment run 'sliding-window-eval/NAME'"""
     verbose = options["verbose"]
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
@@ -214,21 +208,17 @@ def serve(
 
     precheck(cfg)
 
-    console.print(
-        f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}, cron "
-        f"{cron!r} {timezone}); stop with Ctrl-C", markup=False
-    )
-    serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling)
+    serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling,
+                     announce=lambda: console.print(
+                         f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}"
+                         f", cron {cron!r} {timezone}); stop with Ctrl-C", markup=False))
 
 
 @app.command()
 def algorithms() -> None:
     """List every algorithm, built-in and plugin, with its parameters, defaults and origin.
 
-    The table ends with where device=auto runs ALS and BPR here (the GPU, or the CPU and why).
-    Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be
-    named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be
-    used is reported after the table, with exit status 2."""
+    The table ends with where device=auto runs ALS and BPR here (the GPU, or the CPU and why). Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be used is reported after the table, with exit status 2."""
     from rich.table import Table
 
     from sweval.algorithms.implicit_device import OnDevice, cuda_unavailable_reason
@@ -265,8 +255,7 @@ def ui(
 ) -> None:
     """Open the MLflow UI on the local tracking store, on the latest evaluation's chart.
 
-    Starts mlflow server on 127.0.0.1 and opens the run comparison chart of the latest
-    evaluation."""
+    Starts mlflow server on 127.0.0.1 and opens the run comparison chart of the latest evaluation."""
     from sweval.evaluators.config import EvalConfig
     from sweval.flows.processes import run_server, stop_handled
     from sweval.flows.tracking import (

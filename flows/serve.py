@@ -13,6 +13,7 @@ Schedules need a real Prefect server (``prefect server start``): the ephemeral A
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from prefect.deployments.runner import EntrypointType
@@ -35,20 +36,17 @@ def build_deployment(
     """The ``RunnerDeployment`` of the flow with ``config`` as its parameters and a cron schedule.
 
     At most one run of the deployment runs at a time (runs of one output directory must not
-    overlap); a run due while another is running waits.
+    overlap); a run due while another is running waits. In rolling mode without ``start``, the
+    series' first run fixes t_0 and records it in the output's ``rolling.json``
+    (:mod:`flows.rolling`), where every later run finds it.
 
     Raises:
-        SwevalError: an invalid cron expression, or rolling mode without ``start``.
+        SwevalError: an invalid cron expression.
     """
     from prefect.schedules import Cron
 
     from sweval.flows.sliding_window import sliding_window_eval
 
-    if rolling and config.start is None:
-        raise SwevalError(
-            "rolling mode needs --start (the fixed start t_0 of the first window) in the "
-            "configuration."
-        )
     try:
         schedule = Cron(cron, timezone=timezone)
     except Exception as exc:
@@ -85,11 +83,13 @@ def serve(
     cron: str = DEFAULT_CRON,
     timezone: str = "UTC",
     rolling: bool = True,
+    announce: Callable[[], None] | None = None,
 ) -> None:
-    """Register the scheduled deployment and run its flow runs from this process (blocks).
+    """Register the scheduled deployment and run its flow runs from this process (blocks);
+    ``announce`` is called once the deployment is valid, before serving starts.
 
     Raises:
-        SwevalError: no Prefect server configured.
+        SwevalError: no Prefect server configured, or an invalid deployment.
     """
     if api_url() is None:
         raise SwevalError(
@@ -100,4 +100,6 @@ def serve(
     from prefect import serve as prefect_serve
 
     deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
+    if announce is not None:
+        announce()
     prefect_serve(deployment, pause_on_shutdown=False)

@@ -90,6 +90,16 @@ def test_serve_needs_a_prefect_server(
     assert "prefect server start" in capsys.readouterr().err
 
 
+def test_serve_says_it_serves_only_once_the_deployment_is_valid(
+    write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sweval.flows.serve, "api_url", lambda: "http://127.0.0.1:9/api")
+    code = _sweval(monkeypatch, "serve", "--data", write_log(8), "--cron", "every night",
+                   "--output", tmp_path / "out")  # no --start: a rolling series fixes its own
+    err = capsys.readouterr().err
+    assert code == 2 and "--cron 'every night'" in err and "serving" not in err
+
+
 def test_version_prints_the_installed_distribution_version(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -155,20 +165,24 @@ def _commands(group: object, prefix: str = "") -> list[tuple[str, object]]:
     return found
 
 
-def test_every_command_summary_is_one_paragraph_that_the_panel_can_reflow() -> None:
-    """With rich markup the command panel of ``sweval --help`` keeps a summary's line breaks
-    as they stand in the docstring, so a summary spread over two source lines breaks in the
-    middle of a sentence there: each command's first paragraph must be a single line."""
+def test_every_command_help_is_made_of_paragraphs_that_rich_can_reflow() -> None:
+    """With rich markup typer keeps a help text's line breaks as they stand in the docstring
+    (in ``sweval --help``'s command panel and in the command's own page), so a paragraph spread
+    over two source lines breaks in the middle of a sentence: each paragraph is one line."""
+    import inspect
+
     import typer.main
 
     from sweval.flows.cli import app
 
     commands = _commands(typer.main.get_command(app))
-    assert {"run", "algorithms", "ui", "cache prune"} <= {name for name, _ in commands}
+    assert {"run", "serve", "algorithms", "ui", "cache prune"} <= {name for name, _ in commands}
     for name, command in commands:
-        summary = (command.help or "").strip().split("\n\n")[0]
-        assert summary and "\n" not in summary, f"sweval {name}: {summary!r}"
-        assert "``" not in summary, f"sweval {name}: reST quotes in {summary!r}"
+        paragraphs = inspect.cleandoc(command.help or "").split("\n\n")
+        assert paragraphs[0], f"sweval {name}: no help"
+        assert "``" not in paragraphs[0], f"sweval {name}: reST quotes in {paragraphs[0]!r}"
+        for paragraph in paragraphs:
+            assert "\n" not in paragraph, f"sweval {name}: {paragraph!r}"
 
 
 @pytest.mark.parametrize(("args", "said"), [

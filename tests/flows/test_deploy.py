@@ -35,12 +35,15 @@ def test_served_deployment_is_registered_with_its_cron_schedule(write_log, make_
     assert deployment.global_concurrency_limit.limit == 1  # runs of one output dir never overlap
 
 
-def test_deployment_rejects_bad_cron_and_rolling_without_start(write_log, make_config) -> None:
+def test_deployment_rejects_a_bad_cron_and_needs_no_start(write_log, make_config) -> None:
     config = make_config(write_log(8))
     with pytest.raises(SwevalError, match="--cron"):
         build_deployment(config, cron="every night")
-    # full (non-rolling) deployments do not need a start
-    build_deployment(config.model_copy(update={"start": None}), rolling=False)
+    # without --start, a rolling series' first run fixes t_0 (flows/rolling.py), as with
+    # `sweval run --rolling`; full runs place their folds at the end of the log
+    for rolling in (True, False):
+        deployment = build_deployment(config.model_copy(update={"start": None}), rolling=rolling)
+        assert deployment.parameters["config"]["start"] is None
 
 
 def test_prefect_yaml_declares_valid_deployments() -> None:
