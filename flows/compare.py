@@ -106,6 +106,7 @@ from sweval.evaluators.store import UnitStore
 from sweval.evaluators.tuning import Search, tune_comparison
 from sweval.flows.compare_tables import print_comparison
 from sweval.flows.pipeline import write_report_quietly
+from sweval.flows.processes import is_stop
 from sweval.flows.summary import unit_progress
 from sweval.flows.terminal import PRINT_WIDTH, table_console
 from sweval.flows.tracking import ComparisonTracker
@@ -316,7 +317,7 @@ def _compare(
             tracker_group.finish(comparison)
     except BaseException as exc:
         if tracker_group is not None:
-            tracker_group.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+            tracker_group.fail("KILLED" if is_stop(exc) else "FAILED")
         raise
     return comparison
 

@@ -48,6 +48,7 @@ from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit
 from sweval.evaluators.store import UnitFiles
 from sweval.evaluators.units import Unit, UnitFailure, describe, outdated_by_code
 from sweval.flows import rolling as rolling_mode
+from sweval.flows.processes import is_stop
 from sweval.flows.summary import units_line
 
 if TYPE_CHECKING:
@@ -488,12 +489,13 @@ class Evaluation:
         if self.report is not None:
             self.report.exception()  # wait for the report's thread; the run's error comes first
         if self.tracker is not None:
-            if not isinstance(exc, KeyboardInterrupt):  # the folds finished before the error
+            stopped = is_stop(exc)
+            if not stopped:  # the folds finished before the error
                 try:
                     self.log_unlogged()
                 except Exception:  # never hide the run's own error behind a logging one
                     _log.debug("could not log the last folds to MLflow", exc_info=True)
-            self.tracker.fail("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED")
+            self.tracker.fail("KILLED" if stopped else "FAILED")
 
 
 def write_report_in_background(

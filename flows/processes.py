@@ -94,6 +94,18 @@ def received_signal() -> int | None:
     return _received
 
 
+def is_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` is a stop signal on its way out: :class:`Stopped` (or Ctrl-C's own
+    KeyboardInterrupt); Prefect's ``TerminationSignal``, which its flow engine raises for a
+    SIGTERM while a flow runs (its handler stands in for ours there, and sends the signal
+    again once the flow is out); or any exception raised after a stop signal arrived (Dask's
+    serialisation wraps a :class:`Stopped` in an error of its own)."""
+    if isinstance(exc, KeyboardInterrupt) or _received is not None:
+        return True
+    prefect_exceptions = sys.modules.get("prefect.exceptions")  # loaded if a flow is running
+    return prefect_exceptions is not None and isinstance(exc, prefect_exceptions.TerminationSignal)
+
+
 def stop_handled() -> None:
     """The command ended as it should on its stop signal (``sweval ui``): it exits with its own
     status, not 128 + the signal's number."""

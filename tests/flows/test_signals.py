@@ -211,6 +211,30 @@ def test_run_stops_its_temporary_prefect_server(signum: int, tmp_path: Path) -> 
     assert "interrupted: finished units are saved; rerun to resume." in log.read_text()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT],
+                         ids=lambda s: signal.Signals(s).name)
+def test_a_run_stopped_inside_its_flow_marks_its_mlflow_runs_killed(
+    signum: int, tmp_path: Path
+) -> None:
+    """Inside a flow run Prefect's own SIGTERM handler stands in for SW-EVAL's and raises its
+    TerminationSignal: the MLflow runs must still end KILLED (stopped), not FAILED."""
+    import mlflow
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
+            "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
+            "--tracking-uri", store, "--no-progress"]
+    units = tmp_path / "out" / "units"
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+                 "a unit finished")
+        status = stop_and_check(process, marker, log, signum)
+    assert status == 128 + signum, log.read_text()[-2000:]
+    runs = mlflow.MlflowClient(store).search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(store).search_experiments()])
+    assert runs and {run.info.status for run in runs} == {"KILLED"}, log.read_text()[-2000:]
+
+
 def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) -> None:
     """SIGKILL (``kill -9``, the out-of-memory killer) cannot be caught: the temporary server's
     guard stops it once `sweval run` is gone (flows.processes.stop_with_this_process)."""
