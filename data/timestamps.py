@@ -101,7 +101,7 @@ def _epoch_seconds(
         if len(numbers) and (numbers >= _EPOCH_2000_S).all() and (numbers < _EPOCH_2100_S).all():
             raise SwevalError(
                 f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
-                f"{_iso(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
+                f"{iso_utc(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
                 f"January 1970: drop --time-unit ms."
             )
         return np.floor(numbers / 1000).astype(np.int64)
@@ -115,7 +115,7 @@ def _epoch_seconds(
     if _look_like_yyyymmdd(numbers):
         raise SwevalError(
             f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
-            f"YYYYMMDD dates, not epoch seconds (as seconds they would be {_iso(int(numbers[0]))}); "
+            f"YYYYMMDD dates, not epoch seconds (as seconds they would be {iso_utc(int(numbers[0]))}); "
             "write them as ISO dates (2015-08-01) or as epoch seconds."
         )
     return np.floor(numbers).astype(np.int64)
@@ -131,5 +131,6 @@ def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:
     return bool(pd.to_datetime(distinct, format="%Y%m%d", errors="coerce").notna().all())
 
 
-def _iso(seconds: int) -> str:
+def iso_utc(seconds: int) -> str:
+    """Epoch seconds as ISO 8601 in UTC, as messages show them: ``2015-08-01T12:00:00Z``."""
     return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 from sweval.algorithms.base import TrainData
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.data.timestamps import iso_utc
 from sweval.evaluators.windows import WindowSpec
 
 
@@ -114,13 +115,13 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
     bounds = spec.bounds(log.t_max)
     if bounds[0][0] > log.t_max:
         raise SwevalError(
-            f"{log.source}: the first window starts at {_iso(bounds[0][0])}, after the last event "
-            f"({_iso(log.t_max)}); no fold lies inside the data. Choose an earlier --start."
+            f"{log.source}: the first window starts at {iso_utc(bounds[0][0])}, after the last event "
+            f"({iso_utc(log.t_max)}); no fold lies inside the data. Choose an earlier --start."
         )
     if bounds[-1][1] <= log.t_min:
         raise SwevalError(
-            f"{log.source}: the windows end at {_iso(bounds[-1][1])}, before the first event "
-            f"({_iso(log.t_min)}); no fold lies inside the data."
+            f"{log.source}: the windows end at {iso_utc(bounds[-1][1])}, before the first event "
+            f"({iso_utc(log.t_min)}); no fold lies inside the data."
         )
     # first_position[u]: position of u's first transaction; a user has training history in an
     # expanding window ending at position p iff first_position[u] < p.
@@ -166,6 +167,3 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
         )
     return folds
 
-
-def _iso(t: int) -> str:
-    return np.datetime_as_string(np.datetime64(int(t), "s")) + "Z"

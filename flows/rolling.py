@@ -39,6 +39,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import Plan, make_plan, window_spec
 from sweval.evaluators.windows import parse_time
@@ -128,9 +129,11 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
         if same:
             previous = int(state["n_folds"])
         else:
+            horizon = state.get("horizon")
             _log.warning(
                 "rolling: the data before %s changed; starting a new series in %s",
-                state.get("horizon"), output,
+                iso_utc(int(horizon)) if horizon is not None else "the last evaluated window's end",
+                output,
             )
             reset(output)
             if config.start is None:

@@ -31,6 +31,8 @@ PREFECT_DEFAULTS = {
     # it ends against a server, after a request of its own for the run's name; the summary's
     # last line gives the parent run and its comparison view.
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    # `sweval report RUN_ID` downloads the run's tables: no tqdm bar over the command's output
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
     # warnings and errors only, so the progress bar and the summary stay readable.
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING",

@@ -12,6 +12,7 @@ from flow_logs import log_frame
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import DAY, T0, experiment_runs
 
+from sweval.data.timestamps import iso_utc
 from sweval.flows.sliding_window import sliding_window_eval
 
 
@@ -58,7 +59,7 @@ def test_rolling_runs_add_only_the_new_windows(
 
 
 def test_rolling_series_restarts_when_history_changes(
-    write_log, make_config, mlflow_uri: str
+    write_log, make_config, mlflow_uri: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     frame = log_frame(6.5)
     data = write_log(frame=frame)
@@ -73,7 +74,10 @@ def test_rolling_series_restarts_when_history_changes(
     edited = frame.copy()
     edited.loc[0, "item"] = "i29"  # rewrite history before the horizon
     write_log(frame=edited)
-    sliding_window_eval(config=config, rolling=True)
+    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+        sliding_window_eval(config=config, rolling=True)
+    horizon = iso_utc(state["horizon"])  # the warning gives the horizon as a date, not seconds
+    assert f"rolling: the data before {horizon} changed" in caplog.text
     parents, _ = experiment_runs(mlflow_uri, config.experiment)
     assert len(parents) == 2  # a new series, a new parent run
     assert json.loads((output / "tracking.json").read_text())["parent_run_id"] != first_parent
