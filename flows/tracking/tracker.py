@@ -102,6 +102,9 @@ class Tracker:
         self.system_metrics: Any = None  # MLflow's SystemMetricsMonitor (--system-metrics)
         self.children: dict[tuple[str, str], str] = {}
         self.logged: dict[str, set[int]] = {}
+        #: a reopened child's summary values (step 0) as logged: a rerun that does not change
+        #: one logs it no second time
+        self.summaries: dict[str, dict[str, float]] = {}
         self.devices_tagged: set[str] = set()
         self.seconds = 0.0  # time spent in MLflow calls, for the report
 
@@ -272,6 +275,7 @@ class Tracker:
             self.children[ident] = run.info.run_id
             history = self.client.get_metric_history(run.info.run_id, "n_eligible")
             self.logged[run.info.run_id] = {int(m.step) for m in history}
+            self.summaries[run.info.run_id] = dict(run.data.metrics)
 
     def _child(self, algorithm: str, stratum: str) -> str:
         ident = (algorithm, stratum)
@@ -389,6 +393,8 @@ class Tracker:
                 if len(part):
                     metrics.append(Metric("n_folds", float(part["n_folds"].max()), now, 0))
                     metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), now, 0))
+                logged = self.summaries.get(run_id, {})
+                metrics = [m for m in metrics if logged.get(m.key) != m.value]
                 tags = ([RunTag("sweval.device", devices[algorithm])]
                         if algorithm in devices else [])
                 first, rest = metrics[:MAX_BATCH], metrics[MAX_BATCH:]

@@ -251,3 +251,21 @@ def test_flow_logs_every_chosen_metric_and_writes_per_user_values(
     artifacts = {a.path for a in MlflowClient(mlflow_uri).list_artifacts(
         experiment_runs(mlflow_uri, config.experiment)[0][0].info.run_id)}
     assert {"overlap.csv", "per_user.parquet"} <= artifacts
+
+
+def test_a_rerun_that_changes_nothing_logs_no_summary_again(
+    write_log, make_config, mlflow_uri: str
+) -> None:
+    """Rerunning a finished evaluation reopens its MLflow runs: the per-fold series and the
+    summaries (step 0) each keep one value, not one more per rerun."""
+    config = make_config(write_log(8))
+    sliding_window_eval(config=config)
+    sliding_window_eval(config=config)
+    parents, children = experiment_runs(mlflow_uri, config.experiment)
+    assert len(parents) == 1
+    client = MlflowClient(mlflow_uri)
+    for child in children.values():
+        for key in ("n_folds", "mean_recall_at_10", "recall_at_10"):
+            history = client.get_metric_history(child.info.run_id, key)
+            steps = [m.step for m in history]
+            assert steps and len(steps) == len(set(steps)), (child.info.run_name, key, steps)
