@@ -19,6 +19,7 @@ _LABEL = {"prefect": "Prefect", "mlflow": "MLflow", "warm": "warm"}
 
 
 def up(
+    ctx: typer.Context,
     prefect_port: Annotated[int, typer.Option(help="Port of the Prefect server (UI and API) on 127.0.0.1.")] = servers.DEFAULT_PREFECT_PORT,
     mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow server (UI and tracking) on 127.0.0.1.")] = servers.DEFAULT_MLFLOW_PORT,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for both servers to answer.")] = servers.START_TIMEOUT_S,
@@ -42,6 +43,8 @@ def up(
             warm_process.stop_process(starting[0])
         raise
     _err.print("started:" if new or starting else "already up (stop with `sweval down`):")
+    if not new:
+        _ports_ignored(ctx, started, {"prefect": prefect_port, "mlflow": mlflow_port})
     for server in started:
         _out.print(f"{_LABEL[server.name]:8} {server.url}   (pid {server.pid}, log {server.log})")
     if failed:
@@ -52,6 +55,18 @@ def up(
         server = warm_process.recorded()
         if server is not None:
             _out.print(f"{_LABEL['warm']:8} {server.url}   (pid {server.pid}, log {server.log})")
+
+
+def _ports_ignored(ctx: typer.Context, running: list[servers.Server],
+                   asked: dict[str, int]) -> None:
+    """Say so when ports given on the command line differ from those of the servers up."""
+    for server in running:
+        option = f"{server.name}_port"
+        if server.name in asked and asked[server.name] != server.port \
+                and getattr(ctx.get_parameter_source(option), "name", None) == "COMMANDLINE":
+            _err.print(f"--{option.replace('_', '-')} {asked[server.name]} is not used: the "
+                       f"{_LABEL[server.name]} server is up on port {server.port} (`sweval down` "
+                       "first to move it).")
 
 
 def down() -> None:

@@ -120,7 +120,12 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     again = home.sweval("up", "--prefect-port", str(prefect_port),
                         "--mlflow-port", str(mlflow_port))
     assert again.returncode == 0 and "already up" in again.stderr
+    assert "is not used" not in again.stderr
     assert home.state() == state  # the same servers
+    moved = home.sweval("up", "--mlflow-port", str(mlflow_port + 1))
+    assert moved.returncode == 0 and home.state() == state
+    assert (f"--mlflow-port {mlflow_port + 1} is not used: the MLflow server is up on port "
+            f"{mlflow_port}") in " ".join(moved.stderr.split())
 
     status = home.sweval("status")
     assert status.returncode == 0, status.stdout + status.stderr
