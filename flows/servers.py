@@ -224,6 +224,8 @@ def up(
         if running and all(leader_process(s) is not None and answers(s) for s in running):
             return running, False
         if running:  # stale: stop what is left of it
+            gone = [s.name for s in running if leader_process(s) is None or not answers(s)]
+            say(f"restarting the servers: {', '.join(gone)} no longer up as recorded")
             for server in running:
                 stop_server(server)
             state_path().unlink(missing_ok=True)

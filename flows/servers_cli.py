@@ -90,8 +90,12 @@ def status() -> None:
     if not found and warm is None:
         _out.print("not up (start the servers with `sweval up`)")
         raise typer.Exit(1)
-    for server, alive, answering in found:
-        state = "up" if answering else ("not answering" if alive else "down (process gone)")
+    for i, (server, alive, answering) in enumerate(found):
+        if answering and not alive:  # a child of the server answers; `down` can still stop it
+            state = "answering, but its recorded process is gone"
+            found[i] = (server, alive, False)
+        else:
+            state = "up" if answering else ("not answering" if alive else "down (process gone)")
         _out.print(f"{_LABEL[server.name]:8} {server.url}   pid {server.pid}   {state}")
     if warm is not None:
         server, alive, greeting = warm
