@@ -46,12 +46,18 @@ OUTPUT_LOCK = ".sweval.lock"
 
 
 def owner_record() -> dict[str, Any]:
-    """Who holds a lock: this process's pid, host, start time (UTC) and command line."""
+    """Who holds a lock: this process's pid, host, start time (UTC) and command line (a
+    deployment's flow run, whose command line is Prefect's engine: its flow run id)."""
+    flow_run = os.environ.get("PREFECT__FLOW_RUN_ID")  # set by Prefect for a flow-run process
+    if flow_run:
+        command = f"Prefect flow run {flow_run}"
+    else:
+        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "",
+        "command": command,
     }
 
 

@@ -177,3 +177,16 @@ def test_the_operations_catalogue_names_tests_that_exist():
         path, name = found[1], found[2]
         source = (REPO / path).read_text()
         assert re.search(rf"^def {name}\(", source, re.M), f"{path}::{name} does not exist"
+
+
+def test_a_deployment_s_flow_run_is_named_as_the_holder_of_an_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served flow run's command line is Prefect's engine: the lock names its flow run."""
+    from sweval.evaluators.locks import describe_owner, output_lock
+
+    monkeypatch.setenv("PREFECT__FLOW_RUN_ID", "0b7c3e2a-1111-4222-8333-944455556666")
+    with output_lock(tmp_path):
+        lock_file = next(tmp_path.glob("*lock*"))
+        assert describe_owner(lock_file).endswith(
+            "(Prefect flow run 0b7c3e2a-1111-4222-8333-944455556666)")
