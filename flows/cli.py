@@ -211,7 +211,9 @@ def serve(
     serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling,
                      announce=lambda: console.print(
                          f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}"
-                         f", cron {cron!r} {timezone}); stop with Ctrl-C", markup=False))
+                         f", cron {cron!r} {timezone}); trigger a run now with `prefect "
+                         f"deployment run 'sliding-window-eval/{name}'`; stop with Ctrl-C",
+                         markup=False))
 
 
 @app.command()

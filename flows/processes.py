@@ -89,6 +89,16 @@ def _send_again(signum: int) -> None:
     os.kill(os.getpid(), signum)
 
 
+def stop_children_first(signum: int, frame: FrameType | None) -> None:
+    """A stop signal's handler for a process whose children must unwind before it does
+    (``sweval serve``'s flow-run processes: they mark their runs stopped on the way out):
+    SIGTERM to each child, SIGKILL to those still alive after :data:`GRACE_S`, then
+    :class:`Stopped`, as :func:`stop_children_on_signals`' handler raises it."""
+    with contextlib.suppress(psutil.Error):
+        terminate_then_kill(psutil.Process().children(), GRACE_S)
+    _raise_stopped(signum, frame)
+
+
 def received_signal() -> int | None:
     """The stop signal this process received, if any."""
     return _received

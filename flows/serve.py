@@ -13,7 +13,9 @@ Schedules need a real Prefect server (``prefect server start``): the ephemeral A
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from prefect.deployments.runner import EntrypointType
@@ -97,9 +99,34 @@ def serve(
             "start` and set PREFECT_API_URL=http://127.0.0.1:4200/api); the ephemeral API of "
             "`sweval run` has no scheduler."
         )
-    from prefect import serve as prefect_serve
+    import asyncio
+    import signal
+
+    from prefect.runner import Runner
+
+    from sweval.flows.processes import STOP_SIGNALS
 
     deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
+    runner = Runner(pause_on_shutdown=False)
+    runner.add_deployment(deployment)
+    # Prefect's runner answers SIGTERM by leaving its event loop at once, and its flow-run
+    # processes are killed with the loop's tasks, before they can unwind: their MLflow runs
+    # and Prefect flow runs stayed RUNNING. Each stop signal now lets them unwind first.
+    runner.handle_sigterm = _stop  # what its start() installs for SIGTERM
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop)
     if announce is not None:
         announce()
-    prefect_serve(deployment, pause_on_shutdown=False)
+    asyncio.run(runner.start())
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    """``sweval serve``'s stop signals: the flow runs unwind first
+    (:func:`flows.processes.stop_children_first`), then the runner's event loop is left. Its
+    tasks, cancelled on the way, would each have asyncio log a traceback: not the user's
+    business in a process that is stopping."""
+    from sweval.flows.processes import stop_children_first
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    stop_children_first(signum, frame)
+

@@ -185,6 +185,42 @@ def test_serve_stops_its_flow_run_processes(
         stop_and_check(process, marker, log, signum)
 
 
+def test_serve_stopped_mid_run_lets_its_flow_run_end_as_stopped(
+    tmp_path: Path, prefect_api: str
+) -> None:
+    """SIGTERM to `sweval serve` while its flow run computes: the flow-run process unwinds
+    before serve exits, so its MLflow runs end KILLED and its Prefect flow run is not left
+    RUNNING (Prefect's runner alone killed it outright)."""
+    import mlflow
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+
+    from sweval.flows.serve import api_url
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    name = f"signals-{uuid.uuid4().hex[:8]}"
+    units = tmp_path / "out" / "units"
+    args = ["serve", "--scale", "0.3", "--window", "1D", "--folds", "60",
+            "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
+            "--tracking-uri", store, "--no-progress", "--full", "--name", name]
+    with sweval_command(args, tmp_path, PREFECT_API_URL=api_url() or prefect_api) as (
+        process, marker, log
+    ):
+        wait_for(lambda: "serving sliding-window-eval" in log.read_text()
+                 and _deployment_exists(name), process, log, "serving its deployment")
+        flow_run = run_deployment(f"sliding-window-eval/{name}", timeout=0)
+        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+                 "a unit finished")
+        status = stop_and_check(process, marker, log, signal.SIGTERM)
+    assert status == 128 + signal.SIGTERM, log.read_text()[-2000:]
+    client = mlflow.MlflowClient(store)
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert runs and {run.info.status for run in runs} == {"KILLED"}, log.read_text()[-2000:]
+    with get_client(sync_client=True) as prefect:
+        state = prefect.read_flow_run(flow_run.id).state
+    assert state is not None and state.is_final(), state
+
+
 def _deployment_exists(name: str) -> bool:
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
