@@ -274,6 +274,11 @@ def ui(
         console.print(f"{uri} is a tracking server already: open "
                       + (latest_comparison_url(uri, uri) or uri), markup=False)
         return
+    serving = _up_server_of(uri)
+    if serving is not None:  # `sweval up`'s server has this store open: no second server
+        console.print(f"the MLflow server of `sweval up` serves {uri}: open "
+                      + (latest_comparison_url(uri, serving) or serving), markup=False)
+        return
     console.print(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
         "stop with Ctrl-C", markup=False
@@ -285,6 +290,17 @@ def ui(
         run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:
         stop_handled()  # the UI's normal end: exit 0
+
+
+def _up_server_of(store: str) -> str | None:
+    """The address of ``sweval up``'s MLflow server when it serves ``store`` and answers."""
+    from sweval.flows import servers
+
+    state = servers.read_state()
+    if not state or state.get("mlflow_store") != store:
+        return None
+    found = [s for s in servers.recorded_servers(state) if s.name == "mlflow"]
+    return found[0].url if found and servers.answers(found[0]) else None
 
 
 @app.command()
