@@ -113,6 +113,9 @@ def parent_params_and_tags(
     result_fields = config.model_dump(exclude=set(_ORCHESTRATION_FIELDS))
     if mode == "rolling":
         result_fields.pop("folds")  # grows with the data; tag sweval.n_folds instead
+    if config.data is not None:  # the generator's settings say nothing about a real log
+        result_fields.pop("scale")
+        result_fields.pop("seed")
     params = flatten(result_fields)
     tags = {
         "sweval.run_key": key,

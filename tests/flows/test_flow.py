@@ -36,6 +36,7 @@ def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     assert tags["sweval.version"]
     assert tags["sweval.mode"] == "batch"
     assert parent.data.params["window"] == "1D" and parent.data.params["k"] == "5,10"
+    assert "scale" not in parent.data.params and "seed" not in parent.data.params  # real data
     client = MlflowClient(mlflow_uri)
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
     expected = {"results.csv", "folds.csv", "summary.csv", "config.json", "sweval_config.json",
