@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -391,12 +391,10 @@ class EvalConfig(BaseModel):
         found = dict(raw)
         for name, value in raw.items():
             field = cls.model_fields.get(name)
-            if field is None or get_origin(field.annotation) is not list:
+            codec = Cli.codec_of(field) if field is not None else None
+            if not isinstance(codec, CommaList):
                 continue
             if isinstance(value, str):
-                cli = next((m for m in field.metadata if isinstance(m, Cli)), Cli())
-                codec = cli.codec if isinstance(cli.codec, CommaList) \
-                    else CommaList(get_args(field.annotation)[0])
                 found[name] = codec.parse(value, f"{where}: {name}")
             elif isinstance(value, int | float) and not isinstance(value, bool):
                 found[name] = [value]

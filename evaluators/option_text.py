@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from sweval.data.errors import SwevalError
 
@@ -99,6 +99,20 @@ class Cli:
     group: Group | None = None
     flag: str | None = None
     codec: CommaList | Settings | Grids | None = None
+
+    @staticmethod
+    def of(field: Any) -> Cli:
+        """The marker of a pydantic field (a default one when it has none)."""
+        return next((m for m in field.metadata if isinstance(m, Cli)), Cli())
+
+    @staticmethod
+    def codec_of(field: Any) -> CommaList | Settings | Grids | None:
+        """How the field is written as text: its marker's codec, else a :class:`CommaList` of
+        a list field's item type, else None (typer reads it)."""
+        codec = Cli.of(field).codec
+        if codec is None and get_origin(field.annotation) is list:
+            codec = CommaList(get_args(field.annotation)[0])
+        return codec
 
 
 def split_top_level(text: str) -> list[str]:

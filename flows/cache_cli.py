@@ -45,18 +45,29 @@ DEFAULT_OUTPUT = "runs/latest"
 NAME_A_STORE = "name one with --cache DIR or --output RUN_DIR, or set $SWEVAL_CACHE"
 
 
-def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
-    """The store the cache commands act on, by the same rule as ``sweval run`` (``--cache``, else
-    ``$SWEVAL_CACHE``, else ``<output>/units``), and which of them named it (for messages)."""
+def _run_rule(
+    cache: str | None, cache_origin: str, fallback: Path, fallback_origin: str
+) -> tuple[Path, str]:
+    """``sweval run``'s choice of store (:func:`evaluators.run.unit_store`): ``cache``, else
+    ``$SWEVAL_CACHE``, else ``fallback``; with which of them it is, in words (for messages)."""
     from sweval.evaluators.run import CACHE_ENV
 
     if cache:
-        return Path(cache).expanduser(), "named by --cache"
+        return Path(cache).expanduser(), cache_origin
     if os.environ.get(CACHE_ENV):
         return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
+    return fallback, fallback_origin
+
+
+def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
+    """The store the cache commands act on (``--cache``, else ``$SWEVAL_CACHE``, else
+    ``<output>/units``), and which of them named it."""
     if output:
-        return Path(output).expanduser() / "units", f"the units/ of --output {output}"
-    return Path(DEFAULT_OUTPUT) / "units", f"the units/ of the default --output {DEFAULT_OUTPUT}"
+        fallback, origin = Path(output).expanduser() / "units", f"the units/ of --output {output}"
+    else:
+        fallback = Path(DEFAULT_OUTPUT) / "units"
+        origin = f"the units/ of the default --output {DEFAULT_OUTPUT}"
+    return _run_rule(cache, "named by --cache", fallback, origin)
 
 
 def run_home(run: Path) -> Path:
@@ -96,15 +107,10 @@ def run_store_directory(run: Path) -> tuple[Path, str]:
     or a comparison's compare.json), else ``$SWEVAL_CACHE`` (a run does not record it), else
     the run's own ``units/`` (a comparison's, for one of its protocol sub-directories).
     """
-    from sweval.evaluators.run import CACHE_ENV
-
     home = run_home(run)
     cache, record = recorded_cache(home)
-    if cache:
-        return Path(cache).expanduser(), f"the --cache that {record} records"
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
-    return home / "units", f"the units/ of the run {home}"
+    return _run_rule(cache, f"the --cache that {record} records", home / "units",
+                     f"the units/ of the run {home}")
 
 
 def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
@@ -169,7 +175,8 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
         params = _changed_params(record.get("algorithm", ""), record.get("params", {}))
         table.add_row(
             entry.key[:10], escape(str(record.get("algorithm", "?"))),
-            escape(_split_text(record.get("split", {}))), escape(params), str(record.get("depth", "?")), str(record.get("n_users", "?")),
+            escape(_split_text(record.get("split", {}))), escape(params),
+            str(record.get("depth", "?")), str(record.get("n_users", "?")),
             _size(entry.size_bytes),
             dt.datetime.fromtimestamp(entry.modified).strftime("%Y-%m-%d %H:%M"),
         )

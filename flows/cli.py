@@ -260,6 +260,7 @@ def ui(
     Starts mlflow server on 127.0.0.1 and opens the run comparison chart of the latest evaluation."""
     from sweval.evaluators.config import EvalConfig
     from sweval.flows.processes import run_server, stop_handled
+    from sweval.flows.servers import mlflow_server_of
     from sweval.flows.tracking import (
         announce_when_ready,
         latest_comparison_url,
@@ -274,7 +275,7 @@ def ui(
         console.print(f"{uri} is a tracking server already: open "
                       + (latest_comparison_url(uri, uri) or uri), markup=False)
         return
-    serving = _up_server_of(uri)
+    serving = mlflow_server_of(uri)
     if serving is not None:  # `sweval up`'s server has this store open: no second server
         console.print(f"the MLflow server of `sweval up` serves {uri}: open "
                       + (latest_comparison_url(uri, serving) or serving), markup=False)
@@ -290,17 +291,6 @@ def ui(
         run_server(server_command(uri, port=port), server_env())
     except KeyboardInterrupt:
         stop_handled()  # the UI's normal end: exit 0
-
-
-def _up_server_of(store: str) -> str | None:
-    """The address of ``sweval up``'s MLflow server when it serves ``store`` and answers."""
-    from sweval.flows import servers
-
-    state = servers.read_state()
-    if not state or state.get("mlflow_store") != store:
-        return None
-    found = [s for s in servers.recorded_servers(state) if s.name == "mlflow"]
-    return found[0].url if found and servers.answers(found[0]) else None
 
 
 @app.command()

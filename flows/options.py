@@ -83,11 +83,9 @@ class OptionSpec:
 
 
 def _spec(model: type[EvalConfig], name: str, field: FieldInfo) -> OptionSpec:
-    cli = next((m for m in field.metadata if isinstance(m, Cli)), Cli())
+    cli = Cli.of(field)
     annotation = field.annotation
-    codec = cli.codec
-    if codec is None and get_origin(annotation) is list:
-        codec = CommaList(get_args(annotation)[0])
+    codec = Cli.codec_of(field)
     default = field.get_default(call_default_factory=True)
     if codec is not None:
         text_type, default = codec.text_type, codec.format(default)

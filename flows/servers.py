@@ -48,8 +48,8 @@ from sweval.flows.server_state import (
 )
 from sweval.flows.settings import sweval_home
 
-__all__ = ["STATE_FILE", "Server", "down", "read_state", "recorded_servers", "served_store",
-           "state_path", "status", "up", "use_local_servers"]
+__all__ = ["STATE_FILE", "Server", "down", "mlflow_server_of", "read_state", "recorded_servers",
+           "served_store", "state_path", "status", "up", "use_local_servers"]
 
 HOST = "127.0.0.1"
 DEFAULT_PREFECT_PORT = 4200
@@ -324,6 +324,16 @@ def down() -> list[tuple[Server, bool]]:
         stopped = [(server, stop_server(server)) for server in servers]
         state_path().unlink(missing_ok=True)
         return stopped
+
+
+def mlflow_server_of(store: str) -> str | None:
+    """The address of the MLflow server of ``sweval up`` when it has ``store`` open and answers
+    (the reverse of :func:`served_store`), else None."""
+    state = read_state()
+    if not state or state.get("mlflow_store") != store:
+        return None
+    found = [s for s in recorded_servers(state) if s.name == "mlflow"]
+    return found[0].url if found and answers(found[0]) else None
 
 
 def status() -> list[tuple[Server, bool, bool]]:
