@@ -1,7 +1,9 @@
 """The comparison's scatter figure (papers/002 Fig. 2): for every pair of protocols, each
 algorithm configuration's mean metric@k under one (x) against the other (y), with Kendall's τ
 between the two rankings in the panel's title. Points near the diagonal's order mean the two
-protocols rank alike; variants (``--algorithms 'item-knn(n_neighbors=10),...'``) add points.
+protocols rank alike; each point is labelled with its configuration's name (up to
+:data:`MAX_LABELLED` per panel); variants (``--algorithms 'item-knn(n_neighbors=10),...'``) add
+points.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from matplotlib.figure import Figure
 
 from sweval.evaluators.metrics import LABELS
 from sweval.evaluators.report_figures import DPI
+
+MAX_LABELLED = 12
+"""Up to this many configurations per panel, each point is labelled with its name."""
 
 
 def protocol_scatter(summary: pd.DataFrame, kendall: pd.DataFrame, protocols: Sequence[str],
@@ -33,6 +38,10 @@ def protocol_scatter(summary: pd.DataFrame, kendall: pd.DataFrame, protocols: Se
         b = part[part["protocol"] == second].set_index("algorithm")["mean"]
         common = [name for name in a.index if name in b.index]
         ax.scatter(a[common], b[common], s=18, alpha=0.8, color="tab:blue")
+        if len(common) <= MAX_LABELLED:
+            for name in common:
+                ax.annotate(str(name), (a[name], b[name]), xytext=(3, 3),
+                            textcoords="offset points", fontsize=7, color="0.25")
         if common:
             top = float(max(a[common].max(), b[common].max())) * 1.05 or 1.0
             ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":")

@@ -9,6 +9,8 @@ Reads what a run (or a comparison) wrote and builds, for the requested metrics:
   (protocol, stratum);
 - over time: each algorithm's metric@k per fold, with the fold's n_eligible as a bar underlay
   (right axis) and the skipped folds marked;
+- for a comparison of protocols: the ranks under each protocol, Kendall's τ between them, the
+  leakage diagnostic and the lists' overlap with SW-EVAL's (:mod:`evaluators.report_protocols`);
 - ``report.html``: self-contained (tables, run facts and the figures as base64 PNG; no script, no
   network access), next to the PNG files.
 
@@ -33,7 +35,6 @@ It assembles and writes; the parts are in their own modules:
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -53,12 +54,14 @@ from sweval.evaluators.report_facts import (
 )
 from sweval.evaluators.report_figures import (
     DPI,
+    ReportFigure,
     figure_over_time,
     figure_overlap,
     figure_png,
     figure_vs_k,
 )
 from sweval.evaluators.report_html import render_page, table_html
+from sweval.evaluators.report_protocols import ProtocolAgreement, protocol_agreement
 from sweval.evaluators.report_significance import (
     SignificanceMatrix,
     policy_effect,
@@ -77,26 +80,12 @@ from sweval.evaluators.report_tables import (
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
-    "ReportData", "ReportFigure", "figure_over_time", "figure_png", "figure_vs_k",
+    "ProtocolAgreement", "ReportData", "ReportFigure", "figure_over_time", "figure_png", "figure_vs_k",
     "format_delta", "format_mean", "load", "metric_label", "metric_table", "protocol_groups",
     "read_results", "summarise_protocols", "table_html", "write_report",
 ]
 
 DEFAULT_K = 10
-
-
-@dataclass(frozen=True)
-class ReportFigure:
-    """A figure of the report: its PNG file name and bytes, and its alternative text."""
-
-    file_name: str
-    png: bytes
-    alt: str
-
-    @property
-    def base64(self) -> str:
-        """The PNG for a ``data:`` URL (the page embeds its figures)."""
-        return base64.b64encode(self.png).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -210,7 +199,8 @@ def write_report(
         metrics: the metrics to report (``recall``, ``hit_rate``, ``ndcg``, ``r_precision``, and
             any other ``--metrics`` of the run), or ``["all"]`` for every metric in the results.
             Tables and figures come per metric. Default: Recall, else the results' first.
-        k: the cut-off of the over-time figures (default 10, else the middle k of the run).
+        k: the cut-off of the over-time figures (default 10, else the middle k of the run) and
+            of a comparison's ranks, leakage and overlap (default 10, else the largest k).
         destination: where to write (default: ``output_dir``).
         title: the HTML title (default: from the data source).
         origin: where the results came from, as shown in the report (default: the table's path;
@@ -222,7 +212,8 @@ def write_report(
     Returns:
         The written files: ``report.html`` first, then the PNG figures
         (``report-<metric>-vs-k.png``, ``report-<metric>-at-<k>-over-time.png``,
-        ``report-overlap-at-<k>.png`` when the directory has ``overlap.csv``).
+        ``report-overlap-at-<k>.png`` when the directory has ``overlap.csv``,
+        ``report-protocols-<metric>-at-<k>.png`` for a comparison of protocols).
 
     Raises:
         SwevalError: unreadable directory, a metric or k not in the results.
@@ -247,6 +238,7 @@ def write_report(
     title = title or f"SW-EVAL report — {source}"
     sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
     overlap = overlap_figure(data, k)
+    protocols = protocol_agreement(data, k)
     page = render_page(
         title=title,
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -259,9 +251,11 @@ def write_report(
         tuning=tuning_summary(data),
         ci_level=f"{100 * data.bootstrap.level:g}%",
         overlap=overlap,
+        protocols=protocols,
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     figures += [overlap] if overlap is not None else []
+    figures += [protocols.scatter] if protocols is not None and protocols.scatter else []
     written = [target / "report.html"]
     try:
         written[0].write_text(page, encoding="utf-8")

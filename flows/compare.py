@@ -532,6 +532,9 @@ def compare_command(
                                  split_ratio=split_ratio, split_seed=split_seed,
                                  rank_metric=rank_metric)
         print_comparison(comparison)
+        report = comparison.directory / "report.html"
+        if report.exists():
+            table_console().print(f"report: {report}", markup=False, highlight=False)
 
     compare.__doc__ = COMPARE_HELP
     return compare

@@ -13,6 +13,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.evaluators.comparison import rank_shift, rankings, table2
+from sweval.evaluators.comparison_views import (
+    LEAKAGE_BUG,
+    kendall_view,
+    leakage_view,
+    overlap_view,
+    rank_shift_view,
+)
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
@@ -20,6 +27,15 @@ from sweval.flows.terminal import table_console
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison
+
+COMPARE_TABLES = (
+    "compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv", "rank_shift.csv",
+    "kendall_scatter.png", "leakage.csv", "leakage_per_split.csv", "significance.csv",
+    "significance_protocols.csv", "overlap_protocols.csv",
+)
+"""The tables and figure ``sweval compare`` may write at the top of its directory, in the order
+the files line names them; ``compare.txt`` and ``compare.json`` follow, always written
+(``report.html`` is on a line of its own)."""
 
 
 def _protocol_title(comparison: Comparison, name: str) -> str:
@@ -123,25 +139,21 @@ def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:
     """002 Table 3: ranks per protocol in the first protocol's order, ↑n / ↓n its shift."""
     k = k if k is not None else shown_k(comparison.ks)
     frame = rank_shift(comparison.summary, comparison.protocols, metric=comparison.rank_metric)
-    frame = frame[frame["k"] == k]
     label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
     table = Table(title=f"Rank by mean {label}@{k} per protocol; ↑n / ↓n: places gained or lost "
                   f"against {comparison.protocols[0]}", title_justify="left")
     table.add_column("algorithm", style="bold")
     for name in comparison.protocols:
         table.add_column(name, justify="right")
-    for algorithm, rows in frame.groupby("algorithm", sort=False):
-        cells = []
-        for row in rows.itertuples(index=False):
-            if pd.isna(row.rank):
-                cells.append("—")
-            elif pd.isna(row.shift) or row.shift == 0 or row.protocol == comparison.protocols[0]:
-                cells.append(str(row.rank))
-            else:
-                arrow = "↑" if row.shift > 0 else "↓"
-                cells.append(f"{row.rank} {arrow}{abs(int(row.shift))}")
-        table.add_row(escape(str(algorithm)), *cells)
+    _add_rows(table, rank_shift_view(frame, comparison.protocols, k))
     return table
+
+
+def _add_rows(table: Table, view: pd.DataFrame) -> None:
+    """The cells of ``view`` (display text, :mod:`evaluators.comparison_views`) as rows of
+    ``table``, escaped: names are text, never markup."""
+    for row in view.itertuples(index=False):
+        table.add_row(*(escape(str(cell)) for cell in row))
 
 
 def strata_table(comparison: Comparison, k: int | None = None) -> Table | None:
@@ -181,17 +193,7 @@ def kendall_rich(comparison: Comparison) -> Table:
     table.add_column("n", justify="right")
     for k in comparison.ks:
         table.add_column(f"k={k}", justify="right")
-    frame = comparison.kendall
-    for (first, second), rows in frame.groupby(["protocol_a", "protocol_b"], sort=False):
-        cells = [f"{first} vs {second}", str(int(rows["n_algorithms"].max()))]
-        for k in comparison.ks:
-            row = rows[rows["k"] == k]
-            if row.empty or pd.isna(row["tau"].iloc[0]):
-                cells.append("—")
-            else:
-                r = row.iloc[0]
-                cells.append(f"{r['tau']:+.2f} (p={r['p_value']:.2f})")
-        table.add_row(*cells)
+    _add_rows(table, kendall_view(comparison.kendall, comparison.ks))
     return table
 
 
@@ -208,49 +210,28 @@ def leakage_rich(comparison: Comparison, k: int | None = None) -> Table:
                             ("share", "right"), ("lists with one", "right"),
                             ("note", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
-    frame = comparison.leakage[comparison.leakage["k"] == k]
-    timeline = {name: _observes_timeline(name) for name in comparison.protocols}
-    for row in frame.itertuples():
-        share = "—" if pd.isna(row.share_future) else f"{100 * row.share_future:.2f}%"
-        if timeline[row.protocol]:
-            note = "0 by construction" if row.n_future == 0 else "[bold red]BUG: must be 0[/]"
-        else:
-            note = "ignores the timeline"
-        table.add_row(row.protocol, escape(row.algorithm), f"{row.n_lists:,}", f"{row.n_recommended:,}",
-                      f"{row.n_future:,}", share, f"{row.n_lists_with_future:,}", note)
+    for row in leakage_view(comparison.leakage, k).itertuples(index=False):
+        cells = [escape(str(cell)) for cell in row]
+        if row.note == LEAKAGE_BUG:
+            cells[-1] = f"[bold red]{cells[-1]}[/]"
+        table.add_row(*cells)
     return table
-
-
-def _observes_timeline(name: str) -> bool:
-    return name in ("sw-eval", "temporal-global")
 
 
 def overlap_rich(comparison: Comparison) -> Table | None:
     """Mean Jaccard@k (k = 10, else the largest) of each protocol's lists against SW-EVAL's,
     pooled over the paired users of all splits (None without pairs)."""
-    frame = comparison.overlap
-    if frame.empty or not frame["n_users"].gt(0).any():
-        return None
     k = shown_k(comparison.ks)
-    part = frame[(frame["k"] == k) & (frame["n_users"] > 0)]
-    pooled = part.assign(weighted=part["jaccard"] * part["n_users"]).groupby(
-        ["protocol", "algorithm"], sort=False)[["weighted", "n_users"]].sum()
-    algorithms = list(dict.fromkeys(part["algorithm"]))
+    view = overlap_view(comparison.overlap, k)
+    if view is None:
+        return None
     table = Table(title=f"Top-{k} overlap with SW-EVAL's lists for the same user and test "
                   "instance (mean Jaccard; users paired)", title_justify="left",
                   padding=(0, 1))
     table.add_column("protocol", no_wrap=True)
-    for algorithm in algorithms:
+    for algorithm in view.columns[1:]:
         table.add_column(escape(algorithm), justify="right")
-    for protocol in dict.fromkeys(part["protocol"]):
-        cells = []
-        for algorithm in algorithms:
-            if (protocol, algorithm) not in pooled.index:
-                cells.append("")
-                continue
-            row = pooled.loc[(protocol, algorithm)]
-            cells.append(f"{row['weighted'] / row['n_users']:.2f} ({int(row['n_users'])})")
-        table.add_row(escape(str(protocol)), *cells)
+    _add_rows(table, view)
     return table
 
 
@@ -294,8 +275,8 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     overlap = overlap_rich(comparison)
     if overlap is not None:
         console.print(overlap)
-    console.print(
-        f"files: {comparison.directory}/compare.csv, kendall.csv, rank_shift.csv, leakage.csv, "
-        "table2.csv, kendall_scatter.png, compare.txt" + (f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id
-                         else "")
-    )
+    written = [name for name in COMPARE_TABLES if (comparison.directory / name).exists()]
+    written += ["compare.txt", "compare.json"]
+    run = f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id else ""
+    console.print(f"files: {comparison.directory}/{', '.join(written)}{run}", markup=False,
+                  soft_wrap=True)

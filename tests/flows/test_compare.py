@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -256,3 +257,110 @@ def test_leave_last_basket_without_a_basket_column_fails_before_any_fit(tmp_path
         run_compare(small_config(tmp_path), ["sw-eval", "leave-last-basket"],
                     output=tmp_path / "o", log=plain)
     assert not (tmp_path / "o" / "units").exists()  # nothing was computed
+
+
+class PlainTables(HTMLParser):
+    """The rows of every ``table.plain`` of a page, after the heading that precedes it."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[tuple[str, list[list[str]]]] = []
+        self.heading = ""
+        self._in: str | None = None
+        self._rows: list[list[str]] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("h2", "h3"):
+            self._in, self.heading = "heading", ""
+        elif tag == "table" and dict(attrs).get("class") == "plain":
+            self._rows = []
+            self.tables.append((self.heading, self._rows))
+        elif tag == "tr" and self._rows is not None:
+            self._rows.append([])
+        elif tag in ("td", "th") and self._rows is not None:
+            self._rows[-1].append("")
+            self._in = "cell"
+
+    def handle_endtag(self, tag):
+        if tag in ("h2", "h3", "td", "th"):
+            self._in = None
+        elif tag == "table":
+            self._rows = None
+
+    def handle_data(self, data):
+        if self._in == "heading":
+            self.heading += data
+        elif self._in == "cell" and self._rows is not None:
+            self._rows[-1][-1] += data
+
+
+def test_report_of_a_comparison_shows_ranks_tau_leakage_and_overlap(tmp_path, log):
+    """The page says what ``compare.txt`` says, checked against the CSVs and against ranks
+    recomputed here from ``compare_summary.csv``."""
+    from sweval.evaluators.report import write_report
+
+    protocols = ["sw-eval", "loocv", "leave-last-one-out"]
+    config = small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"])
+    run_compare(config, protocols, output=tmp_path / "out", loocv_repeats=2, log=log)
+    out = tmp_path / "out"
+    written = write_report(out)
+    assert out / "report-protocols-recall-at-10.png" in written
+    page = PlainTables()
+    page.feed((out / "report.html").read_text())
+    tables = {rows[0][0]: (heading, rows) for heading, rows in page.tables}
+
+    heading, ranks = tables["algorithm"]
+    assert heading == "Do the protocols agree? Recall@10"
+    assert ranks[0] == ["algorithm", *protocols]
+    summary = pd.read_csv(out / "compare_summary.csv")
+    at10 = summary[(summary["metric"] == "recall") & (summary["k"] == 10)
+                   & summary["mean"].notna()]
+    expected = {}
+    for protocol, part in at10.groupby("protocol"):
+        order = sorted(zip(-part["mean"], part["algorithm"]))
+        expected[protocol] = {name: rank for rank, (_, name) in enumerate(order, start=1)}
+    for row in ranks[1:]:
+        algorithm, cells = row[0], dict(zip(protocols, row[1:]))
+        for protocol in protocols:
+            rank = expected[protocol].get(algorithm)
+            assert cells[protocol].split(" ")[0] == ("—" if rank is None else str(rank))
+
+    kendall = pd.read_csv(out / "kendall.csv")
+    tau_rows = tables["protocols"][1]
+    assert tau_rows[0] == ["protocols", "n", "k=5", "k=10"]
+    for row in tau_rows[1:]:
+        first, second = row[0].split(" vs ")
+        at = kendall[(kendall["protocol_a"] == first) & (kendall["protocol_b"] == second)]
+        for k, cell in zip((5, 10), row[2:]):
+            tau = at.loc[at["k"] == k, "tau"].iloc[0]
+            assert cell == ("—" if pd.isna(tau) else
+                            f"{tau:+.2f} (p={at.loc[at['k'] == k, 'p_value'].iloc[0]:.2f})")
+
+    leakage = pd.read_csv(out / "leakage.csv")
+    heading, shown = [table for table in page.tables if table[0].startswith("Leakage")][0]
+    assert heading == "Leakage: items from the future, top-10"
+    assert len(shown) - 1 == (leakage["k"] == 10).sum()
+    for row in shown[1:]:
+        csv = leakage[(leakage["protocol"] == row[0]) & (leakage["algorithm"] == row[1])
+                      & (leakage["k"] == 10)].iloc[0]
+        assert row[4] == f"{csv['n_future']:,}"
+        assert row[7] == ("0 by construction" if row[0] == "sw-eval" else "ignores the timeline")
+    assert any(row[4] != "0" for row in shown[1:] if row[0] != "sw-eval")  # the leak shows
+
+    overlap = [rows for heading, rows in page.tables
+               if heading == "The lists against SW-EVAL's, top-10"][0]
+    assert [row[0] for row in overlap[1:]] == ["loocv", "leave-last-one-out"]
+
+    write_report(out / "sw-eval")  # a run's report has no such part
+    assert "Do the protocols agree" not in (out / "sw-eval" / "report.html").read_text()
+
+
+def test_files_line_names_every_file_written(comparison):
+    console = Console(file=io.StringIO(), width=80)
+    print_comparison(comparison, console)
+    line = [text for text in console.file.getvalue().splitlines() if text.startswith("files: ")]
+    assert len(line) == 1  # one line however narrow the terminal: the paths stay copyable
+    named = line[0].removeprefix(f"files: {comparison.directory}/").split(", ")
+    on_disk = sorted(p.name for p in comparison.directory.iterdir()
+                     if p.is_file() and not p.name.startswith(("report", ".")))
+    assert sorted(named) == on_disk
