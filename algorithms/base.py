@@ -259,7 +259,8 @@ class Algorithm(ABC):
     :class:`AlgorithmConfig`), implement :meth:`_fit` and one of :meth:`score`,
     :meth:`score_factors` or :meth:`score_candidates`, and keep learned state in attributes
     with a trailing underscore. ``name`` (the registry key of built-ins) defaults to the
-    class's import path ``module:Class``.
+    class's import path ``module:Class``, also for a subclass of a named class: a model that
+    extends ``Pop`` is not ``pop``.
 
     The engine calls ``fit(train)`` once per fold on a fresh instance, then asks for scores of
     batches of rows; a model must give the same numbers for the same data and parameters
@@ -278,7 +279,7 @@ class Algorithm(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if not hasattr(cls, "name"):
+        if "name" not in cls.__dict__:  # its own import path, not the class it extends
             cls.name = f"{cls.__module__}:{cls.__qualname__}"
 
     def __init__(self, config: AlgorithmConfig | None = None, **params: Any) -> None:
@@ -377,13 +378,44 @@ class Algorithm(ABC):
         if len(rows) == 0 or k == 0 or train.n_items == 0:
             return out
         if self.user_independent:
-            return top_k_global(self.score(rows[:1])[0], train.matrix, rows, k)
+            return top_k_global(self._scores(rows[:1])[0], train.matrix, rows, k)
         if self.sparse_scores:
             h, w = self.score_factors(rows)
             return top_k_of_product(h, w, train.matrix, rows, k, snap=True)
         batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
-            scores = np.array(self.score(block_rows), dtype=np.float64, copy=True)
-            out[lo : lo + batch] = top_k_unseen(scores, train.matrix, block_rows, k)
+            out[lo : lo + batch] = top_k_unseen(self._scores(block_rows), train.matrix,
+                                                block_rows, k)
         return out
+
+    def _scores(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """``score(rows)`` as a float64 copy the ranking may modify, checked: shape
+        len(rows) × n_items and every value finite.
+
+        A wrong shape would have the ranking kernels read and write outside the block, and a
+        NaN or ±inf would silently drop or promote items, so both are errors naming the model.
+        Finiteness is checked on the block's sum (one vectorised pass, no allocation); only a
+        non-finite sum, which a finite block can also overflow to, looks at every value.
+        """
+        assert self.train_ is not None
+        scores = np.array(self.score(rows), dtype=np.float64, copy=True)
+        expected = (len(rows), self.train_.n_items)
+        if scores.shape != expected:
+            raise ValueError(
+                f"{self.name}: score(rows) returned an array of shape {scores.shape}, expected "
+                f"{expected} (len(rows) × training items)"
+            )
+        with np.errstate(over="ignore"):
+            total = scores.sum()
+        if not np.isfinite(total):
+            bad = ~np.isfinite(scores)
+            if bad.any():
+                row, column = (int(i[0]) for i in np.nonzero(bad))
+                raise ValueError(
+                    f"{self.name}: score(rows) holds {int(bad.sum()):,} NaN or infinite "
+                    f"value(s) of {scores.size:,} (first: row {row}, column {column}: "
+                    f"{scores[row, column]}); scores must be finite. A model that ranks only "
+                    "some items sets sparse_scores = True (docs/plugins.md)"
+                )
+        return scores

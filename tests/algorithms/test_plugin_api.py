@@ -4,6 +4,7 @@ candidates ranked by the engine."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import ClassVar
 
@@ -157,3 +158,78 @@ def test_a_failing_plugin_stops_sweval_compare_with_a_clear_error(caplog):
     with pytest.raises(SwevalError, match=rf"unit failed \(fold 0, {name}: ValueError: plugin bug\)"):
         run_protocol(log, LeaveLastOneOut(), ["pop", name], ks=[5])
     assert 'raise ValueError("plugin bug")' in caplog.text
+
+
+class DenseScores(api.Algorithm):
+    """Dense scores made by ``make(n_rows, n_items)``: the tests below hand it wrong ones."""
+
+    make: ClassVar = staticmethod(lambda n_rows, n_items: np.ones((n_rows, n_items)))
+
+    def _fit(self, train: api.TrainData) -> None:
+        pass
+
+    def score(self, rows):
+        return type(self).make(len(rows), self.train_.n_items)
+
+
+def _nan_every_third(n_rows, n_items):
+    scores = np.ones((n_rows, n_items))
+    scores[:, ::3] = np.nan
+    return scores
+
+
+def _inf_first(n_rows, n_items):
+    scores = np.arange(n_rows * n_items, dtype=np.float64).reshape(n_rows, n_items)
+    scores[-1, 1] = np.inf
+    return scores
+
+
+@pytest.mark.parametrize(("make", "user_independent", "message"), [
+    (lambda r, m: np.ones((r, m - 1)), False, r"shape \(5, 5\), expected \(5, 6\)"),
+    (lambda r, m: np.ones((r + 1, m)), False, r"shape \(6, 6\), expected \(5, 6\)"),
+    (lambda r, m: np.ones((r, m + 1)), False, r"shape \(5, 7\), expected \(5, 6\)"),
+    (lambda r, m: np.ones(m), False, r"shape \(6,\), expected \(5, 6\)"),
+    (lambda r, m: np.ones((r, m - 1)), True, r"shape \(1, 5\), expected \(1, 6\)"),
+    (_nan_every_third, False, r"holds 10 NaN or infinite value\(s\) of 30 \(first: row 0, "
+                              r"column 0: nan\)"),
+    (_inf_first, False, r"holds 1 NaN or infinite value\(s\) of 30 \(first: row 4, column 1: "
+                        r"inf\)"),
+    (_nan_every_third, True, r"holds 2 NaN or infinite value\(s\) of 6"),
+])
+def test_dense_scores_of_the_wrong_shape_or_not_finite_are_refused(lib, make, user_independent,
+                                                                     message):
+    """The ranking kernels would read and write outside a block of the wrong shape, and would
+    silently drop NaN items or promote infinite ones: both are errors naming the model."""
+    model_class = type("Broken", (DenseScores,), {"make": staticmethod(make),
+                                                  "user_independent": user_independent})
+    dense = np.eye(5, 6, dtype=bool)
+    dense[0, 5] = True
+    train = lib.train_from_dense(dense)
+    model = model_class().fit(train)
+    with pytest.raises(ValueError, match=rf"^{re.escape(model.name)}: score\(rows\) .*{message}"):
+        model.recommend(np.arange(5), 3)
+
+
+def test_finite_scores_whose_sum_overflows_are_ranked(lib):
+    """The finiteness check looks at every value when the block's sum is not finite."""
+    huge = type("Huge", (DenseScores,), {"make": staticmethod(
+        lambda r, m: np.tile(np.linspace(1e307, 1.7e308, m), (r, 1)))})
+    dense = np.array([[1, 0, 1, 0, 1, 0], [0, 1, 0, 1, 0, 1]], dtype=bool)
+    train = lib.train_from_dense(dense)
+    np.testing.assert_array_equal(huge().fit(train).recommend(np.arange(2), 3),
+                                  [[5, 3, 1], [4, 2, 0]])
+
+
+class ExtendsPlugin(DenseScores):
+    pass
+
+
+def test_a_subclass_is_named_by_its_own_import_path():
+    """Inheriting the parent's name would label (and key) a subclass's units as the parent's."""
+    from sweval.algorithms.popularity import Pop
+
+    extends_pop = type("ExtendsPop", (Pop,), {"__module__": __name__,
+                                               "__qualname__": "ExtendsPop"})
+    assert Pop.name == "pop" and extends_pop.name == f"{__name__}:ExtendsPop"
+    assert DenseScores.name == f"{__name__}:DenseScores"
+    assert ExtendsPlugin.name == f"{__name__}:ExtendsPlugin"
