@@ -129,11 +129,17 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
     they are not computed a second time.
 
     Raises:
-        SwevalError: no such directory, or it holds neither ``compare.csv`` nor ``results.csv``.
+        SwevalError: no such directory, a ``sweval leakage`` output, or it holds neither
+            ``compare.csv`` nor ``results.csv``.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise SwevalError(f"{directory}: no such directory.")
+    if (directory / "leakage.json").is_file():
+        raise SwevalError(
+            f"{directory}: a `sweval leakage` output, which has no report of its own: its figure "
+            "is severity.png, its tables change.csv, ranking.csv and future_items.csv."
+        )
     for name in ("compare.csv", "results.csv"):
         if (directory / name).is_file():
             break

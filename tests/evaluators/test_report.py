@@ -516,3 +516,13 @@ def test_given_intervals_are_the_ones_shown(report_dir, tmp_path):
     with_values = [cell for cell in cells if cell["text"] != "—"]
     assert with_values
     assert {cell.get("ci_text", "") for cell in with_values} == {"0.500–0.625"}
+
+
+def test_a_leakage_output_is_refused_with_what_it_has_instead(tmp_path):
+    """`sweval leakage` writes a results.csv too, but its overlap.csv and periods are not a
+    run's: the report says where its figure and tables are instead of failing half-way."""
+    out = write_output(tmp_path / "leak", fake_results(protocol="leak-severity"))
+    pd.DataFrame({"k": [10], "jaccard_vs_j0": [1.0]}).to_csv(out / "overlap.csv", index=False)
+    (out / "leakage.json").write_text("{}")
+    with pytest.raises(SwevalError, match="a `sweval leakage` output.*severity.png"):
+        write_report(out)
