@@ -165,7 +165,7 @@ class EvalConfig(BaseModel):
     )
     tune_metric: Annotated[str, Cli(ALGORITHMS)] = Field(
         default="recall@10", description="What the choice maximises: recall@K, hit_rate@K, "
-        "ndcg@K or r_precision (--tune)."
+        "ndcg@K, r_precision or any other --metrics where higher is better (--tune)."
     )
     tune_sampler: Annotated[Literal["grid", "random", "tpe"], Cli(ALGORITHMS)] = Field(
         default="grid", description="Candidates of --tune: grid: every point | random: "

@@ -32,6 +32,7 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.option_text import parse_variant
+from sweval.evaluators.metric_set import ALL_METRICS, UNRANKED, WITHOUT_K
 from sweval.evaluators.results import results_frame
 from sweval.evaluators.seeds import expand_seeds
 
@@ -72,12 +73,12 @@ def tune_metric(config: EvalConfig) -> tuple[str, int | None]:
     """
     text = config.tune_metric.strip().lower().replace("-", "_")
     metric, _, k = text.partition("@")
-    if not (metric == "r_precision" and not k) and (
-        metric not in ("recall", "hit_rate", "ndcg") or not k.isdigit()
-    ):
+    tunable = [m for m in ALL_METRICS if m not in UNRANKED]
+    if metric not in tunable or (k.isdigit() if metric in WITHOUT_K else not k.isdigit()):
+        spelled = ", ".join(m if m in WITHOUT_K else f"{m}@K" for m in tunable)
         raise SwevalError(
-            f"--tune-metric {config.tune_metric!r}: expected recall@K, hit_rate@K, ndcg@K or "
-            "r_precision."
+            f"--tune-metric {config.tune_metric!r}: expected one of {spelled} (a metric where "
+            "higher is better, measured with --metrics)."
         )
     if metric not in config.metrics:
         raise SwevalError(

@@ -139,7 +139,10 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
         ({"tune": {"item-knn": {"n_neighbors": ["many"]}}}, "n_neighbors"),
         ({"tune": {"als": {"factors": [8]}}}, "not in --algorithms"),
         ({"tune_metric": "recall@20"}, "k=20 is not computed"),
-        ({"tune_metric": "precision@10"}, "expected recall@K"),
+        ({"tune_metric": "precision@10"}, "precision is not measured; add it to --metrics"),
+        ({"tune_metric": "gini@10", "metrics": ["recall", "gini"]}, "expected one of recall@K"),
+        ({"tune_metric": "r_precision@10"}, "expected one of recall@K"),
+        ({"tune_metric": "mrr"}, "expected one of recall@K"),
     ],
 )
 def test_bad_tuning_options_are_clear_errors(tmp_path, overrides, message):
@@ -299,3 +302,27 @@ def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     tuning = pd.read_csv(out / "tuning.csv")
     assert set(tuning["candidate"]) == {A, B}
     assert (out / "optimism.csv").exists() and (out / "summary.csv").exists()
+
+
+def test_any_measured_metric_where_higher_is_better_can_be_tuned_for(tmp_path):
+    """``--tune-metric precision@5`` with ``--metrics all``: every fold's choice is the candidate
+    with the best mean Precision@5 on its validation window (the fold before), read here from
+    results.csv."""
+    from sweval.evaluators.run import run_local
+
+    out = run_local(config(tmp_path, metrics=["all"], tune_metric="precision@5"))
+    results = pd.read_csv(Path(out.directory) / "results.csv")
+    tuning = pd.read_csv(Path(out.directory) / "tuning.csv")
+    precision = results[(results["metric"] == "precision") & (results["k"] == 5)]
+    checked = 0
+    for fold, rows in tuning[tuning["n_validation_windows"] > 0].groupby("fold"):
+        values = {}
+        for row in rows.itertuples():
+            value = precision.loc[(precision["algorithm"] == row.candidate)
+                                  & (precision["fold"] == fold - 1), "value"].iloc[0]
+            assert row.validation_value == pytest.approx(value, abs=1e-9)
+            values[row.candidate] = value
+        chosen = rows.loc[rows["chosen"], "candidate"].tolist()
+        assert chosen == [max(values, key=lambda name: (values[name], -list(values).index(name)))]
+        checked += 1
+    assert checked >= 4
