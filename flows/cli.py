@@ -147,7 +147,9 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     except Exception as exc:
         import httpx
 
-        if isinstance(exc, httpx.HTTPError) or "Prefect API" in str(exc):
+        if isinstance(exc, httpx.HTTPError) or any(
+            text in str(exc) for text in ("Prefect API", "Failed to reach API")  # Prefect's own
+        ):
             from sweval.flows.serve import api_url
 
             where = api_url() or "the ephemeral API (PREFECT_HOME=" + os.environ.get("PREFECT_HOME", "?") + ")"

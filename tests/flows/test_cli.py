@@ -286,3 +286,26 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
     assert _sweval(monkeypatch, "ui", "--tracking-uri", store, "--no-browser") == 0
     out = " ".join(capsys.readouterr().err.split())
     assert f"the MLflow server of `sweval up` serves {store}: open http://127.0.0.1:5999" in out
+
+
+def test_a_prefect_api_that_does_not_answer_is_one_clear_error(tmp_path: Path) -> None:
+    """Prefect says "Failed to reach API at ..." in a RuntimeError: one line and exit 2, not a
+    traceback (orchestration.md, troubleshooting)."""
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = os.environ | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    done = subprocess.run(
+        [sys.executable, "-m", "sweval.flows.cli", "run", "--scale", "0.01", "--folds", "2",
+         "--u-min", "3", "--algorithms", "pop", "--no-tracking", "--no-progress",
+         "--output", str(tmp_path / "out")],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert f"cannot reach the Prefect API at http://127.0.0.1:{port}/api" in output
+    assert "Traceback" not in output
