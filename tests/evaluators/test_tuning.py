@@ -326,3 +326,16 @@ def test_any_measured_metric_where_higher_is_better_can_be_tuned_for(tmp_path):
         assert chosen == [max(values, key=lambda name: (values[name], -list(values).index(name)))]
         checked += 1
     assert checked >= 4
+
+
+def test_optimism_is_exactly_zero_when_the_tuned_mean_ties_the_oracles():
+    """Fold 2 takes B, whose value there is A's plus float noise (1e-14, two paths to one number):
+    the tuned mean ties the oracle A's to 12 decimals, which must not read as optimism."""
+    a = [0.5, 0.2, 0.3, 0.4]
+    b = [0.1, 0.25, 0.3 + 1e-14, 0.1]
+    results = hand_results({A: a, B: b})
+    tuned, choices = tune(results, hand_config())
+    assert list(choices[choices["chosen"]]["candidate"]) == [A, B, A]  # fold 3: a tie, A first
+    row = optimism(pd.concat([results, tuned]), hand_config()).iloc[0]
+    assert row["oracle"] == A and row["tuned_mean"] != row["oracle_mean"]
+    assert row["optimism"] == 0.0
