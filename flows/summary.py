@@ -172,6 +172,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
+    for line in unscored_tuned_lines(outputs.results):
+        console.print(line, style="yellow", markup=False, highlight=False)
     if outputs.overlap is not None and not outputs.overlap.empty:
         k = shown_k(config.k)
         overlap = overlap_table(outputs.overlap, k)
@@ -183,6 +185,19 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
+    """One line per tuned series that no fold scores (every fold lacks its validation windows,
+    say ``--tune-windows`` ≥ ``--folds``): its column is all dashes and it has no optimism row,
+    so say why."""
+    tuned = results[results["algorithm"].astype(str).str.endswith("[tuned]")]
+    lines = []
+    for algorithm, rows in tuned.groupby("algorithm", sort=False):
+        if rows["skipped"].all():
+            reason = str(rows["skip_reason"].iloc[-1])
+            lines.append(f"{algorithm}: no fold scored: {reason}")
+    return lines
 
 
 def units_line(reused: int, computed: int, code_changed: int) -> str:

@@ -113,3 +113,18 @@ def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
     many = pd.concat([overlap.assign(algorithm_b=f"v{i}") for i in range(MAX_OVERLAP_ALGORITHMS)])
     assert overlap_table(many, 10) is None  # too many for the terminal: overlap.csv has them
     assert shown_metric(pd.DataFrame({"metric": ["r_precision", "mrr"], "k": [None, 5]})) == "mrr"
+
+
+def test_a_tuned_series_that_no_fold_scores_gets_a_line_saying_why():
+    """With --tune-windows at least --folds every fold of ALG[tuned] is skipped: its column is
+    all dashes and it has no optimism row, so the summary says why."""
+    from sweval.flows.summary import unscored_tuned_lines
+
+    reason = "no validation window before this fold (--tune-windows 10, --tune-mode rolling)"
+    results = pd.DataFrame({
+        "fold": [0, 1, 0, 1, 0, 1],
+        "algorithm": ["item-knn[tuned]"] * 2 + ["pop-n[tuned]"] * 2 + ["pop"] * 2,
+        "skipped": [True, True, True, False, False, False],
+        "skip_reason": [reason, reason, reason, "", "", ""],
+    })
+    assert unscored_tuned_lines(results) == [f"item-knn[tuned]: no fold scored: {reason}"]
