@@ -190,10 +190,10 @@ def _inf_first(n_rows, n_items):
     (lambda r, m: np.ones((r, m + 1)), False, r"shape \(5, 7\), expected \(5, 6\)"),
     (lambda r, m: np.ones(m), False, r"shape \(6,\), expected \(5, 6\)"),
     (lambda r, m: np.ones((r, m - 1)), True, r"shape \(1, 5\), expected \(1, 6\)"),
-    (_nan_every_third, False, r"holds 10 NaN or infinite value\(s\) of 30 \(first: row 0, "
-                              r"column 0: nan\)"),
-    (_inf_first, False, r"holds 1 NaN or infinite value\(s\) of 30 \(first: row 4, column 1: "
-                        r"inf\)"),
+    (_nan_every_third, False,
+     r"holds 10 NaN or infinite value\(s\) of 30 \(first: row 0, column 0: nan\)"),
+    (_inf_first, False,
+     r"holds 1 NaN or infinite value\(s\) of 30 \(first: row 4, column 1: inf\)"),
     (_nan_every_third, True, r"holds 2 NaN or infinite value\(s\) of 6"),
 ])
 def test_dense_scores_of_the_wrong_shape_or_not_finite_are_refused(lib, make, user_independent,

@@ -337,7 +337,7 @@ def test_report_of_a_comparison_shows_ranks_tau_leakage_and_overlap(tmp_path, lo
                             f"{tau:+.2f} (p={at.loc[at['k'] == k, 'p_value'].iloc[0]:.2f})")
 
     leakage = pd.read_csv(out / "leakage.csv")
-    heading, shown = [table for table in page.tables if table[0].startswith("Leakage")][0]
+    heading, shown = next(table for table in page.tables if table[0].startswith("Leakage"))
     assert heading == "Leakage: items from the future, top-10"
     assert len(shown) - 1 == (leakage["k"] == 10).sum()
     for row in shown[1:]:
@@ -347,8 +347,8 @@ def test_report_of_a_comparison_shows_ranks_tau_leakage_and_overlap(tmp_path, lo
         assert row[7] == ("0 by construction" if row[0] == "sw-eval" else "ignores the timeline")
     assert any(row[4] != "0" for row in shown[1:] if row[0] != "sw-eval")  # the leak shows
 
-    overlap = [rows for heading, rows in page.tables
-               if heading == "The lists against SW-EVAL's, top-10"][0]
+    overlap = next(rows for heading, rows in page.tables
+                   if heading == "The lists against SW-EVAL's, top-10")
     assert [row[0] for row in overlap[1:]] == ["loocv", "leave-last-one-out"]
 
     write_report(out / "sw-eval")  # a run's report has no such part
