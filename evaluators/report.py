@@ -80,7 +80,8 @@ from sweval.evaluators.report_tables import (
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
-    "ProtocolAgreement", "ReportData", "ReportFigure", "figure_over_time", "figure_png", "figure_vs_k",
+    "ProtocolAgreement", "ReportData", "ReportFigure", "figure_over_time", "figure_png",
+    "figure_vs_k",
     "format_delta", "format_mean", "load", "metric_label", "metric_table", "protocol_groups",
     "read_results", "summarise_protocols", "table_html", "write_report",
 ]

@@ -65,12 +65,12 @@ class ProtocolAgreement:
     overlap: PlainTable | None
 
 
-def _read(path: Path, **kw: object) -> pd.DataFrame | None:
+def _read(path: Path) -> pd.DataFrame | None:
     """``path`` as a frame, None when it is missing, empty or not a table."""
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path, dtype=_TEXT, keep_default_na=False, na_values=[""], **kw)
+        frame = pd.read_csv(path, dtype=_TEXT, keep_default_na=False, na_values=[""])
     except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError, ValueError):
         return None
     return None if frame.empty else frame

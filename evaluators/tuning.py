@@ -31,8 +31,8 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.metric_set import ALL_METRICS, UNRANKED, WITHOUT_K
+from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.results import results_frame
 from sweval.evaluators.seeds import expand_seeds
 

@@ -20,6 +20,7 @@ from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.outputs import Outputs
 from sweval.evaluators.overlap import overlap_matrix
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
+from sweval.evaluators.tuning import TUNED
 from sweval.flows.terminal import table_console
 
 if TYPE_CHECKING:
@@ -191,7 +192,7 @@ def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
     """One line per tuned series that no fold scores (every fold lacks its validation windows,
     say ``--tune-windows`` ≥ ``--folds``): its column is all dashes and it has no optimism row,
     so say why."""
-    tuned = results[results["algorithm"].astype(str).str.endswith("[tuned]")]
+    tuned = results[results["algorithm"].astype(str).str.endswith(TUNED.format(""))]
     lines = []
     for algorithm, rows in tuned.groupby("algorithm", sort=False):
         if rows["skipped"].all():
