@@ -180,8 +180,9 @@ def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> li
 
 def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
     """``--tune-sampler tpe``'s objective: a candidate's mean ``--tune-metric`` over the first
-    ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series.
-    Its units go to the run's store, where the run finds them again."""
+    ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series;
+    NaN when one of its units fails. Its units go to the run's store, where the run finds them
+    again."""
 
     def objective(name: str, params: dict[str, Any]) -> float:
         spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,
@@ -195,15 +196,20 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
         metric, k = tune_metric(config)
         store = unit_store(config)
         values = []
-        for unit in plan_units(windows, [spec], config.k):
-            lists = (store.load(unit.key, unit.split.log)
-                     if store.has(unit.key, depth=unit.depth) else compute_unit(unit, store))
-            result = measure(lists, unit.split.relevant, config.k,
-                             n_items=unit.split.log.n_items, index=unit.split.index,
-                             algorithm=spec.label)
-            values.append(float(result.values[(metric, k)].mean()))
-        for split in windows:
-            split.release()
+        try:
+            for unit in plan_units(windows, [spec], config.k):
+                stored = store.has(unit.key, depth=unit.depth)
+                lists = (store.load(unit.key, unit.split.log) if stored
+                         else compute_unit(unit, store))
+                result = measure(lists, unit.split.relevant, config.k,
+                                 n_items=unit.split.log.n_items, index=unit.split.index,
+                                 algorithm=spec.label)
+                values.append(float(result.values[(metric, k)].mean()))
+        except AlgorithmFailed:  # a failed trial; the run fails this unit again and says so
+            return float("nan")
+        finally:
+            for split in windows:
+                split.release()
         return float(np.mean(values))
 
     return objective

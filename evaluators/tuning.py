@@ -152,8 +152,9 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
     """The candidates an Optuna sampler draws from the grid in ``--tune-trials`` trials, seeded
     by ``--tune-seed``: ``random`` draws them independently; ``tpe`` (Tree-structured Parzen
     Estimator) steers each draw by the earlier candidates' ``objective``, which only reads the
-    windows before the first test fold. Repeated draws count as trials; the distinct points are
-    kept in grid order.
+    windows before the first test fold (a point whose unit fails there is a failed trial, and
+    stays a candidate that the choices pass over). Repeated draws count as trials; the distinct
+    points are kept in grid order.
 
     Raises:
         SwevalError: ``tpe`` without an objective.
@@ -180,7 +181,10 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
         if config.tune_sampler == "tpe":
             if point not in drawn:
                 drawn[point] = objective(search.name, dict(trial.params))  # type: ignore[misc]
-            study.tell(trial, drawn[point])
+            if np.isnan(drawn[point]):  # a unit failed: a failed trial, kept as a candidate
+                study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            else:
+                study.tell(trial, drawn[point])
         else:
             drawn.setdefault(point, np.nan)
     keep = [i for i, params in enumerate(search.params)
@@ -218,38 +222,67 @@ def tune(
     results: pd.DataFrame, config: EvalConfig, found: list[Search] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tuned series' rows (every metric, relabelled from the chosen candidate) and
-    ``tuning.csv``: one row per (test fold, algorithm, candidate)."""
+    ``tuning.csv``: one row per (test fold, algorithm, candidate).
+
+    A candidate whose unit failed on one of a choice's validation windows has no mean there
+    (``validation_value`` empty, ``n_validation_windows`` counts the windows it has) and cannot
+    be chosen: means over different windows do not compare. When the chosen candidate failed on
+    the test fold itself, or every candidate failed on a window, the tuned series has no value
+    on that fold and its ``skip_reason`` says so."""
     metric, k = tune_metric(config)
     values = _fold_values(results, metric, k)
     folds = sorted(int(f) for f in results["fold"].unique())
+    scored = results[(results["stratum"] == "all") & ~results["skipped"].astype(bool)]
+    used = {int(f) for f in scored["fold"].unique()}  # folds not skipped by u_min
     added, choices = [], []
     for search in searches(config) if found is None else found:
-        valid = values[search.candidates]
-        used = {int(f) for f in valid.index[valid.notna().all(axis=1)]}
+        valid = values.reindex(index=folds, columns=search.candidates)
         for fold in folds:
             windows = validation_folds(folds, used, fold, config)
-            means = [float(np.mean([valid.at[w, c] for w in windows])) if windows else np.nan
-                     for c in search.candidates]
-            chosen = int(np.argmax(np.round(means, 12))) if windows else None
+            window_values = valid.loc[windows].to_numpy() if windows else np.empty((0, 0))
+            counts = [int(np.isfinite(window_values[:, i]).sum()) if windows else 0
+                      for i in range(len(search.candidates))]
+            means = [float(window_values[:, i].mean()) if windows and counts[i] == len(windows)
+                     else np.nan for i in range(len(search.candidates))]
+            rounded = np.round(means, 12)
+            chosen = (int(np.nanargmax(rounded)) if not np.isnan(rounded).all() else None)
             for i, (label, params) in enumerate(zip(search.candidates, search.params, strict=True)):
                 choices.append({
                     "fold": fold, "algorithm": search.label, "candidate": label,
                     "params": json.dumps(params, sort_keys=True), "validation_value": means[i],
-                    "n_validation_windows": len(windows), "chosen": i == chosen,
+                    "n_validation_windows": counts[i], "chosen": i == chosen,
                 })
-            source = results[(results["fold"] == fold)
-                             & (results["algorithm"] == search.candidates[chosen or 0])].copy()
-            source["algorithm"] = search.label
-            if chosen is None or fold not in used:
-                reason = (source["skip_reason"].iloc[0] if fold not in used and len(source)
-                          else f"no validation window before this fold (--tune-windows "
-                          f"{config.tune_windows}, --tune-mode {config.tune_mode})")
-                source["value"] = np.nan
-                source["skipped"] = True
-                source["skip_reason"] = reason or "no validation window"
-            added.append(source)
+            added.append(_tuned_rows(results, fold, search, chosen, used, bool(windows), config))
     tuned = pd.concat(added, ignore_index=True) if added else results.iloc[:0]
     return tuned, pd.DataFrame(choices, columns=TUNING_COLUMNS)
+
+
+def _tuned_rows(
+    results: pd.DataFrame, fold: int, search: Search, chosen: int | None, used: set[int],
+    has_windows: bool, config: EvalConfig,
+) -> pd.DataFrame:
+    """The tuned series' rows on one fold: the chosen candidate's, relabelled; without a value
+    (and the reason) when the fold is skipped, no candidate could be chosen or the chosen one's
+    unit failed here. Rows without a value copy the fold's shape (strata, metrics, users) from
+    the first candidate with rows on it, else from any algorithm's."""
+    on_fold = results[results["fold"] == fold]
+    label = search.candidates[chosen] if chosen is not None else None
+    rows = on_fold[on_fold["algorithm"] == label]
+    if fold in used and label is not None and len(rows):
+        return rows.assign(algorithm=search.label)
+    present = [c for c in search.candidates if (on_fold["algorithm"] == c).any()]
+    template = present[0] if present else (on_fold["algorithm"].iloc[0] if len(on_fold) else None)
+    rows = on_fold[on_fold["algorithm"] == template].copy()
+    if fold not in used:
+        reason = rows["skip_reason"]  # the fold's own (u_min)
+    elif not has_windows:
+        reason = (f"no validation window before this fold (--tune-windows "
+                  f"{config.tune_windows}, --tune-mode {config.tune_mode})")
+    elif label is None:
+        reason = "every candidate failed on a validation window (see the failed units)"
+    else:
+        reason = f"the chosen candidate {label} failed on this fold"
+    return rows.assign(algorithm=search.label, value=np.nan, skipped=True, skip_reason=reason)
 
 
 def optimism(
@@ -258,7 +291,8 @@ def optimism(
     """Per tuned algorithm and k: the tuned mean, the oracle candidate (best mean over the same
     test folds) and optimism = oracle mean / tuned mean − 1 (Recall@k), exactly 0 when the two
     means agree to 12 decimals (as choices are compared). It is negative when the tuned series,
-    which may switch candidates from fold to fold, beats every single candidate."""
+    which may switch candidates from fold to fold, beats every single candidate. A candidate
+    without a value on one of those folds (its unit failed) cannot be the oracle."""
     rows = []
     for search in searches(config) if found is None else found:
         for k in config.k:
@@ -266,8 +300,11 @@ def optimism(
             tuned = values[search.label].dropna()
             if tuned.empty:
                 continue
-            means = values.loc[tuned.index, search.candidates].mean()
-            best = search.candidates[int(np.argmax(np.round(means.to_numpy(), 12)))]
+            # a candidate whose unit failed on one of these folds has no mean over them
+            means = values.reindex(columns=search.candidates).loc[tuned.index].mean(skipna=False)
+            if means.isna().all():
+                continue
+            best = search.candidates[int(np.nanargmax(np.round(means.to_numpy(), 12)))]
             tuned_mean, oracle_mean = float(tuned.mean()), float(means[best])
             if tuned_mean <= 0:
                 ratio = np.nan

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sweval.algorithms as api
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.results import results_frame
 from sweval.evaluators.run import run_local
-from sweval.evaluators.tuning import optimism, tune, validation_folds
+from sweval.evaluators.tuning import TUNED, optimism, tune, validation_folds
 
 GRID = {"item-knn": {"n_neighbors": [5, 50]}}
 A, B = "item-knn(n_neighbors=5)", "item-knn(n_neighbors=50)"
@@ -48,7 +49,7 @@ def hand_results(values: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def hand_config(**overrides) -> EvalConfig:
-    return EvalConfig.build(algorithms=["item-knn"], tune=GRID, k=[10], **overrides)
+    return EvalConfig.build(**({"algorithms": ["item-knn"], "tune": GRID, "k": [10]} | overrides))
 
 
 def test_the_tuned_series_follows_validation_and_the_oracle_follows_the_test_folds():
@@ -339,3 +340,103 @@ def test_optimism_is_exactly_zero_when_the_tuned_mean_ties_the_oracles():
     row = optimism(pd.concat([results, tuned]), hand_config()).iloc[0]
     assert row["oracle"] == A and row["tuned_mean"] != row["oracle_mean"]
     assert row["optimism"] == 0.0
+
+
+C = "item-knn(n_neighbors=200)"
+
+
+def without(results: pd.DataFrame, algorithm: str, folds: list[int]) -> pd.DataFrame:
+    """The results with the rows of ``algorithm`` on ``folds`` left out, as a failed unit's."""
+    failed = (results["algorithm"] == algorithm) & results["fold"].isin(folds)
+    return results[~failed].reset_index(drop=True)
+
+
+def test_a_candidate_that_failed_on_a_window_is_passed_over_and_a_failed_choice_says_so():
+    """A, B, C on folds 0-4 (M = 1). B is best everywhere but failed on folds 1 and 3; C failed
+    on every fold. Folds 1 and 3 read folds 0 and 2 and choose B, which failed there: no value,
+    and the reason. Folds 2 and 4 read folds 1 and 3, where B has no value: A is chosen among
+    those with one."""
+    grid = {"item-knn": {"n_neighbors": [5, 50, 200]}}
+    full = hand_results({A: [0.1, 0.2, 0.3, 0.4, 0.5], B: [0.9] * 5, C: [0.95] * 5})
+    results = without(without(full, B, [1, 3]), C, [0, 1, 2, 3, 4])
+    tuned, choices = tune(results, hand_config(tune=grid))
+    chosen = choices[choices["chosen"]].set_index("fold")["candidate"]
+    assert dict(chosen) == {1: B, 2: A, 3: B, 4: A}
+    by_fold = choices.set_index(["fold", "candidate"])
+    assert np.isnan(by_fold.loc[(2, B), "validation_value"])
+    assert by_fold.loc[(2, B), "n_validation_windows"] == 0
+    assert by_fold.loc[(2, A), "n_validation_windows"] == 1
+    assert not by_fold["n_validation_windows"][:, C].any()
+    recall = tuned[tuned["metric"] == "recall"].set_index("fold")
+    assert list(recall["value"][[2, 4]]) == [0.3, 0.5]
+    for fold in (1, 3):
+        assert recall.loc[fold, "skipped"] and np.isnan(recall.loc[fold, "value"])
+        assert recall.loc[fold, "skip_reason"] == f"the chosen candidate {B} failed on this fold"
+    assert "no validation window" in recall.loc[0, "skip_reason"]
+    assert len(tuned) == len(full[full["algorithm"] == A])  # every fold has its rows
+    # the tuned folds are 2 and 4, where B has values: B is the oracle (C has none)
+    row = optimism(pd.concat([results, tuned]), hand_config(tune=grid)).iloc[0]
+    assert (row["oracle"], row["n_folds"]) == (B, 2)
+    assert row["optimism"] == pytest.approx(0.9 / np.mean([0.3, 0.5]) - 1)
+
+
+def test_the_oracle_is_a_candidate_with_a_value_on_every_tuned_fold():
+    """B failed on fold 2: its mean over the tuned folds 1-2 does not exist (its fold-1 value
+    alone, 0.9, must not make it the oracle)."""
+    results = without(hand_results({A: [0.5, 0.4, 0.3], B: [0.1, 0.9, 0.9]}), B, [2])
+    tuned = hand_results({TUNED.format("item-knn"): [np.nan, 0.4, 0.3]})
+    row = optimism(pd.concat([results, tuned]), hand_config()).iloc[0]
+    assert (row["oracle"], row["oracle_mean"], row["optimism"]) == (A, 0.35, 0.0)
+
+
+def test_no_choice_when_every_candidate_failed_on_the_window():
+    """Fold 1: both candidates failed (POP did not, so the fold was evaluated)."""
+    results = hand_results({"pop": [0.1] * 3, A: [0.1, 0.2, 0.3], B: [0.3, 0.2, 0.1]})
+    results = without(results, A, [1])
+    results = without(results, B, [1])
+    tuned, choices = tune(results, hand_config())
+    assert not choices.loc[choices["fold"] == 2, "chosen"].any()
+    recall = tuned[tuned["metric"] == "recall"].set_index("fold")
+    assert recall.loc[2, "skip_reason"].startswith("every candidate failed on a validation window")
+    # fold 1 itself: the choice (B, best on fold 0) failed there
+    assert recall.loc[1, "skip_reason"] == f"the chosen candidate {B} failed on this fold"
+
+
+class Fragile(api.Algorithm):
+    """Popularity that raises on alternate weekly folds: those whose cut-off t0 + f·7 days has
+    (cutoff // 7 days) mod 2 = ``fail_parity`` (-1: never)."""
+
+    class Config(api.AlgorithmConfig):
+        fail_parity: int = -1
+
+    def _fit(self, train: api.TrainData) -> None:
+        if (train.cutoff // (7 * 86_400)) % 2 == self.config.fail_parity:
+            raise ValueError("fragile")
+        self.counts_ = np.asarray(train.matrix.sum(axis=0)).ravel()
+
+    def score(self, rows):
+        return np.tile(self.counts_, (len(rows), 1)).astype(np.float64)
+
+
+@pytest.mark.parametrize("sampler", ["grid", "tpe"])
+def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler):
+    """Three equal popularity models, two of which fail on alternate folds (one of them on
+    fold 0, the window TPE steers by). Every fold's window lacks one fragile candidate's value
+    and the sound one comes first in the grid: the tuned series is the sound one on every fold
+    after the first, and tuning.csv agrees with results.csv."""
+    name = f"{__name__}:Fragile"
+    sound, *fragile = [f"{name}(fail_parity={p})" for p in (-1, 0, 1)]
+    out = run_local(config(tmp_path, algorithms=[name], tune={name: {"fail_parity": [-1, 0, 1]}},
+                           tune_sampler=sampler, tune_trials=6, tune_seed=1))
+    used = sorted(int(f) for f in out.folds.loc[~out.folds["skipped"], "fold"])
+    assert set(out.tuning["candidate"]) == {sound, *fragile}  # TPE drew all three
+    failed = sorted((f.fold, f.label) for f in out.failed)
+    assert {label for _, label in failed} == set(fragile)
+    assert {fold for fold, _ in failed} == set(used) and failed[0][0] == 0
+    chosen = out.tuning[out.tuning["chosen"]].set_index("fold")["candidate"]
+    assert set(chosen) == {sound} and list(chosen.index) == used[1:]
+    recall = out.results[(out.results["metric"] == "recall") & (out.results["k"] == 10)
+                         & (out.results["stratum"] == "all")]
+    by = recall.pivot_table(index="fold", columns="algorithm", values="value", dropna=False)
+    assert by.loc[used[1:], f"{name}[tuned]"].tolist() == by.loc[used[1:], sound].tolist()
+    assert out.optimism["oracle"].eq(sound).all()
