@@ -135,6 +135,10 @@ def collect(
         tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
         optimism_table = optimism(results, plan.config, plan.searches)
+        if measuring.per_user is not None:
+            chosen = tuning[tuning["chosen"]]
+            measuring.per_user.add_relabelled({
+                (int(row.fold), row.candidate): row.algorithm for row in chosen.itertuples()})
     settings = Bootstrap.of(plan.config)
     return Outputs(
         directory=Path(plan.config.output),

@@ -12,8 +12,9 @@ One row per (fold, algorithm, stratum, user, metric, k)::
     value     float64  the user's value
 
 The mean of ``value`` over a (fold, algorithm, stratum, metric, k)'s users is that row's
-``value`` in ``results.csv``. Exposure metrics have no per-user value and are not in the file;
-skipped folds and groups have no rows.
+``value`` in ``results.csv``. A tuned series (``ALG[tuned]``) has, on each fold where it has a
+value, the rows of the candidate chosen for that fold. Exposure metrics have no per-user value
+and are not in the file; skipped folds and groups have no rows.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ class PerUser:
                 "k": np.full(n, -1 if k is None else k, dtype=np.int64),
                 "value": chosen.astype(np.float64),
             })
+
+    def add_relabelled(self, sources: dict[tuple[int, str], str]) -> None:
+        """Copy the values of every ``(fold, algorithm)`` in ``sources`` under the label it maps
+        to: a tuned series (``ALG[tuned]``) has its chosen candidate's users on each fold."""
+        for part in list(self.parts):
+            if not len(part["fold"]):
+                continue
+            label = sources.get((int(part["fold"][0]), str(part["algorithm"][0])))
+            if label is not None:
+                self.parts.append(part | {"algorithm": np.full(len(part["fold"]), label,
+                                                               dtype=object)})
 
     def table(self) -> pa.Table:
         """The collected rows as an Arrow table (columns of the module docstring)."""

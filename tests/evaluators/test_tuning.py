@@ -440,3 +440,24 @@ def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler)
     by = recall.pivot_table(index="fold", columns="algorithm", values="value", dropna=False)
     assert by.loc[used[1:], f"{name}[tuned]"].tolist() == by.loc[used[1:], sound].tolist()
     assert out.optimism["oracle"].eq(sound).all()
+
+
+def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path):
+    """per_user.parquet has ``item-knn[tuned]`` on every fold where it has a value: the chosen
+    candidate's users and values, which average to its results.csv rows."""
+    out = run_local(config(tmp_path, per_user=True, folds=4))
+    table = pd.read_parquet(Path(out.directory) / "per_user.parquet")
+    tuned_label = TUNED.format("item-knn")
+    mine = table[table["algorithm"] == tuned_label]
+    scored = out.results[(out.results["algorithm"] == tuned_label) & ~out.results["skipped"]]
+    assert set(mine["fold"]) == set(scored["fold"]) and len(set(mine["fold"])) >= 2
+    chosen = out.tuning[out.tuning["chosen"]].set_index("fold")["candidate"]
+    key = ["stratum", "user", "metric", "k"]
+    for fold, rows in mine.groupby("fold"):
+        source = table[(table["fold"] == fold) & (table["algorithm"] == chosen[fold])]
+        pd.testing.assert_frame_equal(rows.sort_values(key)[[*key, "value"]].reset_index(drop=True),
+                                      source.sort_values(key)[[*key, "value"]].reset_index(drop=True))
+        recall = scored[(scored["fold"] == fold) & (scored["metric"] == "recall")
+                        & (scored["k"] == 10)]["value"].iloc[0]
+        users = rows[(rows["metric"] == "recall") & (rows["k"] == 10)]["value"]
+        assert users.mean() == pytest.approx(recall, abs=1e-12)
