@@ -20,7 +20,8 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from sweval.evaluators.engine import UnitResult
-from sweval.evaluators.results import COLUMNS, summarise
+from sweval.evaluators.results import COLUMNS, ranking_score, summarise
+from sweval.evaluators.significance import ranked_algorithms
 from sweval.evaluators.splits import Split
 
 #: Columns of the leakage table.
@@ -100,15 +101,15 @@ def table2(summary: pd.DataFrame, *, metric: str = "recall", stratum: str = "all
 
 
 def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, list[str]]:
-    """Per protocol, the evaluated algorithms by mean metric@k, best first (ties by name)."""
+    """Per protocol, the evaluated algorithms best first at metric@k: by Δ% (means over the
+    folds all of them have), then mean, ties by name."""
     part = summary[
         (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
     ]
     out: dict[str, list[str]] = {}
     for protocol, rows in part.groupby("protocol", sort=False):
-        rows = rows[rows["mean"].notna()]
-        order = sorted(zip(rows["mean"], rows["algorithm"]), key=lambda p: (-p[0], p[1]))
-        out[str(protocol)] = [name for _, name in order]
+        rows = rows[rows["mean"].notna()].sort_values("algorithm", kind="stable")
+        out[str(protocol)] = ranked_algorithms(rows)
     return out
 
 
@@ -118,8 +119,8 @@ def rank_shift(
     """002 Table 3: per k, every algorithm's rank under each protocol and its shift against the
     first protocol (``shift`` = reference rank − rank: +2 moved up two places).
 
-    Ranks are 1-based over the algorithms each protocol evaluates, by mean metric@k (ties by
-    name, as :func:`rankings`); an algorithm a protocol does not evaluate has no rank there.
+    Ranks are 1-based over the algorithms each protocol evaluates, as :func:`rankings` orders
+    them; an algorithm a protocol does not evaluate has no rank there.
     Columns: ``k, algorithm, protocol, rank, shift``, rows in the reference protocol's order.
     """
     rows = []
@@ -162,17 +163,19 @@ def kendall_table(
     """Kendall's τ between the algorithm rankings of every pair of protocols, for every k.
 
     The rankings compare the algorithms evaluated under both protocols (POP-N is absent from
-    LOOCV), by their mean metric@k.
+    LOOCV), by their metric@k (:func:`~evaluators.results.ranking_score`: Δ%, i.e. the means
+    over the folds all of a protocol's algorithms have).
     """
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
     part = part[part["k"].notna() & part["mean"].notna()]
+    part = part.assign(score=ranking_score(part))
     ks = sorted(int(k) for k in part["k"].unique())
     rows = []
     for first, second in combinations(protocols, 2):
         for k in ks:
             at_k = part[part["k"] == k]
-            a = at_k[at_k["protocol"] == first].set_index("algorithm")["mean"]
-            b = at_k[at_k["protocol"] == second].set_index("algorithm")["mean"]
+            a = at_k[at_k["protocol"] == first].set_index("algorithm")["score"]
+            b = at_k[at_k["protocol"] == second].set_index("algorithm")["score"]
             common = [name for name in a.index if name in b.index]
             tau, p_value = kendall_tau(a[common].tolist(), b[common].tolist())
             rows.append(

@@ -70,8 +70,9 @@ class MetricTable:
 def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     """The Table 2/3 layout of ``metric`` from a per-protocol summary.
 
-    A cell is best when its mean is the largest (and > 0) among the algorithms of its
-    (protocol, stratum, k); ties are all best.
+    A cell is best when its Δ% is 0: the best mean over the folds every algorithm of its
+    (protocol, stratum, k) has (:func:`~evaluators.results.summarise`); ties are all best.
+    Without Δ% (an unranked metric, all means 0) the largest mean (> 0) is.
     """
     part = summary[summary["metric"] == metric]
     if part.empty:
@@ -88,11 +89,17 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
         cells[(str(row.protocol), str(row.stratum), str(row.algorithm), row.key_k)] = Cell(
             mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
             n_skipped=int(row.n_skipped),
-            best=bool(np.isfinite(mean) and best > 0 and mean >= best),
+            best=_is_best(mean, float(row.delta), best),
             ci_low=float(getattr(row, "ci_low", np.nan)),
             ci_high=float(getattr(row, "ci_high", np.nan)),
         )
     return MetricTable(metric=metric, strata=strata, ks=ks, columns=columns, cells=cells)
+
+
+def _is_best(mean: float, delta: float, top: float) -> bool:
+    if np.isfinite(delta):
+        return abs(delta) < 1e-12
+    return bool(np.isfinite(mean) and top > 0 and mean >= top)
 
 
 def protocol_groups(table: MetricTable, limit: int = MAX_TABLE_ALGORITHMS) -> list[list[str]]:

@@ -120,6 +120,44 @@ def skipped_rows(
     ]
 
 
+def ranking_score(summary: pd.DataFrame) -> pd.Series:
+    """What ranks the algorithms of one (protocol, stratum, metric, k), higher first: Δ%, each
+    against the best on the folds both have. Where no algorithm of the group has a Δ% (an
+    unranked metric, all means 0, a summary without Δ%), the mean; an algorithm without one
+    among others with one ranks after them."""
+    if "delta" not in summary:
+        return summary["mean"]
+    keys = [c for c in ("protocol", "stratum", "metric", "k") if c in summary]
+    delta = summary["delta"]
+    has_delta = delta.notna().groupby([summary[c] for c in keys], dropna=False).transform("any")
+    return delta.where(delta.notna(), np.where(has_delta, -np.inf, summary["mean"]))
+
+
+def _deltas(used: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """``delta`` and ``delta_folds`` of :func:`summarise`, per (algorithm, stratum, metric, k)
+    with a value."""
+    keys = ["algorithm", "stratum", "metric", "k"]
+    means = {(a, s, m, None if pd.isna(k) else int(k)): mean for a, s, m, k, mean
+             in summary[[*keys, "mean"]].itertuples(index=False)}
+    rows = []
+    for (stratum, metric, k), group in used.groupby(keys[1:], dropna=False, sort=False):
+        at = (stratum, metric, None if pd.isna(k) else int(k))
+        values = {a: part.set_index("fold")["value"]
+                  for a, part in group.groupby("algorithm", sort=False)}
+        most = max(len(v) for v in values.values())
+        best = max((a for a, v in values.items() if len(v) == most), key=lambda a: means[(a, *at)])
+        for algorithm, own in values.items():
+            folds = own.index.intersection(values[best].index)
+            if len(folds) == len(own) == len(values[best]):  # the same folds: the own means
+                mine, top = means[(algorithm, *at)], means[(best, *at)]
+            else:
+                mine, top = own[folds].mean(), values[best][folds].mean()
+            rows.append({"algorithm": algorithm, "stratum": stratum, "metric": metric, "k": k,
+                         "delta": mine / top - 1.0 if top > 0 else np.nan,
+                         "delta_folds": len(folds)})
+    return pd.DataFrame(rows, columns=[*keys, "delta", "delta_folds"])
+
+
 def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
     """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
     frame = pd.DataFrame(list(rows), columns=COLUMNS)
@@ -147,8 +185,17 @@ def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
     """Macro mean ± std over non-skipped folds, per (algorithm, stratum, metric, k), with Δ%.
 
-    Δ% = mean / best mean at the same (stratum, metric, k) − 1, as a fraction (−0.25 = 25 % worse);
-    none for :data:`~evaluators.metric_set.UNRANKED` metrics (more is not better).
+    ``mean`` is over the algorithm's own scored folds. The best, at each (stratum, metric, k),
+    is the highest mean among the algorithms scored on the most folds (every algorithm, unless a
+    tuned series lacks its first folds or a unit failed). Δ% (``delta``) compares an algorithm
+    with the best on the ``delta_folds`` folds both have::
+
+        delta = mean of a over those folds / mean of the best over them − 1   (−0.25 = 25 % worse)
+
+    = mean / best mean − 1 for an algorithm with the best's folds. A series with fewer folds is
+    compared on its own, paired (it may be +), and is never the best for missing a hard fold.
+    None for :data:`~evaluators.metric_set.UNRANKED` metrics (more is not better) and where the
+    best's mean over the folds is 0.
     """
     keys = ["algorithm", "stratum", "metric", "k"]
     used = results[~results["skipped"]]
@@ -163,9 +210,9 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
     summary = summary.merge(skipped, on=keys, how="outer")
     summary["n_folds"] = summary["n_folds"].fillna(0).astype(int)
     summary["n_skipped"] = summary["n_skipped"].fillna(0).astype(int)
-    best = summary.groupby(["stratum", "metric", "k"], dropna=False)["mean"].transform("max")
-    ranked = ~summary["metric"].isin(UNRANKED).to_numpy()
-    summary["delta"] = np.where((best > 0) & ranked, summary["mean"] / best - 1.0, np.nan)
+    summary = summary.merge(_deltas(used, summary), on=keys, how="left")
+    summary["delta_folds"] = summary["delta_folds"].fillna(0).astype(int)
+    summary.loc[summary["metric"].isin(UNRANKED), "delta"] = np.nan
     order = results[keys].drop_duplicates().reset_index(drop=True).reset_index()
     summary = summary.merge(order, on=keys, how="left").sort_values("index").drop(columns="index")
     return summary.reset_index(drop=True)

@@ -64,6 +64,8 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
+from sweval.evaluators.results import ranking_score
+
 #: Fewer paired folds than this: the tests are not run.
 MIN_FOLDS = 5
 #: The level at which a lead is called significant in the summary and the report.
@@ -405,12 +407,13 @@ def best_lead(
     summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str,
     k: int | None, test: str = "wilcoxon",
 ) -> Lead | None:
-    """The lead of the best mean over the second best (None with fewer than two means)."""
+    """The lead of the best over the second best (None with fewer than two means), ranked as
+    :func:`ranked_algorithms` ranks them."""
     part = summary[(summary["stratum"] == stratum) & (summary["metric"] == metric)
                    & _k_is(summary["k"], k) & summary["mean"].notna()]
     if len(part) < 2:
         return None
-    ranked = part.sort_values("mean", ascending=False, kind="stable")["algorithm"].tolist()
+    ranked = ranked_algorithms(part)
     best, second = ranked[0], ranked[1]
     rows = significance[(significance["stratum"] == stratum) & (significance["metric"] == metric)
                         & _k_is(significance["k"], k) & (significance["test"] == test)]
@@ -423,6 +426,14 @@ def best_lead(
                         mean_diff=sign * float(r["mean_diff"]), ci_low=low, ci_high=high,
                         p_holm=float(r["p_holm"]), note=str(r["note"]))
     return None
+
+
+def ranked_algorithms(part: pd.DataFrame) -> list[str]:
+    """The algorithms of one (stratum, metric, k) of a summary, best first by
+    :func:`~evaluators.results.ranking_score`, then mean; ties keep their order."""
+    order = part.assign(_score=ranking_score(part)).sort_values(
+        ["_score", "mean"], ascending=False, kind="stable")
+    return order["algorithm"].astype(str).tolist()
 
 
 def _k_is(column: pd.Series, k: int | None) -> pd.Series:

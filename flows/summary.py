@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.markup import escape
@@ -159,6 +160,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
                                     significance=outputs.significance, failed=failed))
+    for line in common_folds_lines(summary, metric):
+        console.print(line, style="dim", markup=False, highlight=False)
     print_significance_notes(outputs, config, console)
     folds = outputs.folds
     used = int((~folds["skipped"]).sum())
@@ -186,6 +189,32 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def common_folds_lines(summary: pd.DataFrame, metric: str) -> list[str]:
+    """Where some algorithms were scored on fewer folds than the others (a tuned series lacks
+    its first ones, a unit failed): one line per stratum naming them and saying what their Δ%
+    compares (:func:`~evaluators.results.summarise`)."""
+    part = summary[(summary["metric"] == metric) & summary["k"].notna() & (summary["n_folds"] > 0)]
+    lines = []
+    strata = part["stratum"].unique()
+    for stratum in strata:
+        rows = part[part["stratum"] == stratum]
+        rows = rows[rows["k"] == rows["k"].iloc[0]]
+        most = int(rows["n_folds"].max())
+        fewer = rows[rows["n_folds"] < most]
+        if fewer.empty:
+            continue
+        complete = rows[rows["n_folds"] == most]
+        best = str(complete["algorithm"].iloc[int(np.argmax(complete["mean"].to_numpy()))])
+        names = ", ".join(f"{a} ({n} of {most} folds)"
+                          for a, n in zip(fewer["algorithm"], fewer["n_folds"], strict=True))
+        where = f"stratum {stratum}: " if len(strata) > 1 else ""
+        lines.append(
+            f"{where}{names}: Δ% against the best ({best}) on the folds both have; the best is "
+            f"the highest mean among the algorithms scored on all {most} folds"
+        )
+    return lines
 
 
 def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from rich.console import Console
 
 from sweval.flows.summary import summary_table
@@ -128,3 +129,40 @@ def test_a_tuned_series_that_no_fold_scores_gets_a_line_saying_why():
         "skip_reason": [reason, reason, reason, "", "", ""],
     })
     assert unscored_tuned_lines(results) == [f"item-knn[tuned]: no fold scored: {reason}"]
+
+
+def test_a_series_with_fewer_folds_is_compared_on_its_own_folds_and_never_best_for_it():
+    """A and B are scored on folds 0-3, T (a tuned series, a failed unit) only on 2-3, where
+    everything scores higher. Means: A 0.25, B 0.2, T 0.3: by the means T would be best. The best
+    is A, the highest mean on all 4 folds; T is compared with A on folds 2-3 (A: 0.35 there):
+    0.3 / 0.35 − 1."""
+    from sweval.evaluators.report_tables import metric_table
+    from sweval.evaluators.significance import best_lead, ranked_algorithms
+    from sweval.flows.summary import common_folds_lines
+
+    results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
+    results = pd.concat([results, long_results({"T": [0.5, 0.1]}).assign(fold=[2, 3])])
+    summary, significance = summary_of(results)
+    by = summary.set_index("algorithm")
+    assert list(by["mean"]) == pytest.approx([0.25, 0.2, 0.3])
+    assert by.loc["A", "delta"] == 0.0 and by.loc["B", "delta"] == pytest.approx(0.2 / 0.25 - 1)
+    assert by.loc["T", "delta"] == pytest.approx(0.3 / 0.35 - 1)
+    assert list(by["delta_folds"]) == [4, 4, 2]
+    assert ranked_algorithms(summary) == ["A", "T", "B"]
+    lead = best_lead(summary, significance, stratum="all", metric="recall", k=10)
+    assert (lead.best, lead.runner_up) == ("A", "T")
+    table = metric_table(summary.assign(protocol="sw-eval"), "recall")
+    assert [a for (_, _, a, _), cell in table.cells.items() if cell.best] == ["A"]
+    assert common_folds_lines(summary, "recall") == [
+        "T (2 of 4 folds): Δ% against the best (A) on the folds both have; the best is the "
+        "highest mean among the algorithms scored on all 4 folds"]
+    text = render(summary)
+    assert "0.3000 -14%" in text and "0.2000 -20%" in text
+
+
+def test_the_same_folds_give_delta_as_mean_over_best_mean():
+    results = long_results({"a": [0.1, 0.3], "b": [0.2, 0.2], "c": [0.0, 0.0]})
+    summary = summary_of(results)[0].set_index("algorithm")
+    assert summary.loc["a", "delta"] == 0.0 and list(summary["delta_folds"]) == [2, 2, 2]
+    assert summary.loc["b", "delta"] == summary.loc["b", "mean"] / summary.loc["a", "mean"] - 1
+    assert summary.loc["c", "delta"] == -1.0

@@ -37,7 +37,7 @@ QUIET = ["--no-tracking", "--no-progress"]
 _SKYLAKEX_ONLY = {
     "default": "0e0c70270182e18926b71f2735e22b8e3293bbb7a08861de3a94851698c8cee7",
     "compare.csv": "a8948d29360e8d0fb721e37c56d244f268369bc0912eb717c2934546c7a2ed92",
-    "compare_summary.csv": "e3b073aa7ca1c4833f25b108ed05a0feff228c18b5a8d96f73c97419a84982be",
+    "compare_summary.csv": "270369a190eefd9f7f492a5bf0837d1395c7c5b45f7e8b9e03ba8836cfd8d269",
     "leakage.csv": "1b3e2c6c0dc20369ce8ae651d99e739f4d31e9b0725b5f21675cf7c988dde43a",
     "leakage_per_split.csv": "eab000c22b745864336c2d0681c59876e3e0e51546eb05667e8a1e64e31adcdd",
     "table2.csv": "666b0234a1daea252b92ac4fe87074ccc86712565b443475ad5ee7d2f516c603",
@@ -46,7 +46,7 @@ _SKYLAKEX_ONLY = {
 _HASWELL_ONLY = {
     "default": "061df5614515ac009302ea00c889029bead90ad393789060972d45f1ccb5f579",
     "compare.csv": "68db74b4b01cf2c6f324f2ba62bb21e6e63716d9811457c4167412c38223e621",
-    "compare_summary.csv": "617d51f88216bda1bd09455eba3ae87e6923ce40a0496919f5506635563eaea7",
+    "compare_summary.csv": "faf7692b22a721c92a462b3dd2ee8fa55871878566ee20eb710b81502c1afb4a",
     "leakage.csv": "7c8272acbf6b256f507a96281442d5f4634581372c86a91f3929d6167da0e157",
     "leakage_per_split.csv": "66317496b83f034ccdb488679013743098e2cd9fde9b913cc938d36108a007ec",
     "table2.csv": "a047bf0e8068e4aed291863af71af9d1eba02f1d233be28bf4f4e9a84ea2e010",
