@@ -142,8 +142,9 @@ class EvalConfig(BaseModel):
     # algorithms
     algorithms: Annotated[list[str], Cli(ALGORITHMS, codec=CommaList(str))] = Field(
         default_factory=lambda: list(ALL_ALGORITHMS),
-        description="Comma-separated: " + ",".join(ALL_ALGORITHMS) + "; a variant with its "
-        "own parameters: 'item-knn(n_neighbors=50)', several of one algorithm allowed.",
+        description="Comma-separated names (`sweval algorithms` lists them all: bpr, lmf, ease, "
+        "decay-pop and plugins besides the defaults) or import paths (module:Class); a variant "
+        "with its own parameters: 'item-knn(n_neighbors=50)', several of one algorithm allowed.",
     )
     params: Annotated[dict[str, dict[str, Any]], Cli(ALGORITHMS, "--set", Settings())] = Field(
         default_factory=dict,
