@@ -50,12 +50,24 @@ class RelevantSets:
     Attributes:
         users: global user codes, ascending.
         indptr: user j's items are ``items[indptr[j]:indptr[j+1]]``.
-        items: global item codes.
+        items: global item codes, ascending and distinct within each user (:func:`hit_matrix`
+            finds the hits by binary search).
+
+    Raises:
+        ValueError: a user's items out of order or repeated.
     """
 
     users: NDArray[np.int64]
     indptr: NDArray[np.int64]
     items: NDArray[np.int64]
+
+    def __post_init__(self) -> None:
+        step = np.diff(self.items)
+        starts = self.indptr[1:-1]  # where a user's items begin (the step into them is free)
+        ordered = step > 0
+        ordered[starts[(starts > 0) & (starts < len(self.items))] - 1] = True
+        if not ordered.all():
+            raise ValueError("RelevantSets: each user's items must be ascending and distinct")
 
     @property
     def sizes(self) -> NDArray[np.int64]:

@@ -230,8 +230,9 @@ def holdout_split(
     held = held[np.lexsort((held, log.user[held]))]  # by user, then time
     pair_user, pair_item = log.user[held], log.item[held]
     key = pair_user * np.int64(max(log.n_items, 1)) + pair_item
-    _, first = np.unique(key, return_index=True)  # a repeated (user, item) counts once
-    distinct = np.sort(first)
+    # a repeated (user, item) counts once; np.unique orders the pairs by (user, item), the
+    # order RelevantSets needs (items ascending within each user)
+    _, distinct = np.unique(key, return_index=True)
     users, starts = np.unique(pair_user, return_index=True)
     item_users = pair_user[distinct]
     relevant = RelevantSets(

@@ -197,3 +197,61 @@ def test_leave_last_basket_keeps_the_hold_out_invariants(log):
     assert {(int(train.user_codes[r]), int(train.item_codes[c]))
             for r, c in zip(coo.row, coo.col, strict=True)} == {
         (int(u), int(i)) for u, i in zip(log.user[keep], log.item[keep], strict=True)}
+
+
+def test_held_out_items_later_in_time_but_earlier_in_id_are_hits():
+    """u holds out b (day 5) then a (day 6): in time order b, a; in item order a, b. POP's top-1
+    for u is a (three other users took it), so Recall@1 = 1/2 and HitRate@1 = 1. Relevant
+    items kept in time order made the binary search in hit_matrix miss a (Recall 0)."""
+    from sweval.evaluators.protocols import run_protocol
+
+    rows = [("u", "x1", 0), ("u", "x2", DAY), ("u", "b", 5 * DAY), ("u", "a", 6 * DAY)]
+    rows += [(f"v{i}", "a", 0) for i in range(3)]
+    log = make_log(rows)
+    results = run_protocol(log, TemporalUser(share=0.5), ["pop"], ks=[1]).results
+    values = results.set_index("metric")["value"]
+    assert (values["recall"], values["hit_rate"]) == (0.5, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(log=random_logs(sizes=(2, 60), users=8, items=12, days=5),
+       how=st.sampled_from(["random-split", "temporal-user", "basket"]))
+def test_every_hold_out_protocol_scores_like_a_set_intersection(log, how):
+    """Recall@k of POP under each multi-item hold-out protocol equals |top-k ∩ Rel_u| / |Rel_u|
+    computed with Python sets from the split's lists (a slow, order-free reference)."""
+    from sweval.evaluators.engine import compute_lists, list_length, measure
+    from sweval.evaluators.protocols import LeaveLastBasket, RandomSplit
+    from sweval.evaluators.units import AlgorithmSpec
+
+    if how == "basket":
+        frame = log.to_frame().reset_index(drop=True)
+        frame["basket"] = frame["timestamp"] // DAY
+        log = InteractionLog.from_frame(frame, basket_col="basket")
+        protocol = LeaveLastBasket()
+    else:
+        protocol = RandomSplit(share=0.5, seed=1) if how == "random-split" else TemporalUser(
+            share=0.5)
+    split = next(protocol.splits(log))
+    if not len(split.relevant.users):
+        return
+    model = AlgorithmSpec.of("pop", {}).build()
+    depth = list_length([1, 3], split.relevant.sizes)
+    lists = compute_lists(model, split.make_train(), split.relevant.users, depth)
+    result = measure(lists, split.relevant, [1, 3], n_items=log.n_items, index=0, algorithm="pop")
+    rel = split.relevant
+    for j, user in enumerate(rel.users):
+        relevant = set(rel.items[rel.indptr[j]:rel.indptr[j + 1]].tolist())
+        top = [i for i in lists.items[j, :3].tolist() if i >= 0]
+        assert result.values[("recall", 3)][j] == len(relevant & set(top)) / len(relevant)
+
+
+def test_relevant_sets_refuse_items_out_of_order():
+    from sweval.evaluators.metrics import RelevantSets
+
+    ok = RelevantSets(users=np.array([0, 1]), indptr=np.array([0, 2, 3]),
+                      items=np.array([1, 5, 0]))  # 5 then 0: a new user starts
+    assert ok.sizes.tolist() == [2, 1]
+    for items in ([5, 1, 0], [1, 1, 0]):
+        with pytest.raises(ValueError, match="ascending and distinct"):
+            RelevantSets(users=np.array([0, 1]), indptr=np.array([0, 2, 3]),
+                         items=np.array(items))
