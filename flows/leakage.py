@@ -67,7 +67,8 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
     """Run the experiment and write its tables into ``output``.
 
     Raises:
-        SwevalError: bad options or data (test period outside the log, J too large, ...).
+        SwevalError: bad options or data (test period outside the log, J too large, fewer
+            test users than u_min, ...).
     """
     log = load_data(config)
     protocol = LeakageSeverity(design, u_min=config.u_min)
@@ -87,6 +88,14 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
             seeds = run_protocol(log, LeakageSeverity(replace(design, periods=0)),
                                  list(reseeded.values()), ks=config.k, params=config.params,
                                  store=store, progress=partial(progress.advance, task))
+
+    if run.results["skipped"].all():  # the test users are the same for every j
+        reason = run.results["skip_reason"].iloc[0]
+        raise SwevalError(
+            f"every j is skipped ({reason}): the test period [{_iso(design.test_start)}, "
+            f"{_iso(design.test_end)}) has too few test users; lower --u-min or choose a "
+            "longer --window."
+        )
 
     def lists_of(key: str) -> NDArray[np.int64]:
         return store.load(key, log).items

@@ -190,3 +190,14 @@ def test_intrinsic_overlap_is_the_jaccard_between_seeds(tmp_path):
         (unit,) = plan_units([split], [AlgorithmSpec.from_entry(entry, {})], [3], previous={})
         lists.append(compute_unit(unit, store).items)
     assert als["intrinsic"].iloc[0] == pytest.approx(mean_jaccard(lists[0], lists[1], 3))
+
+
+def test_too_few_test_users_for_u_min_is_an_error_not_a_traceback(tmp_path):
+    """P = day 2 has 3 test users (a, b, c; e has no history): u_min = 4 skips every j (the users
+    are the same for every j), which leaves nothing to tabulate."""
+    data = tmp_path / "hand.csv"
+    frame_of(HAND).to_csv(data, index=False)
+    config = EvalConfig(data=str(data), algorithms=["pop"], k=[1], u_min=4, tracking=False,
+                        progress=False, output=str(tmp_path / "out"))
+    with pytest.raises(SwevalError, match=r"every j is skipped \(n_eligible=3 < u_min=4\)"):
+        run_leakage(config, DESIGN, output=tmp_path / "out")
