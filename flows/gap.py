@@ -89,6 +89,15 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     return gap, results
 
 
+def skipped_sets(results: pd.DataFrame) -> dict[str, str]:
+    """The sets (validations and ``test``) whose split was skipped, with the reason (u_min)."""
+    found = {}
+    for name, rows in results[results["stratum"] == "all"].groupby("set", sort=False):
+        if rows["skipped"].all():
+            found[str(name)] = str(rows["skip_reason"].iloc[0])
+    return found
+
+
 def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
               console: Console | None = None) -> None:
     """003 Table 2: per algorithm, each validation value with its drop to the test value."""
@@ -145,10 +154,19 @@ def gap_command(
                            seed=split_seed)
         output = Path(cfg.output_or(DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
-        gap_frame, _ = run_gap(cfg, design, output=output, console=stderr)
+        gap_frame, results = run_gap(cfg, design, output=output, console=stderr)
+        skipped = skipped_sets(results)
+        if "test" in skipped:
+            raise SwevalError(
+                f"the deployment window is skipped ({skipped['test']}): there is no deployed "
+                f"score to compare the validations with; lower --u-min. Tables: {output}"
+            )
         k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
             print_gap(gap_frame, list(cfg.algorithms), k, metric)
+        for name, reason in skipped.items():
+            stderr.print(f"val {name}: skipped ({reason}), so its columns are empty",
+                         style="yellow", markup=False, highlight=False)
         stderr.print(f"tables: {output}", markup=False)
 
     gap.__doc__ = (

@@ -80,3 +80,37 @@ def test_validation_protocols_cut_at_t_minus_the_window():
 def test_windows_outside_the_log_are_clear_errors(design, message):
     with pytest.raises(SwevalError, match=message):
         design.check(InteractionLog.from_frame(random_frame(2)))
+
+
+def test_a_skipped_set_is_said_and_a_skipped_deployment_is_an_error(tmp_path, capsys):
+    """u_min between the cut-off window's users and the deployment window's: the cut-off
+    columns are empty and a line says why; u_min above both: exit 2 naming the deployment."""
+    import sys
+
+    from sweval.flows.cli import main
+
+    data = tmp_path / "log.csv"
+    random_frame(0).to_csv(data, index=False)
+    design = GapDesign(deploy_start=9 * DAY, width_s=2 * DAY, share=0.25, seed=3)
+    config = EvalConfig(data=str(data), algorithms=["pop"], k=[5], u_min=0, tracking=False,
+                        progress=False)
+    _, results = run_gap(config, design, output=tmp_path / "probe")
+    users = results[results["k"] == 5].groupby("set")["n_eligible"].max()
+    cut_off, test = int(users["cut-off"]), int(users["test"])
+    assert cut_off < test  # this log's windows
+
+    def gap(u_min: int) -> int:
+        sys.argv = ["sweval", "gap", "--data", str(data), "--window", "2D", "--start",
+                    str(9 * DAY), "--algorithms", "pop", "--k", "5", "--u-min", str(u_min),
+                    "--no-tracking", "--no-progress", "--output", str(tmp_path / f"o{u_min}")]
+        try:
+            main()
+        except SystemExit as exit_:
+            return int(exit_.code or 0)
+        return 0
+
+    assert gap(test) == 0
+    assert f"val cut-off: skipped (n_eligible={cut_off} < u_min={test})" in capsys.readouterr().err
+    assert gap(test + 1) == 2
+    assert (f"the deployment window is skipped (n_eligible={test} < u_min={test + 1})"
+            in capsys.readouterr().err)
