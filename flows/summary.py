@@ -144,10 +144,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
-            console.print(
-                f"stratum {stratum}: every fold skipped (fewer than u_min={config.u_min} "
-                "eligible users)", style="yellow", markup=False
-            )
+            reasons = outputs.results.loc[outputs.results["stratum"] == stratum, "skip_reason"]
+            reasons = [str(r) for r in reasons.dropna().unique() if str(r)][:2]
+            console.print(f"stratum {stratum}: every fold skipped ({'; '.join(reasons)})",
+                          style="yellow", markup=False)
             continue
         title = (
             f"{LABELS.get(metric, metric)}@k on {escape(config.dataset_name)}, "

@@ -166,3 +166,28 @@ def test_the_same_folds_give_delta_as_mean_over_best_mean():
     assert summary.loc["a", "delta"] == 0.0 and list(summary["delta_folds"]) == [2, 2, 2]
     assert summary.loc["b", "delta"] == summary.loc["b", "mean"] / summary.loc["a", "mean"] - 1
     assert summary.loc["c", "delta"] == -1.0
+
+
+def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
+    """Policy B's only transaction is before the folds: no fold has B data, also with u_min 0;
+    the line gives the folds' reason, not "fewer than u_min=0"."""
+    from sweval.data.log import InteractionLog
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.run import run_local
+    from sweval.flows.summary import print_summary
+
+    day = 86_400
+    rows = [(u, f"i{(d + n) % 5}", d * day + n, "A") for n, u in enumerate("abc") for d in range(5)]
+    rows.append(("z", "i0", 10, "B"))
+    log = InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp",
+                                                                "policy"]), policy_col="policy")
+    config = EvalConfig.build(window="1D", folds=3, start=str(2 * day), u_min=0, k=[1],
+                              algorithms=["pop"], stratify_by="policy", progress=False,
+                              tracking=False, output=str(tmp_path / "out"))
+    outputs = run_local(config, log=log)
+    console = Console(width=200, record=True)
+    print_summary(outputs, config, console)
+    text = console.export_text()
+    reasons = outputs.results.loc[outputs.results["stratum"] == "B", "skip_reason"].unique()
+    assert len(reasons) == 1 and "u_min" not in reasons[0]
+    assert f"stratum B: every fold skipped ({reasons[0]})" in text
