@@ -57,7 +57,8 @@ def first_and_last(codes: NDArray[np.int64], times: NDArray[np.int64], n: int) -
 def active_time(log: InteractionLog) -> pd.DataFrame:
     """Active time in days of users and items: one row per entity kind with its distribution.
 
-    Columns: ``entity`` (users | items), ``n``, ``single`` (share with one active instant),
+    Columns: ``entity`` (users | items), ``n``, ``single`` (share whose transactions all fall at
+    one instant: active time 0 days; shown as "0 days %"),
     ``mean_days``, ``median_days``, ``p90_days``, ``max_days``.
     """
     rows = []

@@ -155,7 +155,7 @@ def render(inspection: Inspection) -> str:
 HEADINGS = {
     "usable_share": "usable %", "median_eligible": "median eligible",
     "p10_eligible": "p10 eligible", "median_interactions": "median transactions",
-    "single": "single %", "mean_days": "mean d", "median_days": "median d", "p90_days": "p90 d",
+    "single": "0 days %", "mean_days": "mean d", "median_days": "median d", "p90_days": "p90 d",
     "max_days": "max d", "active_users": "active users", "new_users": "new users",
     "new_items": "new items", "last_interactions": "last interactions",
     "eligible_users": "eligible", "t_start": "window start",
