@@ -5,9 +5,9 @@
     fold, t_start, t_end, algorithm, stratum, metric, k, value, n_users, n_eligible,
     skipped, skip_reason, config_hash
 
-``n_eligible`` is |U_f| of the fold (in the stratum), ``n_users`` the number of users the value
-averages over (equal to ``n_eligible`` except in stratification mode ``test``, where a group
-holds part of U_f). ``k`` is empty for R-precision. Skipped folds keep their rows with an empty
+``n_eligible`` is the eligible users of the row's group, which u_min is checked against (|U_f|
+of the fold; of the stratum's sub-log in mode ``subset``; the group's part of U_f in mode
+``test``), ``n_users`` the number of users the value averages over (the same number). ``k`` is empty for R-precision. Skipped folds keep their rows with an empty
 value, so the table shows every fold.
 
 The metrics are ``--metrics`` (:mod:`evaluators.metric_set`; default SPEC §4's four). A per-user

@@ -221,6 +221,11 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     Raises:
         SwevalError: any problem with the data or the options.
     """
+    if config.stratify_mode != "subset" and config.stratify_by is None:
+        raise SwevalError(
+            f"--stratify-mode {config.stratify_mode} needs --stratify-by (the policy column to "
+            "group the test users by)."
+        )
     specs = algorithm_specs(config)
     warm = [spec.label for spec in specs if spec.warm_starts]
     if warm and config.stratify_by is not None:

@@ -188,3 +188,10 @@ def test_units_of_other_code_are_recomputed_not_mixed_in(tmp_path, monkeypatch):
     assert run_units(changed, unit_store(config)) == len(changed.units)
     # the other code's units are still there
     assert not missing_units(plan, unit_store(config))
+
+
+def test_stratify_mode_test_without_a_column_is_refused():
+    from sweval.evaluators.run import make_plan
+
+    with pytest.raises(SwevalError, match="--stratify-mode test needs --stratify-by"):
+        make_plan(EvalConfig.build(stratify_mode="test", tracking=False, progress=False))
