@@ -38,6 +38,7 @@ from sweval.evaluators.exposure import ItemFacts
 from sweval.evaluators.folds import Fold
 from sweval.evaluators.measures import fold_level, measure_chosen, needs_facts, split_facts
 from sweval.evaluators.overlap import Lists, list_overlap
+from sweval.evaluators.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.per_user import PerUser
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
 from sweval.evaluators.significance import (
@@ -285,11 +286,21 @@ def stratum_rows(
     return rows
 
 
+#: The tables only some runs write (--tune, --stratify-by, --per-user, ...).
+OPTIONAL_FILES = frozenset({
+    "tuning.csv", "optimism.csv", "significance.csv", "significance_strata.csv",
+    PER_USER_FILE, OVERLAP_FILE,
+})
+
+
 def write_outputs(plan: Plan, outputs: Outputs) -> None:
     """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv``, ``config.json`` and
     the significance tables.
 
-    Each file is written whole or not at all (temporary name, then rename).
+    Each file is written whole or not at all (temporary name, then rename). An optional table
+    this run does not write (``tuning.csv`` of an earlier run with ``--tune``, say) is removed:
+    the directory's tables, its report and MLflow's artifacts are this run's alone. Units are
+    never removed.
     """
     directory = outputs.directory
     tables = {
@@ -312,9 +323,15 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
             atomic_write_text(directory / name, text)
         if outputs.per_user is not None:
             outputs.per_user.write(directory)
+        written = set(tables)
+        if outputs.per_user is not None:
+            written.add(PER_USER_FILE)
         if outputs.overlap is not None and not outputs.overlap.empty:
             atomic_write_text(directory / OVERLAP_FILE,
                               outputs.overlap.to_csv(index=False, float_format="%.10g"))
+            written.add(OVERLAP_FILE)
+        for name in OPTIONAL_FILES - written:  # an earlier run's, with other options: not ours
+            (directory / name).unlink(missing_ok=True)
     except OSError as exc:
         raise SwevalError(
             f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "

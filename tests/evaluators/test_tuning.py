@@ -461,3 +461,19 @@ def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path)
                         & (scored["k"] == 10)]["value"].iloc[0]
         users = rows[(rows["metric"] == "recall") & (rows["k"] == 10)]["value"]
         assert users.mean() == pytest.approx(recall, abs=1e-12)
+
+
+def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_path):
+    """One --output, a tuned run then a plain one: tuning.csv, optimism.csv and per_user.parquet
+    of the first must not pass for the second's (its report, MLflow's artifacts)."""
+    from sweval.evaluators.report import write_report
+
+    out = Path(tmp_path / "out")
+    run_local(config(tmp_path, folds=3, per_user=True))
+    assert (out / "tuning.csv").exists() and (out / "per_user.parquet").exists()
+    run_local(config(tmp_path, folds=3, tune={}))
+    for name in ("tuning.csv", "optimism.csv", "per_user.parquet"):
+        assert not (out / name).exists(), name
+    assert (out / "units").is_dir() and any((out / "units").iterdir())  # units stay
+    write_report(out)
+    assert "oracle" not in (out / "report.html").read_text()
