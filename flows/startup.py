@@ -25,8 +25,12 @@ thread meanwhile, using those waits::
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import subprocess
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 from sweval.evaluators.config import EvalConfig
 
@@ -74,7 +78,8 @@ def _start_temporary_server() -> threading.Thread | None:
     def start() -> None:
         try:
             server = SubprocessASGIServer()
-            server.start()
+            with _own_session():
+                server.start()
         except Exception as exc:  # noqa: BLE001  (the flow's client retries and raises)
             _log.debug("start-up: the temporary Prefect server did not start early: %s", exc)
             return
@@ -84,6 +89,33 @@ def _start_temporary_server() -> threading.Thread | None:
     thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
     thread.start()
     return thread
+
+
+@contextlib.contextmanager
+def _own_session() -> Iterator[None]:
+    """Processes this thread spawns meanwhile start a session of their own.
+
+    Prefect spawns its temporary server in our process group, where a terminal's Ctrl-C
+    (SIGINT to the whole foreground group) kills it along with us: the flow's client, stopping,
+    then retried the dead API for two minutes before exiting. In its own session the server
+    outlives the signal until our exit stops it (Prefect's ``stop`` at exit, and
+    :func:`~flows.processes.stop_with_this_process` after a SIGKILL). Other threads' spawns are
+    left as they are; the replacement is a ``Popen`` subclass, so ``isinstance`` still holds.
+    """
+    popen = subprocess.Popen
+    owner = threading.get_ident()
+
+    class Popen(popen):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if threading.get_ident() == owner:
+                kwargs.setdefault("start_new_session", True)
+            super().__init__(*args, **kwargs)
+
+    subprocess.Popen = Popen  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        subprocess.Popen = popen  # type: ignore[misc]
 
 
 def _preload(config: EvalConfig) -> None:

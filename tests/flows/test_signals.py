@@ -271,6 +271,31 @@ def test_a_run_stopped_inside_its_flow_marks_its_mlflow_runs_killed(
     assert runs and {run.info.status for run in runs} == {"KILLED"}, log.read_text()[-2000:]
 
 
+def test_ctrl_c_in_a_terminal_stops_a_run_within_seconds(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C sends SIGINT to the whole foreground process group. Prefect's
+    temporary server, when spawned in that group, died with it, and the stopping flow retried
+    the dead API for about two minutes; in a session of its own it outlives the signal until
+    the run has reported the crash and stopped it."""
+    args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
+            "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--no-progress"]
+    units = tmp_path / "out" / "units"
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+                 "a unit finished")
+        before = tree(process.pid)
+        started = time.monotonic()
+        os.killpg(process.pid, signal.SIGINT)  # the group: sweval's session is its own
+        try:
+            status = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 30 s after Ctrl-C:\n{log.read_text()[-3000:]}")
+        seconds = time.monotonic() - started
+        assert_nothing_left(before, marker, signal.SIGINT, timeout_s=20)
+    assert status == 130, log.read_text()[-2000:]
+    assert seconds < 30 and "interrupted: finished units are saved" in log.read_text()
+
+
 def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) -> None:
     """SIGKILL (``kill -9``, the out-of-memory killer) cannot be caught: the temporary server's
     guard stops it once `sweval run` is gone (flows.processes.stop_with_this_process)."""
