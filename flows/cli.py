@@ -262,7 +262,7 @@ def ui(
     Starts mlflow server on 127.0.0.1 and opens the run comparison chart of the latest evaluation."""
     from sweval.evaluators.config import EvalConfig
     from sweval.flows.processes import run_server, stop_handled
-    from sweval.flows.servers import mlflow_server_of
+    from sweval.flows.servers import mlflow_server_of, port_holder
     from sweval.flows.tracking import (
         announce_when_ready,
         latest_comparison_url,
@@ -282,6 +282,10 @@ def ui(
         console.print(f"the MLflow server of `sweval up` serves {uri}: open "
                       + (latest_comparison_url(uri, serving) or serving), markup=False)
         return
+    held = port_holder(port)
+    if held is not None:  # else the announcement could point at another server there
+        raise SwevalError(f"port {port} on 127.0.0.1 is taken ({held}): stop that process or "
+                          "choose another port with --port.")
     console.print(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
         "stop with Ctrl-C", markup=False

@@ -309,3 +309,24 @@ def test_a_prefect_api_that_does_not_answer_is_one_clear_error(tmp_path: Path) -
     assert done.returncode == 2, output
     assert f"cannot reach the Prefect API at http://127.0.0.1:{port}/api" in output
     assert "Traceback" not in output
+
+
+def test_ui_on_a_taken_port_is_an_error_naming_its_holder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Without the check the MLflow child failed to bind (exit 0), or the announcement pointed at
+    another server already listening there."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setattr(sys, "argv", [
+            "sweval", "ui", "--no-browser", "--port", str(port),
+            "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"port {port} on 127.0.0.1 is taken" in err and "--port" in err
