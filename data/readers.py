@@ -86,9 +86,13 @@ def read_file(
             when every id spells an integer without padding.
 
     Raises:
-        SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, or unparsable.
+        SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, unparsable, or
+            another format than its name says (Parquet named .csv, gzip named .parquet).
     """
     check_file(path)
+    hint = _content_hint(path, fmt)
+    if hint:
+        raise SwevalError(f"{path}: cannot read as {fmt}: {hint}")
     if sep is not None and fmt != "csv":
         raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
@@ -122,6 +126,32 @@ def read_file(
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
         raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
+
+
+#: The first bytes of formats a file may hold whatever its name says.
+_MAGIC = {b"PAR1": "parquet", b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip"}
+
+
+def _content_hint(path: Path, fmt: str) -> str:
+    """What the file's first bytes say it is, when that is not ``fmt``: "it is a Parquet file
+    (use --format parquet)"; empty when they say nothing or agree."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(path.stat().st_size - 4, 0))
+            tail = handle.read(4)
+    except OSError:
+        return ""
+    found = next((kind for magic, kind in _MAGIC.items() if head.startswith(magic)), None)
+    if found == "parquet" and tail != b"PAR1":  # Parquet ends with it too; a CSV column "PAR1…"
+        found = None
+    if found is None or found == fmt or (found == "gzip" and fmt != "parquet"):
+        return ""  # gzip is read as such for text formats; it is their compression
+    if found == "parquet":
+        return "it is a Parquet file (its first bytes are PAR1): use --format parquet."
+    if found == "gzip":
+        return "it is gzip-compressed: decompress it, or name it .csv.gz for a gzipped CSV."
+    return "it is a zip archive: extract the log from it."
 
 
 def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:

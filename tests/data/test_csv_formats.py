@@ -57,3 +57,25 @@ def test_a_tsv_file_is_tab_separated_whatever_its_header_counts(tmp_path: Path) 
     path = tmp_path / "log.tsv.gz"
     path.write_bytes(gzip.compress(b"user\titem\ttimestamp\tnote (a,b,c,d)\nu1\ti1\t1700000000\tx\n"))
     assert load_log(str(path)).item_ids.tolist() == ["i1"]
+
+
+def test_a_file_whose_bytes_are_another_format_than_its_name_says(tmp_path: Path) -> None:
+    """Parquet named .csv and gzip named .parquet: the error says what the file is (its magic
+    bytes), not "the header names a column twice" or "magic bytes not found"."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"user": [1, 2], "item": [3, 4], "timestamp": [5, 6]})
+    parquet = tmp_path / "log.csv"
+    frame.to_parquet(parquet)
+    with pytest.raises(SwevalError, match=r"log\.csv: cannot read as csv: it is a Parquet file "
+                                          r"\(its first bytes are PAR1\): use --format parquet"):
+        load_log(parquet)
+    assert len(load_log(parquet, fmt="parquet").user) == 2
+    zipped = tmp_path / "log.parquet"
+    zipped.write_bytes(gzip.compress(b"user,item,timestamp\n1,2,3\n"))
+    with pytest.raises(SwevalError, match=r"log\.parquet: cannot read as parquet: it is "
+                                          r"gzip-compressed"):
+        load_log(zipped)
+    text = tmp_path / "par1.csv"  # a CSV whose first column happens to be called PAR1
+    text.write_text("PAR1,user,item,timestamp\nx,1,2,3\n")
+    assert len(load_log(text).user) == 1
