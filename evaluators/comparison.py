@@ -101,8 +101,9 @@ def table2(summary: pd.DataFrame, *, metric: str = "recall", stratum: str = "all
 
 
 def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, list[str]]:
-    """Per protocol, the evaluated algorithms best first at metric@k: by Δ% (means over the
-    folds all of them have), then mean, ties by name."""
+    """Per protocol, the evaluated algorithms best first at metric@k: by Δ% (each against the
+    best on the folds both have, :func:`~evaluators.results.summarise`), then mean, ties by
+    name."""
     part = summary[
         (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
     ]
@@ -163,8 +164,8 @@ def kendall_table(
     """Kendall's τ between the algorithm rankings of every pair of protocols, for every k.
 
     The rankings compare the algorithms evaluated under both protocols (POP-N is absent from
-    LOOCV), by their metric@k (:func:`~evaluators.results.ranking_score`: Δ%, i.e. the means
-    over the folds all of a protocol's algorithms have).
+    LOOCV), by their metric@k as :func:`~evaluators.results.ranking_score` orders them (Δ%:
+    the mean where every algorithm has the same folds).
     """
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
     part = part[part["k"].notna() & part["mean"].notna()]

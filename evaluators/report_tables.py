@@ -70,9 +70,10 @@ class MetricTable:
 def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     """The Table 2/3 layout of ``metric`` from a per-protocol summary.
 
-    A cell is best when its Δ% is 0: the best mean over the folds every algorithm of its
-    (protocol, stratum, k) has (:func:`~evaluators.results.summarise`); ties are all best.
-    Without Δ% (an unranked metric, all means 0) the largest mean (> 0) is.
+    A cell is best when its Δ% is 0: the summary's best, the highest mean among the algorithms
+    of its (protocol, stratum, k) scored on the most folds (:func:`~evaluators.results.summarise`);
+    ties are all best. Where no cell of the group has a Δ% (an unranked metric, all means 0)
+    the largest mean (> 0) is.
     """
     part = summary[summary["metric"] == metric]
     if part.empty:
@@ -80,25 +81,26 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     part = part.assign(key_k=[None if pd.isna(k) else int(k) for k in part["k"]])
     groups = part.groupby(["protocol", "stratum", "metric", "k"], dropna=False)
     top = groups["mean"].transform("max")
+    ranked = groups["delta"].transform(lambda delta: delta.notna().any())
     strata = sorted(unique_in_order(part["stratum"]), key=lambda s: s != "all")
     ks = sorted(set(part["key_k"]), key=lambda k: (k is None, k or 0))
     columns = list(dict.fromkeys(zip(part["protocol"].astype(str), part["algorithm"].astype(str))))
     cells = {}
-    for row, best in zip(part.itertuples(index=False), top, strict=True):
+    for row, best, has_delta in zip(part.itertuples(index=False), top, ranked, strict=True):
         mean = float(row.mean)
         cells[(str(row.protocol), str(row.stratum), str(row.algorithm), row.key_k)] = Cell(
             mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
             n_skipped=int(row.n_skipped),
-            best=_is_best(mean, float(row.delta), best),
+            best=_is_best(mean, float(row.delta), best, has_delta=bool(has_delta)),
             ci_low=float(getattr(row, "ci_low", np.nan)),
             ci_high=float(getattr(row, "ci_high", np.nan)),
         )
     return MetricTable(metric=metric, strata=strata, ks=ks, columns=columns, cells=cells)
 
 
-def _is_best(mean: float, delta: float, top: float) -> bool:
-    if np.isfinite(delta):
-        return abs(delta) < 1e-12
+def _is_best(mean: float, delta: float, top: float, *, has_delta: bool) -> bool:
+    if has_delta:  # the summary's best (and its ties); a series ahead on fewer folds is not
+        return bool(np.isfinite(delta) and abs(delta) < 1e-12)
     return bool(np.isfinite(mean) and top > 0 and mean >= top)
 
 

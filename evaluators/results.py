@@ -7,8 +7,9 @@
 
 ``n_eligible`` is the eligible users of the row's group, which u_min is checked against (|U_f|
 of the fold; of the stratum's sub-log in mode ``subset``; the group's part of U_f in mode
-``test``), ``n_users`` the number of users the value averages over (the same number). ``k`` is empty for R-precision. Skipped folds keep their rows with an empty
-value, so the table shows every fold.
+``test``), ``n_users`` the number of users the value averages over (the same number). ``k`` is
+empty for R-precision. Skipped folds keep their rows with an empty value, so the table shows
+every fold.
 
 The metrics are ``--metrics`` (:mod:`evaluators.metric_set`; default SPEC §4's four). A per-user
 metric's value is the mean over the row's users; an exposure metric's (coverage, popularity,
