@@ -18,6 +18,7 @@ gini) is computed once from all the row's users' lists, so ``n_users`` counts th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -159,6 +160,16 @@ def _deltas(used: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "delta", "delta_folds"])
 
 
+def stratum_order(strata: pd.Series) -> dict[str, int]:
+    """The rank of every stratum label: ``all`` first, then the policies as their ids sort
+    (numerically when every label spells an integer, ``2`` before ``10``; else as text)."""
+    labels = [str(label) for label in strata.unique()]
+    policies = [label for label in labels if label != "all"]
+    numeric = all(re.fullmatch(r"0|-?[1-9][0-9]*", label) for label in policies)
+    ordered = sorted(policies, key=int if numeric else str)
+    return {label: i for i, label in enumerate(["all", *ordered])}
+
+
 def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
     """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
     frame = pd.DataFrame(list(rows), columns=COLUMNS)
@@ -174,8 +185,7 @@ def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -
         (
             frame["k"].fillna(0).to_numpy(),
             frame["metric"].map(ORDER).to_numpy(),
-            (frame["stratum"] != "all").to_numpy().astype(int) * 1_000_000
-            + frame["stratum"].rank(method="dense").to_numpy().astype(int),
+            frame["stratum"].map(stratum_order(frame["stratum"])).to_numpy(),
             frame["algorithm"].map(algorithm_rank).fillna(len(algorithm_rank)).to_numpy(),
             frame["fold"].to_numpy(),
         )

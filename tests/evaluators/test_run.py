@@ -195,3 +195,18 @@ def test_stratify_mode_test_without_a_column_is_refused():
 
     with pytest.raises(SwevalError, match="--stratify-mode test needs --stratify-by"):
         make_plan(EvalConfig.build(stratify_mode="test", tracking=False, progress=False))
+
+
+def test_numeric_policy_labels_sort_as_numbers_in_the_tables():
+    """Strata 1, 2, 10 (integer policy ids sort numerically, as every id does: protocol.md §1),
+    not 1, 10, 2; text labels sort as text; ``all`` comes first."""
+    from sweval.evaluators.results import results_frame
+
+    rows = [{"fold": 0, "t_start": 0, "t_end": 1, "algorithm": "pop", "stratum": stratum,
+             "metric": "recall", "k": 10, "value": 0.1, "n_users": 1, "n_eligible": 1,
+             "skipped": False, "skip_reason": "", "config_hash": ""}
+            for stratum in ["10", "2", "all", "1"]]
+    assert results_frame(rows, ["pop"])["stratum"].tolist() == ["all", "1", "2", "10"]
+    for row, label in zip(rows, ["b", "B", "all", "a"], strict=True):
+        row["stratum"] = label
+    assert results_frame(rows, ["pop"])["stratum"].tolist() == ["all", "B", "a", "b"]
