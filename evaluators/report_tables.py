@@ -156,7 +156,8 @@ def cell_title(metric: str, algorithm: str, k: int | None, cell: Cell) -> str:
     """A value cell's tooltip: its full-precision mean, std and fold counts."""
     interval = format_interval(cell)
     return (f"{algorithm}, {metric_label(metric, k)}: mean {cell.mean:.6g}, "
-            f"std {cell.std:.4g} over {cell.n_folds} folds ({cell.n_skipped} skipped)"
+            + (f"std {cell.std:.4g}" if np.isfinite(cell.std) else "no std")
+            + f" over {cell.n_folds} folds ({cell.n_skipped} skipped)"
             + (f", bootstrap interval {interval}" if interval else ""))
 
 

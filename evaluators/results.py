@@ -135,6 +135,17 @@ def ranking_score(summary: pd.DataFrame) -> pd.Series:
     return delta.where(delta.notna(), np.where(has_delta, -np.inf, summary["mean"]))
 
 
+def _std(values: pd.Series) -> float:
+    """The standard deviation over folds (ddof = 1) of the values as ``results.csv`` writes
+    them (10 significant digits, as the intervals read them): exactly 0 when they are all equal
+    (not the float noise of their mean), none for one fold, where it is undefined (0 would
+    claim a fold-to-fold spread of nothing)."""
+    if len(values) < 2:
+        return np.nan
+    written = np.array([float(f"{value:.10g}") for value in values])
+    return 0.0 if (written == written[0]).all() else float(np.std(written, ddof=1))
+
+
 def _deltas(used: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """``delta`` and ``delta_folds`` of :func:`summarise`, per (algorithm, stratum, metric, k)
     with a value."""
@@ -194,7 +205,8 @@ def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -
 
 
 def summarise(results: pd.DataFrame) -> pd.DataFrame:
-    """Macro mean ± std over non-skipped folds, per (algorithm, stratum, metric, k), with Δ%.
+    """Macro mean ± std over non-skipped folds (std empty for one fold), per (algorithm,
+    stratum, metric, k), with Δ%.
 
     ``mean`` is over the algorithm's own scored folds. The best, at each (stratum, metric, k),
     is the highest mean among the algorithms scored on the most folds (every algorithm, unless a
@@ -211,8 +223,7 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
     keys = ["algorithm", "stratum", "metric", "k"]
     used = results[~results["skipped"]]
     grouped = used.groupby(keys, dropna=False, sort=False)["value"]
-    summary = grouped.agg(mean="mean", std=lambda v: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
-                          n_folds="count").reset_index()
+    summary = grouped.agg(mean="mean", std=_std, n_folds="count").reset_index()
     skipped = (
         results[results["skipped"]]
         .groupby(keys, dropna=False, sort=False)["fold"].nunique()

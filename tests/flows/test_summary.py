@@ -191,3 +191,13 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     reasons = outputs.results.loc[outputs.results["stratum"] == "B", "skip_reason"].unique()
     assert len(reasons) == 1 and "u_min" not in reasons[0]
     assert f"stratum B: every fold skipped ({reasons[0]})" in text
+
+
+def test_std_is_none_for_one_fold_and_exactly_zero_for_equal_values():
+    """ddof = 1 over one fold is undefined (0 would claim no spread); three equal folds give 0,
+    not the float noise of their mean (0.1 + 0.1 + 0.1 = 0.30000000000000004)."""
+    results = long_results({"one": [0.25], "equal": [0.1, 0.1, 0.1], "two": [0.1, 0.3]})
+    results = results[results["fold"].lt(3)]
+    summary = summary_of(results)[0].set_index("algorithm")["std"]
+    assert pd.isna(summary["one"]) and summary["equal"] == 0.0
+    assert summary["two"] == pytest.approx(0.1414213562373095)

@@ -37,19 +37,19 @@ QUIET = ["--no-tracking", "--no-progress"]
 _SKYLAKEX_ONLY = {
     "default": "0e0c70270182e18926b71f2735e22b8e3293bbb7a08861de3a94851698c8cee7",
     "compare.csv": "a8948d29360e8d0fb721e37c56d244f268369bc0912eb717c2934546c7a2ed92",
-    "compare_summary.csv": "270369a190eefd9f7f492a5bf0837d1395c7c5b45f7e8b9e03ba8836cfd8d269",
+    "compare_summary.csv": "248d7fb0f225228dda232eb5e2b4cf11d93602743ae3c7ed6b4088573ef70fb5",
     "leakage.csv": "1b3e2c6c0dc20369ce8ae651d99e739f4d31e9b0725b5f21675cf7c988dde43a",
     "leakage_per_split.csv": "eab000c22b745864336c2d0681c59876e3e0e51546eb05667e8a1e64e31adcdd",
-    "table2.csv": "666b0234a1daea252b92ac4fe87074ccc86712565b443475ad5ee7d2f516c603",
+    "table2.csv": "d8c62dd1d763c8dc4f7655452c145cb161660fcf7c107af367c11b1071c04d0d",
     "loocv/results.csv": "8871e8f92cee3659d499c189fb8919f41d401c43b38839a121158732f4454d0c",
 }
 _HASWELL_ONLY = {
     "default": "061df5614515ac009302ea00c889029bead90ad393789060972d45f1ccb5f579",
     "compare.csv": "68db74b4b01cf2c6f324f2ba62bb21e6e63716d9811457c4167412c38223e621",
-    "compare_summary.csv": "faf7692b22a721c92a462b3dd2ee8fa55871878566ee20eb710b81502c1afb4a",
+    "compare_summary.csv": "e08dc433f219a54da466b51f022ef75d70bc0f26ebc86d971a6f684fadb86c79",
     "leakage.csv": "7c8272acbf6b256f507a96281442d5f4634581372c86a91f3929d6167da0e157",
     "leakage_per_split.csv": "66317496b83f034ccdb488679013743098e2cd9fde9b913cc938d36108a007ec",
-    "table2.csv": "a047bf0e8068e4aed291863af71af9d1eba02f1d233be28bf4f4e9a84ea2e010",
+    "table2.csv": "7ebdbcf8572191c3ff50e35371f422499c69e516fd0528f1b32358ba183d4f8a",
     "loocv/results.csv": "3d8deb004b751493f22e5a9d048d2ceb2ebfcdda8c5a28ec6ac2db5a682485ec",
 }
 #: The tables every kernel gives alike.
