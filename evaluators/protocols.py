@@ -211,6 +211,25 @@ class LeaveLastOneOut(Protocol):
                             definition={"kind": self.name})
 
 
+#: More LOOCV repetitions than this is a typing slip, not an experiment (each is a full fit).
+MAX_LOOCV_REPEATS = 10_000
+
+
+def check_loocv_repeats(repeats: int) -> None:
+    """Raises:
+        SwevalError: ``--loocv-repeats`` outside 1 … :data:`MAX_LOOCV_REPEATS`."""
+    if not 1 <= repeats <= MAX_LOOCV_REPEATS:
+        raise SwevalError(
+            f"--loocv-repeats must be between 1 and {MAX_LOOCV_REPEATS:,}, got {repeats}.")
+
+
+def check_split_seed(seed: int) -> None:
+    """Raises:
+        SwevalError: a negative ``--split-seed`` (numpy's generators take seeds ≥ 0)."""
+    if seed < 0:
+        raise SwevalError(f"--split-seed must be ≥ 0, got {seed}.")
+
+
 class LOOCV(Protocol):
     """``loocv``: n repetitions, seeds 0..n−1, one random transaction per user held out."""
 
@@ -218,8 +237,7 @@ class LOOCV(Protocol):
     defines_time: ClassVar[bool] = False
 
     def __init__(self, *, repeats: int = 10, u_min: int = 0) -> None:
-        if repeats < 1:
-            raise SwevalError(f"--loocv-repeats must be at least 1, got {repeats}.")
+        check_loocv_repeats(repeats)
         self.repeats = repeats
         self.u_min = u_min
 
@@ -245,6 +263,7 @@ class _ShareProtocol(Protocol):
     def __init__(self, *, share: float = 0.2, seed: int = 0, u_min: int = 0) -> None:
         if not 0 < share < 1:
             raise SwevalError(f"--split-ratio must be between 0 and 1 (exclusive), got {share}.")
+        check_split_seed(seed)
         self.share = share
         self.seed = seed
         self.u_min = u_min

@@ -91,6 +91,8 @@ from sweval.evaluators.protocols import (
     SlidingWindow,
     TemporalGlobal,
     TemporalUser,
+    check_loocv_repeats,
+    check_split_seed,
     count_units,
     for_stratum,
     parse_protocols,
@@ -241,8 +243,8 @@ def run_compare(
             run writing to ``output`` (:func:`evaluators.locks.output_lock`).
     """
     protocols = parse_protocols(protocols)
-    if loocv_repeats < 1:
-        raise SwevalError(f"--loocv-repeats must be at least 1, got {loocv_repeats}.")
+    check_loocv_repeats(loocv_repeats)  # before anything is fitted
+    check_split_seed(split_seed)
     if rank_metric not in RANK_METRICS:
         raise SwevalError(f"--rank-metric {rank_metric!r}: one of {', '.join(RANK_METRICS)}.")
     directory = Path(output)

@@ -255,3 +255,24 @@ def test_relevant_sets_refuse_items_out_of_order():
         with pytest.raises(ValueError, match="ascending and distinct"):
             RelevantSets(users=np.array([0, 1]), indptr=np.array([0, 2, 3]),
                          items=np.array(items))
+
+
+def test_a_negative_seed_and_absurd_repetitions_are_refused_before_any_fit(tmp_path):
+    """numpy refuses negative seeds and range() huge counts with tracebacks; compare checks
+    both before it fits SW-EVAL's units."""
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.protocols import LOOCV
+    from sweval.flows.compare import run_compare
+
+    with pytest.raises(SwevalError, match="--split-seed must be ≥ 0, got -1"):
+        RandomSplit(seed=-1)
+    with pytest.raises(SwevalError, match="--loocv-repeats must be between 1 and 10,000"):
+        LOOCV(repeats=10**20)
+    config = EvalConfig.build(algorithms=["pop"], tracking=False, progress=False,
+                              output=str(tmp_path / "out"))
+    for options, message in (({"split_seed": -1}, "--split-seed"),
+                             ({"loocv_repeats": 10**20}, "--loocv-repeats")):
+        with pytest.raises(SwevalError, match=message):
+            run_compare(config, ["sw-eval", "loocv", "random-split"], output=tmp_path / "out",
+                        **options)
+        assert not (tmp_path / "out" / "sw-eval").exists()
