@@ -334,7 +334,9 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
 
 
 #: The hold-out protocols ``sweval compare --tune`` also tunes on (the timeline-blind way).
-HOLDOUT_PROTOCOLS = ("loocv", "leave-last-one-out")
+HOLDOUT_PROTOCOLS = (
+    "loocv", "leave-last-one-out", "temporal-user", "random-split", "leave-last-basket",
+)
 TUNED_ON = "{}[tuned on {}]"
 PROTOCOL_TUNING_COLUMNS = [
     "protocol", "algorithm", "candidate", "params", "validation_value", "n_splits", "chosen",

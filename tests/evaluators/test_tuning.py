@@ -196,14 +196,16 @@ def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the
     from sweval.flows.compare import run_compare
 
     cfg = config(tmp_path, folds=5, tune={"item-knn": {"n_neighbors": [5, 50]}})
-    comparison = run_compare(cfg, ["sw-eval", "loocv", "leave-last-one-out"],
-                             output=tmp_path / "cmp", loocv_repeats=2)
+    holdout = ["loocv", "leave-last-one-out", "temporal-user", "random-split"]
+    comparison = run_compare(cfg, ["sw-eval", *holdout], output=tmp_path / "cmp",
+                             loocv_repeats=2)
     results = comparison.results
     sw = results[(results["protocol"] == "sw-eval") & (results["metric"] == "recall")
                  & (results["k"] == 10)].pivot_table(index="fold", columns="algorithm",
                                                       values="value")
     choices = pd.read_csv(tmp_path / "cmp" / "tuning_protocols.csv")
-    for protocol in ("loocv", "leave-last-one-out"):
+    assert set(choices["protocol"]) == set(holdout)  # every hold-out protocol that ran
+    for protocol in holdout:
         mine = choices[choices["protocol"] == protocol]
         best = mine.sort_values("validation_value", ascending=False, kind="stable")
         chosen = mine[mine["chosen"]]["candidate"].item()
