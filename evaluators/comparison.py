@@ -114,28 +114,46 @@ def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[s
     return out
 
 
+def tied_ranks(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, dict[str, int]]:
+    """Per protocol, every evaluated algorithm's rank at metric@k: 1 + the number of algorithms
+    ranked strictly above it by :func:`~evaluators.results.ranking_score`, compared to 12
+    decimals, so equal means share a rank (1, 1, 3) and float noise does not split them."""
+    part = summary[
+        (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
+    ]
+    part = part[part["mean"].notna()]
+    part = part.assign(score=np.round(ranking_score(part).to_numpy(dtype=float), 12))
+    out: dict[str, dict[str, int]] = {}
+    for protocol, rows in part.groupby("protocol", sort=False):
+        scores = dict(zip(rows["algorithm"].astype(str), rows["score"], strict=True))
+        out[str(protocol)] = {a: 1 + sum(other > score for other in scores.values())
+                              for a, score in scores.items()}
+    return out
+
+
 def rank_shift(
     summary: pd.DataFrame, protocols: Sequence[str], *, metric: str = "recall"
 ) -> pd.DataFrame:
     """002 Table 3: per k, every algorithm's rank under each protocol and its shift against the
     first protocol (``shift`` = reference rank − rank: +2 moved up two places).
 
-    Ranks are 1-based over the algorithms each protocol evaluates, as :func:`rankings` orders
-    them; an algorithm a protocol does not evaluate has no rank there.
+    Ranks are 1-based over the algorithms each protocol evaluates (:func:`tied_ranks`: equal
+    means share a rank), rows in :func:`rankings`' order; an algorithm a protocol does not
+    evaluate has no rank there.
     Columns: ``k, algorithm, protocol, rank, shift``, rows in the reference protocol's order.
     """
     rows = []
     ks = sorted(int(k) for k in summary.loc[summary["k"].notna(), "k"].unique())
     for k in ks:
         ranked = rankings(summary, k, metric=metric)
+        ranks = tied_ranks(summary, k, metric=metric)
         reference = ranked.get(protocols[0], [])
         order = reference + sorted({a for p in protocols for a in ranked.get(p, [])}
                                    - set(reference))
         for algorithm in order:
-            base = reference.index(algorithm) + 1 if algorithm in reference else None
+            base = ranks.get(protocols[0], {}).get(algorithm)
             for protocol in protocols:
-                names = ranked.get(protocol, [])
-                rank = names.index(algorithm) + 1 if algorithm in names else None
+                rank = ranks.get(protocol, {}).get(algorithm)
                 shift = base - rank if base is not None and rank is not None else None
                 rows.append({"k": k, "algorithm": algorithm, "protocol": protocol,
                              "rank": rank, "shift": shift})
@@ -169,7 +187,7 @@ def kendall_table(
     """
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
     part = part[part["k"].notna() & part["mean"].notna()]
-    part = part.assign(score=ranking_score(part))
+    part = part.assign(score=np.round(ranking_score(part).to_numpy(dtype=float), 12))
     ks = sorted(int(k) for k in part["k"].unique())
     rows = []
     for first, second in combinations(protocols, 2):

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweval.evaluators.comparison import rank_shift, rankings, table2
+from sweval.evaluators.comparison import rank_shift, rankings, table2, tied_ranks
 from sweval.evaluators.comparison_views import (
     LEAKAGE_BUG,
     kendall_view,
@@ -130,9 +130,22 @@ def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
     for k in comparison.ks:
         table.add_column(f"k={k}")
     per_k = {k: rankings(comparison.summary, k, metric=metric) for k in comparison.ks}
+    ranks = {k: tied_ranks(comparison.summary, k, metric=metric) for k in comparison.ks}
     for name in comparison.protocols:
-        table.add_row(name, *(escape(" > ".join(per_k[k].get(name, []))) for k in comparison.ks))
+        table.add_row(name, *(escape(_ranking_text(per_k[k].get(name, []),
+                                                   ranks[k].get(name, {})))
+                              for k in comparison.ks))
     return table
+
+
+def _ranking_text(order: list[str], ranks: dict[str, int]) -> str:
+    """``a > b = c > d``: ``=`` between algorithms that share a rank."""
+    text = ""
+    for i, name in enumerate(order):
+        if i:
+            text += " = " if ranks.get(name) == ranks.get(order[i - 1]) else " > "
+        text += name
+    return text
 
 
 def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:

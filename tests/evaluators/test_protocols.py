@@ -307,7 +307,7 @@ def test_parse_protocols_errors():
         parse_protocols(["loocv", "loocv"])
     with pytest.raises(SwevalError, match="at least one"):
         parse_protocols([])
-    with pytest.raises(SwevalError, match="at least 1"):
+    with pytest.raises(SwevalError, match="between 1 and 10,000"):
         LOOCV(repeats=0)
 
 

@@ -128,6 +128,25 @@ def test_rank_shift_by_hand():
     assert shift["algorithm"].drop_duplicates().tolist() == ["x", "y", "z"]  # a's order
 
 
+def test_equal_means_share_a_rank_and_move_no_place():
+    """Under b, x and y tie (0.2 and 0.2 plus float noise): both rank 1 and z ranks 3
+    (competition ranking); under a, x is 1st and y 2nd, so y moves up one place, x none."""
+    from sweval.flows.compare_tables import _ranking_text
+
+    rows = []
+    for protocol, means in {"a": {"x": 0.3, "y": 0.2, "z": 0.1},
+                            "b": {"x": 0.2, "y": 0.2 + 1e-15, "z": 0.1}}.items():
+        rows += [{"protocol": protocol, "algorithm": name, "stratum": "all", "metric": "recall",
+                  "k": 10, "mean": value} for name, value in means.items()]
+    summary = pd.DataFrame(rows)
+    shift = rank_shift(summary, ["a", "b"])
+    got = {(r.algorithm, r.protocol): (r.rank, r.shift) for r in shift.itertuples()}
+    assert got["x", "b"] == (1, 0) and got["y", "b"] == (1, 1) and got["z", "b"] == (3, 0)
+    from sweval.evaluators.comparison import rankings, tied_ranks
+
+    assert _ranking_text(rankings(summary, 10)["b"], tied_ranks(summary, 10)["b"]) == "x = y > z"
+
+
 def test_leave_last_basket_by_hand():
     from sweval.evaluators.protocols import LeaveLastBasket
 

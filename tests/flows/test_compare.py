@@ -151,7 +151,7 @@ def test_errors():
     with pytest.raises(SwevalError, match="unknown protocol"):
         run_compare(EvalConfig.build(progress=False, tracking=False), ["sw-eval", "kfold"],
                     output="/nonexistent")
-    with pytest.raises(SwevalError, match="at least 1"):
+    with pytest.raises(SwevalError, match="between 1 and 10,000"):
         run_compare(EvalConfig.build(progress=False, tracking=False), ["loocv"],
                     output="/nonexistent", loocv_repeats=0)
 
