@@ -45,7 +45,8 @@ def _protocol_title(comparison: Comparison, name: str) -> str:
     what = {
         "sw-eval": f"{len(run.splits)}-fold SW-EVAL ({comparison.config.window} windows"
                    + (f", {skipped} skipped" if skipped else "") + ")",
-        "loocv": f"{used}-repetition LOOCV (seeds 0..{comparison.loocv_repeats - 1})",
+        "loocv": f"{len(run.splits)}-repetition LOOCV (seeds 0..{comparison.loocv_repeats - 1}"
+                 + (f", {skipped} skipped" if skipped else "") + ")",
         "leave-last-one-out": "leave-last-one-out",
         "temporal-global": "temporal-global (one cut-off)",
         "random-split": f"random split ({comparison.split_ratio:.0%} of each user's "

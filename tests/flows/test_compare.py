@@ -364,3 +364,18 @@ def test_files_line_names_every_file_written(comparison):
     on_disk = sorted(p.name for p in comparison.directory.iterdir()
                      if p.is_file() and not p.name.startswith(("report", ".")))
     assert sorted(named) == on_disk
+
+
+def test_the_loocv_title_counts_the_repetitions_run_and_says_how_many_were_skipped():
+    """Two repetitions, both skipped for u_min: "2-repetition LOOCV (seeds 0..1, 2 skipped)",
+    not "0-repetition" next to two seeds."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from sweval.flows.compare_tables import _protocol_title
+
+    run = SimpleNamespace(splits=pd.DataFrame({"skipped": [True, True]}))
+    comparison = SimpleNamespace(runs={"loocv": run}, loocv_repeats=2, split_ratio=0.2,
+                                 split_seed=0, config=SimpleNamespace(window="7D"))
+    assert _protocol_title(comparison, "loocv") == "2-repetition LOOCV (seeds 0..1, 2 skipped)"
