@@ -114,7 +114,9 @@ def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[s
     return out
 
 
-def tied_ranks(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[str, dict[str, int]]:
+def tied_ranks(
+    summary: pd.DataFrame, k: int, *, metric: str = "recall"
+) -> dict[str, dict[str, int]]:
     """Per protocol, every evaluated algorithm's rank at metric@k: 1 + the number of algorithms
     ranked strictly above it by :func:`~evaluators.results.ranking_score`, compared to 12
     decimals, so equal means share a rank (1, 1, 3) and float noise does not split them."""
