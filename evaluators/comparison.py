@@ -104,14 +104,18 @@ def rankings(summary: pd.DataFrame, k: int, *, metric: str = "recall") -> dict[s
     """Per protocol, the evaluated algorithms best first at metric@k: by Δ% (each against the
     best on the folds both have, :func:`~evaluators.results.summarise`), then mean, ties by
     name."""
+    out: dict[str, list[str]] = {}
+    for protocol, rows in _ranked_part(summary, k, metric).groupby("protocol", sort=False):
+        out[str(protocol)] = ranked_algorithms(rows.sort_values("algorithm", kind="stable"))
+    return out
+
+
+def _ranked_part(summary: pd.DataFrame, k: int, metric: str) -> pd.DataFrame:
+    """The rows the rankings at metric@k read: stratum ``all``, the algorithms with a mean."""
     part = summary[
         (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
     ]
-    out: dict[str, list[str]] = {}
-    for protocol, rows in part.groupby("protocol", sort=False):
-        rows = rows[rows["mean"].notna()].sort_values("algorithm", kind="stable")
-        out[str(protocol)] = ranked_algorithms(rows)
-    return out
+    return part[part["mean"].notna()]
 
 
 def tied_ranks(
@@ -120,10 +124,7 @@ def tied_ranks(
     """Per protocol, every evaluated algorithm's rank at metric@k: 1 + the number of algorithms
     ranked strictly above it by :func:`~evaluators.results.ranking_score`, compared to 12
     decimals, so equal means share a rank (1, 1, 3) and float noise does not split them."""
-    part = summary[
-        (summary["metric"] == metric) & (summary["k"] == k) & (summary["stratum"] == "all")
-    ]
-    part = part[part["mean"].notna()]
+    part = _ranked_part(summary, k, metric)
     part = part.assign(score=np.round(ranking_score(part).to_numpy(dtype=float), 12))
     out: dict[str, dict[str, int]] = {}
     for protocol, rows in part.groupby("protocol", sort=False):

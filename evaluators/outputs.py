@@ -24,9 +24,9 @@ read the item facts of each split's training data, computed once per split.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,15 +41,15 @@ from sweval.evaluators.overlap import Lists, list_overlap
 from sweval.evaluators.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.per_user import PerUser
 from sweval.evaluators.results import results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.seeds import seed_pairs
 from sweval.evaluators.significance import (
     Bootstrap,
     compare_algorithms,
     compare_strata,
     with_intervals,
 )
-from sweval.evaluators.store import UnitStore, atomic_write_text
-from sweval.evaluators.seeds import seed_pairs
 from sweval.evaluators.splits import Split
+from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units import Unit, UnitFailure
@@ -321,10 +321,9 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         for name, text in tables.items():
             atomic_write_text(directory / name, text)
-        if outputs.per_user is not None:
-            outputs.per_user.write(directory)
         written = set(tables)
         if outputs.per_user is not None:
+            outputs.per_user.write(directory)
             written.add(PER_USER_FILE)
         if outputs.overlap is not None and not outputs.overlap.empty:
             atomic_write_text(directory / OVERLAP_FILE,

@@ -239,18 +239,17 @@ def tune(
         valid = values.reindex(index=folds, columns=search.candidates)
         for fold in folds:
             windows = validation_folds(folds, used, fold, config)
-            window_values = valid.loc[windows].to_numpy() if windows else np.empty((0, 0))
-            counts = [int(np.isfinite(window_values[:, i]).sum()) if windows else 0
-                      for i in range(len(search.candidates))]
+            window_values = valid.loc[windows].to_numpy()  # windows × candidates
+            counts = np.isfinite(window_values).sum(axis=0)  # a failed unit has no value
             means = [float(window_values[:, i].mean()) if windows and counts[i] == len(windows)
                      else np.nan for i in range(len(search.candidates))]
             rounded = np.round(means, 12)
-            chosen = (int(np.nanargmax(rounded)) if not np.isnan(rounded).all() else None)
+            chosen = int(np.nanargmax(rounded)) if not np.isnan(rounded).all() else None
             for i, (label, params) in enumerate(zip(search.candidates, search.params, strict=True)):
                 choices.append({
                     "fold": fold, "algorithm": search.label, "candidate": label,
                     "params": json.dumps(params, sort_keys=True), "validation_value": means[i],
-                    "n_validation_windows": counts[i], "chosen": i == chosen,
+                    "n_validation_windows": int(counts[i]), "chosen": i == chosen,
                 })
             added.append(_tuned_rows(results, fold, search, chosen, used, bool(windows), config))
     tuned = pd.concat(added, ignore_index=True) if added else results.iloc[:0]

@@ -96,9 +96,8 @@ def _own_session() -> Iterator[None]:
     """Processes this thread spawns meanwhile start a session of their own.
 
     Prefect spawns its temporary server in our process group, where a terminal's Ctrl-C
-    (SIGINT to the whole foreground group) kills it along with us: the flow's client, stopping,
-    then retried the dead API for two minutes before exiting. In its own session the server
-    outlives the signal until our exit stops it (Prefect's ``stop`` at exit, and
+    (SIGINT to the whole foreground group) kills it along with us, while the stopping flow still
+    reports to it. In its own session the server outlives the signal until our exit stops it (Prefect's ``stop`` at exit, and
     :func:`~flows.processes.stop_with_this_process` after a SIGKILL). Other threads' spawns are
     left as they are; the replacement is a ``Popen`` subclass, so ``isinstance`` still holds.
     """
