@@ -35,9 +35,9 @@ class BPRConfig(AlgorithmConfig):
         "threads update shared factors without locks (Hogwild), so two runs differ",
     )
     device: Device = Field(
-        default="auto",
-        description="auto: GPU when implicit reports CUDA, else CPU; cpu; gpu (error without "
-        "CUDA)",
+        default="cpu",
+        description="cpu; gpu: implicit's CUDA kernel, a measurably different model (docs/"
+        "protocol.md §5.5; error without CUDA); auto: GPU when implicit reports CUDA, else CPU",
     )
 
 
@@ -67,9 +67,15 @@ class BPR(OnDevice, Algorithm):
     write the shared factors without locks and runs differ (measured on a 2,000 × 500
     matrix: factors up to 0.02 apart between two 4-thread runs), and the thread count itself
     changes the samples — so it is a parameter, part of the unit key, never the machine's core
-    count. The GPU runs implicit's CUDA kernel of
-    the same update (its own sampler). BLAS is limited to one thread during the fit, as
-    implicit asks. The device is resolved at construction like ALS's.
+    count. BLAS is limited to one thread during the fit, as implicit asks.
+
+    ``device=gpu`` (or ``auto`` on a machine with CUDA) runs implicit's CUDA kernel: each step's
+    arithmetic is the update above (``benchmarks/gpu_step.py``: 8 to 128 factors), but an
+    epoch's steps are drawn by cuRAND and run thousands at a time, unlocked, and its Recall@10
+    moved away from the CPU seeds' in both directions (+3 % with 100 factors, −10 % with 95,
+    on the generated log; ``benchmarks/RESULTS.md``). So the default is the CPU, on any
+    machine, and the GPU is asked for by name. The device is resolved at construction like
+    ALS's.
     """
 
     name: ClassVar[str] = "bpr"

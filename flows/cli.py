@@ -222,7 +222,7 @@ def serve(
 def algorithms() -> None:
     """List every algorithm, built-in and plugin, with its parameters, defaults and origin.
 
-    The table ends with where device=auto runs ALS and BPR here (the GPU, or the CPU and why). Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be used is reported after the table, with exit status 2."""
+    The table ends with where device=auto runs ALS and BPR here (the GPU, or the CPU and why) and their default devices (BPR: the CPU, on any machine). Plugins: entry points in the group [bold]sweval.algorithms[/bold]; any other class can be named by its import path (--algorithms pop,my_pkg.models:MyModel). A plugin that cannot be used is reported after the table, with exit status 2."""
     from rich.table import Table
 
     from sweval.algorithms.implicit_device import OnDevice, cuda_unavailable_reason
@@ -244,8 +244,13 @@ def algorithms() -> None:
     if on_device:
         reason = cuda_unavailable_reason()
         where = "the GPU" if reason is None else f"the CPU here: {reason}"
+        defaults = ", ".join(
+            f"{name}.device={found[name][0].Config.model_fields['device'].default}"
+            for name in on_device
+        )
         message_console(stderr=False).print(
-            f"device=auto ({', '.join(on_device)}) runs on {where}", markup=False
+            f"device=auto ({', '.join(on_device)}) runs on {where}; defaults: {defaults}",
+            markup=False,
         )
     if problems:
         raise SwevalError("\n".join(problems))

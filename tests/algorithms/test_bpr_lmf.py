@@ -122,6 +122,19 @@ def test_bpr_on_gpu_without_cuda_is_a_user_error():
         build_algorithm("bpr", {"device": "gpu"})
 
 
+def test_bpr_stays_on_the_cpu_by_default_where_a_gpu_is_usable(monkeypatch):
+    """implicit's GPU BPR is a different stochastic schedule (Recall@10 outside the CPU seeds'
+    tolerance, benchmarks/RESULTS.md), so a GPU is used for BPR only when asked for; ALS's
+    default still takes it."""
+    from sweval.algorithms import implicit_device
+
+    monkeypatch.setattr(implicit_device, "cuda_unavailable_reason", lambda: None)
+    assert build_algorithm("bpr", {}).device == "cpu"
+    assert build_algorithm("bpr", {}).key_params()["device"] == "cpu"
+    assert build_algorithm("bpr", {"device": "auto"}).device == "gpu"
+    assert build_algorithm("als", {}).device == "gpu"
+
+
 @pytest.mark.skipif(HAS_CUDA, reason="this machine has CUDA")
 def test_bpr_auto_falls_back_to_the_cpu():
     assert build_algorithm("bpr", {"device": "auto"}).device == "cpu"

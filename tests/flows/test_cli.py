@@ -141,8 +141,9 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
 
 
 @pytest.mark.parametrize(("reason", "said"), [
-    (None, "device=auto (als, bpr) runs on the GPU"),
-    ("rmm is not installed", "device=auto (als, bpr) runs on the CPU here: rmm is not installed"),
+    (None, "device=auto (als, bpr) runs on the GPU; defaults: als.device=auto, bpr.device=cpu"),
+    ("rmm is not installed", ("device=auto (als, bpr) runs on the CPU here: rmm is not installed; "
+                              "defaults: als.device=auto, bpr.device=cpu")),
 ])
 def test_algorithms_says_where_device_auto_runs(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], reason: str | None,
