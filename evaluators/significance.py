@@ -407,14 +407,23 @@ def best_lead(
     summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str,
     k: int | None, test: str = "wilcoxon",
 ) -> Lead | None:
-    """The lead of the best over the second best (None with fewer than two means), ranked as
-    :func:`ranked_algorithms` ranks them."""
+    """The lead of the best over the runner-up (None with fewer than two means).
+
+    The best is the summary's (Δ% = 0: the highest mean among the algorithms scored on the most
+    folds, ties in :func:`ranked_algorithms`' order), the runner-up the next of
+    :func:`ranked_algorithms`. That can be a series scored on fewer folds and ahead of the best
+    on them (Δ% > 0): then ``mean_diff`` is negative, the best behind on the folds both have."""
     part = summary[(summary["stratum"] == stratum) & (summary["metric"] == metric)
                    & _k_is(summary["k"], k) & summary["mean"].notna()]
     if len(part) < 2:
         return None
     ranked = ranked_algorithms(part)
-    best, second = ranked[0], ranked[1]
+    if "delta" in part:
+        at_zero = set(part.loc[part["delta"].abs() < 1e-12, "algorithm"].astype(str))
+        best = next((a for a in ranked if a in at_zero), ranked[0])
+    else:
+        best = ranked[0]
+    second = next(a for a in ranked if a != best)
     rows = significance[(significance["stratum"] == stratum) & (significance["metric"] == metric)
                         & _k_is(significance["k"], k) & (significance["test"] == test)]
     for a, b, sign in ((best, second, 1.0), (second, best, -1.0)):

@@ -72,10 +72,13 @@ def summary_table(
 def lead_cell(
     summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int
 ) -> str:
-    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``no power`` (too few folds) or ``—``."""
+    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``no power`` (too few folds), ``behind``
+    (the runner-up, scored on fewer folds, is ahead of the best on them) or ``—``."""
     lead = best_lead(summary, significance, stratum=stratum, metric=metric, k=k)
     if lead is None or pd.isna(lead.mean_diff):
         return "—"
+    if lead.mean_diff < 0:
+        return f"[yellow]behind {escape(lead.runner_up)}[/]"
     if lead.note == NO_POWER:
         return "[yellow]no power[/]"
     if lead.significant:

@@ -160,6 +160,29 @@ def test_a_series_with_fewer_folds_is_compared_on_its_own_folds_and_never_best_f
     assert "0.3000 -14%" in text and "0.2000 -20%" in text
 
 
+def test_a_series_ahead_on_fewer_folds_is_the_runner_up_and_the_best_stays_the_summarys():
+    """T, scored on folds 2-3 only, beats A there (0.6 against A's 0.35): Δ% > 0 ranks it first,
+    but the best is the summary's, A (the highest mean on all 4 folds, green in the tables);
+    the lead row names T as the runner-up A is behind, not a significant lead of T's."""
+    from sweval.evaluators.report_tables import metric_table
+    from sweval.evaluators.significance import best_lead, ranked_algorithms
+    from sweval.flows.summary import lead_cell
+
+    results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
+    results = pd.concat([results, long_results({"T[tuned]": [0.5, 0.7]}).assign(fold=[2, 3])])
+    summary, significance = summary_of(results)
+    by = summary.set_index("algorithm")
+    assert by.loc["A", "delta"] == 0.0 and by.loc["T[tuned]", "delta"] == pytest.approx(0.6 / 0.35 - 1)
+    assert ranked_algorithms(summary)[0] == "T[tuned]"
+    lead = best_lead(summary, significance, stratum="all", metric="recall", k=10)
+    assert (lead.best, lead.runner_up) == ("A", "T[tuned]")
+    assert lead.mean_diff == pytest.approx(0.35 - 0.6) and lead.n_folds == 2
+    assert lead_cell(summary, significance, stratum="all", metric="recall", k=10) == (
+        "[yellow]behind T\\[tuned][/]")
+    table = metric_table(summary.assign(protocol="sw-eval"), "recall")
+    assert [a for (_, _, a, _), cell in table.cells.items() if cell.best] == ["A"]
+
+
 def test_the_same_folds_give_delta_as_mean_over_best_mean():
     results = long_results({"a": [0.1, 0.3], "b": [0.2, 0.2], "c": [0.0, 0.0]})
     summary = summary_of(results)[0].set_index("algorithm")
