@@ -76,7 +76,9 @@ class InteractionLog:
     _user_major: list[tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]] = field(
         default_factory=list, repr=False, compare=False
     )
-    _row_hashes: list[NDArray[np.uint64]] = field(default_factory=list, repr=False, compare=False)
+    _row_hashes: dict[bool, NDArray[np.uint64]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -267,24 +269,29 @@ class InteractionLog:
             self._fingerprint.append(digest.hexdigest()[:16])
         return self._fingerprint[0]
 
-    def prefix_fingerprints(self, times: Sequence[int]) -> dict[int, str]:
+    def prefix_fingerprints(
+        self, times: Sequence[int], *, policies: bool = True
+    ) -> dict[int, str]:
         """Per time t, a content hash of the transactions before t: ``{t: hash of D_t}``.
 
-        Only raw ids, timestamps and policies are hashed, row by row in log order, never codes:
-        codes shift when new ids arrive, raw ids do not. So D_t hashes alike in a log and in the
-        same log grown by later transactions (a fold's numbers depend only on what lies before
-        its end). One pass over the log for all the times.
+        Only raw ids, timestamps and (with ``policies``, where the log has them) policies are
+        hashed, row by row in log order, never codes: codes shift when new ids arrive, raw ids
+        do not. So D_t hashes alike in a log and in the same log grown by later transactions (a
+        fold's numbers depend only on what lies before its end). Without ``policies`` a log read
+        with a policy column hashes as the same log read without one: for splits whose numbers
+        do not read the policies. One pass over the log for all the times.
         """
-        if not self._row_hashes:
+        with_policies = policies and self.policy is not None and self.policy_ids is not None
+        if with_policies not in self._row_hashes:
             columns = [
                 pd.util.hash_array(np.asarray(self.user_ids))[self.user],
                 pd.util.hash_array(np.asarray(self.item_ids))[self.item],
                 self.timestamp.astype(np.uint64),
             ]
-            if self.policy is not None and self.policy_ids is not None:
+            if with_policies:
                 columns.append(pd.util.hash_array(np.asarray(self.policy_ids))[self.policy])
-            self._row_hashes.append(np.ascontiguousarray(np.column_stack(columns)))
-        rows = self._row_hashes[0]
+            self._row_hashes[with_policies] = np.ascontiguousarray(np.column_stack(columns))
+        rows = self._row_hashes[with_policies]
         digest = hashlib.sha256(f"{rows.shape[1]}".encode())
         done = 0
         found: dict[int, str] = {}

@@ -284,7 +284,8 @@ def fold_splits(
 
     A fold's data fingerprint covers the transactions before its end only: its training data,
     test window and eligible users lie there, so the same window of a grown log is the same
-    split.
+    split. The ``all`` stratum's leaves out the policies (nothing of it reads them), so a run
+    with ``--stratify-by`` and one without share those units.
 
     With ``incremental`` (the default) the splits share one
     :class:`~evaluators.training_state.IncrementalTraining`: a fold's training data is advanced
@@ -300,7 +301,9 @@ def fold_splits(
             log, cooccurrence=cooccurrence).train_data
     else:
         build = functools.partial(_from_scratch, log)
-    prefixes = log.prefix_fingerprints([fold.t_end for fold in folds]) if len(log) else {}
+    # the whole log's splits read no policy: a stratified run's share its plain run's units
+    prefixes = (log.prefix_fingerprints([fold.t_end for fold in folds],
+                                        policies=stratum != "all") if len(log) else {})
     return [
         _fold_split(log, fold, relevance, {
             "kind": "window",

@@ -81,6 +81,28 @@ def test_u_min_applies_per_stratum_and_all_equals_unstratified(tmp_path, mode):
         assert a["skip_reason"].str.contains("u_min=2").all()
 
 
+@pytest.mark.parametrize("mode", ["subset", "test"])
+def test_a_stratified_run_reuses_the_plain_runs_units_and_the_reverse(tmp_path, mode):
+    """The whole log's units read no policy: with one store, a stratified run after a plain one
+    computes only its strata's units (none in test mode, which regroups the whole log's lists),
+    and a plain run after a stratified one computes nothing."""
+    path = tmp_path / "log.csv"
+    pd.DataFrame(ROWS, columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
+    base = dict(data=str(path), window="1D", folds=1, u_min=1, algorithms=["pop", "pop-n"],
+                progress=False, cache=str(tmp_path / "store"))
+    plain = run_local(EvalConfig.build(**base, output=str(tmp_path / "plain")))
+    assert (plain.n_reused, plain.n_computed) == (0, 2)
+    stratified = run_local(EvalConfig.build(
+        **base, stratify_by="policy", stratify_mode=mode, output=str(tmp_path / mode)))
+    strata_units = 4 if mode == "subset" else 0  # A and B, each pop and pop-n
+    assert (stratified.n_reused, stratified.n_computed) == (2, strata_units)
+    again = run_local(EvalConfig.build(**base, output=str(tmp_path / "again")))
+    assert (again.n_reused, again.n_computed) == (2, 0)
+    every = stratified.results[stratified.results["stratum"] == "all"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(every.drop(columns="config_hash"),
+                                  plain.results.drop(columns="config_hash"))
+
+
 def test_missing_policy_column_is_a_clear_error(tmp_path):
     path = tmp_path / "log.csv"
     pd.DataFrame([(1, 1, 0)], columns=["user", "item", "timestamp"]).to_csv(path, index=False)
