@@ -126,6 +126,10 @@ def run(
         from sweval.evaluators.units import UnitsFailed
 
         raise UnitsFailed(outputs.failed)
+    if not rolling:  # a scheduled run's new window may be quiet; the next one is evaluated
+        from sweval.flows.summary import check_something_scored
+
+        check_something_scored(outputs.results, u_min=cfg.u_min)
 
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:

@@ -109,7 +109,7 @@ from sweval.evaluators.tuning import Search, tune_comparison
 from sweval.flows.compare_tables import print_comparison
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.processes import is_stop
-from sweval.flows.summary import unit_progress
+from sweval.flows.summary import check_something_scored, unit_progress
 from sweval.flows.terminal import PRINT_WIDTH, table_console
 from sweval.flows.tracking import ComparisonTracker
 
@@ -537,6 +537,7 @@ def compare_command(
         report = comparison.directory / "report.html"
         if report.exists():
             table_console().print(f"report: {report}", markup=False, highlight=False)
+        check_something_scored(comparison.results, u_min=cfg.u_min, what="split")
 
     compare.__doc__ = COMPARE_HELP
     return compare

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.outputs import Outputs
@@ -137,6 +138,21 @@ RESULT_FILES = (
     "results.csv", "folds.csv", "summary.csv", "significance.csv", "significance_strata.csv",
     "units.csv", "tuning.csv", "optimism.csv", "overlap.csv", "per_user.parquet", "config.json",
 )
+
+
+def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fold") -> None:
+    """Raise a :class:`SwevalError` (exit status 2) when no ``what`` of the whole log has a
+    value: every one was skipped, so the written tables hold no number to read. The files stay
+    written (``folds.csv`` has each fold's eligible users)."""
+    every = results[results["stratum"] == "all"] if "stratum" in results else results
+    if every["value"].notna().any():
+        return
+    reasons = [str(r) for r in every["skip_reason"].dropna().unique() if str(r)][:3]
+    raise SwevalError(
+        f"no {what} was scored: every {what} was skipped ({'; '.join(reasons) or 'no reason'}"
+        f"{'; ...' if every['skip_reason'].nunique() > 3 else ''}). Lower --u-min "
+        f"(now {u_min}) or widen --window; the files above show each {what}'s eligible users."
+    )
 
 
 def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None = None) -> None:

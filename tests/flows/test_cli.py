@@ -331,3 +331,29 @@ def test_ui_on_a_taken_port_is_an_error_naming_its_holder(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"port {port} on 127.0.0.1 is taken" in err and "--port" in err
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_a_run_where_every_fold_is_skipped_writes_its_files_and_exits_2(
+    write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], command: str,
+) -> None:
+    """Every fold below u_min: the tables are written (they say why), but the command does not
+    end as a success with no number in them; a rolling run's quiet window is not an error."""
+    data = write_log(8)
+    options = ["--data", data, "--window", "1D", "--folds", "3", "--u-min", "100000",
+               "--algorithms", "pop", "--no-tracking", "--no-progress"]
+    if command == "compare":
+        options += ["--protocols", "sw-eval,leave-last-one-out"]
+    else:
+        options += ["--no-prefect"]
+    code = _sweval(monkeypatch, command, *options, "--output", tmp_path / "out")
+    err = capsys.readouterr().err
+    what = "fold" if command == "run" else "split"
+    assert code == 2, err
+    assert f"no {what} was scored: every {what} was skipped (n_eligible=" in err
+    assert "< u_min=100000" in err and "Lower --u-min (now 100000)" in err
+    assert (tmp_path / "out" / ("results.csv" if command == "run" else "compare.csv")).exists()
+    if command == "run":
+        assert _sweval(monkeypatch, "run", *options, "--rolling", "--start", "2024-01-01",
+                       "--output", tmp_path / "rolling") == 0

@@ -10,7 +10,7 @@ handful go through the real command line (``python -m sweval.flows.cli run --no-
 
 The table in docs/reliability.md is generated from ``CASES``::
 
-    .venv/bin/python tests/reliability/test_catalogue.py      # prints the table
+    PYTHONPATH=tests .venv/bin/python tests/reliability/test_catalogue.py   # prints the table
 """
 
 from __future__ import annotations
@@ -1036,7 +1036,8 @@ CLI_CASES = [
     ("cli-seconds-as-ms", PLAIN, ["--time-unit", "ms"], 2, r"error: .*drop --time-unit ms"),
     ("cli-folds-not-a-number", PLAIN, ["--folds", "many"], 2, r"Invalid value for '--folds'"),
     ("cli-config-unknown-field", PLAIN, ["--config", "@config"], 2, r"error: invalid configuration: bogus"),
-    ("cli-every-fold-skipped", PLAIN, ["--u-min", "1000"], 0, r"folds: 0 used, 4 skipped"),
+    ("cli-every-fold-skipped", PLAIN, ["--u-min", "1000"], 2,
+     r"(?s)folds: 0 used, 4 skipped.*error: no fold was scored: every fold was skipped \(n_eligible="),
     ("cli-sep-by-name", text(small_frame().to_csv(index=False, sep="|")), ["--sep", "pipe", "--u-min", "2"], 0, r"folds: 4 used"),
     ("cli-sep-unknown", PLAIN, ["--sep", ":"], 2, r"error: invalid configuration: --sep ':': not a separator"),
     ("cli-glob-of-parts", _glob_of_csv_parts, ["--u-min", "2"], 0, r"folds: 4 used"),
@@ -1124,7 +1125,7 @@ CLI_DOCS = {
     "cli-seconds-as-ms": ("`sweval run --time-unit ms` on epoch seconds", "exit 2: drop --time-unit ms"),
     "cli-folds-not-a-number": ("`sweval run --folds many`", "exit 2, the option parser's usage error"),
     "cli-config-unknown-field": ("`sweval run --config eval.toml` with `bogus = 1`", "exit 2, names the field"),
-    "cli-every-fold-skipped": ("`sweval run --u-min 1000`", "exit 0; the summary says `folds: 0 used, 4 skipped` and why"),
+    "cli-every-fold-skipped": ("`sweval run --u-min 1000`", "the tables are written and the summary says `folds: 0 used, 4 skipped` and why; then exit 2: `no fold was scored`"),
     "cli-sep-by-name": ("`sweval run --sep pipe` on a `|`-separated file", "exit 0, every fold used"),
     "cli-sep-unknown": ("`sweval run --sep :`", "exit 2, one `error:` line listing the accepted separators"),
     "cli-glob-of-parts": ("`sweval run --data 'events/part-*.csv.gz'`", "exit 0: the parts are one log (the check before any server starts accepts the glob)"),
@@ -1137,7 +1138,7 @@ def test_docs_table_lists_every_case() -> None:
     text_ = DOCS.read_text(encoding="utf-8")
     assert markdown_table() in text_, (
         "docs/reliability.md is out of date: regenerate the table with "
-        "`.venv/bin/python tests/reliability/test_catalogue.py`"
+        "`PYTHONPATH=tests .venv/bin/python tests/reliability/test_catalogue.py`"
     )
 
 
