@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import types
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, Union, get_args, get_origin
 
@@ -209,6 +209,24 @@ class TrainData:
             return self.item_counts
         return np.bincount(self.item_sequence, minlength=self.n_items)
 
+    def read_only(self) -> TrainData:
+        """This data as read-only views, with a matrix object of its own: what an algorithm that
+        is not SW-EVAL's own (a plugin) is given. A fold's data is shared by every algorithm of
+        the fold (and advanced into the next fold's), so a write into it would change the others'
+        numbers and the units stored from them; here it raises ``ValueError: assignment
+        destination is read-only`` and fails the writer's unit alone. Nothing is copied."""
+        arrays = {f.name: _read_only(getattr(self, f.name)) for f in fields(self)
+                  if isinstance(getattr(self, f.name), np.ndarray)}
+        matrix = sp.csr_matrix(
+            (_read_only(self.matrix.data), _read_only(self.matrix.indices),
+             _read_only(self.matrix.indptr)), shape=self.matrix.shape, copy=False,
+        )
+        cooccurrence = self.cooccurrence
+        if cooccurrence is not None:
+            cooccurrence = replace(cooccurrence, **{
+                f.name: _read_only(getattr(cooccurrence, f.name)) for f in fields(cooccurrence)})
+        return replace(self, matrix=matrix, cooccurrence=cooccurrence, **arrays)
+
     def rows_of(self, user_codes: NDArray[np.int64]) -> NDArray[np.int64]:
         """Rows of the given global user codes (every code must be a training user)."""
         rows = np.searchsorted(self.user_codes, user_codes)
@@ -217,6 +235,13 @@ class TrainData:
         ):
             raise ValueError("some users have no training data in this fold")
         return rows.astype(np.int64)
+
+
+def _read_only(array: NDArray[Any]) -> NDArray[Any]:
+    """A view of ``array`` that cannot be written (the array itself stays writable)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 #: A model's learned state carried from one fold to the next (warm start): named arrays, with

@@ -96,14 +96,15 @@ def compute_lists(
 
     Args:
         algorithm: the model (re-fitted; ``warm_`` set beforehand for a warm start).
-        train: the training data.
+        train: the training data; a plugin (an algorithm whose class is not SW-EVAL's) fits on
+            :meth:`~algorithms.base.TrainData.read_only` views of it.
         users: global codes of the users to rank for, ascending.
         depth: list length.
         timings: seconds measured so far (``train_data``), extended.
     """
     timings = dict(timings or {})
     clock = time.perf_counter()
-    algorithm.fit(train)
+    algorithm.fit(train if type(algorithm).__module__.startswith("sweval.") else train.read_only())
     timings["fit"] = time.perf_counter() - clock
 
     clock = time.perf_counter()

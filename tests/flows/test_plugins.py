@@ -190,3 +190,58 @@ def test_the_readme_example_runs_and_prints_what_the_readme_shows(tmp_path):
             row = summary[(summary["algorithm"] == cells[0]) & (summary["metric"] == "recall")
                           & (summary["k"] == k) & (summary["stratum"] == "all")]
             assert f"{row['mean'].item():.4f}" == cell.split()[0], (cells[0], k)
+
+
+MUTATING_PLUGIN = '''
+import numpy as np
+from sweval.algorithms import Algorithm, TrainData
+
+
+class WritesInPlace(Algorithm):
+    """Zeroes the fold's matrix and sequences where it finds them (a plugin bug)."""
+
+    def _fit(self, train: TrainData) -> None:
+        train.matrix.data[:] = 0
+        train.item_sequence[:] = 0
+
+    def score(self, rows):
+        return np.zeros((len(rows), 1))
+
+
+class ReplacesTheMatrix(Algorithm):
+    """Rebinds the matrix's arrays and keeps the result: harmless to the others."""
+
+    def _fit(self, train: TrainData) -> None:
+        train.matrix.data = np.log1p(train.matrix.data) * 0
+        self.items_ = train.transactions_per_item().astype(float)
+
+    def score(self, rows):
+        return np.tile(self.items_, (len(rows), 1))
+'''
+
+
+def test_a_plugin_cannot_change_the_data_the_other_algorithms_read(tmp_path, monkeypatch, write_log):
+    """Every algorithm of a fold reads one TrainData (and the next fold's is advanced from it):
+    a plugin that wrote into it changed item-kNN's and user-kNN's numbers, and the units stored
+    from them. Its writes now fail its own units; rebinding an array is its own business."""
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.run import run_local
+
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "mutating.py").write_text(MUTATING_PLUGIN)
+    use_plugins(monkeypatch, tmp_path / "plugins")
+    base = dict(data=str(write_log(8)), window="1D", folds=4, k=[5, 10], u_min=5, progress=False)
+    others = ["pop", "item-knn", "user-knn"]
+    clean = run_local(EvalConfig.build(**base, algorithms=others, output=str(tmp_path / "clean")))
+    mixed = run_local(EvalConfig.build(
+        **base, algorithms=["mutating:WritesInPlace", "mutating:ReplacesTheMatrix", *others],
+        output=str(tmp_path / "mixed"), cache=str(tmp_path / "store")))
+    assert {f.label for f in mixed.failed} == {"mutating:WritesInPlace"}
+    assert all("assignment destination is read-only" in f.error for f in mixed.failed)
+    results = mixed.results[mixed.results["algorithm"].isin(others)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(results.drop(columns="config_hash"),
+                                  clean.results.drop(columns="config_hash"))
+    # ReplacesTheMatrix still saw the counts (its matrix's rebinding reached no one else)
+    replaced = mixed.results[(mixed.results["algorithm"] == "mutating:ReplacesTheMatrix")
+                             & ~mixed.results["skipped"]]
+    assert replaced["value"].notna().all() and len(replaced)
