@@ -17,6 +17,7 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.report_data import unique_in_order
+from sweval.evaluators.results import is_best
 
 MAX_TABLE_ALGORITHMS = 10  # value columns per table: protocols side by side up to this many
 
@@ -70,9 +71,9 @@ class MetricTable:
 def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     """The Table 2/3 layout of ``metric`` from a per-protocol summary.
 
-    A cell is best when its Δ% is 0: the summary's best, the highest mean among the algorithms
-    of its (protocol, stratum, k) scored on the most folds (:func:`~evaluators.results.summarise`);
-    ties are all best. Where no cell of the group has a Δ% (an unranked metric, all means 0)
+    A cell is best when it is the summary's best (:func:`~evaluators.results.is_best`: Δ% = 0 on
+    the most folds of its (protocol, stratum, k), the highest mean among the algorithms scored
+    on them); ties are all best. Where no cell of the group has a Δ% (an unranked metric, all means 0)
     the largest mean (> 0) is.
     """
     part = summary[summary["metric"] == metric]
@@ -82,25 +83,27 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     groups = part.groupby(["protocol", "stratum", "metric", "k"], dropna=False)
     top = groups["mean"].transform("max")
     ranked = groups["delta"].transform(lambda delta: delta.notna().any())
+    summary_best = is_best(part)
     strata = sorted(unique_in_order(part["stratum"]), key=lambda s: s != "all")
     ks = sorted(set(part["key_k"]), key=lambda k: (k is None, k or 0))
     columns = list(dict.fromkeys(zip(part["protocol"].astype(str), part["algorithm"].astype(str))))
     cells = {}
-    for row, best, has_delta in zip(part.itertuples(index=False), top, ranked, strict=True):
+    for row, best, has_delta, is_summary_best in zip(
+        part.itertuples(index=False), top, ranked, summary_best, strict=True
+    ):
         mean = float(row.mean)
         cells[(str(row.protocol), str(row.stratum), str(row.algorithm), row.key_k)] = Cell(
             mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
             n_skipped=int(row.n_skipped),
-            best=_is_best(mean, float(row.delta), best, has_delta=bool(has_delta)),
+            best=bool(is_summary_best) if has_delta else _largest(mean, best),
             ci_low=float(getattr(row, "ci_low", np.nan)),
             ci_high=float(getattr(row, "ci_high", np.nan)),
         )
     return MetricTable(metric=metric, strata=strata, ks=ks, columns=columns, cells=cells)
 
 
-def _is_best(mean: float, delta: float, top: float, *, has_delta: bool) -> bool:
-    if has_delta:  # the summary's best (and its ties); a series ahead on fewer folds is not
-        return bool(np.isfinite(delta) and abs(delta) < 1e-12)
+def _largest(mean: float, top: float) -> bool:
+    """Best where the group has no Δ%: the largest mean, when it is above 0."""
     return bool(np.isfinite(mean) and top > 0 and mean >= top)
 
 

@@ -135,6 +135,18 @@ def ranking_score(summary: pd.DataFrame) -> pd.Series:
     return delta.where(delta.notna(), np.where(has_delta, -np.inf, summary["mean"]))
 
 
+def is_best(summary: pd.DataFrame) -> pd.Series:
+    """Per row, whether it is the best of its (protocol, stratum, metric, k): Δ% = 0 over the
+    most folds any algorithm of the group was scored on (ties are all best). A series scored on
+    fewer folds whose Δ% is 0 (the best's equal on the folds both have) is not the best."""
+    best = summary["delta"].abs() < 1e-12
+    if "delta_folds" not in summary:  # a summary written before delta_folds existed
+        return best
+    keys = [c for c in ("protocol", "stratum", "metric", "k") if c in summary]
+    most = summary.groupby(keys, dropna=False)["delta_folds"].transform("max")
+    return best & (summary["delta_folds"] == most)
+
+
 def _std(values: pd.Series) -> float:
     """The standard deviation over folds (ddof = 1) of the values as ``results.csv`` writes
     them (10 significant digits, as the intervals read them): exactly 0 when they are all equal

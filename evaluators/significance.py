@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from sweval.evaluators.results import ranking_score
+from sweval.evaluators.results import is_best, ranking_score
 
 #: Fewer paired folds than this: the tests are not run.
 MIN_FOLDS = 5
@@ -409,8 +409,8 @@ def best_lead(
 ) -> Lead | None:
     """The lead of the best over the runner-up (None with fewer than two means).
 
-    The best is the summary's (Δ% = 0: the highest mean among the algorithms scored on the most
-    folds, ties in :func:`ranked_algorithms`' order), the runner-up the next of
+    The best is the summary's (:func:`~evaluators.results.is_best`; of ties, the first in
+    :func:`ranked_algorithms`' order), the runner-up the next of
     :func:`ranked_algorithms`. That can be a series scored on fewer folds and ahead of the best
     on them (Δ% > 0): then ``mean_diff`` is negative, the best behind on the folds both have."""
     part = summary[(summary["stratum"] == stratum) & (summary["metric"] == metric)
@@ -419,8 +419,8 @@ def best_lead(
         return None
     ranked = ranked_algorithms(part)
     if "delta" in part:
-        at_zero = set(part.loc[part["delta"].abs() < 1e-12, "algorithm"].astype(str))
-        best = next((a for a in ranked if a in at_zero), ranked[0])
+        summary_best = set(part.loc[is_best(part), "algorithm"].astype(str))
+        best = next((a for a in ranked if a in summary_best), ranked[0])
     else:
         best = ranked[0]
     second = next(a for a in ranked if a != best)

@@ -21,6 +21,7 @@ from sweval.evaluators.comparison_views import (
     rank_shift_view,
 )
 from sweval.evaluators.metric_set import LABELS, shown_k
+from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
 from sweval.flows.terminal import table_console
@@ -71,6 +72,9 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
         table.add_column("Δ%", justify="right", style="dim", overflow="fold")
     table.add_column("best's lead", justify="right", overflow="fold")
     summary = comparison.summary[comparison.summary["protocol"] == name]
+    at = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
+    bests = {(str(a), int(k)) for a, k in at.loc[is_best(at), ["algorithm", "k"]].itertuples(
+        index=False) if not pd.isna(k)}
     significance = comparison.significance
     if len(significance):
         significance = significance[significance["protocol"] == name]
@@ -82,7 +86,7 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
                 cells += ["—", ""]
                 continue
             mean, delta = float(row["mean"].iloc[0]), float(row["delta"].iloc[0])
-            best = not np.isnan(delta) and abs(delta) < 1e-12
+            best = (algorithm, k) in bests
             cells += [f"[bold]{mean:.4f}[/bold]" if best else f"{mean:.4f}",
                       "best" if best else (f"{100 * delta:+.0f}%" if not np.isnan(delta) else "")]
         cells.append(lead_cell(summary, significance, stratum="all", metric=metric, k=k)

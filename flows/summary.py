@@ -21,6 +21,7 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.outputs import Outputs
 from sweval.evaluators.overlap import overlap_matrix
+from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.tuning import TUNED
 from sweval.flows.terminal import table_console
@@ -38,6 +39,7 @@ def summary_table(
     units that failed (``failed``: per label) in red; with ``significance``, a last row says
     whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``)."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
+    best = is_best(part)
     ks = sorted(int(k) for k in part["k"].dropna().unique())
     table = Table(title=title, title_justify="left", padding=(0, 1))
     table.add_column("algorithm", style="bold", no_wrap=True)
@@ -53,7 +55,7 @@ def summary_table(
                 cells.append("—")
             elif pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
                 cells.append(f"{row['mean']:.4f}    ")
-            elif abs(row["delta"]) < 1e-12:
+            elif best.loc[row.name]:
                 cells.append(f"[bold green]{row['mean']:.4f}[/]    ")
             else:
                 cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]")

@@ -183,6 +183,33 @@ def test_a_series_ahead_on_fewer_folds_is_the_runner_up_and_the_best_stays_the_s
     assert [a for (_, _, a, _), cell in table.cells.items() if cell.best] == ["A"]
 
 
+def test_a_series_equal_to_the_best_on_its_fewer_folds_is_not_marked_best():
+    """F is A where it was scored (its units failed on folds 2-3): Δ% = 0 on the folds both
+    have, but the best is A, scored on all 4; F was shown bold green / "best" beside it."""
+    from rich.console import Console
+
+    from sweval.evaluators.report_tables import metric_table
+    from sweval.evaluators.results import is_best
+    from sweval.evaluators.significance import best_lead
+
+    results = pd.concat([long_results({"F": [0.1, 0.2]}),
+                         long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})])
+    summary, significance = summary_of(results)
+    by = summary.set_index("algorithm")
+    assert by.loc["F", "delta"] == 0.0 and by.loc["F", "delta_folds"] == 2
+    assert dict(zip(summary["algorithm"], is_best(summary), strict=True)) == {
+        "F": False, "A": True, "B": False}
+    lead = best_lead(summary, significance, stratum="all", metric="recall", k=10)
+    assert lead.best == "A"
+    table = metric_table(summary.assign(protocol="sw-eval"), "recall")
+    assert [a for (_, _, a, _), cell in table.cells.items() if cell.best] == ["A"]
+    console = Console(width=120, record=True, color_system="truecolor")
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t"))
+    bold_green = [line for line in console.export_text(styles=True).splitlines()
+                  if "1;32m" in line]
+    assert len(bold_green) == 1 and "0.2500" in bold_green[0]  # A's mean
+
+
 def test_the_same_folds_give_delta_as_mean_over_best_mean():
     results = long_results({"a": [0.1, 0.3], "b": [0.2, 0.2], "c": [0.0, 0.0]})
     summary = summary_of(results)[0].set_index("algorithm")
