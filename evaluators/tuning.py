@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,9 @@ class Search:
     candidates: list[str]
     params: list[dict[str, Any]]
     grid: dict[str, list[Any]]
+    #: the parameters every candidate shares: the listed entry's own (``user-knn(weighting=
+    #: "cosine")``), those it does not tune
+    fixed: dict[str, Any] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -111,19 +114,21 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
     """
     from sweval.evaluators.units import variant_label
 
-    names = [parse_variant(entry)[0] for entry in config.algorithms]
+    listed = [parse_variant(entry) for entry in config.algorithms]
     found = []
     for name, grid in config.tune.items():
-        if name not in names:
+        if name not in {listed_name for listed_name, _ in listed}:
             raise SwevalError(f"--tune {name}: {name!r} is not in --algorithms.")
         empty = [param for param, values in grid.items() if not values]
         if not grid or empty:
             raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
         grid = {param: _distinct(name, param, values) for param, values in grid.items()}
-        params = [dict(zip(grid, values, strict=True))
+        fixed = _fixed_params(name, grid, listed)
+        params = [fixed | dict(zip(grid, values, strict=True))
                   for values in itertools.product(*grid.values())]
         labels = [variant_label(name, p) for p in params]
-        found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid)))
+        found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid),
+                            fixed=fixed))
     if found:
         tune_metric(config)
         if config.tune_windows < 1:
@@ -146,6 +151,32 @@ def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
     for value in values:
         seen.setdefault(variant_label(name, {param: value}), value)  # validates the value
     return list(seen.values())
+
+
+def _fixed_params(
+    name: str, grid: dict[str, list[Any]], listed: list[tuple[str, dict[str, Any]]]
+) -> dict[str, Any]:
+    """The parameters ``name``'s entries in ``--algorithms`` fix apart from the tuned ones:
+    what every candidate keeps (``user-knn(weighting="cosine")`` tunes cosine neighbours).
+
+    Raises:
+        SwevalError: entries of ``name`` that fix different values (which one is tuned?).
+    """
+    from sweval.evaluators.units import variant_label
+
+    configurations = {}
+    for listed_name, params in listed:
+        if listed_name == name:
+            own = {param: value for param, value in params.items() if param not in grid}
+            configurations[json.dumps(own, sort_keys=True, default=str)] = own
+    if len(configurations) > 1:
+        shown = ", ".join(variant_label(name, own) for own in configurations.values())
+        raise SwevalError(
+            f"--tune {name}: --algorithms lists {name} with different fixed parameters "
+            f"({shown}) and --tune tunes one configuration; list one of them, or set what the "
+            f"candidates share with --set {name}.PARAM=VALUE."
+        )
+    return next(iter(configurations.values()))
 
 
 def sample(search: Search, config: EvalConfig, objective: Objective | None) -> Search:
@@ -180,7 +211,8 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
         point = json.dumps(trial.params, sort_keys=True)
         if config.tune_sampler == "tpe":
             if point not in drawn:
-                drawn[point] = objective(search.name, dict(trial.params))  # type: ignore[misc]
+                drawn[point] = objective(  # type: ignore[misc]
+                    search.name, search.fixed | dict(trial.params))
             if np.isnan(drawn[point]):  # a unit failed: a failed trial, kept as a candidate
                 study.tell(trial, state=optuna.trial.TrialState.FAIL)
             else:
@@ -188,9 +220,10 @@ def sample(search: Search, config: EvalConfig, objective: Objective | None) -> S
         else:
             drawn.setdefault(point, np.nan)
     keep = [i for i, params in enumerate(search.params)
-            if json.dumps(params, sort_keys=True) in drawn]
+            if json.dumps({p: params[p] for p in search.grid}, sort_keys=True) in drawn]
     return Search(name=search.name, candidates=[search.candidates[i] for i in keep],
-                  params=[search.params[i] for i in keep], grid=search.grid)
+                  params=[search.params[i] for i in keep], grid=search.grid,
+                  fixed=search.fixed)
 
 
 def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> list[str]:

@@ -479,3 +479,30 @@ def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_p
     assert (out / "units").is_dir() and any((out / "units").iterdir())  # units stay
     write_report(out)
     assert "oracle" not in (out / "report.html").read_text()
+
+
+def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
+    """`user-knn(weighting="cosine")` tuned over n_neighbors tunes cosine neighbours: the
+    candidates were built from the defaults (count weighting) and the variant's own parameters
+    were lost; listing the algorithm with two different fixed values is ambiguous."""
+    from sweval.evaluators.run import algorithm_specs
+    from sweval.evaluators.tuning import searches
+
+    grid = {"user-knn": {"n_neighbors": [10, 50]}}
+    listed = ["pop", 'user-knn(weighting="cosine")']
+    for sampler in ("grid", "random"):
+        cfg = config(tmp_path, algorithms=listed, tune=grid, tune_sampler=sampler, tune_trials=8)
+        (search,) = searches(cfg)
+        assert search.fixed == {"weighting": "cosine"}
+        assert [p["weighting"] for p in search.params] == ["cosine", "cosine"]
+        specs = {spec.label: spec for spec in algorithm_specs(cfg, [search])}
+        for label in search.candidates:
+            assert specs[label].params["weighting"] == "cosine", label
+    # the variant's tuned parameter itself is the grid's to set; equal fixed parts are one
+    same = ['user-knn(weighting="cosine", n_neighbors=5)', 'user-knn(weighting="cosine")']
+    assert searches(config(tmp_path, algorithms=same, tune=grid))[0].fixed == {
+        "weighting": "cosine"}
+    with pytest.raises(SwevalError, match=r"--tune user-knn: --algorithms lists user-knn with "
+                                          r"different fixed parameters"):
+        searches(config(tmp_path, algorithms=["user-knn", 'user-knn(weighting="cosine")'],
+                        tune=grid))
