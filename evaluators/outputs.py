@@ -24,6 +24,7 @@ read the item facts of each split's training data, computed once per split.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,7 +53,9 @@ from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
-from sweval.evaluators.units import Unit, UnitFailure
+from sweval.evaluators.units import Unit, UnitFailure, compute_unit
+
+_log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from sweval.evaluators.run import Plan
@@ -210,20 +213,18 @@ def algorithm_rows(
 
 def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
     """A unit's per-user metrics at the run's k (``--metrics``): as its fold task measured
-    them, else from its stored lists.
-
-    Raises:
-        RuntimeError: the unit has not been computed.
-    """
+    them, else from its stored lists, else (deleted from the store since the run was planned)
+    computed again."""
     found = measuring.results.get(unit.key)
     if found is not None:  # two labels may share a key: the rows carry this unit's label
         return found if found.algorithm == unit.spec.label else replace(
             found, algorithm=unit.spec.label)
     store = measuring.store
     if not store.has(unit.key, depth=unit.depth):
-        raise RuntimeError(
-            f"unit (fold {unit.split.index}, {unit.spec.label}) has not been computed"
-        )
+        # planned as reused, deleted since (a `sweval cache prune` running beside this run)
+        _log.warning("unit (fold %d, %s) left the store while this run used it; computing it "
+                     "again", unit.split.index, unit.spec.label)
+        return measure_lists(measuring, unit, compute_unit(unit, store))
     return measure_lists(measuring, unit, store.load(unit.key, unit.split.log))
 
 

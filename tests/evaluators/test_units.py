@@ -414,3 +414,22 @@ def test_a_rerun_after_the_upgrade_reuses_the_new_units_and_counts_no_code_chang
     fits.clear()
     again = run_local(config(tmp_path, folds=2))
     assert fits == [] and (again.n_reused, again.n_computed, again.n_code_changed) == (4, 0, 0)
+
+
+def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monkeypatch):
+    """`sweval cache prune` beside a run deleted units the run had planned to reuse: reading them
+    back at the end crashed the run (RuntimeError: has not been computed). They are computed
+    again, to the same numbers."""
+    import sweval.evaluators.run as run_module
+
+    first = run_local(config(tmp_path)).results
+    real_run_units = run_module.run_units
+
+    def then_prune(plan, store, **kwargs):
+        done = real_run_units(plan, store, **kwargs)
+        assert store.remove(plan.units[0].key)  # what a concurrent prune does
+        return done
+
+    monkeypatch.setattr(run_module, "run_units", then_prune)
+    again = run_local(config(tmp_path))
+    pd.testing.assert_frame_equal(again.results, first)
