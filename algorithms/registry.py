@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from sweval.algorithms import ENTRY_POINT_GROUP
 from sweval.algorithms.als import ALS
-from sweval.algorithms.base import Algorithm
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.bpr import BPR
 from sweval.algorithms.decay_popularity import DecayPop
 from sweval.algorithms.ease import EASE
@@ -130,7 +130,8 @@ def _import_path(name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+        if exc.name is not None and (module_name == exc.name
+                                     or module_name.startswith(exc.name + ".")):
             raise SwevalError(
                 f"algorithm {name!r}: module {module_name!r} not found (is its package "
                 "installed in this environment, or its folder on PYTHONPATH?)."
@@ -165,6 +166,13 @@ def _checked(obj: Any, name: str) -> type[Algorithm]:
         missing = ", ".join(sorted(getattr(obj, "__abstractmethods__", ())))
         raise SwevalError(
             f"algorithm {name!r}: class {obj.__qualname__} is abstract (implement {missing})."
+        )
+    config = getattr(obj, "Config", None)
+    if not (inspect.isclass(config) and issubclass(config, AlgorithmConfig)):
+        shown = config.__qualname__ if inspect.isclass(config) else repr(config)
+        raise SwevalError(
+            f"algorithm {name!r}: {obj.__qualname__}.Config is {shown}, not a subclass of "
+            "sweval.algorithms.AlgorithmConfig (which refuses unknown parameters)."
         )
     return obj
 

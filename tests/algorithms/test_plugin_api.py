@@ -233,3 +233,43 @@ def test_a_subclass_is_named_by_its_own_import_path():
     assert Pop.name == "pop" and extends_pop.name == f"{__name__}:ExtendsPop"
     assert DenseScores.name == f"{__name__}:DenseScores"
     assert ExtendsPlugin.name == f"{__name__}:ExtendsPlugin"
+
+
+PLUGIN_WITH_PROBLEMS = '''
+import plugdep  # noqa: F401  (not installed; its name begins the plugin's)
+'''
+
+LOOSE_CONFIG = '''
+from pydantic import BaseModel
+from sweval.algorithms import Algorithm
+
+
+class Loose(Algorithm):
+    class Config(BaseModel):  # not an AlgorithmConfig: a typo in --set would pass unseen
+        param: int = 1
+
+    def _fit(self, train):
+        pass
+
+    def score(self, rows):
+        raise NotImplementedError
+'''
+
+
+def test_a_plugins_missing_dependency_and_a_config_of_the_wrong_kind_are_named(
+    tmp_path, monkeypatch
+):
+    """`plugdep_model` importing an absent `plugdep` was reported as `plugdep_model` not found
+    (a string-prefix test); a Config that is not an AlgorithmConfig crashed later or let
+    unknown parameters through."""
+    from sweval_testing import use_plugins
+
+    (tmp_path / "plugdep_model.py").write_text(PLUGIN_WITH_PROBLEMS)
+    (tmp_path / "loose.py").write_text(LOOSE_CONFIG)
+    use_plugins(monkeypatch, tmp_path)
+    with pytest.raises(SwevalError, match=r"importing module 'plugdep_model' failed: No module "
+                                          r"named 'plugdep'"):
+        resolve("plugdep_model:Model")
+    with pytest.raises(SwevalError, match=r"Loose.Config is Loose.Config, not a subclass of "
+                                          r"sweval.algorithms.AlgorithmConfig"):
+        resolve("loose:Loose")
