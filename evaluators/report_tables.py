@@ -73,8 +73,8 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
 
     A cell is best when it is the summary's best (:func:`~evaluators.results.is_best`: Δ% = 0 on
     the most folds of its (protocol, stratum, k), the highest mean among the algorithms scored
-    on them); ties are all best. Where no cell of the group has a Δ% (an unranked metric, all means 0)
-    the largest mean (> 0) is.
+    on them); ties are all best. Where no cell of the group has a Δ% (an unranked metric, all
+    means 0) the largest mean (> 0) is.
     """
     part = summary[summary["metric"] == metric]
     if part.empty:
@@ -88,14 +88,14 @@ def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     ks = sorted(set(part["key_k"]), key=lambda k: (k is None, k or 0))
     columns = list(dict.fromkeys(zip(part["protocol"].astype(str), part["algorithm"].astype(str))))
     cells = {}
-    for row, best, has_delta, is_summary_best in zip(
+    for row, top_mean, has_delta, is_summary_best in zip(
         part.itertuples(index=False), top, ranked, summary_best, strict=True
     ):
         mean = float(row.mean)
         cells[(str(row.protocol), str(row.stratum), str(row.algorithm), row.key_k)] = Cell(
             mean=mean, delta=float(row.delta), std=float(row.std), n_folds=int(row.n_folds),
             n_skipped=int(row.n_skipped),
-            best=bool(is_summary_best) if has_delta else _largest(mean, best),
+            best=bool(is_summary_best) if has_delta else _largest(mean, top_mean),
             ci_low=float(getattr(row, "ci_low", np.nan)),
             ci_high=float(getattr(row, "ci_high", np.nan)),
         )

@@ -418,11 +418,9 @@ def best_lead(
     if len(part) < 2:
         return None
     ranked = ranked_algorithms(part)
-    if "delta" in part:
-        summary_best = set(part.loc[is_best(part), "algorithm"].astype(str))
-        best = next((a for a in ranked if a in summary_best), ranked[0])
-    else:
-        best = ranked[0]
+    summary_best = (set(part.loc[is_best(part), "algorithm"].astype(str))
+                    if "delta" in part else set())
+    best = next((a for a in ranked if a in summary_best), ranked[0])
     second = next(a for a in ranked if a != best)
     rows = significance[(significance["stratum"] == stratum) & (significance["metric"] == metric)
                         & _k_is(significance["k"], k) & (significance["test"] == test)]

@@ -142,6 +142,11 @@ RESULT_FILES = (
 )
 
 
+def skip_reasons(rows: pd.DataFrame) -> list[str]:
+    """The distinct skip reasons of ``rows`` (results rows), in order of appearance."""
+    return [str(r) for r in rows["skip_reason"].dropna().unique() if str(r)]
+
+
 def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fold") -> None:
     """Raise a :class:`SwevalError` (exit status 2) when no ``what`` of the whole log has a
     value: every one was skipped, so the written tables hold no number to read. The files stay
@@ -149,10 +154,10 @@ def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fo
     every = results[results["stratum"] == "all"] if "stratum" in results else results
     if every["value"].notna().any():
         return
-    reasons = [str(r) for r in every["skip_reason"].dropna().unique() if str(r)][:3]
+    reasons = skip_reasons(every)
     raise SwevalError(
-        f"no {what} was scored: every {what} was skipped ({'; '.join(reasons) or 'no reason'}"
-        f"{'; ...' if every['skip_reason'].nunique() > 3 else ''}). Lower --u-min "
+        f"no {what} was scored: every {what} was skipped ({'; '.join(reasons[:3]) or 'no reason'}"
+        f"{'; ...' if len(reasons) > 3 else ''}). Lower --u-min "
         f"(now {u_min}) or widen --window; the files above show each {what}'s eligible users."
     )
 
@@ -165,8 +170,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
-            reasons = outputs.results.loc[outputs.results["stratum"] == stratum, "skip_reason"]
-            reasons = [str(r) for r in reasons.dropna().unique() if str(r)][:2]
+            reasons = skip_reasons(outputs.results[outputs.results["stratum"] == stratum])[:2]
             console.print(f"stratum {stratum}: every fold skipped ({'; '.join(reasons)})",
                           style="yellow", markup=False)
             continue
