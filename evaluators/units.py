@@ -20,11 +20,13 @@ algorithm, a k or a fold to a run costs only the new units.
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import inspect
 import json
 import logging
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -85,12 +87,16 @@ def source_version(path: Path) -> str:
 @functools.cache
 def code_version(algorithm: str) -> str:
     """The version of the code that computes ``algorithm``'s units: the core modules and the
-    algorithm's own module; for a plugin (entry point or import path) also its class path and
-    its package's version where installed, so a new release or an edit of its module is a new
-    version (modules it imports besides its own are not hashed: bump the package version)."""
+    algorithm's own module; for a plugin (entry point or import path) also the modules of the
+    classes it and its ``Config`` inherit from (a plugin extending ``ItemKNN`` changes with
+    ``knn.py``), its class path and its package's version where installed, so a new release or
+    an edit of its modules is a new version (modules it merely imports are not hashed: bump the
+    package version)."""
     cls, origin = resolve(algorithm)
-    own = Path(inspect.getfile(cls)).resolve()
-    paths = sorted({_ROOT / name for name in CORE_MODULES} | {own})
+    own = {Path(inspect.getfile(cls)).resolve()}
+    if origin.kind != "built-in":
+        own |= _inherited_modules(cls) | _inherited_modules(cls.Config)
+    paths = sorted({_ROOT / name for name in CORE_MODULES} | own)
     digest = hashlib.sha256()
     for path in paths:
         if path.exists():
@@ -98,6 +104,19 @@ def code_version(algorithm: str) -> str:
     if origin.kind != "built-in":
         digest.update(f"plugin:{origin.target}:{origin.distribution}:{origin.version}\0".encode())
     return digest.hexdigest()[:16]
+
+
+def _inherited_modules(cls: type) -> set[Path]:
+    """The source files of the classes in ``cls``'s method resolution order, outside the
+    standard library and pydantic's own base model."""
+    files = set()
+    for base in cls.__mro__:
+        top = base.__module__.partition(".")[0]
+        if top in sys.stdlib_module_names or top in {"builtins", "pydantic"}:
+            continue
+        with contextlib.suppress(TypeError, OSError):
+            files.add(Path(inspect.getfile(base)).resolve())
+    return files
 
 
 def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:

@@ -273,3 +273,25 @@ def test_a_plugins_missing_dependency_and_a_config_of_the_wrong_kind_are_named(
     with pytest.raises(SwevalError, match=r"Loose.Config is Loose.Config, not a subclass of "
                                           r"sweval.algorithms.AlgorithmConfig"):
         resolve("loose:Loose")
+
+
+def test_a_plugin_extending_a_built_in_changes_version_with_the_built_ins_module(
+        tmp_path, monkeypatch):
+    """A plugin subclassing ItemKNN computes its units with knn.py's code: an upgrade that edits
+    knn.py must not reuse its stored units; a plugin that does not inherit from it keeps its
+    version."""
+    from sweval.evaluators import units
+
+    site = tmp_path / "site"
+    use_plugins(monkeypatch, *install_example_plugin(site))
+    (site / "knn_plugin.py").write_text(
+        "from sweval.algorithms.knn import ItemKNN\n\n"
+        "class ShrunkKNN(ItemKNN):\n    pass\n")
+    monkeypatch.syspath_prepend(str(site))
+    before = units.code_version.__wrapped__("knn_plugin:ShrunkKNN")
+    recency = units.code_version.__wrapped__("recency-pop")
+    real = units.source_version.__wrapped__
+    monkeypatch.setattr(units, "source_version",
+                        lambda path: real(path) + ("-edited" if path.name == "knn.py" else ""))
+    assert units.code_version.__wrapped__("knn_plugin:ShrunkKNN") != before
+    assert units.code_version.__wrapped__("recency-pop") == recency
