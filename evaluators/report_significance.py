@@ -103,8 +103,12 @@ def significance_matrices(data: ReportData, metric: str, k: int | None) -> list[
     return matrices
 
 
-def _p(value: float) -> str:
-    return "—" if not np.isfinite(value) else f"{value:.3g}{stars(value)}"
+def _p(value: float, *, starred: bool = False) -> str:
+    """A p-value to 3 significant digits (``—`` when absent), with :func:`stars` if ``starred``
+    (only Holm-corrected p-values decide significance, so only they are starred)."""
+    if not np.isfinite(value):
+        return "—"
+    return f"{value:.3g}{stars(value) if starred else ''}"
 
 
 def policy_effect(data: ReportData, metric: str, k: int | None) -> PlainTable | None:
@@ -124,7 +128,8 @@ def policy_effect(data: ReportData, metric: str, k: int | None) -> PlainTable | 
                 f"{w['algorithm_a']} − {w['algorithm_b']}", f"{w['stratum_a']} vs {w['stratum_b']}",
                 str(int(w["n_folds"])), f"{w['mean_diff']:+.4f}",
                 "" if not np.isfinite(w["ci_low"]) else f"{w['ci_low']:+.4f} to {w['ci_high']:+.4f}",
-                _p(w["p_value"]), _p(w["p_holm"]), _p(t["p_value"]), _p(t["p_holm"]),
+                _p(w["p_value"]), _p(w["p_holm"], starred=True),
+                _p(t["p_value"]), _p(t["p_holm"], starred=True),
             ])
     if not rows:
         return None

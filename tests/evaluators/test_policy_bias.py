@@ -24,6 +24,7 @@ from sweval.data.log import InteractionLog
 from sweval.data.synthetic import generate_log
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.outputs import collect
+from sweval.evaluators.report_significance import stars
 from sweval.evaluators.run import make_plan, run_units, unit_store
 
 
@@ -100,6 +101,9 @@ def test_policy_effect_is_significant_with_bias_and_not_without(tmp_path):
     report = (tmp_path / "test-bias0.3" / "report.html").read_text(encoding="utf-8")
     assert "Policy effect: Recall@10" in report
     assert f"{with_bias.loc[knn, 'mean_diff']:+.4f}" in report
+    # significance is Holm's: stars on the corrected p-value, none on the raw one
+    raw, corrected = with_bias.loc[knn, "p_value"], with_bias.loc[knn, "p_holm"]
+    assert f"<td>{raw:.3g}</td>" in report and f"<td>{corrected:.3g}{stars(corrected)}</td>" in report
     without = policy_effect(0.0, tmp_path)
     assert (without["n_folds"] == 20).all()
     # no (algorithm pair, stratum pair) differs, the two effects included
