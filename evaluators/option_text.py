@@ -204,6 +204,7 @@ def grid_values(spec: Any, where: str) -> list[Any]:
 
     - a list, as given (a single value: a list of one);
     - ``{"range": [start, stop, step]}``: Python's ``range`` (stop excluded), numbers allowed;
+      ``[stop]`` and ``[start, stop]`` as in Python (start 0, step 1);
     - ``{"log_range": [low, high, n]}``: n values evenly spaced on a log scale, low and high
       included; integers (rounded, repeats dropped) when both ends are integers.
 
@@ -214,10 +215,14 @@ def grid_values(spec: Any, where: str) -> list[Any]:
         return spec
     if not isinstance(spec, dict):
         return [spec]
-    if set(spec) == {"range"} and isinstance(spec["range"], list) and len(spec["range"]) == 3:
-        start, stop, step = spec["range"]
-        if not all(isinstance(v, int | float) for v in (start, stop, step)) or step <= 0:
-            raise SwevalError(f"{where}: range needs numbers [start, stop, step > 0].")
+    if set(spec) == {"range"} and isinstance(spec["range"], list) \
+            and 1 <= len(spec["range"]) <= 3:
+        bounds = spec["range"]
+        start, stop, step = ([0, *bounds, 1] if len(bounds) == 1 else [*bounds, 1])[:3]
+        if not all(isinstance(v, int | float) and not isinstance(v, bool)
+                   for v in (start, stop, step)) or step <= 0:
+            raise SwevalError(f"{where}: range needs numbers [start, stop, step > 0] "
+                              "(start 0 and step 1 when left out).")
         count = max(0, math.ceil((stop - start) / step - 1e-9))  # float steps: stop excluded
         return [start + i * step for i in range(count)]
     if set(spec) == {"log_range"} and isinstance(spec["log_range"], list) \

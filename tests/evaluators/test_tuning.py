@@ -175,6 +175,11 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
         "item-knn": {"n_neighbors": [10, 32, 100, 316, 1000]},
         "pop-n": {"n_recent": [100, 1000]},
     }
+    # range's shorter forms read as Python's
+    assert parse_grids(["als.factors=range(3)", "item-knn.n_neighbors=range(5,8)"]) == {
+        "als": {"factors": [0, 1, 2]}, "item-knn": {"n_neighbors": [5, 6, 7]}}
+    with pytest.raises(SwevalError, match="range needs numbers"):
+        parse_grids(["item-knn.n_neighbors=range(5,8,0)"])
     path = tmp_path / "eval.toml"
     path.write_text(
         'algorithms = ["item-knn", "als"]\n'
