@@ -112,7 +112,7 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
         SwevalError: ``--tune`` for an algorithm not in ``--algorithms``, an empty grid, an
             unknown parameter or a value of the wrong type.
     """
-    from sweval.evaluators.units import variant_label
+    from sweval.evaluators.units import validated_params, variant_label
 
     listed = [parse_variant(entry) for entry in config.algorithms]
     found = []
@@ -124,7 +124,7 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
             raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
         grid = {param: _distinct(name, param, values) for param, values in grid.items()}
         fixed = _fixed_params(name, grid, listed)
-        params = [fixed | dict(zip(grid, values, strict=True))
+        params = [validated_params(name, fixed | dict(zip(grid, values, strict=True)))
                   for values in itertools.product(*grid.values())]
         labels = [variant_label(name, p) for p in params]
         found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid),
@@ -139,17 +139,18 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
 
 
 def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
-    """The grid's values with repeats dropped, first occurrence kept: two values are repeats
-    when the algorithm's config reads them as the same (``10`` and ``10.0`` for an integer).
+    """The grid's values as the algorithm's config reads them (``10.0`` → ``10`` for an
+    integer), repeats dropped, first occurrence kept.
 
     Raises:
         SwevalError: an unknown parameter or a value of the wrong type.
     """
-    from sweval.evaluators.units import variant_label
+    from sweval.evaluators.units import validated_params
 
     seen: dict[str, Any] = {}
     for value in values:
-        seen.setdefault(variant_label(name, {param: value}), value)  # validates the value
+        valid = validated_params(name, {param: value})[param]
+        seen.setdefault(json.dumps(valid, sort_keys=True), valid)
     return list(seen.values())
 
 

@@ -130,6 +130,17 @@ def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]
     return algorithm.key_params()
 
 
+def validated_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The given parameters with their validated values as JSON (``n_neighbors=50.0`` →
+    ``50``), as :func:`variant_label` writes them.
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    canonical = canonical_params(name, params)
+    return {key: canonical[key] for key in params}
+
+
 def variant_label(name: str, params: dict[str, Any]) -> str:
     """The label of a variant: ``name(p=v,...)`` over the given parameters, sorted, with their
     validated values as JSON (``n_neighbors=50.0`` → ``n_neighbors=50``).
@@ -137,8 +148,8 @@ def variant_label(name: str, params: dict[str, Any]) -> str:
     Raises:
         SwevalError: unknown algorithm or invalid parameters.
     """
-    canonical = canonical_params(name, params)
-    inner = ",".join(f"{key}={json.dumps(canonical[key])}" for key in sorted(params))
+    validated = validated_params(name, params)
+    inner = ",".join(f"{key}={json.dumps(validated[key])}" for key in sorted(validated))
     return f"{name}({inner})"
 
 

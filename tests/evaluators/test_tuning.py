@@ -301,14 +301,17 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     from sweval.evaluators.tuning import searches
 
-    repeated = {"item-knn": {"n_neighbors": [50, 5, 50.0, 5]}}
+    repeated = {"item-knn": {"n_neighbors": [50.0, 5, 50, 5]}}
     found = searches(config(tmp_path, tune=repeated))[0]
     assert found.candidates == [B, A] and found.params == [{"n_neighbors": 50},
                                                            {"n_neighbors": 5}]
+    # the values as validated (50.0 → 50), like the labels
+    assert [type(p["n_neighbors"]) for p in found.params] == [int, int]
     run_local(config(tmp_path, tune=repeated, folds=4))
     out = tmp_path / "out"
     tuning = pd.read_csv(out / "tuning.csv")
     assert set(tuning["candidate"]) == {A, B}
+    assert set(tuning["params"]) == {'{"n_neighbors": 50}', '{"n_neighbors": 5}'}
     assert (out / "optimism.csv").exists() and (out / "summary.csv").exists()
 
 
