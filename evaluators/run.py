@@ -200,12 +200,12 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
             for unit in plan_units(windows, [spec], config.k):
                 stored = store.has(unit.key, depth=unit.depth)
                 lists = (store.load(unit.key, unit.split.log) if stored
-                         else compute_unit(unit, store))
+                         else compute_unit(unit, store, log_failure=False))
                 result = measure(lists, unit.split.relevant, config.k,
                                  n_items=unit.split.log.n_items, index=unit.split.index,
                                  algorithm=spec.label)
                 values.append(float(result.values[(metric, k)].mean()))
-        except AlgorithmFailed:  # a failed trial; the run fails this unit again and says so
+        except AlgorithmFailed:  # a failed trial; the run fails this unit again and logs it
             return float("nan")
         finally:
             for split in windows:

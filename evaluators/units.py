@@ -368,9 +368,10 @@ def outdated_by_code(units: Sequence[Unit], store: UnitStore) -> int:
     return outdated
 
 
-def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
+def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
     """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
-    and save it in ``store``.
+    and save it in ``store``. A failure is logged with its traceback unless ``log_failure`` is
+    False (a caller that knows the unit will be computed, and fail, again).
 
     Raises:
         AlgorithmFailed: fitting or ranking raised an exception other than a
@@ -400,7 +401,8 @@ def compute_unit(unit: Unit, store: UnitStore) -> UnitLists:
             error=f"{type(exc).__name__}: {exc}",
             traceback=traceback.format_exc(),
         )
-        _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback)
+        if log_failure:
+            _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback)
         raise AlgorithmFailed(failure) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists
