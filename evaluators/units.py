@@ -37,7 +37,7 @@ from typing import Any
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm, resolve
 from sweval.data.errors import SwevalError
-from sweval.evaluators.engine import UnitLists, compute_lists, list_length
+from sweval.evaluators.engine import UnitLists, compute_lists, is_plugin, list_length
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore
@@ -382,6 +382,7 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
     clock = time.perf_counter()
     train = unit.split.train
     timings = {"train_data": time.perf_counter() - clock}
+    algorithm = None
     try:
         algorithm = unit.spec.build()
         if unit.warm_from is not None:
@@ -392,7 +393,9 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
                     "fail?); rerun to recompute the chain in order"
                 )
         lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
-    except SwevalError:
+    except SwevalError as exc:
+        if algorithm is not None and is_plugin(algorithm):  # say whose error it is
+            raise SwevalError(f"{unit.spec.label} (fold {unit.split.index}): {exc}") from exc
         raise
     except Exception as exc:
         failure = UnitFailure(

@@ -160,6 +160,21 @@ def test_a_failing_plugin_stops_sweval_compare_with_a_clear_error(caplog):
     assert 'raise ValueError("plugin bug")' in caplog.text
 
 
+class RefusesItsData(api.Algorithm):
+    def _fit(self, train: api.TrainData) -> None:
+        raise SwevalError("needs at least 1000 items")
+
+
+def test_a_user_error_raised_by_a_plugin_names_the_plugin_and_the_fold():
+    """A plugin's SwevalError is a user error like SW-EVAL's own, but the user must learn which
+    algorithm said it."""
+    from sweval.evaluators.protocols import LeaveLastOneOut, run_protocol
+
+    name = f"{__name__}:RefusesItsData"
+    with pytest.raises(SwevalError, match=rf"^{re.escape(name)} \(fold 0\): needs at least 1000"):
+        run_protocol(InteractionLog.from_frame(log_frame(4)), LeaveLastOneOut(), [name], ks=[5])
+
+
 class DenseScores(api.Algorithm):
     """Dense scores made by ``make(n_rows, n_items)``: the tests below hand it wrong ones."""
 
