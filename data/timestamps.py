@@ -131,6 +131,12 @@ def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:
     return bool(pd.to_datetime(distinct, format="%Y%m%d", errors="coerce").notna().all())
 
 
+def minute_utc(seconds: int) -> str:
+    """Epoch seconds to the minute in UTC, as tables and pages show them: ``2015-08-01 12:00 UTC``."""
+    minute = np.datetime64(int(seconds), "s").astype("datetime64[m]")  # floors, as strftime
+    return np.datetime_as_string(minute).replace("T", " ") + " UTC"
+
+
 def iso_utc(seconds: int) -> str:
     """Epoch seconds as ISO 8601 in UTC, as messages show them: ``2015-08-01T12:00:00Z``."""
     return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"

@@ -13,7 +13,6 @@ Figures (PNG, also embedded in the page):
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from sweval.data.log import InteractionLog
+from sweval.data.timestamps import minute_utc
 from sweval.evaluators.diagnostics import (
     active_days,
     active_time,
@@ -64,9 +64,6 @@ def _date_axis(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
 
 
-def _iso(seconds: int) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-
 
 def inspect_log(
     log: InteractionLog, widths: Sequence[tuple[str, int]], window: tuple[str, int], u_min: int
@@ -85,7 +82,7 @@ def inspect_log(
         ("data", log.source),
         ("transactions", f"{len(log):,}"),
         ("users / items", f"{log.n_users:,} / {log.n_items:,}"),
-        ("period", (f"{_iso(log.t_min)} → {_iso(log.t_max)} "
+        ("period", (f"{minute_utc(log.t_min)} → {minute_utc(log.t_max)} "
                     f"({(log.t_max - log.t_min) / 86400:.1f} days)")),
         ("density", f"{len(log) / max(1, log.n_users * log.n_items):.2e}"),
     ]  # fmt: skip
@@ -136,7 +133,7 @@ def write_inspection(inspection: Inspection, directory: Path) -> list[Path]:
 def render(inspection: Inspection) -> str:
     """The page's HTML (self-contained: tables and inline PNGs)."""
     activity = inspection.activity.assign(
-        t_start=[_iso(int(t)) for t in inspection.activity["t_start"]]
+        t_start=[minute_utc(int(t)) for t in inspection.activity["t_start"]]
     )
     return environment().get_template(PAGE_TEMPLATE).render(
         title=f"Dataset diagnostics — {inspection.source}",

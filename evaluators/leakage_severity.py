@@ -43,6 +43,7 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.data.timestamps import minute_utc
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.overlap import jaccard
 from sweval.evaluators.protocols import Protocol
@@ -51,9 +52,6 @@ from sweval.evaluators.units import AlgorithmSpec, variant_label
 
 NAME = "leak-severity"
 
-
-def _iso(seconds: int) -> str:
-    return pd.Timestamp(seconds, unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
 
 
 @dataclass(frozen=True)
@@ -79,8 +77,8 @@ class SeverityDesign:
         lo, hi = log.position(self.test_start), log.position(self.test_end)
         if hi <= lo:
             raise SwevalError(
-                f"{log.source}: the test period [{_iso(self.test_start)}, {_iso(self.test_end)}) "
-                f"holds no transaction (the log spans {_iso(log.t_min)} to {_iso(log.t_max)}); "
+                f"{log.source}: the test period [{minute_utc(self.test_start)}, {minute_utc(self.test_end)}) "
+                f"holds no transaction (the log spans {minute_utc(log.t_min)} to {minute_utc(log.t_max)}); "
                 "choose --leak-test-start and --window inside the log."
             )
         after = max(0, -((-(log.t_max + 1 - self.test_end)) // self.period_s))
@@ -88,7 +86,7 @@ class SeverityDesign:
             raise SwevalError(
                 f"{log.source}: --leak-periods {self.periods} needs {self.periods} periods of "
                 f"{self.period_s} s after the test period, but the log ends "
-                f"{_iso(log.t_max)}: at most {after}."
+                f"{minute_utc(log.t_max)}: at most {after}."
             )
 
 

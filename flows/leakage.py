@@ -42,6 +42,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.data.errors import SwevalError
+from sweval.data.timestamps import minute_utc
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.leakage_severity import (
     LeakageSeverity,
@@ -92,8 +93,8 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
     if run.results["skipped"].all():  # the test users are the same for every j
         reason = run.results["skip_reason"].iloc[0]
         raise SwevalError(
-            f"every j is skipped ({reason}): the test period [{_iso(design.test_start)}, "
-            f"{_iso(design.test_end)}) has too few test users; lower --u-min or choose a "
+            f"every j is skipped ({reason}): the test period [{minute_utc(design.test_start)}, "
+            f"{minute_utc(design.test_end)}) has too few test users; lower --u-min or choose a "
             "longer --window."
         )
 
@@ -137,7 +138,7 @@ def print_severity(severity: Severity, algorithms: list[str], k: int,
     for column in ("j", "training ends", "training transactions", "test users"):
         splits.add_column(column, justify="right")
     for row in severity.splits.itertuples(index=False):
-        splits.add_row(str(row.j), _iso(row.train_end), f"{row.n_train:,}", f"{row.n_test:,}")
+        splits.add_row(str(row.j), minute_utc(row.train_end), f"{row.n_train:,}", f"{row.n_test:,}")
     console.print(splits)
     values = severity.results[(severity.results["stratum"] == "all")
                               & (severity.results["k"] == k)].rename(columns={"fold": "j"})
@@ -172,9 +173,6 @@ def print_severity(severity: Severity, algorithms: list[str], k: int,
                         "the same model with another seed at j = 0, the intrinsic overlap)",
                         "{:.3f}"))
 
-
-def _iso(seconds: int) -> str:
-    return pd.Timestamp(int(seconds), unit="s", tz="UTC").strftime("%Y-%m-%d %H:%M")
 
 
 def _by_j(table: pd.DataFrame, title: str, fmt: str) -> Table:
