@@ -135,11 +135,11 @@ def run(
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
     try:
-        from sweval.flows.settings import flow_run_settings, hide_user_errors_in_terminal
+        from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
         from sweval.flows.sliding_window import sliding_window_eval
         from sweval.flows.startup import finish_preloading, prepare_side_by_side
 
-        hide_user_errors_in_terminal()
+        hide_reported_errors_in_terminal()
         prepare_side_by_side(cfg)
         try:
             with flow_run_settings():

@@ -25,6 +25,7 @@ worker spent twice the system time of one without it (memory returns to the syst
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -38,6 +39,9 @@ _log = logging.getLogger(__name__)
 #: Run in every local worker process as it starts (``dask_setup``): the fold task's imports.
 WORKER_PRELOAD = "sweval.flows.dask_worker"
 
+#: Set in the local workers' environment: the preload makes them ignore SIGINT.
+IGNORE_SIGINT = "SWEVAL_WORKER_IGNORES_SIGINT"
+
 #: distributed's setting that starts its worker processes with ``MALLOC_TRIM_THRESHOLD_=65536``
 #: (unset for ours: see the module docstring).
 _MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
@@ -45,13 +49,15 @@ _MALLOC_TRIM = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
 
 def worker_env(workers: int, api_url: str | None) -> dict[str, str]:
     """Environment of local Dask worker processes: the flow's Prefect API, one BLAS and OpenMP
-    thread, and ``SWEVAL_KERNEL_THREADS`` (this machine's usable CPUs // ``workers``, at least
-    one) unless this process's environment sets it.
+    thread, ``SWEVAL_KERNEL_THREADS`` (this machine's usable CPUs // ``workers``, at least
+    one) unless this process's environment sets it, and :data:`IGNORE_SIGINT` (a Ctrl-C reaches
+    the whole process group: the command stops its workers itself, :meth:`LocalDask.stop`).
 
     Without the API URL each worker would start an ephemeral Prefect server of its own and
     report its task runs there, invisible in the flow's API.
     """
-    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+           IGNORE_SIGINT: "1"}
     env["SWEVAL_KERNEL_THREADS"] = os.environ.get(
         "SWEVAL_KERNEL_THREADS", str(max(1, usable_cpus() // max(1, workers)))
     )
@@ -123,6 +129,21 @@ class LocalDask:
         self.close_in_background()
         assert self._closing is not None
         self._closing.join()
+
+    def stop(self) -> None:
+        """Close the cluster after a stop signal: the workers' fold tasks are abandoned (every
+        unit they finished is saved, atomically), so the workers are killed at once instead of
+        being asked to finish them, and distributed's reports of workers dying are not logged."""
+        import psutil
+
+        self._started.join()
+        logging.getLogger("distributed").setLevel(logging.CRITICAL + 1)
+        pids = [nanny.pid for nanny in getattr(self._cluster, "workers", {}).values()]
+        for pid in pids:
+            if pid is not None:
+                with contextlib.suppress(psutil.Error):
+                    psutil.Process(pid).kill()
+        self.close()
 
     def _close(self) -> None:
         self._started.join()

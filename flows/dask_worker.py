@@ -8,6 +8,9 @@ For a cluster of your own, the same warm-up is ``dask worker ... --preload sweva
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
 from typing import Any
 
 #: The start of distributed's message for a heartbeat that did not reach the scheduler.
@@ -36,8 +39,13 @@ def dask_setup(worker: Any) -> None:
     """Import what a fold task runs: the flow module (Prefect, the evaluation engine), the
     algorithm registry and the compiled kernels' module (numba; the kernels themselves load
     from numba's disk cache on first use); log failed heartbeats in one line
-    (:class:`HeartbeatFailureInOneLine`)."""
+    (:class:`HeartbeatFailureInOneLine`); in a local cluster of ``sweval run``, ignore SIGINT
+    (:data:`~flows.dask_cluster.IGNORE_SIGINT`)."""
     import sweval.algorithms.ranking_kernels  # noqa: F401
     import sweval.flows.sliding_window  # noqa: F401
+    from sweval.flows.dask_cluster import IGNORE_SIGINT
+
+    if os.environ.get(IGNORE_SIGINT) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command that started us stops us
 
     logging.getLogger("distributed.worker").addFilter(HeartbeatFailureInOneLine())

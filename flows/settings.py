@@ -88,27 +88,32 @@ def flow_run_settings() -> Iterator[None]:
         yield
 
 
-class HideUserErrors(logging.Filter):
-    """Drop Prefect's terminal records about runs that failed with a :class:`SwevalError`.
+class HideReportedErrors(logging.Filter):
+    """Drop Prefect's terminal records about runs that failed with a :class:`SwevalError`, and
+    its tracebacks once the command was stopped by a signal.
 
     A bad option or a missing file fails the flow with a SwevalError that the CLI prints as one
-    line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it. The
-    records still reach the Prefect API (and UI): only the terminal handler is filtered.
+    line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it. A stop
+    signal (Ctrl-C) raises wherever the flow is, and Prefect logs the exception it surfaced as
+    (a serialisation error, when it lands in a task's submission) with its traceback, while the
+    CLI says in one line that the run was interrupted. The records still reach the Prefect API
+    (and UI): only the terminal handler is filtered.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         from sweval.data.errors import SwevalError
+        from sweval.flows.processes import is_stop
 
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, SwevalError):
+        if isinstance(exc, SwevalError) or (exc is not None and is_stop(exc)):
             return False
         return "SwevalError" not in record.getMessage()
 
 
-def hide_user_errors_in_terminal() -> None:
-    """Install :class:`HideUserErrors` on the terminal handlers of the root logger (Prefect's
-    console handler, or ours when logging was configured first); call it after Prefect's import.
-    Prefect's API handlers sit on its own loggers and keep every record."""
+def hide_reported_errors_in_terminal() -> None:
+    """Install :class:`HideReportedErrors` on the terminal handlers of the root logger
+    (Prefect's console handler, or ours when logging was configured first); call it after
+    Prefect's import. Prefect's API handlers sit on its own loggers and keep every record."""
     for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, HideUserErrors) for f in handler.filters):
-            handler.addFilter(HideUserErrors())
+        if not any(isinstance(f, HideReportedErrors) for f in handler.filters):
+            handler.addFilter(HideReportedErrors())

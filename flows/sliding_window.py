@@ -59,6 +59,7 @@ from sweval.flows.pipeline import (
     open_tracker,
     prepare,
 )
+from sweval.flows.processes import is_stop
 from sweval.flows.summary import progress_bar
 
 _log = logging.getLogger(__name__)
@@ -249,6 +250,10 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
         local_dask = start_local_dask(config)  # its workers start while the log loads
         try:
             return _evaluate(config, rolling, local_dask)
+        except BaseException as exc:
+            if local_dask is not None and is_stop(exc):
+                local_dask.stop()
+            raise
         finally:
             if local_dask is not None:
                 local_dask.close()

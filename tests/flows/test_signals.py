@@ -296,6 +296,31 @@ def test_ctrl_c_in_a_terminal_stops_a_run_within_seconds(tmp_path: Path) -> None
     assert seconds < 30 and "interrupted: finished units are saved" in log.read_text()
 
 
+def test_ctrl_c_stops_a_dask_run_quietly(tmp_path: Path) -> None:
+    """Ctrl-C reaches the local Dask workers too. They printed tracebacks as they died, the
+    cluster's close waited 4 s for each busy worker and logged its death, and Prefect logged
+    the stop signal with a traceback when it landed in a task's submission: the workers now
+    ignore SIGINT and the command kills them itself, silently."""
+    args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
+            "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
+            "--task-runner", "dask", "--workers", "2", "--no-tracking", "--no-progress"]
+    units = tmp_path / "out" / "units"
+    with sweval_command(args, tmp_path) as (process, marker, log):
+        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+                 "a unit finished")
+        before = tree(process.pid)
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            status = process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 30 s after Ctrl-C:\n{log.read_text()[-3000:]}")
+        assert_nothing_left(before, marker, signal.SIGINT, timeout_s=20)
+    text = log.read_text()
+    assert status == 130, text[-2000:]
+    assert "interrupted: finished units are saved" in text
+    assert "Traceback" not in text and "distributed." not in text, text[-3000:]
+
+
 def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) -> None:
     """SIGKILL (``kill -9``, the out-of-memory killer) cannot be caught: the temporary server's
     guard stops it once `sweval run` is gone (flows.processes.stop_with_this_process)."""
