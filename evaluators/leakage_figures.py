@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweval.evaluators.metrics import LABELS
-from sweval.evaluators.report_figures import DPI, _colours
+from sweval.evaluators.report_figures import DPI, series_colours
 
 REFERENCE = "decay-pop"
 
@@ -23,7 +23,7 @@ def severity_figure(results: pd.DataFrame, algorithms: Sequence[str], k: int,
     """One panel per metric: metric@k against j."""
     rows = results[(results["stratum"] == "all") & ~results["skipped"].astype(bool)
                    & (results["k"] == k)]
-    colours = _colours(list(algorithms))
+    colours = series_colours(algorithms)
     fig = Figure(figsize=(4.2 * len(metrics) + 1.8, 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False).ravel()
     for ax, metric in zip(axes, metrics, strict=True):

@@ -52,15 +52,39 @@ class ReportFigure:
         return base64.b64encode(self.png).decode("ascii")
 
 
-def _colours(algorithms: Sequence[str]) -> dict[str, Any]:
-    """One colour per algorithm, the same in every report: registry order first, then the rest."""
+#: Qualitative colour maps whose colours, in this order and without repeats, colour the series:
+#: tab10 (matplotlib's default cycle) first, then tab20's lighter shades, tab20b and tab20c.
+QUALITATIVE_MAPS = ("tab10", "tab20", "tab20b", "tab20c")
+
+
+def _palette(n: int) -> list[tuple[float, ...]]:
+    """At least ``n`` distinct colours: those of :data:`QUALITATIVE_MAPS` (60), then, past
+    them, evenly spaced colours of the continuous map ``turbo``."""
+    colours = list(dict.fromkeys(
+        tuple(colour) for name in QUALITATIVE_MAPS for colour in matplotlib.colormaps[name].colors
+    ))
+    if n > len(colours):
+        spaced = matplotlib.colormaps["turbo"](np.linspace(0.0, 1.0, n - len(colours)))
+        colours += [tuple(colour) for colour in spaced]
+    return colours
+
+
+def series_colours(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """A distinct colour for every label; the same labels get the same colours.
+
+    A built-in algorithm (``pop``, ``item-knn``, ...) takes its place in the registry's order of
+    tab10, as in every report; every other label (a variant ``item-knn(n_neighbors=50)``, a
+    tuned series ``item-knn[tuned]``, a plugin) takes the next colour no label took, in the
+    order of ``labels``. The report's figures all pass every label of the report, so that a
+    label has one colour in all of them.
+    """
     from sweval.algorithms.registry import ALGORITHMS
 
-    known = list(ALGORITHMS)
-    extra = [a for a in algorithms if a not in ALGORITHMS]
-    cmap = matplotlib.colormaps["tab10"]
-    return {a: cmap((known.index(a) if a in ALGORITHMS else len(known) + extra.index(a)) % 10)
-            for a in algorithms}
+    labels = list(dict.fromkeys(labels))
+    palette = _palette(len(ALGORITHMS) + len(labels))
+    slots = {name: i for i, name in enumerate(ALGORITHMS) if name in labels}
+    free = (colour for i, colour in enumerate(palette) if i not in slots.values())
+    return {label: palette[slots[label]] if label in slots else next(free) for label in labels}
 
 
 def _panel_title(data: ReportData, protocol: str, stratum: str) -> str:
@@ -75,7 +99,7 @@ def figure_vs_k(data: ReportData, metric: str) -> Figure:
     """Mean ``metric``@k against k, one line per algorithm; panels: protocols × strata."""
     summary = data.summary[(data.summary["metric"] == metric) & data.summary["k"].notna()]
     protocols, strata = data.protocols, data.strata
-    colours = _colours(data.algorithms)
+    colours = series_colours(data.algorithms)
     # rows: protocols, columns: strata (the paper's Figure 2); one stratum: protocols side by
     # side (Figure 1)
     ncols, nrows = (len(protocols), 1) if len(strata) == 1 else (len(strata), len(protocols))
@@ -128,7 +152,7 @@ def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | N
     panels = _over_time_panels(data)
     if not panels:
         return None
-    colours = _colours(data.algorithms)
+    colours = series_colours(data.algorithms)
     u_min = data.config.get("config", {}).get("u_min")
     fig = Figure(figsize=(12.5, 2.9 * len(panels) + 0.6), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)

@@ -187,3 +187,26 @@ def use_plugins(monkeypatch: Any, *folders: Path) -> None:
         monkeypatch.syspath_prepend(str(folder))
     monkeypatch.setattr(registry, "plugin_entry_points",
                         functools.cache(registry.plugin_entry_points.__wrapped__))
+
+
+#: More series than tab10 has colours: every built-in, variants, a tuned series and a plugin.
+MANY_SERIES = [
+    "pop", "pop-n", "item-knn", "user-knn", "svd", "als", "bpr", "lmf", "ease", "decay-pop",
+    "item-knn(n_neighbors=50)", "item-knn[tuned]", 'user-knn(n_neighbors=50,weighting="cosine")',
+    "my_pkg.models:MyModel",
+]
+
+
+def line_colours(fig: Any, labels: list[str]) -> dict[str, tuple]:
+    """The RGBA colour of the line of every label of ``labels`` in ``fig``, checked the same in
+    all its panels."""
+    from matplotlib.colors import to_rgba
+
+    colours: dict[str, tuple] = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if line.get_label() in labels:
+                colour = to_rgba(line.get_color())
+                assert colours.setdefault(line.get_label(), colour) == colour, line.get_label()
+    return colours
+

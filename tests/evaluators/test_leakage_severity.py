@@ -7,11 +7,12 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from sweval_testing import DAY
+from sweval_testing import DAY, MANY_SERIES, line_colours
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.leakage_figures import severity_figure
 from sweval.evaluators.leakage_severity import (
     LeakageSeverity,
     SeverityDesign,
@@ -201,3 +202,16 @@ def test_too_few_test_users_for_u_min_is_an_error_not_a_traceback(tmp_path):
                         progress=False, output=str(tmp_path / "out"))
     with pytest.raises(SwevalError, match=r"every j is skipped \(n_eligible=3 < u_min=4\)"):
         run_leakage(config, DESIGN, output=tmp_path / "out")
+
+
+def test_severity_figure_gives_every_algorithm_its_own_colour():
+    """More algorithms than tab10 has colours, decay-pop's leak-free line among them."""
+    results = pd.DataFrame([
+        {"fold": j, "algorithm": algorithm, "stratum": "all", "metric": metric, "k": 10,
+         "value": 0.1 + 0.01 * i + 0.02 * j, "skipped": False}
+        for j in range(3) for i, algorithm in enumerate(MANY_SERIES)
+        for metric in ("hit_rate", "ndcg")
+    ])
+    fig = severity_figure(results, MANY_SERIES, 10)
+    colours = line_colours(fig, MANY_SERIES)
+    assert set(colours) == set(MANY_SERIES) and len(set(colours.values())) == len(MANY_SERIES)

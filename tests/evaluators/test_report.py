@@ -8,10 +8,12 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pandas as pd
 import pytest
-from sweval_testing import DAY
+from matplotlib.colors import to_rgba
+from sweval_testing import DAY, MANY_SERIES, line_colours
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
@@ -23,7 +25,7 @@ from sweval.evaluators.report import (
     protocol_groups,
     write_report,
 )
-from sweval.evaluators.report_figures import _over_time_panels
+from sweval.evaluators.report_figures import _over_time_panels, series_colours
 from sweval.evaluators.results import results_frame
 
 T0 = 1_600_000_000
@@ -252,6 +254,24 @@ def test_over_time_figure_has_a_panel_per_stratum_and_marks_skipped_folds(report
     assert len(lines) == 3 and all(len(line.get_xdata()) == 6 for line in lines)
     crosses = [line for line in first.get_lines() if line.get_marker() == "x"]
     assert len(crosses) == 1 and len(crosses[0].get_xdata()) == 1  # fold 2
+
+
+def test_every_series_has_its_own_colour_the_same_in_every_figure(tmp_path):
+    data = load(write_output(tmp_path, fake_results(algorithms=MANY_SERIES)))
+    vs_k = line_colours(figure_vs_k(data, "recall"), MANY_SERIES)
+    over_time = line_colours(figure_over_time(data, "recall", 10), MANY_SERIES)
+    assert set(vs_k) == set(MANY_SERIES) and len(set(vs_k.values())) == len(MANY_SERIES)
+    assert over_time == vs_k
+    # a built-in keeps its registry's tab10 colour whatever else the report has
+    tab10 = matplotlib.colormaps["tab10"].colors
+    assert vs_k["item-knn"] == to_rgba(tab10[2])
+    assert series_colours(["item-knn"]) == {"item-knn": tab10[2]}
+    assert series_colours(["my:A", "pop"]) == {"my:A": tab10[1], "pop": tab10[0]}
+
+
+def test_colours_stay_distinct_past_the_qualitative_maps():
+    labels = [f"item-knn(n_neighbors={n})" for n in range(75)]
+    assert len(set(series_colours(labels).values())) == 75
 
 
 def test_compare_table_has_protocol_blocks(tmp_path):
