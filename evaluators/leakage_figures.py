@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweval.evaluators.metrics import LABELS
-from sweval.evaluators.report_figures import DPI, series_colours
+from sweval.evaluators.report_figures import DPI, legend_above, series_colours
 
 REFERENCE = "decay-pop"
 
@@ -24,7 +24,7 @@ def severity_figure(results: pd.DataFrame, algorithms: Sequence[str], k: int,
     rows = results[(results["stratum"] == "all") & ~results["skipped"].astype(bool)
                    & (results["k"] == k)]
     colours = series_colours(algorithms)
-    fig = Figure(figsize=(4.2 * len(metrics) + 1.8, 3.4), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(4.6 * len(metrics), 3.4), dpi=DPI, layout="constrained")
     axes = fig.subplots(1, len(metrics), squeeze=False).ravel()
     for ax, metric in zip(axes, metrics, strict=True):
         part = rows[rows["metric"] == metric]
@@ -43,6 +43,5 @@ def severity_figure(results: pd.DataFrame, algorithms: Sequence[str], k: int,
         ax.set_title(f"{LABELS.get(metric, metric)}@{k}", fontsize=10)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+    legend_above(fig, axes[0].get_legend_handles_labels()[0])
     return fig

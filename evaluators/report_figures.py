@@ -87,6 +87,26 @@ def series_colours(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
     return {label: palette[slots[label]] if label in slots else next(free) for label in labels}
 
 
+def legend_above(fig: Figure, handles: Sequence[Any]) -> None:
+    """The legend of a constrained-layout figure above its panels, in as many columns as the
+    figure's width holds (fewer with long labels). The figure grows by the legend's height, so
+    that the panels keep theirs, and to the legend's width when one column is wider. No
+    handles: no legend."""
+    if not handles:
+        return
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    margins = 2 * fig.get_layout_engine().get()["w_pad"] * fig.dpi  # pixels, left and right
+    for ncols in range(len(handles), 0, -1):
+        legend = fig.legend(handles=handles, loc="outside upper center", frameon=False,
+                            ncols=ncols)
+        box = legend.get_window_extent(renderer)
+        if box.width + margins <= fig.bbox.width or ncols == 1:
+            break
+        legend.remove()
+    fig.set_size_inches(max(fig.bbox.width, box.width + margins) / fig.dpi,
+                        fig.get_figheight() + box.height / fig.dpi)
+
+
 def _panel_title(data: ReportData, protocol: str, stratum: str) -> str:
     """"all users", "policy pop" (the stratification column's name when known), with the
     protocol in front when the input has protocols."""
@@ -104,7 +124,7 @@ def figure_vs_k(data: ReportData, metric: str) -> Figure:
     # side (Figure 1)
     ncols, nrows = (len(protocols), 1) if len(strata) == 1 else (len(strata), len(protocols))
     total_width = max(7.0, min(4.6, 13.0 / ncols) * ncols)
-    fig = Figure(figsize=(total_width, 3.3 * nrows + 0.5), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(total_width, 3.3 * nrows), dpi=DPI, layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for i, (protocol, stratum) in enumerate((p, t) for p in protocols for t in strata):
         ax: Axes = axes[i]
@@ -130,8 +150,7 @@ def figure_vs_k(data: ReportData, metric: str) -> Figure:
         ax.grid(alpha=0.3)
         ax.set_title(_panel_title(data, protocol, stratum), fontsize=10)
     handles = [Line2D([], [], color=colours[a], marker="o", ms=4, label=a) for a in data.algorithms]
-    fig.legend(handles=handles, loc="outside upper center", frameon=False,
-               ncols=max(1, min(len(handles), int(total_width / 1.4))))
+    legend_above(fig, handles)
     return fig
 
 
@@ -154,7 +173,7 @@ def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | N
         return None
     colours = series_colours(data.algorithms)
     u_min = data.config.get("config", {}).get("u_min")
-    fig = Figure(figsize=(12.5, 2.9 * len(panels) + 0.6), dpi=DPI, layout="constrained")
+    fig = Figure(figsize=(12.5, 2.9 * len(panels)), dpi=DPI, layout="constrained")
     axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)
     res = data.results
     selected = (res["metric"] == metric) & (res["k"].isna() if k is None else res["k"] == k)
@@ -211,8 +230,7 @@ def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | N
     handles += [Patch(color="#dddddd", label="n_eligible (right axis)"),
                 Line2D([], [], ls="none", marker="x", color="#c0392b", mew=1.6,
                        label=skip_label)]
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 6),
-               frameon=False)
+    legend_above(fig, handles)
     return fig
 
 

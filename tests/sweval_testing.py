@@ -210,3 +210,16 @@ def line_colours(fig: Any, labels: list[str]) -> dict[str, tuple]:
                 assert colours.setdefault(line.get_label(), colour) == colour, line.get_label()
     return colours
 
+
+def assert_legend_inside(fig: Any) -> None:
+    """Every legend of ``fig``, saved as the report saves it, lies within the saved image, and
+    its panels are still plots (the legend took none's room)."""
+    from sweval.evaluators.report_figures import figure_png
+
+    figure_png(fig)  # lays the figure out and draws it
+    for legend in fig.legends:
+        box = legend.get_window_extent()
+        assert box.x0 >= 0 and box.y0 >= 0, box
+        assert box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
+    heights = [ax.get_position().height * fig.get_figheight() for ax in fig.axes]
+    assert min(heights) > 1.5, heights  # inches

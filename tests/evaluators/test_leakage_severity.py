@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from sweval_testing import DAY, MANY_SERIES, line_colours
+from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
@@ -204,7 +204,7 @@ def test_too_few_test_users_for_u_min_is_an_error_not_a_traceback(tmp_path):
         run_leakage(config, DESIGN, output=tmp_path / "out")
 
 
-def test_severity_figure_gives_every_algorithm_its_own_colour():
+def test_severity_figure_gives_every_algorithm_its_own_colour_and_a_legend_that_fits():
     """More algorithms than tab10 has colours, decay-pop's leak-free line among them."""
     results = pd.DataFrame([
         {"fold": j, "algorithm": algorithm, "stratum": "all", "metric": metric, "k": 10,
@@ -215,3 +215,4 @@ def test_severity_figure_gives_every_algorithm_its_own_colour():
     fig = severity_figure(results, MANY_SERIES, 10)
     colours = line_colours(fig, MANY_SERIES)
     assert set(colours) == set(MANY_SERIES) and len(set(colours.values())) == len(MANY_SERIES)
+    assert_legend_inside(fig)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.colors import to_rgba
-from sweval_testing import DAY, MANY_SERIES, line_colours
+from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
@@ -272,6 +272,18 @@ def test_every_series_has_its_own_colour_the_same_in_every_figure(tmp_path):
 def test_colours_stay_distinct_past_the_qualitative_maps():
     labels = [f"item-knn(n_neighbors={n})" for n in range(75)]
     assert len(set(series_colours(labels).values())) == 75
+
+
+LONG = ["pop", 'user-knn(n_neighbors=50,weighting="cosine")',
+        'item-knn(n_neighbors=50,similarity="cosine",shrinkage=10)',
+        "my_package.models.experimental:VeryLongModelName", "item-knn[tuned]"]
+
+
+@pytest.mark.parametrize("labels", [LONG, MANY_SERIES], ids=["long-labels", "many-labels"])
+def test_legends_fit_their_figures(tmp_path, labels):
+    data = load(write_output(tmp_path, fake_results(algorithms=labels)))
+    assert_legend_inside(figure_vs_k(data, "recall"))
+    assert_legend_inside(figure_over_time(data, "recall", 10))
 
 
 def test_compare_table_has_protocol_blocks(tmp_path):
