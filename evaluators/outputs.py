@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -340,7 +340,9 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
 
 
 def run_record(plan: Plan, outputs: Outputs) -> str:
-    """``config.json``: the configuration, resolved hyper-parameters, devices and data facts."""
+    """``config.json``: the configuration, resolved hyper-parameters, devices, data facts and
+    the failed units (``failed_units``: fold, label, key, stratum, error and traceback of each;
+    the report lists them)."""
     record = {
         "config": plan.config.model_dump(),
         "resolved_params": {spec.label: spec.canonical for spec in plan.specs},
@@ -360,6 +362,7 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
         "run_key": plan.key,
         "folds_used": int(sum(not f.skipped for f in plan.folds)),
         "folds_skipped": int(sum(f.skipped for f in plan.folds)),
+        "failed_units": [asdict(failure) for failure in outputs.failed],
     }
     return json.dumps(record, indent=2, default=_json_default)
 

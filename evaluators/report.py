@@ -48,6 +48,7 @@ from sweval.evaluators.report_data import ReportData, load, read_results, summar
 from sweval.evaluators.report_facts import (
     PlainTable,
     compute_times,
+    failed_units,
     folds_summary,
     run_facts,
     tuning_summary,
@@ -245,6 +246,7 @@ def write_report(
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         table_file=data.table_file,
         facts=run_facts(data, origin),
+        failed_units=failed_units(data),
         sections=sections,
         show_protocols=data.labelled_protocols,
         folds=folds_summary(data),

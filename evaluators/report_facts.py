@@ -119,6 +119,19 @@ def folds_summary(data: ReportData) -> FoldsSummary | None:
     )
 
 
+def failed_units(data: ReportData) -> PlainTable | None:
+    """The units whose algorithm raised, from the run record's ``failed_units``: fold, stratum,
+    algorithm and error of each (None when none failed)."""
+    failures = data.config.get("failed_units")
+    if not failures:
+        return None
+    return PlainTable(
+        columns=["fold", "stratum", "algorithm", "error"],
+        rows=[[str(f.get("fold")), str(f.get("stratum", "all")), str(f.get("label")),
+               str(f.get("error"))] for f in failures],
+    )
+
+
 def compute_times(data: ReportData) -> PlainTable | None:
     """Seconds per algorithm and stage, summed over folds, with a total (None without
     ``units.csv`` or timings in it)."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -419,6 +421,33 @@ class PageText(HTMLParser):
 
     def handle_data(self, data):
         self.text.append(data)
+
+
+def failed_section(page: str) -> str | None:
+    """The report's notice of failed units (None when it has none)."""
+    start = page.find('<section class="failed">')
+    return None if start < 0 else page[start:page.index("</section>", start)]
+
+
+def test_the_report_lists_the_failed_units_and_where_their_errors_are(tmp_path, report_dir):
+    out = write_output(tmp_path / "out", fake_results())
+    record = json.loads((out / "config.json").read_text())
+    record["failed_units"] = [
+        {"fold": fold, "label": "item-knn", "key": f"key{fold}", "stratum": "all",
+         "error": "RuntimeError: <boom>", "traceback": "Traceback (most recent call last): ..."}
+        for fold in (1, 3)
+    ]
+    (out / "config.json").write_text(json.dumps(record))
+    write_report(out)
+    notice = failed_section((out / "report.html").read_text(encoding="utf-8"))
+    assert notice is not None and "2 failed units" in notice
+    rows = [[html.unescape(cell) for cell in re.findall(r"<td>(.*?)</td>", row)]
+            for row in re.findall(r"<tr>(.*?)</tr>", notice)]
+    assert rows[1:] == [["1", "all", "item-knn", "RuntimeError: <boom>"],  # [0]: the header
+                    ["3", "all", "item-knn", "RuntimeError: <boom>"]]
+    assert "config.json" in notice and "failed_units" in notice and "log" in notice
+    # a run where nothing failed has no notice
+    assert failed_section((report_dir / "report.html").read_text(encoding="utf-8")) is None
 
 
 def test_names_and_sources_reach_the_page_as_text(tmp_path):

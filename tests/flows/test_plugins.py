@@ -126,6 +126,14 @@ def test_a_failing_plugin_fails_its_units_only(
     for label in FAILING:
         assert f"unit failed: fold {used[0]}, {label}" in logged
     assert "Traceback" in logged and 'raise ZeroDivisionError("plugin score bug")' in logged
+    # the run record keeps each failure with its traceback; the report lists them
+    recorded = json.loads((Path(cfg.output) / "config.json").read_text())["failed_units"]
+    assert sorted((f["fold"], f["label"]) for f in recorded) == sorted(
+        (f.fold, f.label) for f in outputs.failed)
+    assert all(f["traceback"].startswith("Traceback") for f in recorded)
+    report = (Path(cfg.output) / "report.html").read_text(encoding="utf-8")
+    assert f"{len(outputs.failed)} failed units" in report
+    assert f"<td>{FAILING[1]}</td><td>ZeroDivisionError: plugin score bug</td>" in report
     # the other units are stored and written
     results = pd.read_csv(Path(cfg.output) / "results.csv")
     assert set(results.loc[~results["skipped"], "algorithm"]) == {"pop", "pop-n"}
