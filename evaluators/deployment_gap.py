@@ -13,6 +13,11 @@ measured before deployment shrinks on the window the model is then deployed into
     cut-off       on D_T: train t < T − tΔ, test [T − tΔ, T) (temporal-global)
     test          train on D_T, test on the deployment window [T, T + tΔ) (one SW-EVAL fold)
 
+With a training window L (``--train-window``) every training set keeps its last L: D_T is
+[T − L, T) for the two hold-out sets and the test, the cut-off set trains on
+[T − tΔ − L, T − tΔ). The cut-off set and the test count relevance as ``--relevance`` says
+(the hold-out sets hold out transactions: every held-out one is relevant).
+
 For every algorithm, metric and k: each validation's value v, the test value t and the drop
 100 · (t / v − 1) %: the number that tells a team how much its offline score will shrink after
 deployment. 003's traditional set holds out 20 % of the interactions of *held-out users*; here it
@@ -28,6 +33,8 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.data.timestamps import minute_utc
+from sweval.evaluators.metrics import Relevance
 from sweval.evaluators.protocols import (
     Protocol,
     RandomSplit,
@@ -44,46 +51,60 @@ VALIDATIONS = {"traditional": "random-split", "proportional": "temporal-user",
 
 @dataclass(frozen=True)
 class GapDesign:
-    """The deployment window [deploy_start, deploy_start + width_s) and the validation share."""
+    """The deployment window [deploy_start, deploy_start + width_s), the validation share, the
+    training window (None: all history) and what counts as relevant in a time window."""
 
     deploy_start: int
     width_s: int
     share: float = 0.2
     seed: int = 0
+    train_window_s: int | None = None
+    relevance: Relevance = "all"
 
     def check(self, log: InteractionLog) -> None:
         """Raises SwevalError when the deployment window or the cut-off window lies outside
         the log."""
         if log.position(self.deploy_start) >= log.position(self.deploy_start + self.width_s):
             raise SwevalError(
-                f"{log.source}: the deployment window starting at {self.deploy_start} holds no "
-                "transaction; choose --start (T) and --window inside the log."
+                f"{log.source}: the deployment window starting at {minute_utc(self.deploy_start)} "
+                f"holds no transaction (the log spans {minute_utc(log.t_min)} to "
+                f"{minute_utc(log.t_max)}); choose --start (T) and --window inside the log."
             )
         if self.deploy_start - self.width_s <= log.t_min:
             raise SwevalError(
-                f"{log.source}: the cut-off validation window [T − tΔ, T) starts before the "
-                "first transaction; choose a later --start or a shorter --window."
+                f"{log.source}: the cut-off validation window [T − tΔ, T) starts at "
+                f"{minute_utc(self.deploy_start - self.width_s)}, not after the first transaction "
+                f"({minute_utc(log.t_min)}); choose a later --start or a shorter --window."
             )
 
 
 def validation_protocols(design: GapDesign, *, u_min: int) -> dict[str, Protocol]:
-    """The three validation protocols, run on D_T (:func:`before_deployment`)."""
+    """The three validation protocols, each run on its log (:func:`validation_log`)."""
     return {
         "traditional": RandomSplit(share=design.share, seed=design.seed, u_min=u_min),
         "proportional": TemporalUser(share=design.share, u_min=u_min),
-        "cut-off": TemporalGlobal(start=design.deploy_start - design.width_s, u_min=u_min),
+        "cut-off": TemporalGlobal(start=design.deploy_start - design.width_s,
+                                  train_window_s=design.train_window_s, u_min=u_min,
+                                  relevance=design.relevance),
     }
 
 
-def before_deployment(log: InteractionLog, design: GapDesign) -> InteractionLog:
-    """D_T: the transactions before the deployment window (what validation may see)."""
-    return log.restrict(log.timestamp < design.deploy_start)
+def validation_log(log: InteractionLog, design: GapDesign, name: str) -> InteractionLog:
+    """What validation ``name`` may see: the transactions before the deployment window (D_T);
+    for a hold-out set with a training window, only its last L, [T − L, T) (the cut-off set
+    applies L to its own training set)."""
+    before = log.timestamp < design.deploy_start
+    if design.train_window_s is not None and name != "cut-off":
+        before &= log.timestamp >= design.deploy_start - design.train_window_s
+    return log.restrict(before)
 
 
 def deployment_protocol(log: InteractionLog, design: GapDesign, *, u_min: int) -> Protocol:
-    """The deployment test: one SW-EVAL fold, train on D_T, test on [T, T + tΔ)."""
-    spec = WindowSpec(width_s=design.width_s, n_folds=1, start=design.deploy_start)
-    return SlidingWindow.from_spec(log, spec, u_min=u_min)
+    """The deployment test: one SW-EVAL fold, train on D_T (its last L with a training
+    window), test on [T, T + tΔ)."""
+    spec = WindowSpec(width_s=design.width_s, n_folds=1, start=design.deploy_start,
+                      train_window_s=design.train_window_s)
+    return SlidingWindow.from_spec(log, spec, u_min=u_min, relevance=design.relevance)
 
 
 def gap_table(validation: dict[str, pd.DataFrame], test: pd.DataFrame) -> pd.DataFrame:

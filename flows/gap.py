@@ -38,14 +38,14 @@ from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.deployment_gap import (
     VALIDATIONS,
     GapDesign,
-    before_deployment,
     deployment_protocol,
     gap_table,
+    validation_log,
     validation_protocols,
 )
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
-from sweval.evaluators.run import load_data, unit_store
+from sweval.evaluators.run import load_data, unit_store, window_spec
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 from sweval.flows.summary import unit_progress
 from sweval.flows.terminal import table_console
@@ -63,7 +63,6 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     log = load_data(config)
     design.check(log)
     validations = validation_protocols(design, u_min=config.u_min)
-    before = before_deployment(log, design)
     store = unit_store(config, default=output / "units")
     sets: dict[str, pd.DataFrame] = {}
     with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
@@ -71,7 +70,8 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
         task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
         advance = partial(progress.advance, task)
         for name, protocol in validations.items():
-            sets[name] = run_protocol(before, protocol, list(config.algorithms), ks=config.k,
+            sets[name] = run_protocol(validation_log(log, design, name), protocol,
+                                      list(config.algorithms), ks=config.k,
                                       params=config.params, store=store, progress=advance).results
         deploy = deployment_protocol(log, design, u_min=config.u_min)
         sets["test"] = run_protocol(log, deploy, list(config.algorithms), ks=config.k,
@@ -84,6 +84,7 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     results.to_csv(output / "results.csv", index=False, float_format="%.10g")
     record = {"deploy_start": design.deploy_start, "window_s": design.width_s,
               "share": design.share, "seed": design.seed,
+              "train_window_s": design.train_window_s, "relevance": design.relevance,
               "validations": VALIDATIONS, "config": config.model_dump(mode="json")}
     (output / "gap.json").write_text(json.dumps(record, indent=2) + "\n")
     return gap, results
@@ -151,7 +152,8 @@ def gap_command(
         else:
             start = WindowSpec(width_s=width, n_folds=1).first_start(load_data(cfg).t_max)
         design = GapDesign(deploy_start=start, width_s=width, share=split_ratio,
-                           seed=split_seed)
+                           seed=split_seed, train_window_s=window_spec(cfg).train_window_s,
+                           relevance=cfg.relevance)
         output = Path(cfg.output_or(DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
         gap_frame, results = run_gap(cfg, design, output=output, console=stderr)

@@ -13,8 +13,8 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.deployment_gap import (
     GapDesign,
-    before_deployment,
     gap_table,
+    validation_log,
     validation_protocols,
 )
 from sweval.evaluators.protocols import RandomSplit, TemporalGlobal, TemporalUser, run_protocol
@@ -41,21 +41,34 @@ def test_gap_table_by_hand():
     assert np.isnan(got["traditional", "y"])  # a validation value of 0 has no ratio
 
 
-def test_the_sets_are_their_protocols_and_validation_never_sees_t(tmp_path):
+@pytest.mark.parametrize(("train_window", "relevance"), [(None, "all"), ("4D", "first")])
+def test_the_sets_are_their_protocols_and_validation_never_sees_t(tmp_path, train_window,
+                                                                   relevance):
+    """Each validation set is its protocol on what it may see, and the test is `sweval run`'s
+    fold, with the run's --train-window and --relevance (ignored once, silently)."""
     data = tmp_path / "log.csv"
-    random_frame(0).to_csv(data, index=False)
+    random_frame(0, n=1200).to_csv(data, index=False)
     config = EvalConfig(data=str(data), algorithms=["pop", "item-knn"], k=[5, 10], u_min=0,
-                        tracking=False, progress=False)
-    design = GapDesign(deploy_start=9 * DAY, width_s=2 * DAY, share=0.25, seed=3)
+                        tracking=False, progress=False, train_window=train_window,
+                        relevance=relevance, dedup="none")
+    window = None if train_window is None else 4 * DAY
+    design = GapDesign(deploy_start=9 * DAY, width_s=2 * DAY, share=0.25, seed=3,
+                       train_window_s=window, relevance=relevance)
     gap, results = run_gap(config, design, output=tmp_path / "out")
-    log = InteractionLog.from_frame(random_frame(0))
-    before = before_deployment(log, design)
-    assert before.t_max < design.deploy_start
+    log = InteractionLog.from_frame(random_frame(0, n=1200), dedup="none")
+    earliest = 0 if window is None else 9 * DAY - window
     columns = ["fold", "algorithm", "metric", "k", "value"]
     for name, protocol in {"traditional": RandomSplit(share=0.25, seed=3),
                            "proportional": TemporalUser(share=0.25),
-                           "cut-off": TemporalGlobal(start=7 * DAY)}.items():
-        want = run_protocol(before, protocol, ["pop", "item-knn"], ks=[5, 10]).results
+                           "cut-off": TemporalGlobal(start=7 * DAY, train_window_s=window,
+                                                     relevance=relevance)}.items():
+        seen = validation_log(log, design, name)
+        assert seen.t_max < design.deploy_start
+        if name != "cut-off":
+            assert seen.t_min >= earliest
+        by_hand = log.restrict((log.timestamp < 9 * DAY) & (log.timestamp >= earliest)
+                               if name != "cut-off" else log.timestamp < 9 * DAY)
+        want = run_protocol(by_hand, protocol, ["pop", "item-knn"], ks=[5, 10]).results
         got = results[results["set"] == name]
         pd.testing.assert_frame_equal(got[columns].reset_index(drop=True),
                                       want[columns].reset_index(drop=True))
@@ -68,6 +81,34 @@ def test_the_sets_are_their_protocols_and_validation_never_sees_t(tmp_path):
     assert (tmp_path / "out" / "gap.csv").is_file()
 
 
+def test_the_command_passes_the_training_window_and_relevance(tmp_path):
+    """`sweval gap --train-window 4D --relevance first` computes what its design says (it
+    computed the whole-history numbers, and recorded the options in gap.json)."""
+    import json
+    import sys
+
+    from sweval.flows.cli import main
+
+    data = tmp_path / "log.csv"
+    random_frame(0, n=1200).to_csv(data, index=False)
+    sys.argv = ["sweval", "gap", "--data", str(data), "--window", "2D", "--start", str(9 * DAY),
+                "--algorithms", "pop", "--k", "10", "--u-min", "0", "--train-window", "4D",
+                "--relevance", "first", "--no-tracking", "--no-progress",
+                "--output", str(tmp_path / "cli")]
+    main()
+    record = json.loads((tmp_path / "cli" / "gap.json").read_text())
+    assert (record["train_window_s"], record["relevance"]) == (4 * DAY, "first")
+    config = EvalConfig(data=str(data), algorithms=["pop"], k=[10], u_min=0, tracking=False,
+                        progress=False)
+    got = pd.read_csv(tmp_path / "cli" / "gap.csv")
+    for window, relevance, same in ((4 * DAY, "first", True), (None, "all", False)):
+        design = GapDesign(deploy_start=9 * DAY, width_s=2 * DAY, train_window_s=window,
+                           relevance=relevance)
+        want, _ = run_gap(config, design, output=tmp_path / f"o{window}")
+        equal = np.allclose(got["test_value"], want["test_value"], rtol=0, atol=1e-9)
+        assert equal == same, (window, got, want)
+
+
 def test_validation_protocols_cut_at_t_minus_the_window():
     protocols = validation_protocols(GapDesign(deploy_start=9 * DAY, width_s=2 * DAY), u_min=0)
     assert protocols["cut-off"].cutoff(InteractionLog.from_frame(random_frame(1))) == 7 * DAY
@@ -75,7 +116,7 @@ def test_validation_protocols_cut_at_t_minus_the_window():
 
 @pytest.mark.parametrize(("design", "message"), [
     (GapDesign(deploy_start=40 * DAY, width_s=DAY), "holds no transaction"),
-    (GapDesign(deploy_start=DAY, width_s=2 * DAY), "starts before the first transaction"),
+    (GapDesign(deploy_start=DAY, width_s=2 * DAY), "not after the first transaction"),
 ])
 def test_windows_outside_the_log_are_clear_errors(design, message):
     with pytest.raises(SwevalError, match=message):
