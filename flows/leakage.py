@@ -203,6 +203,12 @@ def leakage_command(
         cfg = build_config(ctx, options)
         if cfg.stratify_by is not None:
             raise SwevalError("--stratify-by: sweval leakage reports unstratified results.")
+        if cfg.train_window is not None or cfg.relevance != "all":
+            raise SwevalError(
+                "--train-window and --relevance do not apply to sweval leakage: its training "
+                "sets are the whole log up to P's end plus j periods (that is the experiment), "
+                "and each test user holds out one transaction."
+            )
         design = SeverityDesign(
             test_start=parse_time(leak_test_start, option="--leak-test-start"),
             period_s=parse_duration(cfg.window), periods=leak_periods,

@@ -158,6 +158,23 @@ def test_the_command_exits_2_on_a_period_outside_the_log(tmp_path, monkeypatch, 
     assert "holds no transaction" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", [["--train-window", "30D"], ["--relevance", "first"]])
+def test_options_that_do_not_apply_are_refused(tmp_path, monkeypatch, capsys, option):
+    """They were accepted, recorded in leakage.json and ignored by the numbers."""
+    from sweval.flows.cli import main
+
+    data = tmp_path / "hand.csv"
+    frame_of(HAND).to_csv(data, index=False)
+    monkeypatch.setattr(sys, "argv", [
+        "sweval", "leakage", "--data", str(data), "--window", "1D", "--leak-test-start",
+        "2001-01-01", "--algorithms", "pop", "--no-tracking", "--output", str(tmp_path / "o"),
+        *option])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    assert exit_info.value.code == 2
+    assert "do not apply to sweval leakage" in capsys.readouterr().err
+
+
 def test_seeded_models_get_a_reseeded_entry():
     from sweval.evaluators.leakage_severity import reseeded_entry
 
