@@ -118,7 +118,18 @@ def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> Unit
 
 
 def load_data(config: EvalConfig) -> InteractionLog:
-    """The run's log: the file or bundled dataset of ``config.data``, else a generated one."""
+    """The run's log: the file or bundled dataset of ``config.data``, else a generated one.
+
+    Raises:
+        SwevalError: unreadable or invalid data, or ``--policy-col`` and ``--stratify-by``
+            naming different columns (the strata are the values of the one policy column).
+    """
+    if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
+        raise SwevalError(
+            f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
+            "different columns: the strata are the values of one policy column; give "
+            f"--stratify-by {config.stratify_by!r} alone (or both naming the same column)."
+        )
     if config.data is None:
         from sweval.data.synthetic import generate_log
 

@@ -197,6 +197,20 @@ def test_stratify_mode_test_without_a_column_is_refused():
         make_plan(EvalConfig.build(stratify_mode="test", tracking=False, progress=False))
 
 
+def test_a_policy_column_and_another_stratify_column_are_refused(tmp_path):
+    """--policy-col policy --stratify-by bucket stratified by `policy` silently."""
+    from sweval.evaluators.run import load_data
+
+    data = tmp_path / "log.csv"
+    pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "timestamp": [1, 2],
+                  "policy": ["p", "q"], "bucket": ["A", "B"]}).to_csv(data, index=False)
+    with pytest.raises(SwevalError, match="--policy-col 'policy' and --stratify-by 'bucket' "
+                                          "name different columns"):
+        load_data(EvalConfig.build(data=str(data), policy_col="policy", stratify_by="bucket"))
+    same = load_data(EvalConfig.build(data=str(data), policy_col="bucket", stratify_by="bucket"))
+    assert same.n_users == 2
+
+
 def test_numeric_policy_labels_sort_as_numbers_in_the_tables():
     """Strata 1, 2, 10 (integer policy ids sort numerically, as every id does: protocol.md §1),
     not 1, 10, 2; text labels sort as text; ``all`` comes first."""
