@@ -138,7 +138,8 @@ def eligibility_by_width(
     log: InteractionLog, widths: Sequence[tuple[str, int]], u_min: int
 ) -> pd.DataFrame:
     """One row per candidate width: windows covering the log, how many keep ≥ u_min eligible
-    users, and the eligible users' median and 10th percentile per window.
+    users (and at least one: ``sweval run`` skips a window without any, whatever u_min), and
+    the eligible users' median and 10th percentile per window.
 
     Args:
         widths: (label, seconds) pairs, e.g. ``[("1D", 86400)]``.
@@ -148,7 +149,7 @@ def eligibility_by_width(
     for label, seconds in widths:
         frame = window_activity(log, seconds).frame
         eligible = frame["eligible_users"].to_numpy()
-        usable = int((eligible >= u_min).sum())
+        usable = int((eligible >= max(u_min, 1)).sum())
         rows.append({
             "window": label,
             "windows": len(frame),

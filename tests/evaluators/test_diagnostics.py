@@ -61,6 +61,9 @@ def test_eligibility_table_counts_usable_windows():
     assert (one_day["windows"], one_day["usable"], one_day["median_eligible"]) == (3, 1, 0.0)
     # one window [0, 3D) holds everything: every user is first seen inside it
     assert (three_days["windows"], three_days["usable"]) == (1, 0)
+    # u_min 0: a window without an eligible user is still skipped by sweval run
+    at_zero = eligibility_by_width(log_of(HAND), [("1D", DAY)], u_min=0).iloc[0]
+    assert (at_zero["usable"], at_zero["usable_share"]) == (1, pytest.approx(1 / 3))
 
 
 def random_log(seed: int) -> InteractionLog:
