@@ -118,20 +118,31 @@ def _ranked_part(summary: pd.DataFrame, k: int, metric: str) -> pd.DataFrame:
     return part[part["mean"].notna()]
 
 
+def ranking_scores(
+    summary: pd.DataFrame, k: int, *, metric: str = "recall"
+) -> dict[str, dict[str, float]]:
+    """Per protocol, every evaluated algorithm's :func:`~evaluators.results.ranking_score` at
+    metric@k, rounded to 12 decimals so that float noise does not split equal means."""
+    part = _ranked_part(summary, k, metric)
+    part = part.assign(score=np.round(ranking_score(part).to_numpy(dtype=float), 12))
+    return {str(protocol): dict(zip(rows["algorithm"].astype(str), rows["score"], strict=True))
+            for protocol, rows in part.groupby("protocol", sort=False)}
+
+
+def _ranks(scores: dict[str, float], among: set[str] | None = None) -> dict[str, int]:
+    """1 + the number of algorithms (of ``among``, default all) scored strictly higher."""
+    among = set(scores) if among is None else among
+    return {a: 1 + sum(scores[o] > score for o in among if o in scores)
+            for a, score in scores.items() if a in among}
+
+
 def tied_ranks(
     summary: pd.DataFrame, k: int, *, metric: str = "recall"
 ) -> dict[str, dict[str, int]]:
     """Per protocol, every evaluated algorithm's rank at metric@k: 1 + the number of algorithms
-    ranked strictly above it by :func:`~evaluators.results.ranking_score`, compared to 12
-    decimals, so equal means share a rank (1, 1, 3) and float noise does not split them."""
-    part = _ranked_part(summary, k, metric)
-    part = part.assign(score=np.round(ranking_score(part).to_numpy(dtype=float), 12))
-    out: dict[str, dict[str, int]] = {}
-    for protocol, rows in part.groupby("protocol", sort=False):
-        scores = dict(zip(rows["algorithm"].astype(str), rows["score"], strict=True))
-        out[str(protocol)] = {a: 1 + sum(other > score for other in scores.values())
-                              for a, score in scores.items()}
-    return out
+    ranked strictly above it (:func:`ranking_scores`), so equal means share a rank (1, 1, 3)."""
+    return {protocol: _ranks(scores)
+            for protocol, scores in ranking_scores(summary, k, metric=metric).items()}
 
 
 def rank_shift(
@@ -142,24 +153,31 @@ def rank_shift(
 
     Ranks are 1-based over the algorithms each protocol evaluates (:func:`tied_ranks`: equal
     means share a rank), rows in :func:`rankings`' order; an algorithm a protocol does not
-    evaluate has no rank there.
+    evaluate has no rank there. The shift counts places among the algorithms *both* protocols
+    rank (POP-N is not evaluated under LOOCV; a tuned series lacks some): an algorithm absent
+    from one side moves no one.
     Columns: ``k, algorithm, protocol, rank, shift``, rows in the reference protocol's order.
     """
     rows = []
     ks = sorted(int(k) for k in summary.loc[summary["k"].notna(), "k"].unique())
     for k in ks:
         ranked = rankings(summary, k, metric=metric)
-        ranks = tied_ranks(summary, k, metric=metric)
+        scores = ranking_scores(summary, k, metric=metric)
         reference = ranked.get(protocols[0], [])
         order = reference + sorted({a for p in protocols for a in ranked.get(p, [])}
                                    - set(reference))
+        base_scores = scores.get(protocols[0], {})
+        shifts = {}  # per protocol: the places each algorithm of both protocols moved
+        for protocol in protocols:
+            common = set(base_scores) & set(scores.get(protocol, {}))
+            base, moved = _ranks(base_scores, common), _ranks(scores.get(protocol, {}), common)
+            shifts[protocol] = {a: base[a] - moved[a] for a in common}
+        ranks = tied_ranks(summary, k, metric=metric)
         for algorithm in order:
-            base = ranks.get(protocols[0], {}).get(algorithm)
             for protocol in protocols:
-                rank = ranks.get(protocol, {}).get(algorithm)
-                shift = base - rank if base is not None and rank is not None else None
                 rows.append({"k": k, "algorithm": algorithm, "protocol": protocol,
-                             "rank": rank, "shift": shift})
+                             "rank": ranks.get(protocol, {}).get(algorithm),
+                             "shift": shifts[protocol].get(algorithm)})
     frame = pd.DataFrame(rows, columns=["k", "algorithm", "protocol", "rank", "shift"])
     return frame.astype({"rank": "Int64", "shift": "Int64"})
 
