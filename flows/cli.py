@@ -431,21 +431,30 @@ from sweval.flows.report_cli import report as _report  # noqa: E402
 
 app.command(name="report")(_report)
 
+from sweval.flows.compare import DEFAULT_OUTPUT as compare_output  # noqa: E402
 from sweval.flows.compare import compare_command  # noqa: E402
 
-app.command(name="compare")(with_eval_options(compare_command(build_config, _setup_logging)))
+app.command(name="compare")(with_eval_options(
+    compare_command(build_config, _setup_logging),
+    defaults={"output": compare_output}))
 
 from sweval.flows.inspect_cli import inspect as _inspect  # noqa: E402
 
 app.command(name="inspect")(_inspect)
 
+from sweval.flows.leakage import DEFAULT_OUTPUT as leakage_output  # noqa: E402
 from sweval.flows.leakage import leakage_command  # noqa: E402
 
-app.command(name="leakage")(with_eval_options(leakage_command(build_config, _setup_logging)))
+app.command(name="leakage")(with_eval_options(
+    leakage_command(build_config, _setup_logging),
+    defaults={"output": leakage_output}))
 
+from sweval.flows.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
 from sweval.flows.gap import gap_command  # noqa: E402
 
-app.command(name="gap")(with_eval_options(gap_command(build_config, _setup_logging)))
+app.command(name="gap")(with_eval_options(
+    gap_command(build_config, _setup_logging),
+    defaults={"output": gap_output}))
 
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 

@@ -67,10 +67,12 @@ class OptionSpec:
             return value
         return self.codec.parse(value, self.flag.split("/")[0])
 
-    def parameter(self) -> inspect.Parameter:
+    def parameter(self, default: Any = None) -> inspect.Parameter:
+        """The field as an option, with the field's default or this command's own."""
         option = typer.Option(self.flag, help=self.help, rich_help_panel=self.group)
         return inspect.Parameter(
-            self.name, _KEYWORD, default=self.default, annotation=Annotated[self.annotation, option]
+            self.name, _KEYWORD, default=self.default if default is None else default,
+            annotation=Annotated[self.annotation, option],
         )
 
     def argument(self) -> inspect.Parameter:
@@ -133,10 +135,13 @@ def with_eval_options(
     group: Group | None = None,
     extra: list[inspect.Parameter] = EXTRA_OPTIONS,
     argument: str | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> Any:
     """Give ``func`` (which takes ``**options``) an option per field of ``model`` (of help panel
     ``group`` only, when given), then ``extra`` (:data:`EXTRA_OPTIONS`: ``--config``, ``-v``);
-    its own parameters come first.
+    its own parameters come first. ``defaults`` maps fields to this command's own defaults
+    (``{"output": "runs/compare"}``; a --config file without the field gets it from
+    :meth:`EvalConfig.output_or`).
 
     ``argument`` names a field that is also an optional positional argument, with the field's
     help (``sweval inspect [DATA]``); its option stays (parameter ``<field>_option``) and
@@ -147,7 +152,8 @@ def with_eval_options(
         if p.kind is not inspect.Parameter.VAR_KEYWORD
     ]
     specs = option_specs(model, group)
-    shared = [spec.parameter() for spec in specs] + list(extra)
+    own_defaults = defaults or {}
+    shared = [spec.parameter(own_defaults.get(spec.name)) for spec in specs] + list(extra)
     positional: list[inspect.Parameter] = []
     if argument is not None:
         spec = next((s for s in specs if s.name == argument), None)

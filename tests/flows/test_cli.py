@@ -166,6 +166,20 @@ def _commands(group: object, prefix: str = "") -> list[tuple[str, object]]:
     return found
 
 
+def test_each_command_shows_its_own_default_output() -> None:
+    """compare, leakage and gap write to runs/<command> by default; their help said
+    runs/latest, sweval run's."""
+    import typer.main
+
+    from sweval.flows.cli import app
+
+    commands = dict(_commands(typer.main.get_command(app)))
+    for name, default in {"run": "runs/latest", "compare": "runs/compare",
+                          "leakage": "runs/leakage", "gap": "runs/gap"}.items():
+        (output,) = [p for p in commands[name].params if p.name == "output"]
+        assert output.default == default, name
+
+
 def test_every_command_help_is_made_of_paragraphs_that_rich_can_reflow() -> None:
     """With rich markup typer keeps a help text's line breaks as they stand in the docstring
     (in ``sweval --help``'s command panel and in the command's own page), so a paragraph spread
