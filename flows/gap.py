@@ -99,17 +99,27 @@ def skipped_sets(results: pd.DataFrame) -> dict[str, str]:
     return found
 
 
+def unsupported_cells(results: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(algorithm, set, reason) of the algorithms a set does not evaluate although its split
+    was not skipped (POP-N under a random hold-out: its reason from ``skip_reason``)."""
+    rows = results[(results["stratum"] == "all") & results["skipped"].astype(bool)]
+    skipped = skipped_sets(results)
+    found = rows[~rows["set"].isin(list(skipped))].drop_duplicates(["algorithm", "set"])
+    return [(str(r.algorithm), str(r.set), str(r.skip_reason)) for r in found.itertuples()]
+
+
 def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
               console: Console | None = None) -> None:
-    """003 Table 2: per algorithm, each validation value with its drop to the test value."""
+    """003 Table 2: per algorithm, each validation value with its change to the test value
+    (``drop_pct`` in gap.csv: negative when the score shrinks after deployment)."""
     console = console or table_console()
     part = gap[(gap["metric"] == metric) & (gap["k"] == k)]
     table = Table(title=f"{LABELS[metric]}@{k}: validated before T, then deployed on [T, T+tΔ) "
-                  "(drop = test / validation − 1)", title_justify="left")
+                  "(change = test / validation − 1)", title_justify="left")
     table.add_column("algorithm", style="bold")
     for name in VALIDATIONS:
         table.add_column(f"val {name}", justify="right")
-        table.add_column("drop", justify="right", style="dim")
+        table.add_column("change", justify="right", style="dim")
     table.add_column("test", justify="right")
     for algorithm in algorithms:
         rows = part[part["algorithm"] == algorithm].set_index("validation")
@@ -168,6 +178,9 @@ def gap_command(
             print_gap(gap_frame, list(cfg.algorithms), k, metric)
         for name, reason in skipped.items():
             stderr.print(f"val {name}: skipped ({reason}), so its columns are empty",
+                         style="yellow", markup=False, highlight=False)
+        for algorithm, name, reason in unsupported_cells(results):
+            stderr.print(f"{algorithm} under {'val ' if name != 'test' else ''}{name}: {reason}",
                          style="yellow", markup=False, highlight=False)
         stderr.print(f"tables: {output}", markup=False)
 

@@ -155,3 +155,20 @@ def test_a_skipped_set_is_said_and_a_skipped_deployment_is_an_error(tmp_path, ca
     assert gap(test + 1) == 2
     assert (f"the deployment window is skipped (n_eligible={test} < u_min={test + 1})"
             in capsys.readouterr().err)
+
+
+def test_an_algorithm_a_validation_does_not_define_is_said_with_its_reason(tmp_path, capsys):
+    """POP-N has no random-split value: its "—" cell gets a line saying why (it had none)."""
+    import sys
+
+    from sweval.flows.cli import main
+
+    data = tmp_path / "log.csv"
+    random_frame(0).to_csv(data, index=False)
+    sys.argv = ["sweval", "gap", "--data", str(data), "--window", "2D", "--start", str(9 * DAY),
+                "--algorithms", "pop,pop-n", "--k", "5", "--u-min", "0", "--no-tracking",
+                "--no-progress", "--output", str(tmp_path / "o")]
+    main()
+    err = capsys.readouterr().err
+    assert "pop-n under val traditional: pop-n needs the global timeline" in err
+    assert "pop under" not in err
