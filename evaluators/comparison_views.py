@@ -91,20 +91,24 @@ def leakage_view(leakage: pd.DataFrame, k: int) -> pd.DataFrame:
 def overlap_view(overlap: pd.DataFrame, k: int) -> pd.DataFrame | None:
     """Columns ``protocol, <algorithm>…`` at ``k``: "0.54 (120)", the mean Jaccard of the
     protocol's top-k against SW-EVAL's for the same user and test instance, weighted by the
-    users paired in each split (their number in brackets); None when no user is paired."""
-    part = overlap[(overlap["k"] == k) & (overlap["n_users"] > 0)]
+    users paired in each split (their number in brackets); "— (0)" where the protocol paired
+    no user (its test instances never fall in SW-EVAL's windows); None when no protocol did."""
+    at_k = overlap[overlap["k"] == k]
+    part = at_k[at_k["n_users"] > 0]
     if part.empty:
         return None
     pooled = part.assign(weighted=part["jaccard"] * part["n_users"]).groupby(
         ["protocol", "algorithm"], sort=False)[["weighted", "n_users"]].sum()
     algorithms = [str(a) for a in dict.fromkeys(part["algorithm"])]
     rows = []
-    for protocol in dict.fromkeys(part["protocol"]):
+    for protocol in dict.fromkeys(at_k["protocol"]):
         row = {"protocol": str(protocol)}
         for algorithm in algorithms:
             if (protocol, algorithm) in pooled.index:
                 at = pooled.loc[(protocol, algorithm)]
                 row[algorithm] = f"{at['weighted'] / at['n_users']:.2f} ({int(at['n_users'])})"
+            elif ((at_k["protocol"] == protocol) & (at_k["algorithm"] == algorithm)).any():
+                row[algorithm] = "— (0)"
             else:
                 row[algorithm] = ""
         rows.append(row)

@@ -76,3 +76,8 @@ def test_overlap_view_weights_each_split_by_its_paired_users():
     assert view.values.tolist() == [["loocv", "0.88 (8)", ""],
                                      ["leave-last-one-out", "", "0.25 (4)"]]
     assert overlap_view(overlap.assign(n_users=0), 10) is None
+    # a protocol that paired no user keeps its row, saying so (it was dropped)
+    unpaired = pd.concat([overlap, pd.DataFrame({
+        "protocol": ["random-split"], "split": [0], "algorithm": ["pop"], "k": [10],
+        "jaccard": [float("nan")], "n_users": [0]})], ignore_index=True)
+    assert overlap_view(unpaired, 10).values.tolist()[-1] == ["random-split", "— (0)", ""]
