@@ -24,7 +24,7 @@ from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.flows.summary import lead_cell
-from sweval.flows.terminal import table_console
+from sweval.flows.terminal import folding_header, table_console
 
 if TYPE_CHECKING:
     from sweval.flows.compare import Comparison
@@ -65,11 +65,11 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
     label = LABELS.get(metric, metric)
     table = Table(title=f"Mean {label}@k — {_protocol_title(comparison, name)}",
                   title_justify="left")
-    table.add_column("k", justify="right", style="bold")
+    table.add_column("k", justify="right", style="bold", no_wrap=True)
     algorithms = list(dict.fromkeys(part["algorithm"]))
-    for algorithm in algorithms:
-        table.add_column(escape(algorithm), justify="right", overflow="fold")
-        table.add_column("Δ%", justify="right", style="dim", overflow="fold")
+    for algorithm in algorithms:  # a long label folds over its numbers, which never do
+        table.add_column(folding_header(algorithm), justify="right")
+        table.add_column("Δ%", justify="right", style="dim", no_wrap=True)
     table.add_column("best's lead", justify="right", overflow="fold")
     summary = comparison.summary[comparison.summary["protocol"] == name]
     at = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
@@ -131,9 +131,9 @@ def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
     """The ranking of the algorithms under every protocol, per k (best first)."""
     table = Table(title=f"Ranking by mean {LABELS.get(metric, metric)}@k (best first)",
                   title_justify="left")
-    table.add_column("protocol", style="bold")
+    table.add_column("protocol", style="bold", overflow="fold")
     for k in comparison.ks:
-        table.add_column(f"k={k}")
+        table.add_column(f"k={k}", overflow="fold")
     per_k = {k: rankings(comparison.summary, k, metric=metric) for k in comparison.ks}
     ranks = {k: tied_ranks(comparison.summary, k, metric=metric) for k in comparison.ks}
     for name in comparison.protocols:
@@ -160,9 +160,9 @@ def rank_shift_rich(comparison: Comparison, k: int | None = None) -> Table:
     label = LABELS.get(comparison.rank_metric, comparison.rank_metric)
     table = Table(title=f"Rank by mean {label}@{k} per protocol; ↑n / ↓n: places gained or lost "
                   f"against {comparison.protocols[0]}", title_justify="left")
-    table.add_column("algorithm", style="bold")
+    table.add_column("algorithm", style="bold", overflow="fold")
     for name in comparison.protocols:
-        table.add_column(name, justify="right")
+        table.add_column(folding_header(name), justify="right")
     _add_rows(table, rank_shift_view(frame, comparison.protocols, k))
     return table
 
@@ -187,10 +187,10 @@ def strata_table(comparison: Comparison, k: int | None = None) -> Table | None:
     table = Table(title=f"Mean {LABELS.get(metric, metric)}@{k} per protocol and policy stratum "
                   "(each stratum: the protocol on that policy's transactions alone; u_min per "
                   "stratum split)", title_justify="left")
-    table.add_column("protocol", style="bold")
-    table.add_column("stratum")
+    table.add_column("protocol", style="bold", overflow="fold")
+    table.add_column("stratum", overflow="fold")
     for algorithm in algorithms:
-        table.add_column(escape(algorithm), justify="right")
+        table.add_column(folding_header(algorithm), justify="right")
     for protocol in comparison.protocols:
         rows = part[part["protocol"] == protocol]
         for stratum in dict.fromkeys(rows["stratum"]):
@@ -207,8 +207,8 @@ def kendall_rich(comparison: Comparison) -> Table:
     table = Table(title=f"Kendall's τ between the protocols' rankings by {label}@k (p-value; "
                   "n = algorithms both protocols rank)",
                   title_justify="left")
-    table.add_column("protocols", style="bold")
-    table.add_column("n", justify="right")
+    table.add_column("protocols", style="bold", overflow="fold")
+    table.add_column("n", justify="right", no_wrap=True)
     for k in comparison.ks:
         table.add_column(f"k={k}", justify="right")
     _add_rows(table, kendall_view(comparison.kendall, comparison.ks))
@@ -227,7 +227,8 @@ def leakage_rich(comparison: Comparison, k: int | None = None) -> Table:
                             ("recommended", "right"), ("future items", "right"),
                             ("share", "right"), ("lists with one", "right"),
                             ("note", "left")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        table.add_column(folding_header(column), justify=justify,  # type: ignore[arg-type]
+                         overflow="fold" if column in ("protocol", "algorithm", "note") else "ellipsis")
     for row in leakage_view(comparison.leakage, k).itertuples(index=False):
         cells = [escape(str(cell)) for cell in row]
         if row.note == LEAKAGE_BUG:
@@ -246,9 +247,9 @@ def overlap_rich(comparison: Comparison) -> Table | None:
     table = Table(title=f"Top-{k} overlap with SW-EVAL's lists for the same user and test "
                   "instance (mean Jaccard; users paired)", title_justify="left",
                   padding=(0, 1))
-    table.add_column("protocol", no_wrap=True)
+    table.add_column("protocol", overflow="fold")
     for algorithm in view.columns[1:]:
-        table.add_column(escape(algorithm), justify="right")
+        table.add_column(folding_header(algorithm), justify="right")
     _add_rows(table, view)
     return table
 

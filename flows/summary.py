@@ -24,7 +24,7 @@ from sweval.evaluators.overlap import overlap_matrix
 from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.tuning import TUNED
-from sweval.flows.terminal import table_console
+from sweval.flows.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -37,39 +37,57 @@ def summary_table(
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
     the bootstrap interval when the summary has one), and the folds used/skipped, with the
     units that failed (``failed``: per label) in red; with ``significance``, a last row says
-    whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``)."""
+    whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``).
+
+    In a narrow console the algorithm labels fold and the numbers stay whole; a column of
+    numbers is as wide as they are, the lead row's notes wrap within it."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     best = is_best(part)
     ks = sorted(int(k) for k in part["k"].dropna().unique())
-    table = Table(title=title, title_justify="left", padding=(0, 1))
-    table.add_column("algorithm", style="bold", no_wrap=True)
-    label = LABELS.get(metric, metric)
-    for k in ks:
-        table.add_column(f"{label}@{k}", justify="right", no_wrap=True)
-    table.add_column("folds", justify="right", no_wrap=True)
+    body = []  # (label, a cell per k, folds) per algorithm
     for algorithm, rows in part.groupby("algorithm", sort=False):
-        cells = [escape(str(algorithm))]  # labels such as item-knn[tuned] are not markup
-        for k in ks:
-            row = rows[rows["k"] == k].iloc[0]
-            if pd.isna(row["mean"]):
-                cells.append("—")
-            elif pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
-                cells.append(f"{row['mean']:.4f}    ")
-            elif best.loc[row.name]:
-                cells.append(f"[bold green]{row['mean']:.4f}[/]    ")
-            else:
-                cells.append(f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]")
-            if "ci_low" in row and pd.notna(row["ci_low"]):
-                cells[-1] += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
-        cells.append(f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}")
-        if failed and failed.get(str(algorithm)):
-            cells[-1] += f" [red]{failed[str(algorithm)]} failed[/]"
-        table.add_row(*cells)
+        at_k = [rows[rows["k"] == k].iloc[0] for k in ks]
+        body.append((escape(str(algorithm)),  # labels such as item-knn[tuned] are not markup
+                     [value_cell(row, best=bool(best.loc[row.name])) for row in at_k],
+                     folds_cell(rows, (failed or {}).get(str(algorithm), 0))))
+    table = Table(title=title, title_justify="left", padding=(0, 1))
+    table.add_column("algorithm", style="bold", overflow="fold")
+    label = LABELS.get(metric, metric)
+    for i, k in enumerate(ks):
+        header = f"{label}@{k}"
+        table.add_column(header, justify="right", no_wrap=True,
+                         max_width=widest_line([header, *(values[i] for _, values, _ in body)]))
+    table.add_column("folds", justify="right", no_wrap=True)
+    for name, values, folds in body:
+        table.add_row(name, *values, folds)
     if significance is not None:
         table.add_row("best's lead", *(
-            lead_cell(summary, significance, stratum=stratum, metric=metric, k=k) for k in ks
+            note_cell(lead_cell(summary, significance, stratum=stratum, metric=metric, k=k))
+            for k in ks
         ), "", style="italic", end_section=False)
     return table
+
+
+def value_cell(row: pd.Series, *, best: bool) -> str:
+    """One algorithm's cell at one k (a summary row): its mean, green for the best, else with
+    its Δ% to the best; below it the bootstrap interval when the row has one."""
+    if pd.isna(row["mean"]):
+        return "—"
+    if pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
+        cell = f"{row['mean']:.4f}    "
+    elif best:
+        cell = f"[bold green]{row['mean']:.4f}[/]    "
+    else:
+        cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]"
+    if "ci_low" in row and pd.notna(row["ci_low"]):
+        cell += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
+    return cell
+
+
+def folds_cell(rows: pd.DataFrame, n_failed: int) -> str:
+    """An algorithm's folds used/skipped (its summary rows), with its failed units in red."""
+    cell = f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}"
+    return cell + (f" [red]{n_failed} failed[/]" if n_failed else "")
 
 
 def lead_cell(
@@ -103,9 +121,9 @@ def overlap_table(overlap: pd.DataFrame, k: int) -> Table | None:
         title=f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
         "consecutive folds (overlap.csv)", title_justify="left", padding=(0, 1),
     )
-    table.add_column("", style="bold", no_wrap=True)
+    table.add_column("", style="bold", overflow="fold")
     for label in matrix.columns:
-        table.add_column(escape(str(label)), justify="right")
+        table.add_column(folding_header(str(label)), justify="right")
     for label, row in matrix.iterrows():
         table.add_row(escape(str(label)),
                       *("" if pd.isna(value) else f"{value:.2f}" for value in row))
@@ -126,8 +144,9 @@ def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
         title_justify="left", padding=(0, 1),
     )
     for column in ("algorithm", "k", "tuned", "folds", "oracle", "oracle mean", "optimism"):
-        table.add_column(column, justify="left" if column in ("algorithm", "oracle") else "right",
-                         no_wrap=column in ("algorithm", "oracle"))
+        label = column in ("algorithm", "oracle")
+        table.add_column(column, justify="left" if label else "right",
+                         overflow="fold" if label else "ellipsis", no_wrap=not label)
     for row in optimism.itertuples():
         table.add_row(escape(row.algorithm), str(row.k), f"{row.tuned_mean:.4f}", str(row.n_folds),
                       escape(row.oracle), f"{row.oracle_mean:.4f}",

@@ -116,6 +116,18 @@ def test_printed_output(comparison):
     assert "2-repetition LOOCV" in text and "leave-last-one-out" in text
 
 
+def test_in_80_columns_labels_fold_and_no_cell_is_cut(comparison):
+    """Protocol and algorithm labels (headers and cells) fold onto more lines in a narrow
+    terminal instead of ending in "…" ("tempor…", "leave-…"), and every mean is printed whole."""
+    console = Console(file=io.StringIO(), width=80)
+    print_comparison(comparison, console)
+    text = console.file.getvalue()
+    assert "…" not in text
+    summary = comparison.summary
+    means = summary.loc[(summary["metric"] == "recall") & (summary["stratum"] == "all"), "mean"]
+    assert all(f"{mean:.4f}" in text for mean in means.dropna())
+
+
 def test_mlflow_layout(tmp_path, log, mlflow_uri):
     from mlflow import MlflowClient
 

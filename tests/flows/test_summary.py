@@ -251,3 +251,47 @@ def test_std_is_none_for_one_fold_and_exactly_zero_for_equal_values():
     summary = summary_of(results)[0].set_index("algorithm")["std"]
     assert pd.isna(summary["one"]) and summary["equal"] == 0.0
     assert summary["two"] == pytest.approx(0.1414213562373095)
+
+
+LONG_LABEL = 'user-knn(n_neighbors=50,weighting="cosine")'
+
+
+def first_column(text: str) -> str:
+    """The first column of a rendered table, its lines joined (a folded label made whole)."""
+    return "".join(line.split("│")[1].strip() for line in text.splitlines()
+                   if line.startswith("│"))
+
+
+def test_in_80_columns_a_long_label_folds_and_the_numbers_stay_whole():
+    """Every column was no_wrap: the label took the width and the means became "0.01…"."""
+    summary = pd.DataFrame({
+        "algorithm": ["pop"] * 4 + [LONG_LABEL] * 4, "stratum": "all", "metric": "recall",
+        "k": [5, 10, 15, 20] * 2, "mean": [0.0106, 0.0106, 0.0106, 0.0223, 0.0798, 0.0967,
+                                           0.1331, 0.1351],
+        "delta": [-0.868, -0.891, -0.921, -0.83, 0.0, 0.0, 0.0, 0.0], "n_folds": 6,
+        "n_skipped": 0, "ci_low": 0.011, "ci_high": 0.143,
+    })
+    console = Console(width=80, record=True)
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t"))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for cell in ("Recall@20", "0.0106 -87%", "0.0223 -83%", "0.1351", "0.011–0.143", "6/0"):
+        assert cell in text
+    assert LONG_LABEL in first_column(text)
+
+
+def test_in_80_columns_the_lead_note_wraps_within_the_numbers_width():
+    """The runner-up the best is behind has a long label: its note wraps in the column of
+    numbers instead of widening it (which squeezed the numbers into ellipses)."""
+    results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
+    runner_up = f"{LONG_LABEL}[tuned]"
+    results = pd.concat([results, long_results({runner_up: [0.5, 0.7]}).assign(fold=[2, 3])])
+    summary, significance = summary_of(results)
+    console = Console(width=80, record=True)
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t",
+                                significance=significance))
+    text = console.export_text()
+    assert "…" not in text and "0.6000 +71%" in text and "0.2000 -20%" in text
+    lead = "".join(line.split("│")[2].strip() for line in text.splitlines()
+                   if line.startswith("│") and "0." not in line.split("│")[2])
+    assert f"behind{runner_up}" in lead
