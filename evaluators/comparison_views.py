@@ -43,7 +43,7 @@ def kendall_view(kendall: pd.DataFrame, ks: Sequence[int]) -> pd.DataFrame:
             if at.empty or pd.isna(at["tau"].iloc[0]):
                 row[f"k={k}"] = "—"
             else:
-                row[f"k={k}"] = f"{at['tau'].iloc[0]:+.2f} (p={at['p_value'].iloc[0]:.2f})"
+                row[f"k={k}"] = f"{at['tau'].iloc[0]:+z.2f} (p={at['p_value'].iloc[0]:.2f})"
         rows.append(row)
     return pd.DataFrame(rows, columns=["protocols", "n", *(f"k={k}" for k in ks)])
 

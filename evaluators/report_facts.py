@@ -159,6 +159,6 @@ def tuning_summary(data: ReportData) -> PlainTable | None:
         "test folds": frame["n_folds"],
         "oracle (best on the test folds)": frame["oracle"],
         "oracle mean": frame["oracle_mean"].map("{:.4f}".format),
-        "optimism": frame["optimism"].map(lambda v: "—" if pd.isna(v) else f"{100 * v:+.1f}%"),
+        "optimism": frame["optimism"].map(lambda v: "—" if pd.isna(v) else f"{100 * v:+z.1f}%"),
     })
     return PlainTable.of(shown)

@@ -61,6 +61,9 @@ def _at(results: pd.DataFrame, metric: str, k: int | None) -> pd.DataFrame:
 
 
 def _matrix_cell(table: pd.DataFrame, a: str, b: str) -> MatrixCell:
+    """Cell (row a, column b) of ``table`` (Wilcoxon rows of :func:`compare_algorithms`): a's
+    mean paired lead over b with its stars, the interval and p-values in the tooltip; a lead
+    that rounds to 0 prints +0.000 (format ``z``), never -0.000."""
     if a == b:
         return MatrixCell("", "self")
     for first, second, sign in ((a, b, 1.0), (b, a, -1.0)):
@@ -72,14 +75,14 @@ def _matrix_cell(table: pd.DataFrame, a: str, b: str) -> MatrixCell:
         return MatrixCell("", "na")
     diff = sign * float(r["mean_diff"])
     low, high = sorted((sign * float(r["ci_low"]), sign * float(r["ci_high"])))
-    title = (f"{a} − {b}: {diff:+.4g}, interval {low:+.4g} to {high:+.4g}, "
+    title = (f"{a} − {b}: {diff:+z.4g}, interval {low:+z.4g} to {high:+z.4g}, "
              f"{int(r['n_folds'])} paired folds")
     if r["note"] == NO_POWER:
-        return MatrixCell(f"{diff:+.3f}", "ns", f"{title}; {NO_POWER}")
+        return MatrixCell(f"{diff:+z.3f}", "ns", f"{title}; {NO_POWER}")
     p = float(r["p_holm"])
     title += f"; Wilcoxon p = {float(r['p_value']):.3g}, Holm {p:.3g}"
     kind = "ns" if not p < ALPHA else ("win" if diff > 0 else "loss")
-    return MatrixCell(f"{diff:+.3f}{stars(p)}", kind, title)
+    return MatrixCell(f"{diff:+z.3f}{stars(p)}", kind, title)
 
 
 def significance_matrices(data: ReportData, metric: str, k: int | None) -> list[SignificanceMatrix]:
@@ -126,8 +129,8 @@ def policy_effect(data: ReportData, metric: str, k: int | None) -> PlainTable | 
             rows.append([
                 *([str(protocol)] if data.labelled_protocols else []),
                 f"{w['algorithm_a']} − {w['algorithm_b']}", f"{w['stratum_a']} vs {w['stratum_b']}",
-                str(int(w["n_folds"])), f"{w['mean_diff']:+.4f}",
-                "" if not np.isfinite(w["ci_low"]) else f"{w['ci_low']:+.4f} to {w['ci_high']:+.4f}",
+                str(int(w["n_folds"])), f"{w['mean_diff']:+z.4f}",
+                "" if not np.isfinite(w["ci_low"]) else f"{w['ci_low']:+z.4f} to {w['ci_high']:+z.4f}",
                 _p(w["p_value"]), _p(w["p_holm"], starred=True),
                 _p(t["p_value"]), _p(t["p_holm"], starred=True),
             ])

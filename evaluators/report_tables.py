@@ -140,7 +140,7 @@ def format_delta(cell: Cell) -> str:
         return "best"
     if not np.isfinite(cell.delta):
         return "—"
-    return f"{100 * cell.delta:+.1f}%".replace("-", "−")
+    return f"{100 * cell.delta:+z.1f}%".replace("-", "−")
 
 
 def format_interval(cell: Cell) -> str:

@@ -88,7 +88,7 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
             mean, delta = float(row["mean"].iloc[0]), float(row["delta"].iloc[0])
             best = (algorithm, k) in bests
             cells += [f"[bold]{mean:.4f}[/bold]" if best else f"{mean:.4f}",
-                      "best" if best else (f"{100 * delta:+.0f}%" if not np.isnan(delta) else "")]
+                      "best" if best else (f"{100 * delta:+z.0f}%" if not np.isnan(delta) else "")]
         cells.append(lead_cell(summary, significance, stratum="all", metric=metric, k=k)
                      if len(significance) else "—")
         table.add_row(*cells)

@@ -70,7 +70,8 @@ def summary_table(
 
 def value_cell(row: pd.Series, *, best: bool) -> str:
     """One algorithm's cell at one k (a summary row): its mean, green for the best, else with
-    its Δ% to the best; below it the bootstrap interval when the row has one."""
+    its Δ% to the best (+0% when it rounds to 0, never -0%); below it the bootstrap interval
+    when the row has one."""
     if pd.isna(row["mean"]):
         return "—"
     if pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
@@ -78,7 +79,7 @@ def value_cell(row: pd.Series, *, best: bool) -> str:
     elif best:
         cell = f"[bold green]{row['mean']:.4f}[/]    "
     else:
-        cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+.0f}%[/]"
+        cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+z.0f}%[/]"
     if "ci_low" in row and pd.notna(row["ci_low"]):
         cell += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
     return cell
@@ -150,7 +151,7 @@ def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
     for row in optimism.itertuples():
         table.add_row(escape(row.algorithm), str(row.k), f"{row.tuned_mean:.4f}", str(row.n_folds),
                       escape(row.oracle), f"{row.oracle_mean:.4f}",
-                      "—" if pd.isna(row.optimism) else f"{100 * row.optimism:+.1f}%")
+                      "—" if pd.isna(row.optimism) else f"{100 * row.optimism:+z.1f}%")
     return table
 
 

@@ -566,6 +566,18 @@ def test_who_beats_whom_matrix_matches_scipy_on_results_csv(report_dir):
     assert all("Holm" not in c["title"] for (s, _, _), c in cells.items() if s == "A")
 
 
+def test_a_lead_that_rounds_to_zero_prints_plus_zero_both_ways():
+    """The who-beats-whom cell of a lead of -0.0002 printed -0.000, its mirror +0.000."""
+    from sweval.evaluators.report_significance import _matrix_cell
+
+    table = pd.DataFrame([{"algorithm_a": "a", "algorithm_b": "b", "mean_diff": -0.0002,
+                           "ci_low": -0.001, "ci_high": 0.0, "n_folds": 6, "p_value": 0.8,
+                           "p_holm": 0.8, "note": ""}])
+    cells = [_matrix_cell(table, "a", "b"), _matrix_cell(table, "b", "a")]
+    assert [cell.text for cell in cells] == ["+0.000", "+0.000"]
+    assert "interval +0 to +0.001" in cells[1].title  # was "-0 to +0.001"
+
+
 def test_given_intervals_are_the_ones_shown(report_dir, tmp_path):
     """``write_report(intervals=...)`` shows the run's intervals instead of computing them."""
     from sweval.evaluators.report_data import load

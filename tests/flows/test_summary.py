@@ -295,3 +295,12 @@ def test_in_80_columns_the_lead_note_wraps_within_the_numbers_width():
     lead = "".join(line.split("│")[2].strip() for line in text.splitlines()
                    if line.startswith("│") and "0." not in line.split("│")[2])
     assert f"behind{runner_up}" in lead
+
+
+def test_a_delta_that_rounds_to_zero_prints_plus_zero_not_minus_zero():
+    summary = pd.DataFrame({
+        "algorithm": ["pop", "als"], "stratum": "all", "metric": "recall", "k": 10,
+        "mean": [0.0399, 0.04], "delta": [-0.0025, 0.0], "n_folds": 6, "n_skipped": 0,
+    })
+    text = render(summary)
+    assert "0.0399 +0%" in text and "-0%" not in text
