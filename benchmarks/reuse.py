@@ -54,7 +54,7 @@ def run(binary: str, output: Path, cache: Path, base: list[str], extra: list[str
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-    found = re.search(r"reused (\d+) units, computed (\d+)", done.stdout)
+    found = re.search(r"reused (\d+) units?, computed (\d+)", done.stdout)
     return {
         "wall": wall,
         "cpu": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from sweval.evaluators.report_data import ReportData
+from sweval.evaluators.wording import plural
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
             span = f"{format_date(d['t_min'])} → {format_date(d.get('t_max'))} UTC"
             facts.append(("time span", span))
     if config:
-        protocol = (f"window {config.get('window')}, {config.get('folds')} folds, "
+        protocol = (f"window {config.get('window')}, {plural(config.get('folds'), 'fold')}, "
                     f"u_min = {config.get('u_min')}, k = {config.get('k')}, "
                     f"relevance {config.get('relevance')}, dedup {config.get('dedup')}")
         if config.get("train_window"):

@@ -22,6 +22,7 @@ from sweval.evaluators.report_tables import (
     format_k,
     format_mean,
 )
+from sweval.evaluators.wording import plural
 
 PAGE_TEMPLATE = "report.html.j2"
 TABLES_TEMPLATE = "_tables.html.j2"
@@ -41,7 +42,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(format_mean=format_mean, format_delta=format_delta, format_k=format_k,
                        format_folds=format_folds, format_interval=format_interval,
-                       repr=repr)
+                       plural=plural, repr=repr)
     env.globals.update(cell_title=cell_title)
     return env
 

@@ -25,6 +25,7 @@ from sweval.evaluators.significance import (
     compare_algorithms,
     compare_strata,
 )
+from sweval.evaluators.wording import interval_text, plural
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ def _matrix_cell(table: pd.DataFrame, a: str, b: str) -> MatrixCell:
         return MatrixCell("", "na")
     diff = sign * float(r["mean_diff"])
     low, high = sorted((sign * float(r["ci_low"]), sign * float(r["ci_high"])))
-    title = (f"{a} − {b}: {diff:+z.4g}, interval {low:+z.4g} to {high:+z.4g}, "
-             f"{int(r['n_folds'])} paired folds")
+    title = (f"{a} − {b}: {diff:+z.4g}, interval {interval_text(low, high, '+z.4g', ' to ')}, "
+             f"{plural(int(r['n_folds']), 'paired fold')}")
     if r["note"] == NO_POWER:
         return MatrixCell(f"{diff:+z.3f}", "ns", f"{title}; {NO_POWER}")
     p = float(r["p_holm"])
@@ -130,7 +131,7 @@ def policy_effect(data: ReportData, metric: str, k: int | None) -> PlainTable | 
                 *([str(protocol)] if data.labelled_protocols else []),
                 f"{w['algorithm_a']} − {w['algorithm_b']}", f"{w['stratum_a']} vs {w['stratum_b']}",
                 str(int(w["n_folds"])), f"{w['mean_diff']:+z.4f}",
-                "" if not np.isfinite(w["ci_low"]) else f"{w['ci_low']:+z.4f} to {w['ci_high']:+z.4f}",
+                interval_text(w["ci_low"], w["ci_high"], "+z.4f", " to "),
                 _p(w["p_value"]), _p(w["p_holm"], starred=True),
                 _p(t["p_value"]), _p(t["p_holm"], starred=True),
             ])

@@ -18,6 +18,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.metric_set import LABELS
 from sweval.evaluators.report_data import unique_in_order
 from sweval.evaluators.results import is_best
+from sweval.evaluators.wording import interval_text, plural
 
 MAX_TABLE_ALGORITHMS = 10  # value columns per table: protocols side by side up to this many
 
@@ -147,7 +148,7 @@ def format_interval(cell: Cell) -> str:
     """A cell's bootstrap interval, "0.013–0.057", empty when there is none (one fold)."""
     if not (np.isfinite(cell.ci_low) and np.isfinite(cell.ci_high)):
         return ""
-    return f"{cell.ci_low:.3f}–{cell.ci_high:.3f}"
+    return interval_text(cell.ci_low, cell.ci_high)
 
 
 def format_k(k: int | None) -> str:
@@ -156,12 +157,15 @@ def format_k(k: int | None) -> str:
 
 
 def cell_title(metric: str, algorithm: str, k: int | None, cell: Cell) -> str:
-    """A value cell's tooltip: its full-precision mean, std and fold counts."""
-    interval = format_interval(cell)
-    return (f"{algorithm}, {metric_label(metric, k)}: mean {cell.mean:.6g}, "
+    """A value cell's tooltip: its full-precision mean, std, fold counts and bootstrap interval
+    (``n/a (one fold)`` where there is none); without a mean, that no fold was scored."""
+    head = f"{algorithm}, {metric_label(metric, k)}: "
+    if not np.isfinite(cell.mean):
+        return head + f"no fold scored ({cell.n_skipped} skipped)"
+    return (head + f"mean {cell.mean:.6g}, "
             + (f"std {cell.std:.4g}" if np.isfinite(cell.std) else "no std")
-            + f" over {cell.n_folds} folds ({cell.n_skipped} skipped)"
-            + (f", bootstrap interval {interval}" if interval else ""))
+            + f" over {plural(cell.n_folds, 'fold')} ({cell.n_skipped} skipped), bootstrap "
+            + f"interval {interval_text(cell.ci_low, cell.ci_high)}")
 
 
 def format_folds(used: tuple[int, int] | None) -> str:

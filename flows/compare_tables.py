@@ -23,6 +23,7 @@ from sweval.evaluators.comparison_views import (
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, NO_POWER_UNPAIRED
+from sweval.evaluators.wording import plural
 from sweval.flows.summary import lead_cell
 from sweval.flows.terminal import folding_header, table_console
 
@@ -123,7 +124,7 @@ def skip_notes(comparison: Comparison, name: str) -> list[str]:
     for reason, rows in skipped.groupby("skip_reason", sort=False):
         algorithms = ", ".join(dict.fromkeys(rows["algorithm"]))
         n_splits = rows["fold"].nunique()
-        notes.append(f"skipped ({algorithms}; {n_splits} split(s)): {reason}")
+        notes.append(f"skipped ({algorithms}; {plural(n_splits, 'split')}): {reason}")
     return notes
 
 

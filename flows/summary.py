@@ -24,6 +24,7 @@ from sweval.evaluators.overlap import overlap_matrix
 from sweval.evaluators.results import is_best
 from sweval.evaluators.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.tuning import TUNED
+from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural
 from sweval.flows.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def value_cell(row: pd.Series, *, best: bool) -> str:
     else:
         cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+z.0f}%[/]"
     if "ci_low" in row and pd.notna(row["ci_low"]):
-        cell += f"\n[dim]{row['ci_low']:.3f}–{row['ci_high']:.3f}[/]"
+        cell += f"\n[dim]{interval_text(row['ci_low'], row['ci_high'])}[/]"
     return cell
 
 
@@ -140,7 +141,7 @@ def shown_metric(summary: pd.DataFrame) -> str:
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
     """Tuned against the oracle: what choosing on the test folds themselves would claim."""
     table = Table(
-        title=f"Tuning ({config.tune_mode}, {config.tune_windows} validation window(s), "
+        title=f"Tuning ({config.tune_mode}, {plural(config.tune_windows, 'validation window')}, "
         f"{config.tune_metric}) — oracle = the candidate best on the test folds themselves",
         title_justify="left", padding=(0, 1),
     )
@@ -199,8 +200,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
             f"{escape(config.window)} windows"
             + (f", stratum {escape(str(stratum))}"
                if stratum != "all" or len(summary["stratum"].unique()) > 1 else "")
-            + f" — mean over folds, Δ% to the best (green), {100 * config.ci:g}% bootstrap "
-            "interval over folds"
+            + f" — mean over folds, Δ% to the best (green), {interval_words(part, config.ci)}"
         )
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
@@ -234,6 +234,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def interval_words(part: pd.DataFrame, level: float) -> str:
+    """What the title says of the intervals below the means of ``part`` (a summary's rows):
+    their level, or that one fold gives none."""
+    if part["n_folds"].max() < 2:
+        return f"bootstrap interval {NO_INTERVAL}"
+    return f"{100 * level:g}% bootstrap interval over folds"
 
 
 def common_folds_lines(summary: pd.DataFrame, metric: str) -> list[str]:
@@ -279,7 +287,7 @@ def units_line(reused: int, computed: int, code_changed: int) -> str:
     """``reused 10 units, computed 5 (3 because the code changed)``: the second part only when
     some computed units were stored as computed by other code
     (:func:`evaluators.units.outdated_by_code`)."""
-    line = f"reused {reused} units, computed {computed}"
+    line = f"reused {plural(reused, 'unit')}, computed {computed}"
     return line + (f" ({code_changed} because the code changed)" if code_changed else "")
 
 
@@ -294,11 +302,14 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
         f"over the algorithm pairs (✓: p_holm < {ALPHA:g}); every pair and the t-test: "
         "significance.csv", style="dim", highlight=False,
     )
-    if (significance["note"] == NO_POWER).any():
+    powerless = significance[significance["note"] == NO_POWER]
+    if len(powerless):
+        intervals = ("the intervals are rough" if (powerless["n_folds"] > 1).any()
+                     else f"the intervals are {NO_INTERVAL}")
         console.print(
             f"fewer than {MIN_FOLDS} paired folds: the tests have no power and report no p-value; "
-            "the intervals are rough. Evaluate more folds (--folds) before calling a difference "
-            "real.", style="yellow", highlight=False,
+            f"{intervals}. Evaluate more folds (--folds) before calling a difference real.",
+            style="yellow", highlight=False,
         )
     strata = outputs.significance_strata
     if strata is not None and not strata.empty:

@@ -391,3 +391,18 @@ def test_the_loocv_title_counts_the_repetitions_run_and_says_how_many_were_skipp
     comparison = SimpleNamespace(runs={"loocv": run}, loocv_repeats=2, split_ratio=0.2,
                                  split_seed=0, config=SimpleNamespace(window="7D"))
     assert _protocol_title(comparison, "loocv") == "2-repetition LOOCV (seeds 0..1, 2 skipped)"
+
+
+def test_skip_notes_count_the_splits_in_words():
+    """"1 split", "2 splits": not "split(s)"."""
+    from types import SimpleNamespace
+
+    from sweval.flows.compare_tables import skip_notes
+
+    results = pd.DataFrame({
+        "fold": [0, 0, 1], "algorithm": ["pop-n", "als", "pop-n"], "skipped": True,
+        "skip_reason": ["no timeline", "too few users", "no timeline"],
+    })
+    comparison = SimpleNamespace(runs={"loocv": SimpleNamespace(results=results)})
+    assert skip_notes(comparison, "loocv") == ["skipped (pop-n; 2 splits): no timeline",
+                                               "skipped (als; 1 split): too few users"]

@@ -304,3 +304,41 @@ def test_a_delta_that_rounds_to_zero_prints_plus_zero_not_minus_zero():
     })
     text = render(summary)
     assert "0.0399 +0%" in text and "-0%" not in text
+
+
+def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
+    """One fold gives no interval and no test: the summary's title and note said a 95% interval
+    and "the intervals are rough" over none, the report "1 folds" and "interval +nan to +nan"."""
+    import html
+
+    from sweval.data.log import InteractionLog
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.report import write_report
+    from sweval.evaluators.run import run_local
+    from sweval.flows.summary import print_summary
+
+    day = 86_400
+    rows = [(u, f"i{(d + n) % 5}", d * day + n) for n, u in enumerate("abcd") for d in range(5)]
+    log = InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp"]))
+    config = EvalConfig.build(window="1D", folds=1, start=str(4 * day), u_min=0, k=[1, 2],
+                              algorithms=["pop", "pop-n"], progress=False, tracking=False,
+                              output=str(tmp_path / "out"))
+    outputs = run_local(config, log=log)
+    console = Console(width=200, record=True)
+    print_summary(outputs, config, console)
+    text = console.export_text()
+    assert "bootstrap interval n/a (one fold)" in text and "95%" not in text
+    assert "the intervals are n/a (one fold)" in text and "rough" not in text
+    write_report(outputs.directory)
+    page = html.unescape((outputs.directory / "report.html").read_text(encoding="utf-8"))
+    assert "interval n/a (one fold), 1 paired fold;" in page
+    assert "no std over 1 fold (0 skipped), bootstrap interval n/a (one fold)" in page
+    assert "window 1D, 1 fold," in page and "<h2>Folds</h2><p>1 fold:" in page
+    assert "nan to" not in page and "1 folds" not in page
+
+
+def test_counts_of_one_are_singular():
+    from sweval.flows.summary import units_line
+
+    assert units_line(1, 2, 0) == "reused 1 unit, computed 2"
+    assert units_line(0, 1, 1) == "reused 0 units, computed 1 (1 because the code changed)"

@@ -1,0 +1,24 @@
+"""Counts and missing statistics in words, for every text SW-EVAL prints or reports (the
+terminal summary, ``sweval compare``'s tables, the HTML report): ``1 fold`` but ``3 folds``, and
+``n/a (one fold)`` where a bootstrap interval cannot be computed (one value has no spread to
+resample: :func:`~evaluators.significance.interval` gives none), never ``nan``."""
+
+from __future__ import annotations
+
+import math
+
+#: What stands where a bootstrap interval would: the values are one fold's.
+NO_INTERVAL = "n/a (one fold)"
+
+
+def plural(n: int, noun: str) -> str:
+    """``n`` and ``noun`` in the number ``n`` asks for: ``1 fold``, ``0 folds``, ``3 folds``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def interval_text(low: float, high: float, spec: str = ".3f", between: str = "–") -> str:
+    """A bootstrap interval, each bound formatted with ``spec`` and joined by ``between``
+    (``0.013–0.057``), or :data:`NO_INTERVAL` when it has no bounds."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return NO_INTERVAL
+    return f"{low:{spec}}{between}{high:{spec}}"
