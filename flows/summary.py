@@ -163,9 +163,20 @@ RESULT_FILES = (
 )
 
 
-def skip_reasons(rows: pd.DataFrame) -> list[str]:
-    """The distinct skip reasons of ``rows`` (results rows), in order of appearance."""
-    return [str(r) for r in rows["skip_reason"].dropna().unique() if str(r)]
+#: Skip reasons listed before "… and N more folds".
+MAX_SKIP_REASONS = 5
+
+
+def skip_reasons(rows: pd.DataFrame, what: str = "fold") -> list[str]:
+    """The distinct skip reasons of ``rows`` (rows of ``results.csv``, ``folds.csv`` or
+    ``compare.csv``), in order of appearance: the first :data:`MAX_SKIP_REASONS`, then
+    ``… and N more folds`` (``what``: the unit counted) for the folds skipped for the others."""
+    reasons = rows["skip_reason"].fillna("").astype(str)
+    skipped, reasons = rows[reasons != ""], reasons[reasons != ""]
+    shown = list(dict.fromkeys(reasons))[:MAX_SKIP_REASONS]
+    units = [column for column in ("protocol", "fold") if column in rows]
+    rest = len(skipped.loc[~reasons.isin(shown), units].drop_duplicates())
+    return shown + ([f"… and {plural(rest, f'more {what}')}"] if rest else [])
 
 
 def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fold") -> None:
@@ -175,10 +186,9 @@ def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fo
     every = results[results["stratum"] == "all"] if "stratum" in results else results
     if every["value"].notna().any():
         return
-    reasons = skip_reasons(every)
+    reasons = "; ".join(skip_reasons(every, what)) or "no reason"
     raise SwevalError(
-        f"no {what} was scored: every {what} was skipped ({'; '.join(reasons[:3]) or 'no reason'}"
-        f"{'; ...' if len(reasons) > 3 else ''}). Lower --u-min "
+        f"no {what} was scored: every {what} was skipped ({reasons}). Lower --u-min "
         f"(now {u_min}) or widen --window; the files above show each {what}'s eligible users."
     )
 
@@ -191,7 +201,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
-            reasons = skip_reasons(outputs.results[outputs.results["stratum"] == stratum])[:2]
+            reasons = skip_reasons(outputs.results[outputs.results["stratum"] == stratum])
             console.print(f"stratum {stratum}: every fold skipped ({'; '.join(reasons)})",
                           style="yellow", markup=False)
             continue
@@ -215,7 +225,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         f"devices: {', '.join(f'{a}={d}' for a, d in outputs.devices.items()) or '—'}",
         markup=False,
     )
-    for reason in folds.loc[folds["skipped"], "skip_reason"].unique()[:3]:
+    for reason in skip_reasons(folds):
         console.print(f"  skipped: {reason}", style="dim", markup=False)
     line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed)
     console.print(f"units: {line}")

@@ -342,3 +342,44 @@ def test_counts_of_one_are_singular():
 
     assert units_line(1, 2, 0) == "reused 1 unit, computed 2"
     assert units_line(0, 1, 1) == "reused 0 units, computed 1 (1 because the code changed)"
+
+
+def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
+    """Eight folds skipped, each for its own n_eligible: the stratum line, the "skipped:" lines
+    and the exit-2 error name five reasons and "… and 3 more folds" (they named 2, 3 and 3
+    with no count of the rest)."""
+    from sweval.data.errors import SwevalError
+    from sweval.data.log import InteractionLog
+    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.run import run_local
+    from sweval.flows.summary import check_something_scored, print_summary
+
+    day = 86_400
+    users = "abcdefghij"  # user n starts on day n: fold d has d eligible users
+    rows = [(u, f"i{d}", d * day + n) for n, u in enumerate(users) for d in range(n, 10)]
+    log = InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp"]))
+    config = EvalConfig.build(window="1D", folds=8, start=str(2 * day), u_min=100, k=[1],
+                              algorithms=["pop"], progress=False, tracking=False,
+                              output=str(tmp_path / "out"))
+    outputs = run_local(config, log=log)
+    console = Console(width=300, record=True)
+    print_summary(outputs, config, console)
+    lines = console.export_text().splitlines()
+    reasons = [f"n_eligible={n} < u_min=100" for n in range(2, 7)]
+    assert f"stratum all: every fold skipped ({'; '.join(reasons)}; … and 3 more folds)" in lines
+    assert [line for line in lines if line.startswith("  skipped: ")] == [
+        *(f"  skipped: {reason}" for reason in reasons), "  skipped: … and 3 more folds"]
+    with pytest.raises(SwevalError, match=r"=6 < u_min=100; … and 3 more folds\)\. Lower"):
+        check_something_scored(outputs.results, u_min=100)
+
+
+def test_skip_reasons_count_the_rest_per_split_of_each_protocol():
+    from sweval.flows.summary import skip_reasons
+
+    rows = pd.DataFrame({
+        "protocol": ["sw-eval"] * 6 + ["loocv"] * 2, "fold": [0, 1, 2, 3, 4, 5, 0, 0],
+        "skip_reason": [f"r{i}" for i in range(6)] + ["r6", "r6"],
+    })
+    assert skip_reasons(rows, "split") == ["r0", "r1", "r2", "r3", "r4", "… and 2 more splits"]
+    assert skip_reasons(rows.iloc[:6]) == ["r0", "r1", "r2", "r3", "r4", "… and 1 more fold"]
+    assert skip_reasons(rows.iloc[:5].assign(skip_reason=["a", "", None, "a", "b"])) == ["a", "b"]
