@@ -48,7 +48,7 @@ def protocol_scatter(summary: pd.DataFrame, kendall: pd.DataFrame, protocols: Se
         row = kendall[(kendall["protocol_a"] == first) & (kendall["protocol_b"] == second)
                       & (kendall["k"] == k)]
         tau = float(row["tau"].iloc[0]) if len(row) else np.nan
-        ax.set_title(f"τ = {tau:+.2f} over {len(common)} configurations", fontsize=9)
+        ax.set_title(f"τ = {tau:+z.2f} over {len(common)} configurations", fontsize=9)
         ax.set_xlabel(f"{label}, {first}", fontsize=8)
         ax.set_ylabel(f"{label}, {second}", fontsize=8)
         ax.grid(alpha=0.3)

@@ -130,7 +130,7 @@ def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "r
             if name in rows.index:
                 row = rows.loc[name]
                 cells += [f"{row['validation_value']:.4f}",
-                          "" if pd.isna(row["drop_pct"]) else f"{row['drop_pct']:+.1f}%"]
+                          "" if pd.isna(row["drop_pct"]) else f"{row['drop_pct']:+z.1f}%"]
             else:
                 cells += ["—", ""]
         test = rows["test_value"].dropna()

@@ -158,7 +158,7 @@ def print_severity(severity: Severity, algorithms: list[str], k: int,
         table.add_column(column, justify="left" if column in ("algorithm", "metric") else "right")
     for row in change.itertuples(index=False):
         table.add_row(escape(row.algorithm), LABELS[row.metric], f"{row.value_j0:.4f}",
-                      f"{row.min_change_pct:+.1f}", f"{row.max_change_pct:+.1f}")
+                      f"{row.min_change_pct:+z.1f}", f"{row.max_change_pct:+z.1f}")
     console.print(table)
     ranking = severity.ranking[(severity.ranking["k"] == k)
                                & (severity.ranking["metric"] == "ndcg")]

@@ -20,7 +20,7 @@ def _cell(mean: float, delta: float) -> str:
         return f"{mean:.4f}"
     if abs(delta) < 1e-12:
         return f"**{mean:.4f}**"
-    return f"{mean:.4f} ({100 * delta:+.0f}%)"
+    return f"{mean:.4f} ({100 * delta:+z.0f}%)"
 
 
 def _escape(text: str) -> str:
