@@ -33,6 +33,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from sweval.evaluators.report_data import ReportData  # noqa: E402
 from sweval.evaluators.report_tables import metric_label  # noqa: E402
+from sweval.evaluators.wording import plural  # noqa: E402
 
 DPI = 100
 _PNG_METADATA = {"Software": None}  # byte-stable PNGs: no matplotlib version inside
@@ -219,7 +220,8 @@ def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | N
         ax.grid(alpha=0.3)
         n_skip = int(skipped.sum())
         ax.set_title(f"{_panel_title(data, protocol, stratum)}: "
-                     f"{len(per_fold) - n_skip} folds used, {n_skip} skipped", fontsize=10)
+                     f"{plural(len(per_fold) - n_skip, 'fold')} used, {n_skip} skipped",
+                     fontsize=10)
     locator = mdates.AutoDateLocator(maxticks=12)
     axes[-1, 0].xaxis.set_major_locator(locator)
     axes[-1, 0].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
