@@ -683,6 +683,10 @@ CASES: list[Case] = [
     Case("policy-column-missing", "--stratify-by policy on a log without that column",
          "error: missing column 'policy'", PLAIN, via="run", options={"stratify_by": "policy"},
          error=r"{file}: missing column\(s\) 'policy'"),
+    Case("policy-column-and-other-strata", "--policy-col policy --stratify-by bucket",
+         "error: the two options name different columns (it stratified by `policy` silently)",
+         PLAIN, via="run", options={"policy_col": "policy", "stratify_by": "bucket"},
+         error=r"--policy-col 'policy' and --stratify-by 'bucket' name different columns"),
     # ---------------------------------------------------------------- timestamps
     Case("ts-unparsable", "timestamps `soon` and `x` among ISO dates",
          "error: unparsable timestamps, naming the column, the count and the rows",
@@ -953,7 +957,8 @@ CASES: list[Case] = [
          "error: the cut-off validation window would start before the first transaction", PLAIN,
          via="call", call=lambda ctx: run_gap(ctx.config(), GapDesign(
              deploy_start=T0 + DAY, width_s=3 * DAY), output=ctx.tmp / "gap"),
-         error=r"the cut-off validation window \[T − tΔ, T\) starts before the first"),
+         error=r"the cut-off validation window \[T − tΔ, T\) starts at .* not after the "
+               r"first transaction"),
     # ---------------------------------------------------------------- plugins (docs/plugins.md)
     Case("plugin-module-missing", "--algorithms pop,no_such_pkg.models:Model",
          "error: the module is not found (is its package installed, its folder on PYTHONPATH?)",
