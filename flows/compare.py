@@ -305,6 +305,8 @@ def _compare(
                 files = _write_protocol(directory, protocol, run, plan, store)
                 if tracker_group is not None:
                     tracker_group.log_protocol(protocol, run, key, files)
+        for name in OPTIONAL_TABLES:  # an earlier comparison's (--tune, ...): not this one's
+            (directory / name).unlink(missing_ok=True)
         if config.tune and "sw-eval" in runs:
             runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
@@ -346,6 +348,12 @@ def _with_strata(run: ProtocolRun, protocol: Protocol, plan: Plan, names: list[s
         results["stratum"] = label
         parts.append(results)
     return replace(run, results=pd.concat(parts, ignore_index=True))
+
+
+#: The tables and figure only some comparisons write (with --tune, with two protocols or
+#: more, with users paired between protocols): removed before a comparison writes its own.
+OPTIONAL_TABLES = ("tuning.csv", "tuning_protocols.csv", "optimism.csv", "overlap_protocols.csv",
+                   "kendall_scatter.png")
 
 
 def _with_tuned(

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 COMPARE_TABLES = (
     "compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv", "rank_shift.csv",
     "kendall_scatter.png", "leakage.csv", "leakage_per_split.csv", "significance.csv",
-    "significance_protocols.csv", "overlap_protocols.csv",
+    "significance_protocols.csv", "overlap_protocols.csv", "tuning.csv",
+    "tuning_protocols.csv", "optimism.csv",
 )
 """The tables and figure ``sweval compare`` may write at the top of its directory, in the order
 the files line names them; ``compare.txt`` and ``compare.json`` follow, always written

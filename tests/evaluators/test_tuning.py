@@ -222,6 +222,15 @@ def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the
         pd.testing.assert_series_equal(series.dropna(), sw[chosen][nested.notna()],
                                        check_names=False)
     assert (tmp_path / "cmp" / "tuning.csv").exists() and (tmp_path / "cmp" / "optimism.csv").exists()
+    assert "tuning.csv, tuning_protocols.csv, optimism.csv" in (tmp_path / "cmp" / "compare.txt"
+                                                                ).read_text()
+    # the same directory compared again without --tune: no earlier choice is left to be read
+    run_compare(config(tmp_path, folds=5, tune={}), ["sw-eval", "loocv"], output=tmp_path / "cmp",
+                loocv_repeats=2)
+    left = {"tuning.csv", "tuning_protocols.csv", "optimism.csv"} & {
+        path.name for path in (tmp_path / "cmp").iterdir()}
+    assert left == set()
+    assert "tuning.csv" not in (tmp_path / "cmp" / "compare.txt").read_text()
 
 
 def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
