@@ -16,6 +16,8 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -134,11 +136,12 @@ def run(
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
-    try:
-        from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
-        from sweval.flows.sliding_window import sliding_window_eval
-        from sweval.flows.startup import finish_preloading, prepare_side_by_side
+    from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
+    from sweval.flows.sliding_window import sliding_window_eval
+    from sweval.flows.startup import finish_preloading, prepare_side_by_side
 
+    with _reaching_prefect("Start it (`prefect server start`), unset PREFECT_API_URL to use a "
+                           "temporary local one, or run with --no-prefect."):
         hide_reported_errors_in_terminal()
         prepare_side_by_side(cfg)
         try:
@@ -146,23 +149,29 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
                 return sliding_window_eval(config=cfg, rolling=rolling)
         finally:
             finish_preloading()
+
+
+@contextmanager
+def _reaching_prefect(remedy: str) -> Iterator[None]:
+    """Turn a Prefect API that does not answer, raised in the block (httpx's errors, or
+    Prefect's own "Failed to reach API"), into one SwevalError naming the API, then ``remedy``;
+    any other error passes through."""
+    try:
+        yield
     except SwevalError:
         raise
     except Exception as exc:
         import httpx
 
-        if isinstance(exc, httpx.HTTPError) or any(
+        if not isinstance(exc, httpx.HTTPError) and not any(
             text in str(exc) for text in ("Prefect API", "Failed to reach API")  # Prefect's own
         ):
-            from sweval.flows.serve import api_url
+            raise
+        from sweval.flows.serve import api_url
 
-            where = api_url() or "the ephemeral API (PREFECT_HOME=" + os.environ.get("PREFECT_HOME", "?") + ")"
-            raise SwevalError(
-                f"cannot reach the Prefect API at {where}: {exc}. Start it (`prefect server "
-                "start`), unset PREFECT_API_URL to use a temporary local one, or run with "
-                "--no-prefect."
-            ) from exc
-        raise
+        where = api_url() or (
+            f"the ephemeral API (PREFECT_HOME={os.environ.get('PREFECT_HOME', '?')})")
+        raise SwevalError(f"cannot reach the Prefect API at {where}: {exc}. {remedy}") from exc
 
 
 def _print_tracking(cfg: EvalConfig) -> None:
@@ -214,12 +223,15 @@ def serve(
 
     precheck(cfg)
 
-    serve_deployment(cfg, name=name, cron=cron, timezone=timezone, rolling=rolling,
-                     announce=lambda: console.print(
-                         f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}"
-                         f", cron {cron!r} {timezone}); trigger a run now with `prefect "
-                         f"deployment run 'sliding-window-eval/{name}'`; stop with Ctrl-C",
-                         markup=False))
+    with _reaching_prefect("Start it (`sweval up`, or `prefect server start`), or point "
+                           "PREFECT_API_URL at a running Prefect server."):
+        serve_deployment(
+            cfg, name=name, cron=cron, timezone=timezone, rolling=rolling,
+            announce=lambda: console.print(
+                f"serving sliding-window-eval/{name} ({'rolling' if rolling else 'full'}"
+                f", cron {cron!r} {timezone}); trigger a run now with `prefect "
+                f"deployment run 'sliding-window-eval/{name}'`; stop with Ctrl-C",
+                markup=False))
 
 
 @app.command()

@@ -303,27 +303,42 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
     assert f"the MLflow server of `sweval up` serves {store}: open http://127.0.0.1:5999" in out
 
 
-def test_a_prefect_api_that_does_not_answer_is_one_clear_error(tmp_path: Path) -> None:
-    """Prefect says "Failed to reach API at ..." in a RuntimeError: one line and exit 2, not a
-    traceback (orchestration.md, troubleshooting)."""
+@pytest.mark.parametrize(("command", "remedy"), [
+    (["run", "--no-tracking", "--no-progress"], "or run with --no-prefect."),
+    (["serve", "--start", "2024-01-02"], "Start it (`sweval up`, or `prefect server start`)"),
+])
+def test_a_prefect_api_that_does_not_answer_is_one_clear_error(
+    command: list[str], remedy: str, tmp_path: Path
+) -> None:
+    """Prefect says "Failed to reach API at ..." in a RuntimeError (run), httpx raises
+    ConnectError (serve, registering its deployment): one line and exit 2, not a traceback
+    (orchestration.md, troubleshooting), and nothing left running. `sweval serve` printed a
+    389-line traceback and exited 1."""
     import os
     import socket
     import subprocess
+    import uuid
+
+    from flow_helpers import marked_processes
 
     with socket.socket() as probe:  # a port nothing listens on once it is closed
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = os.environ | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    marker = uuid.uuid4().hex
+    env = os.environ | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+                        "SWEVAL_PREFECT_API_TEST_ID": marker}
     done = subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli", "run", "--scale", "0.01", "--folds", "2",
-         "--u-min", "3", "--algorithms", "pop", "--no-tracking", "--no-progress",
-         "--output", str(tmp_path / "out")],
+        [sys.executable, "-m", "sweval.flows.cli", *command, "--scale", "0.01", "--folds", "2",
+         "--u-min", "3", "--algorithms", "pop", "--output", str(tmp_path / "out")],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )
     output = done.stdout + done.stderr
     assert done.returncode == 2, output
-    assert f"cannot reach the Prefect API at http://127.0.0.1:{port}/api" in output
-    assert "Traceback" not in output
+    message = " ".join(output.split())
+    assert message.startswith(f"error: cannot reach the Prefect API at http://127.0.0.1:{port}/api")
+    assert remedy in message and len(output.strip().splitlines()) <= 3  # one wrapped line
+    assert "Traceback" not in output and "serving" not in output
+    assert marked_processes("SWEVAL_PREFECT_API_TEST_ID", marker) == []
 
 
 def test_ui_on_a_taken_port_is_an_error_naming_its_holder(
