@@ -204,13 +204,21 @@ def _servers_lock() -> Iterator[None]:
 
 
 def up(
-    prefect_port: int = DEFAULT_PREFECT_PORT,
-    mlflow_port: int = DEFAULT_MLFLOW_PORT,
+    prefect_port: int | None = None,
+    mlflow_port: int | None = None,
     *,
     timeout: float = START_TIMEOUT_S,
     say: Callable[[str], None] = print,
 ) -> tuple[list[Server], bool]:
     """Start both servers in the background and wait until they answer.
+
+    Servers that the state file records but that are no longer up (killed, crashed) are stopped
+    for good and started again, on the ports they had unless others are given; ``say`` tells
+    which and where.
+
+    Args:
+        prefect_port, mlflow_port: the ports; None: the recorded server's port when it is no
+            longer up, else the default (4200, 5000).
 
     Returns:
         The servers, and whether they were started now (False: they were up already).
@@ -223,27 +231,52 @@ def up(
         running = recorded_servers(read_state())
         if running and all(leader_process(s) is not None and answers(s) for s in running):
             return running, False
+        ports = _ports({"prefect": prefect_port, "mlflow": mlflow_port}, running)
         if running:  # stale: stop what is left of it
-            gone = [s.name for s in running if leader_process(s) is None or not answers(s)]
-            say(f"restarting the servers: {', '.join(gone)} no longer up as recorded")
+            say(_restart_notice(running, ports))
             for server in running:
                 stop_server(server)
             state_path().unlink(missing_ok=True)
-        if prefect_port == mlflow_port:
-            raise SwevalError(f"--prefect-port and --mlflow-port are both {prefect_port}.")
-        for option, port in (("--prefect-port", prefect_port), ("--mlflow-port", mlflow_port)):
+        if ports["prefect"] == ports["mlflow"]:
+            raise SwevalError(f"--prefect-port and --mlflow-port are both {ports['prefect']}.")
+        for name, port in ports.items():
             held = port_holder(port)
             if held is not None:
                 raise SwevalError(f"port {port} on {HOST} is taken ({held}): stop that process "
-                                  f"or choose another port with {option}.")
+                                  f"or choose another port with --{name}-port.")
         store = mlflow_store()
-        servers = _start(prefect_port, mlflow_port, store, timeout=timeout, say=say)
+        servers = _start(ports["prefect"], ports["mlflow"], store, timeout=timeout, say=say)
         state = {"servers": [asdict(s) for s in servers], "mlflow_store": store,
                  "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         path = state_path()
         path.with_suffix(".tmp").write_text(json.dumps(state, indent=2), encoding="utf-8")
         path.with_suffix(".tmp").replace(path)
         return servers, True
+
+
+def _ports(asked: dict[str, int | None], stale: list[Server]) -> dict[str, int]:
+    """The port of each server: the one asked for, else the port of its recorded (stale)
+    server, so that it comes back where it was, else the default."""
+    recorded = {server.name: server.port for server in stale}
+    defaults = {"prefect": DEFAULT_PREFECT_PORT, "mlflow": DEFAULT_MLFLOW_PORT}
+    return {name: port if port is not None else recorded.get(name, defaults[name])
+            for name, port in asked.items()}
+
+
+def _restart_notice(stale: list[Server], ports: dict[str, int]) -> str:
+    """What ``sweval up`` does about recorded servers that are not all up, in words: how each
+    is, on which port, and the ports the new ones get."""
+    found = "; ".join(f"{s.name} on port {s.port}: {_health(s)}" for s in stale)
+    return (f"the servers that {state_path()} records are not all up ({found}): stopping what "
+            f"is left of them and starting them again on ports {ports['prefect']} (Prefect) "
+            f"and {ports['mlflow']} (MLflow)")
+
+
+def _health(server: Server) -> str:
+    """``process gone``, ``not answering`` or ``up``: a recorded server's state in words."""
+    if leader_process(server) is None:
+        return "process gone"
+    return "up" if answers(server) else "not answering"
 
 
 def _start(

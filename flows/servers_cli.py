@@ -19,9 +19,8 @@ _LABEL = {"prefect": "Prefect", "mlflow": "MLflow", "warm": "warm"}
 
 
 def up(
-    ctx: typer.Context,
-    prefect_port: Annotated[int, typer.Option(help="Port of the Prefect server (UI and API) on 127.0.0.1.")] = servers.DEFAULT_PREFECT_PORT,
-    mlflow_port: Annotated[int, typer.Option(help="Port of the MLflow server (UI and tracking) on 127.0.0.1.")] = servers.DEFAULT_MLFLOW_PORT,
+    prefect_port: Annotated[int | None, typer.Option(help=f"Port of the Prefect server (UI and API) on 127.0.0.1. \\[default: {servers.DEFAULT_PREFECT_PORT}; after servers that died, the port they had]", show_default=False)] = None,
+    mlflow_port: Annotated[int | None, typer.Option(help=f"Port of the MLflow server (UI and tracking) on 127.0.0.1. \\[default: {servers.DEFAULT_MLFLOW_PORT}; after servers that died, the port they had]", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for both servers to answer.")] = servers.START_TIMEOUT_S,
     warm: Annotated[bool, typer.Option("--warm/--no-warm", help="Also start the warm process (every sweval run, compare, leakage, gap and report then starts with its imports done); --no-warm stops a running one. SWEVAL_WARM=0 does the same.")] = True,
 ) -> None:
@@ -44,7 +43,7 @@ def up(
         raise
     _err.print("started:" if new or starting else "already up (stop with `sweval down`):")
     if not new:
-        _ports_ignored(ctx, started, {"prefect": prefect_port, "mlflow": mlflow_port})
+        _ports_ignored(started, {"prefect": prefect_port, "mlflow": mlflow_port})
     for server in started:
         _out.print(f"{_LABEL[server.name]:8} {server.url}   (pid {server.pid}, log {server.log})")
     if failed:
@@ -57,16 +56,13 @@ def up(
             _out.print(f"{_LABEL['warm']:8} {server.url}   (pid {server.pid}, log {server.log})")
 
 
-def _ports_ignored(ctx: typer.Context, running: list[servers.Server],
-                   asked: dict[str, int]) -> None:
+def _ports_ignored(running: list[servers.Server], asked: dict[str, int | None]) -> None:
     """Say so when ports given on the command line differ from those of the servers up."""
     for server in running:
-        option = f"{server.name}_port"
-        if server.name in asked and asked[server.name] != server.port \
-                and getattr(ctx.get_parameter_source(option), "name", None) == "COMMANDLINE":
-            _err.print(f"--{option.replace('_', '-')} {asked[server.name]} is not used: the "
-                       f"{_LABEL[server.name]} server is up on port {server.port} (`sweval down` "
-                       "first to move it).")
+        port = asked.get(server.name)
+        if port is not None and port != server.port:
+            _err.print(f"--{server.name}-port {port} is not used: the {_LABEL[server.name]} "
+                       f"server is up on port {server.port} (`sweval down` first to move it).")
 
 
 def down() -> None:

@@ -303,3 +303,41 @@ def test_no_state_file_changes_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path
     notices: list[str] = []
     servers.use_local_servers(prefect=True, say=notices.append)
     assert "MLFLOW_TRACKING_URI" not in os.environ and notices == []
+
+
+def test_up_after_servers_that_died_starts_them_again_on_their_ports_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A state file left by killed servers: `sweval up` moved to the default ports (4200, 5000)
+    with only "restarting the servers"; now it names what is gone and the ports, which are the
+    recorded ones unless others are given."""
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    started: list[tuple[int, int]] = []
+
+    pid, create_time = _dead_pid()  # never pid 0: stopping it would signal process group 0
+
+    def start(prefect_port: int, mlflow_port: int, store: str, **_: Any) -> list[servers.Server]:
+        started.append((prefect_port, mlflow_port))
+        return [_server("prefect", f"http://127.0.0.1:{prefect_port}", pid, create_time),
+                _server("mlflow", f"http://127.0.0.1:{mlflow_port}", pid, create_time)]
+
+    monkeypatch.setattr(servers, "_start", start)
+    prefect_port, mlflow_port, other_port = _free_port(), _free_port(), _free_port()
+    _write_state(tmp_path, [
+        _server("prefect", f"http://127.0.0.1:{prefect_port}", pid, create_time),
+        _server("mlflow", f"http://127.0.0.1:{mlflow_port}", pid, create_time),
+    ])
+    said: list[str] = []
+    servers.up(say=said.append)
+    assert started == [(prefect_port, mlflow_port)]
+    assert (f"the servers that {tmp_path / servers.STATE_FILE} records are not all up (prefect "
+            f"on port {prefect_port}: process gone; mlflow on port {mlflow_port}: process "
+            f"gone): stopping what is left of them and starting them again on ports "
+            f"{prefect_port} (Prefect) and {mlflow_port} (MLflow)") in said
+
+    said.clear()  # the fake servers just recorded do not answer: stale again
+    servers.up(mlflow_port=other_port, say=said.append)
+    assert started[-1] == (prefect_port, other_port)
+    assert f"starting them again on ports {prefect_port} (Prefect) and {other_port} (MLflow)" \
+        in said[0]
