@@ -68,6 +68,8 @@ class Outputs:
     """What a finished run wrote."""
 
     directory: Path
+    #: the directory of the unit store the run used (config.json records it for cache prune)
+    unit_store: Path
     results: pd.DataFrame
     summary: pd.DataFrame
     folds: pd.DataFrame
@@ -146,6 +148,7 @@ def collect(
     settings = Bootstrap.of(plan.config)
     return Outputs(
         directory=Path(plan.config.output),
+        unit_store=store.directory,
         results=results,
         summary=with_intervals(summarise(results), results, settings),
         folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
@@ -360,6 +363,7 @@ def run_record(plan: Plan, outputs: Outputs) -> str:
             "n_invalid_dropped": plan.log.n_dropped_invalid,
         },
         "run_key": plan.key,
+        "unit_store": str(outputs.unit_store.resolve()),
         "folds_used": int(sum(not f.skipped for f in plan.folds)),
         "folds_skipped": int(sum(f.skipped for f in plan.folds)),
         "failed_units": [asdict(failure) for failure in outputs.failed],

@@ -20,7 +20,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 import typer
@@ -79,9 +79,9 @@ def run_home(run: Path) -> Path:
     return run
 
 
-def recorded_cache(home: Path) -> tuple[str | None, Path | None]:
-    """The ``--cache`` that the run in ``home`` was given, as its ``config.json`` (a
-    comparison: ``compare.json``) records it, and that record; None for what is not there.
+def run_record(home: Path) -> tuple[dict[str, Any], Path] | None:
+    """The record of the run in ``home``, ``config.json`` (a comparison's: ``compare.json``),
+    and its path; None without one.
 
     Raises:
         SwevalError: the record exists but cannot be read.
@@ -94,23 +94,69 @@ def recorded_cache(home: Path) -> tuple[str | None, Path | None]:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise SwevalError(f"{path}: unreadable run record ({exc}).") from exc
-        config = record.get("config") if isinstance(record, dict) else None
-        cache = config.get("cache") if isinstance(config, dict) else None
-        return (str(cache) if cache else None), path
-    return None, None
+        return (record if isinstance(record, dict) else {}), path
+    return None
 
 
 def run_store_directory(run: Path) -> tuple[Path, str]:
     """The store the run in ``run`` used, and where that came from (for messages).
 
-    ``sweval run``'s rule applied to the run's recorded options: its ``--cache`` (config.json,
-    or a comparison's compare.json), else ``$SWEVAL_CACHE`` (a run does not record it), else
-    the run's own ``units/`` (a comparison's, for one of its protocol sub-directories).
+    Its record's ``unit_store``: the absolute directory of the store the run used, whatever
+    named it. A record from before ``unit_store``: ``sweval run``'s rule applied to the run's
+    recorded options, its ``--cache`` (:func:`recorded_cache`), else ``$SWEVAL_CACHE`` (which
+    such a record does not hold), else the run's own ``units/`` (a comparison's, for one of its
+    protocol sub-directories).
     """
     home = run_home(run)
-    cache, record = recorded_cache(home)
-    return _run_rule(cache, f"the --cache that {record} records", home / "units",
-                     f"the units/ of the run {home}")
+    found = run_record(home)
+    if found is None:
+        return _run_rule(None, "", home / "units", f"the units/ of the run {home}")
+    record, path = found
+    if record.get("unit_store"):
+        return Path(record["unit_store"]), f"the unit store that {path} records"
+    return _run_rule(recorded_cache(record, path), f"the --cache that {path} records",
+                     home / "units", f"the units/ of the run {home}")
+
+
+def recorded_cache(record: dict[str, Any], path: Path) -> str | None:
+    """The ``--cache`` that an older run record (``path``) names, a relative one made absolute
+    against the directory the run was started in: that is what the run resolved it against,
+    whatever the current directory is now. None when the run was given no ``--cache``.
+
+    Raises:
+        SwevalError: a relative ``--cache`` with an ``--output`` that does not tell that
+            directory (an absolute one, or one that is not the tail of the record's directory).
+    """
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    cache = config.get("cache")
+    if not cache:
+        return None
+    if Path(cache).expanduser().is_absolute():
+        return str(Path(cache).expanduser())
+    started_in = _started_in(path, str(config.get("output") or ""))
+    if started_in is None:
+        raise SwevalError(
+            f"{path} records the relative --cache {cache!r} but not the directory the run was "
+            f"started in (its --output is {config.get('output')!r}): name the store with "
+            "--cache DIR.")
+    return str(started_in / cache)
+
+
+def _started_in(path: Path, output: str) -> Path | None:
+    """The directory a run was started in, from its record ``path`` and the ``--output`` the
+    record holds (relative to that directory): the record's directory less the output's parts.
+    A comparison records its ``sw-eval`` sub-directory as output, its record lies one up. None
+    when the output is absolute or does not end the record's directory."""
+    recorded = Path(output)
+    if path.name == "compare.json":
+        recorded = recorded.parent
+    if not output or recorded.is_absolute() or ".." in recorded.parts:
+        return None
+    here = path.parent.resolve()
+    parts = recorded.parts  # "." has none: the run's directory itself
+    if parts and here.parts[-len(parts):] != parts:
+        return None
+    return Path(*here.parts[:len(here.parts) - len(parts)])
 
 
 def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
@@ -225,8 +271,7 @@ def prune(
         help="Delete units written longer ago than this duration (30D, 12h, ...).")] = None,
     run: Annotated[Path | None, typer.Option(
         help="Delete the units this run directory used (its units.csv) from the store it used "
-        "(its recorded --cache, else $SWEVAL_CACHE, else DIR/units) unless --cache or --output "
-        "names one.")] = None,
+        "(the one its config.json records) unless --cache or --output names one.")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Only say what would be deleted.")] = False,
     cache: CacheOption = None,

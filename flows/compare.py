@@ -146,6 +146,7 @@ class Comparison:
         split_ratio, split_seed: the per-user test share of ``random-split`` and
             ``temporal-user``, and the seed of ``random-split``.
         overlap: J@k of each protocol's lists against SW-EVAL's (``overlap_protocols.csv``).
+        unit_store: the directory of the unit store the comparison used.
     """
 
     config: EvalConfig
@@ -158,6 +159,7 @@ class Comparison:
     leakage: pd.DataFrame
     log: InteractionLog
     loocv_repeats: int
+    unit_store: Path
     significance: pd.DataFrame = field(default_factory=pd.DataFrame)
     protocol_effect: pd.DataFrame = field(default_factory=pd.DataFrame)
     timings: dict[str, float] = field(default_factory=dict)
@@ -310,7 +312,7 @@ def _compare(
         if config.tune and "sw-eval" in runs:
             runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
         comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
-                               rank_metric=rank_metric)
+                               rank_metric=rank_metric, unit_store=store.directory)
         comparison.split_ratio, comparison.split_seed = split_ratio, split_seed
         comparison.overlap = protocol_overlap(log, built, runs, store, config.k)
         if tracker_group is not None:
@@ -404,6 +406,7 @@ def _assemble(
     timings: dict[str, float],
     *,
     rank_metric: str = "recall",
+    unit_store: Path,
 ) -> Comparison:
     results = pd.concat([runs[name].results for name in protocols], ignore_index=True)
     results = results[COMPARE_COLUMNS]
@@ -424,6 +427,7 @@ def _assemble(
         leakage=leakage,
         log=log,
         loocv_repeats=loocv_repeats,
+        unit_store=unit_store,
         significance=compare_algorithms_per_protocol(results, settings, order),
         protocol_effect=compare_protocols(results, settings, order),
         timings=timings,
@@ -495,6 +499,7 @@ def _write_record(comparison: Comparison) -> None:
         "devices_per_protocol": {name: run.devices for name, run in comparison.runs.items()},
         "seconds": comparison.timings,
         "mlflow_run_id": comparison.mlflow_run_id,
+        "unit_store": str(comparison.unit_store.resolve()),
     }
     (comparison.directory / "compare.json").write_text(
         json.dumps(record, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v))

@@ -282,6 +282,59 @@ def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, c
     assert len(stored_units(comparison / "units")) == n_compare - n_loocv
 
 
+def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
+    tmp_path, monkeypatch, capsys
+):
+    """A run started in proj/ with --output runs/a --cache shared: `prune --run` from elsewhere
+    looked for ./shared ('no unit store at shared'). The run records its store's absolute
+    directory (config.json, compare.json); an older record's relative --cache is taken from the
+    directory the run was started in, which its relative --output tells."""
+    import json
+
+    from sweval.data.synthetic import generate_log
+    from sweval.flows.compare import run_compare
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    run_local(config(tmp_path, algorithms=["pop"], output="runs/a", cache="shared"))
+    n_units = len(stored_units(project / "shared"))
+
+    log = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30), source="small")
+    small = EvalConfig.build(scale=0.02, seed=1, window="1D", folds=2, u_min=3, k=[5],
+                             algorithms=["pop"], progress=False, tracking=False,
+                             cache="shared-cmp")
+    run_compare(small, ["sw-eval", "loocv"], output=Path("cmp"), loocv_repeats=1, log=log)
+    n_loocv = len(pd.read_csv(project / "cmp/loocv/units.csv"))
+
+    monkeypatch.chdir(elsewhere)
+    assert cache_command(monkeypatch, "prune", "--run", project / "runs/a", "--dry-run") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"would delete {n_units} units" in out and str(project / "shared") in out
+    record = json.loads((project / "runs/a/config.json").read_text())
+    assert record["config"]["cache"] == "shared"
+    assert record["unit_store"] == str(project / "shared")
+    for name in ("runs/a/config.json", "cmp/compare.json"):  # as recorded before unit_store
+        path = project / name
+        path.write_text(json.dumps(json.loads(path.read_text()) | {"unit_store": None}))
+    assert cache_command(monkeypatch, "prune", "--run", "../proj/runs/a", "--dry-run") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"would delete {n_units} units" in out and str(project / "shared") in out
+    assert cache_command(monkeypatch, "prune", "--run", project / "cmp/loocv") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"deleted {n_loocv} units" in out and str(project / "shared-cmp") in out
+
+    path = project / "runs/a/config.json"  # an absolute --output does not tell where it started
+    record = json.loads(path.read_text())
+    record["config"]["output"] = str(project / "runs/a")
+    path.write_text(json.dumps(record))
+    assert cache_command(monkeypatch, "prune", "--run", path.parent, "--dry-run") == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{path} records the relative --cache 'shared'" in err and "--cache DIR" in err
+
+
 @pytest.mark.parametrize("argv", [
     ["list", "--output", "runs/nothere"],
     ["size"],
