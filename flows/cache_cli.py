@@ -5,7 +5,7 @@ unit until the user says otherwise::
 
     sweval cache list  [--cache DIR | --output DIR]       one line per unit
     sweval cache size  [--cache DIR | --output DIR]       units and bytes per algorithm
-    sweval cache prune --older-than 30D [--dry-run]      units not written for 30 days
+    sweval cache prune --older-than 30D [--dry-run]      units no run used for 30 days
     sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
 
 ``prune --run DIR`` without ``--cache`` or ``--output`` prunes the store that run used (see
@@ -210,11 +210,12 @@ def _size(n: float) -> str:
 
 @app.command("list")
 def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
-    """One line per finished unit: algorithm, split, parameters, list depth, users, size, age."""
+    """One line per finished unit: algorithm, split, parameters, depth, users, size, last use."""
     store = _store(cache, output)
     table = Table(title=f"unit store {store.directory}")
-    for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "written"):
-        table.add_column(column, justify="right" if column in ("depth", "users", "size") else "left")
+    for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "last used"):
+        table.add_column(column,
+                         justify="right" if column in ("depth", "users", "size") else "left")
     n = 0
     for entry in store.entries():
         record = entry.record
@@ -224,7 +225,7 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
             escape(_split_text(record.get("split", {}))), escape(params),
             str(record.get("depth", "?")), str(record.get("n_users", "?")),
             _size(entry.size_bytes),
-            dt.datetime.fromtimestamp(entry.modified).strftime("%Y-%m-%d %H:%M"),
+            dt.datetime.fromtimestamp(entry.last_used).strftime("%Y-%m-%d %H:%M"),
         )
         n += 1
     table_console().print(table if n else escape(f"unit store {store.directory}: empty"))
@@ -268,7 +269,9 @@ def run_unit_keys(run: Path) -> set[str]:
 @app.command("prune")
 def prune(
     older_than: Annotated[str | None, typer.Option(
-        help="Delete units written longer ago than this duration (30D, 12h, ...).")] = None,
+        help="Delete units that no run used for longer than this duration (30D, 12h, ...): "
+        "a unit is used when a run computes it or reuses it, so the units a rolling series "
+        "reuses every day stay.")] = None,
     run: Annotated[Path | None, typer.Option(
         help="Delete the units this run directory used (its units.csv) from the store it used "
         "(the one its config.json records) unless --cache or --output names one.")] = None,
@@ -277,7 +280,7 @@ def prune(
     cache: CacheOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Delete units by age or by run. Nothing else ever deletes a finished unit."""
+    """Delete units by last use or by run. Nothing else ever deletes a finished unit."""
     from sweval.evaluators.windows import parse_duration
 
     if older_than is None and run is None:
@@ -291,7 +294,7 @@ def prune(
         store = _store(cache, output)
     chosen = [
         entry for entry in store.entries()
-        if (cutoff is None or entry.modified < cutoff) and (keys is None or entry.key in keys)
+        if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys)
     ]
     if dry_run:
         table_console().print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "

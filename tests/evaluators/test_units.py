@@ -246,6 +246,14 @@ def stored_units(store: Path) -> list[Path]:
     return sorted(store.glob("*/*/unit.json"))
 
 
+def age_units(store: Path, days: float) -> None:
+    """Make every unit of ``store`` last used ``days`` ago: its directory's modification time,
+    which ``cache prune --older-than`` reads."""
+    for record in stored_units(store):
+        used = record.parent.stat().st_mtime - days * 86400
+        os.utime(record.parent, (used, used))
+
+
 def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys):
     """--run DIR without --cache/--output: DIR's own units/, the --cache its config.json
     records, and for a comparison (several units.csv) the comparison's units/. Before, the
@@ -280,6 +288,27 @@ def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, c
     assert cache_command(monkeypatch, "prune", "--run", comparison / "loocv") == 0  # one protocol
     assert f"deleted {n_loocv} units" in capsys.readouterr().out
     assert len(stored_units(comparison / "units")) == n_compare - n_loocv
+
+
+def test_cache_prune_older_than_goes_by_last_use_not_by_write_time(tmp_path, monkeypatch, capsys):
+    """Units written two days ago that a run reused today (as a rolling series reuses its
+    earlier windows every day) were pruned by --older-than 1D: it went by write time. A reused
+    unit counts as used; the units no run reused since are still pruned."""
+    import json
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    run_local(config(tmp_path))
+    n_units = len(stored_units(out / "units"))
+    age_units(out / "units", 2)  # every unit written two days ago
+    written = {path: path.stat().st_mtime_ns for path in stored_units(out / "units")}
+    reused = run_local(config(tmp_path, algorithms=["pop"]))
+    assert reused.n_reused == n_units // 2 and reused.n_computed == 0
+    assert {path: path.stat().st_mtime_ns for path in written} == written  # files not rewritten
+    assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+    assert f"deleted {n_units - reused.n_reused} units" in capsys.readouterr().out
+    left = [json.loads(path.read_text())["algorithm"] for path in stored_units(out / "units")]
+    assert left == ["pop"] * reused.n_reused
 
 
 def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
@@ -397,8 +426,7 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        for record in stored_units(store):  # every unit written two days ago
-            os.utime(record, (record.stat().st_mtime - 2 * 86400,) * 2)
+        age_units(store, 2)  # every unit written two days ago
         assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
         printed = " ".join(capsys.readouterr().out.split())
         assert f"deleted {len(keys) - 1} units" in printed and "left 1" in printed
