@@ -128,7 +128,11 @@ down.__doc__ = (
     "SIGTERM, then SIGKILL after 10 s; the warm process's running commands first) and forget "
     "them."
 )
-status.__doc__ = (
+status.__doc__ = (  # Typer keeps a docstring's line breaks: one-line paragraphs
     "Show the servers and the warm process of [bold]sweval up[/bold]: URL, pid, and whether "
-    "each answers (exit status 0 when all answer, 1 otherwise)."
+    "each answers.\n\n"
+    "Exit status 0 when the recorded servers and warm process all answer (a warm process up "
+    "but unused counts; after `sweval up --no-warm`, the servers only); 1 when nothing is up, "
+    "or when one is down, gone or not answering: `sweval status >/dev/null || sweval up` starts "
+    "what is missing."
 )

@@ -341,3 +341,38 @@ def test_up_after_servers_that_died_starts_them_again_on_their_ports_and_says_so
     assert started[-1] == (prefect_port, other_port)
     assert f"starting them again on ports {prefect_port} (Prefect) and {other_port} (MLflow)" \
         in said[0]
+
+
+def test_status_exits_as_its_help_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0 when what is recorded answers (here a server without a warm process, as after
+    `sweval up --no-warm`), 1 when nothing is up or one does not answer; the help said
+    only "0 when all answer, 1 otherwise", leaving out nothing-up and the warm process."""
+    import psutil
+
+    from sweval.flows.cli import main
+
+    def status(*args: str) -> int:
+        monkeypatch.setattr(sys, "argv", ["sweval", "status", *args])
+        try:
+            main()
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    assert status() == 1 and "not up" in capsys.readouterr().out
+    me = psutil.Process()  # alive, as a server's recorded leader; status never stops it
+    _write_state(tmp_path, [_server("mlflow", healthy_mlflow, me.pid, me.create_time())])
+    assert status() == 0 and " up" in capsys.readouterr().out
+    _write_state(tmp_path, [_server("mlflow", healthy_mlflow, me.pid, me.create_time()),
+                            _server("prefect", f"http://127.0.0.1:{_free_port()}", me.pid,
+                                    me.create_time())])
+    assert status() == 1 and "not answering" in capsys.readouterr().out
+
+    assert status("--help") == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "Exit status 0 when the recorded servers and warm process all answer" in text
+    assert "1 when nothing is up, or when one is down, gone or not answering" in text
