@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -47,6 +48,8 @@ from sweval.flows.server_state import (
     state_path,
 )
 from sweval.flows.settings import sweval_home
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["STATE_FILE", "Server", "down", "mlflow_server_of", "read_state", "recorded_servers",
            "served_store", "state_path", "status", "up", "use_local_servers"]
@@ -100,11 +103,17 @@ def _group_members(pgid: int, since: float) -> list[Any]:
 
 def stop_server(server: Server, grace_s: float = GRACE_S) -> bool:
     """Stop the server's whole process group: SIGTERM, then SIGKILL what is left after
-    ``grace_s``. Returns whether anything of it was still running."""
+    ``grace_s``. Returns whether anything of it was still running. A recorded pid that cannot
+    be a server's session (0, 1, this command's own process group: a corrupt state file) is
+    never signalled."""
     import psutil
 
     from sweval.flows.processes import terminate_then_kill
 
+    if server.pid <= 1 or server.pid == os.getpgrp():
+        _log.warning("not stopping %s: its recorded pid %d is not a server's", server.name,
+                     server.pid)
+        return False
     leader = leader_process(server)
     members = _group_members(server.pid, server.create_time)
     if leader is not None:

@@ -376,3 +376,17 @@ def test_status_exits_as_its_help_says(
     text = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert "Exit status 0 when the recorded servers and warm process all answer" in text
     assert "1 when nothing is up, or when one is down, gone or not answering" in text
+
+
+@pytest.mark.parametrize("pid", [0, 1, os.getpgrp()], ids=["0", "init", "own-group"])
+def test_a_corrupt_state_file_never_gets_init_or_this_group_signalled(
+        pid: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pid 0 (or 1) as a server's process group would send the stop signals to init's group:
+    stop_server refuses it before looking for members."""
+    signalled: list[Any] = []
+    monkeypatch.setattr("sweval.flows.processes.terminate_then_kill",
+                        lambda members, grace: signalled.extend(members))
+    server = servers.Server(name="prefect", pid=pid, create_time=0.0, port=4999,
+                            url="http://127.0.0.1:4999", health_url="", log="")
+    assert servers.stop_server(server, grace_s=0.1) is False
+    assert signalled == []
