@@ -84,11 +84,6 @@ def list_length(ks: list[int], n_relevant: NDArray[np.int64]) -> int:
     return max(max(ks), longest)
 
 
-def is_plugin(algorithm: Algorithm) -> bool:
-    """Whether ``algorithm``'s class comes from outside SW-EVAL (an entry point or import path)."""
-    return not type(algorithm).__module__.startswith("sweval.")
-
-
 def compute_lists(
     algorithm: Algorithm,
     train: TrainData,
@@ -109,7 +104,7 @@ def compute_lists(
     """
     timings = dict(timings or {})
     clock = time.perf_counter()
-    algorithm.fit(train.read_only() if is_plugin(algorithm) else train)
+    algorithm.fit(train if type(algorithm).__module__.startswith("sweval.") else train.read_only())
     timings["fit"] = time.perf_counter() - clock
 
     clock = time.perf_counter()

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from sweval.algorithms.base import Algorithm
-from sweval.algorithms.registry import build_algorithm, resolve
+from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
 from sweval.data.errors import SwevalError
-from sweval.evaluators.engine import UnitLists, compute_lists, is_plugin, list_length
+from sweval.evaluators.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.splits import Split
 from sweval.evaluators.store import UnitStore
