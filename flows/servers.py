@@ -238,11 +238,12 @@ def up(
     """
     with _servers_lock():
         running = recorded_servers(read_state())
-        if running and all(leader_process(s) is not None and answers(s) for s in running):
+        health = {server.name: _health(server) for server in running}
+        if running and all(state == "up" for state in health.values()):
             return running, False
         ports = _ports({"prefect": prefect_port, "mlflow": mlflow_port}, running)
         if running:  # stale: stop what is left of it
-            say(_restart_notice(running, ports))
+            say(_restart_notice(running, health, ports))
             for server in running:
                 stop_server(server)
             state_path().unlink(missing_ok=True)
@@ -272,10 +273,10 @@ def _ports(asked: dict[str, int | None], stale: list[Server]) -> dict[str, int]:
             for name, port in asked.items()}
 
 
-def _restart_notice(stale: list[Server], ports: dict[str, int]) -> str:
+def _restart_notice(stale: list[Server], health: dict[str, str], ports: dict[str, int]) -> str:
     """What ``sweval up`` does about recorded servers that are not all up, in words: how each
-    is, on which port, and the ports the new ones get."""
-    found = "; ".join(f"{s.name} on port {s.port}: {_health(s)}" for s in stale)
+    is (``health``, by name), on which port, and the ports the new ones get."""
+    found = "; ".join(f"{s.name} on port {s.port}: {health[s.name]}" for s in stale)
     return (f"the servers that {state_path()} records are not all up ({found}): stopping what "
             f"is left of them and starting them again on ports {ports['prefect']} (Prefect) "
             f"and {ports['mlflow']} (MLflow)")
