@@ -107,6 +107,7 @@ from sweval.evaluators.significance import (
 from sweval.evaluators.store import UnitStore
 from sweval.evaluators.tuning import Search, tune_comparison
 from sweval.flows.compare_tables import print_comparison
+from sweval.flows.options import command_output
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.processes import is_stop
 from sweval.flows.summary import check_something_scored, unit_progress
@@ -541,7 +542,7 @@ def compare_command(
                 "one configuration per algorithm; run `sweval run --metrics ... --seeds ...` for "
                 "the others."
             )
-        output = cfg.output_or(DEFAULT_OUTPUT)
+        output = command_output(ctx, cfg, DEFAULT_OUTPUT)
         comparison = run_compare(cfg, _split(protocols), output=output,
                                  loocv_repeats=loocv_repeats, console=table_console(stderr=True),
                                  split_ratio=split_ratio, split_seed=split_seed,

@@ -47,6 +47,7 @@ from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store, window_spec
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
+from sweval.flows.options import command_output
 from sweval.flows.summary import unit_progress
 from sweval.flows.terminal import table_console
 
@@ -164,7 +165,7 @@ def gap_command(
         design = GapDesign(deploy_start=start, width_s=width, share=split_ratio,
                            seed=split_seed, train_window_s=window_spec(cfg).train_window_s,
                            relevance=cfg.relevance)
-        output = Path(cfg.output_or(DEFAULT_OUTPUT))
+        output = Path(command_output(ctx, cfg, DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
         gap_frame, results = run_gap(cfg, design, output=output, console=stderr)
         skipped = skipped_sets(results)

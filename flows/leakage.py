@@ -57,6 +57,7 @@ from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
 from sweval.evaluators.windows import parse_duration, parse_time
+from sweval.flows.options import command_output
 from sweval.flows.summary import unit_progress
 from sweval.flows.terminal import table_console
 
@@ -213,7 +214,7 @@ def leakage_command(
             test_start=parse_time(leak_test_start, option="--leak-test-start"),
             period_s=parse_duration(cfg.window), periods=leak_periods,
         )  # fmt: skip
-        output = Path(cfg.output_or(DEFAULT_OUTPUT))
+        output = Path(command_output(ctx, cfg, DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
         severity = run_leakage(cfg, design, output=output, console=stderr)
         print_severity(severity, list(cfg.algorithms), shown_k(cfg.k))

@@ -201,6 +201,13 @@ def build_config(
     return model.build(**values)
 
 
+def command_output(ctx: typer.Context, config: EvalConfig, default: str) -> str:
+    """Where a command other than ``sweval run`` writes: ``--output`` as typed on the command
+    line (even ``runs/latest``, ``sweval run``'s default), else the configuration's
+    (:meth:`EvalConfig.output_or`: ``default`` when a --config file left it at run's)."""
+    return config.output if given(ctx, "output") else config.output_or(default)
+
+
 def given(ctx: typer.Context, name: str) -> bool:
     """Whether option ``name`` was typed on the command line (not its default)."""
     source = ctx.get_parameter_source(name)

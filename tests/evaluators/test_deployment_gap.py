@@ -172,3 +172,24 @@ def test_an_algorithm_a_validation_does_not_define_is_said_with_its_reason(tmp_p
     err = capsys.readouterr().err
     assert "pop-n under val traditional: pop-n needs the global timeline" in err
     assert "pop under" not in err
+
+
+def test_a_typed_output_is_where_the_command_writes_even_run_s_default(tmp_path, monkeypatch):
+    """`--output runs/latest` typed on the command line is honoured (it was taken for "left at
+    sweval run's default" and replaced by runs/gap); without --output, runs/gap."""
+    import sys
+
+    from sweval.flows.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    random_frame(0, n=1200).to_csv("log.csv", index=False)
+    command = ["sweval", "gap", "--data", "log.csv", "--window", "2D", "--start", str(9 * DAY),
+               "--algorithms", "pop", "--k", "10", "--u-min", "0", "--no-tracking",
+               "--no-progress"]
+    sys.argv = [*command, "--output", "runs/latest"]
+    main()
+    assert (tmp_path / "runs" / "latest" / "gap.csv").is_file()
+    assert not (tmp_path / "runs" / "gap").exists()
+    sys.argv = command
+    main()
+    assert (tmp_path / "runs" / "gap" / "gap.csv").is_file()
