@@ -132,3 +132,32 @@ def gap_table(validation: dict[str, pd.DataFrame], test: pd.DataFrame) -> pd.Dat
     table["drop_pct"] = 100.0 * (ratio - 1.0)
     return table[["algorithm", "metric", "k", "validation", "validation_value", "test_value",
                   "drop_pct"]]
+
+
+def skipped_sets(results: pd.DataFrame) -> dict[str, str]:
+    """The sets (validations and ``test``) whose split was skipped, with the reason (u_min)."""
+    found = {}
+    for name, rows in results[results["stratum"] == "all"].groupby("set", sort=False):
+        if rows["skipped"].all():
+            found[str(name)] = str(rows["skip_reason"].iloc[0])
+    return found
+
+
+def unsupported_cells(results: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(algorithm, set, reason) of the algorithms a set does not evaluate although its split
+    was not skipped (POP-N under a random hold-out: its reason from ``skip_reason``)."""
+    rows = results[(results["stratum"] == "all") & results["skipped"].astype(bool)]
+    skipped = skipped_sets(results)
+    found = rows[~rows["set"].isin(list(skipped))].drop_duplicates(["algorithm", "set"])
+    return [(str(r.algorithm), str(r.set), str(r.skip_reason)) for r in found.itertuples()]
+
+
+def gap_notes(results: pd.DataFrame) -> list[str]:
+    """Why cells of the gap table are empty, a line each: a skipped validation set
+    ("val cut-off: skipped (n_eligible=3 < u_min=5), so its columns are empty") and an
+    algorithm a set does not define ("pop-n under val traditional: ...")."""
+    notes = [f"val {name}: skipped ({reason}), so its columns are empty"
+             for name, reason in skipped_sets(results).items() if name != "test"]
+    notes += [f"{algorithm} under {'val ' if name != 'test' else ''}{name}: {reason}"
+              for algorithm, name, reason in unsupported_cells(results)]
+    return notes

@@ -14,6 +14,9 @@ aligns its windows). Output directory (``--output``, default ``runs/gap``)::
                        drop in % (papers/003 Table 2)
     results.csv        the long tables of the four sets, with a ``set`` column
     gap.json           T, the window, the share, the configuration
+    report.html        the Recall and NDCG tables at one k, a figure each
+                       (report-gap-<metric>-at-<k>.png) and whether each validation ranks the
+                       algorithms as deployment does (:mod:`evaluators.gap_page`)
     units/             the computed units (a rerun reuses them)
 
 Runs in this process (no Prefect); not tracked in MLflow.
@@ -39,10 +42,13 @@ from sweval.evaluators.deployment_gap import (
     VALIDATIONS,
     GapDesign,
     deployment_protocol,
+    gap_notes,
     gap_table,
+    skipped_sets,
     validation_log,
     validation_protocols,
 )
+from sweval.evaluators.gap_page import write_gap_report
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store, window_spec
@@ -89,24 +95,6 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
               "validations": VALIDATIONS, "config": config.model_dump(mode="json")}
     (output / "gap.json").write_text(json.dumps(record, indent=2) + "\n")
     return gap, results
-
-
-def skipped_sets(results: pd.DataFrame) -> dict[str, str]:
-    """The sets (validations and ``test``) whose split was skipped, with the reason (u_min)."""
-    found = {}
-    for name, rows in results[results["stratum"] == "all"].groupby("set", sort=False):
-        if rows["skipped"].all():
-            found[str(name)] = str(rows["skip_reason"].iloc[0])
-    return found
-
-
-def unsupported_cells(results: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(algorithm, set, reason) of the algorithms a set does not evaluate although its split
-    was not skipped (POP-N under a random hold-out: its reason from ``skip_reason``)."""
-    rows = results[(results["stratum"] == "all") & results["skipped"].astype(bool)]
-    skipped = skipped_sets(results)
-    found = rows[~rows["set"].isin(list(skipped))].drop_duplicates(["algorithm", "set"])
-    return [(str(r.algorithm), str(r.set), str(r.skip_reason)) for r in found.itertuples()]
 
 
 def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
@@ -177,13 +165,11 @@ def gap_command(
         k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
             print_gap(gap_frame, list(cfg.algorithms), k, metric)
-        for name, reason in skipped.items():
-            stderr.print(f"val {name}: skipped ({reason}), so its columns are empty",
-                         style="yellow", markup=False, highlight=False)
-        for algorithm, name, reason in unsupported_cells(results):
-            stderr.print(f"{algorithm} under {'val ' if name != 'test' else ''}{name}: {reason}",
-                         style="yellow", markup=False, highlight=False)
+        for note in gap_notes(results):
+            stderr.print(note, style="yellow", markup=False, highlight=False)
         stderr.print(f"tables: {output}", markup=False)
+        page = write_gap_report(output, metrics=["recall", "ndcg"], k=k)[0]
+        stderr.print(f"report: {page}", markup=False)
 
     gap.__doc__ = (
         "The validation-to-deployment gap (papers/003): each algorithm validated three ways "

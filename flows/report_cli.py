@@ -1,7 +1,8 @@
 """``sweval report DIR_OR_RUN_ID``: the HTML report and PNG figures of a finished run.
 
 Given an output directory of ``sweval run`` / ``sweval compare``, the report is written into it
-(``report.html`` + ``report-*.png``; see :mod:`evaluators.report`). Given an MLflow run id, the
+(``report.html`` + ``report-*.png``; see :mod:`evaluators.report`); of ``sweval gap``, the gap's
+own page (:mod:`evaluators.gap_page`). Given an MLflow run id, the
 run's artifacts are downloaded into a temporary directory (the parent run's, when the id is a
 child run without results), the report is built from them into ``--output`` and, unless
 ``--no-log-artifacts``, logged back to that run under ``report/``.
@@ -32,7 +33,7 @@ ARTIFACT_PATH = "report"
 
 
 def report(
-    target: Annotated[str, typer.Argument(help="Output directory of `sweval run` / `sweval compare`, or an MLflow run id.", show_default=False)],
+    target: Annotated[str, typer.Argument(help="Output directory of `sweval run`, `compare` or `gap`, or an MLflow run id.", show_default=False)],
     metrics: Annotated[str, typer.Option(help="Comma-separated metrics to report: recall, hit_rate, ndcg, r_precision, any other metric the run measured (--metrics), or all.")] = "recall",
     k: Annotated[int | None, typer.Option(help="k of the over-time figures. (default: 10, else the middle k)", show_default=False)] = None,
     output: Annotated[Path | None, typer.Option(help="Where to write the report. (default: the directory itself; for a run id, runs/report-RUN_ID)", show_default=False)] = None,
@@ -40,6 +41,7 @@ def report(
     log_artifacts: Annotated[bool, typer.Option("--log-artifacts/--no-log-artifacts", help="For a run id: log the report to that run as artifacts under report/.")] = True,
 ) -> None:
     """Write the HTML report (paper-style tables, Recall@k against k, Recall@k per fold) + PNGs."""
+    from sweval.evaluators.gap_page import is_gap_output, write_gap_report
     from sweval.evaluators.report import write_report
 
     chosen = [m.strip() for m in metrics.split(",") if m.strip()] or ["recall"]
@@ -49,7 +51,10 @@ def report(
             raise SwevalError(
                 f"{target}: no such directory (nor an MLflow run id: 32 hex digits)."
             )
-        written = write_report(path, metrics=chosen, k=k, destination=output)
+        if is_gap_output(path):
+            written = write_gap_report(path, metrics=chosen, k=k, destination=output)
+        else:
+            written = write_report(path, metrics=chosen, k=k, destination=output)
     else:
         written = report_from_run(
             target, metrics=chosen, k=k, destination=output or Path("runs") / f"report-{target}",
