@@ -50,6 +50,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
+from sweval.evaluators.run import Plan
 from sweval.flows.dask_cluster import LocalDask, worker_env
 from sweval.flows.pipeline import (
     Evaluation,
@@ -180,6 +181,26 @@ def _flow_api_url() -> str | None:
     return None
 
 
+def chain_starts(n_jobs: int, plan: Plan) -> set[int]:
+    """The fold tasks that wait for no other; every other waits for the one before it.
+
+    Warm starts chain every fold (each starts from the last one's factors). A local Dask
+    cluster of W workers runs W chains of consecutive folds, one per worker (a task waiting
+    for another runs where that one's result is): each worker then advances its training data
+    one window at a time, as the sequential runner does, instead of every worker walking the
+    whole timeline in steps of W windows. A cluster of one's own (``--dask-address``) gets no
+    chains: how many workers it has is not known here, and too few chains would leave workers
+    idle. Otherwise no task waits either.
+    """
+    config = plan.config
+    if plan.warm_starts:
+        return {0}
+    if config.task_runner != "dask" or config.dask_address or not config.incremental:
+        return set(range(n_jobs))
+    chains = min(worker_count(config), n_jobs)
+    return {n_jobs * chain // chains for chain in range(chains)}
+
+
 def worker_count(config: EvalConfig) -> int:
     """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is not given
     (``--workers 1`` is one: a one-worker Dask cluster is what fan-out is measured against)."""
@@ -295,13 +316,14 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
                 with _blas_limits(plan.config), task_runner(plan.config, local_dask) as runner:
                     futures: dict[Any, Any] = {}
                     previous: list[Any] = []
-                    chained = plan.warm_starts  # warm starts: each fold waits for the last
-                    for job in jobs:
+                    starts = chain_starts(len(jobs), plan)
+                    for index, job in enumerate(jobs):
                         future = runner.submit(
-                            evaluate_fold, evaluation.job_parameters(job), wait_for=previous
+                            evaluate_fold, evaluation.job_parameters(job),
+                            wait_for=[] if index in starts else previous,
                         )
                         futures[future] = job
-                        previous = [future] if chained else []
+                        previous = [future]
                     for future in as_completed(list(futures)):
                         try:
                             payloads = future.result()

@@ -143,3 +143,30 @@ def test_a_failed_heartbeat_is_one_warning_line_without_a_traceback() -> None:
     lines = stream.getvalue().splitlines()
     assert lines[0] == "Failed to communicate with scheduler during heartbeat: Stream is closed"
     assert lines[1] == "Some other failure." and lines[2] == "Traceback (most recent call last):"
+
+
+@pytest.mark.parametrize(("options", "n_jobs", "starts"), [
+    ({"task_runner": "dask", "workers": 2}, 30, {0, 15}),
+    ({"task_runner": "dask", "workers": 3}, 7, {0, 2, 4}),
+    ({"task_runner": "dask", "workers": 4}, 3, {0, 1, 2}),  # fewer folds than workers
+    ({"task_runner": "dask", "workers": 2, "incremental": False}, 4, {0, 1, 2, 3}),
+    ({"task_runner": "dask", "workers": 2, "dask_address": "tcp://h:8786"}, 4, {0, 1, 2, 3}),
+    ({"task_runner": "sequential"}, 4, {0, 1, 2, 3}),
+    ({"task_runner": "threads", "workers": 2}, 4, {0, 1, 2, 3}),
+])
+def test_local_dask_workers_each_take_a_chain_of_consecutive_folds(
+    options: dict, n_jobs: int, starts: set[int]
+) -> None:
+    """W local workers: W chains of consecutive fold tasks (each task waits for the one
+    before it, except a chain's first), so that each worker advances its training data one
+    window at a time. A cluster of one's own (how many workers it has is not known here: too
+    few chains would leave workers idle), no incremental training data and the other runners:
+    no task waits. Warm starts chain every fold."""
+    from types import SimpleNamespace
+
+    from sweval.evaluators.config import EvalConfig
+    from sweval.flows.sliding_window import chain_starts
+
+    config = EvalConfig(**options)
+    assert chain_starts(n_jobs, SimpleNamespace(config=config, warm_starts=False)) == starts
+    assert chain_starts(n_jobs, SimpleNamespace(config=config, warm_starts=True)) == {0}
