@@ -174,7 +174,26 @@ def _checked(obj: Any, name: str) -> type[Algorithm]:
             f"algorithm {name!r}: {obj.__qualname__}.Config is {shown}, not a subclass of "
             "sweval.algorithms.AlgorithmConfig (which refuses unknown parameters)."
         )
+    _check_defaults(config, f"algorithm {name!r}: {obj.__qualname__}.Config")
     return obj
+
+
+def _check_defaults(config: type[AlgorithmConfig], where: str) -> None:
+    """Validate a Config's defaults as given values are validated (pydantic does not check
+    defaults: ``mode: int = "abc"`` ran with ``"abc"``).
+
+    Raises:
+        SwevalError: a default its own field refuses, naming the field and pydantic's reason.
+    """
+    defaults = {name: field.get_default(call_default_factory=True)
+                for name, field in config.model_fields.items() if not field.is_required()}
+    try:
+        config.model_validate(defaults)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
+                    for error in exc.errors() if error["type"] != "missing"]
+        if problems:
+            raise SwevalError(f"{where} has an invalid default ({'; '.join(problems)}).") from None
 
 
 def _declared_by(entry: importlib.metadata.EntryPoint) -> str:

@@ -195,6 +195,9 @@ def parse_grids(grids: list[str]) -> dict[str, dict[str, list[Any]]]:
             values = [parse_value(part) for part in split_top_level(raw)]
         if not values:
             raise SwevalError(f"--tune {grid!r}: give at least one value.")
+        if param in found.get(name, {}):
+            raise SwevalError(f"--tune {name}.{param} is given twice: give all its values in "
+                              f"one --tune ({name}.{param}=V1,V2,...).")
         found.setdefault(name, {})[param] = values
     return found
 
@@ -228,9 +231,11 @@ def grid_values(spec: Any, where: str) -> list[Any]:
     if set(spec) == {"log_range"} and isinstance(spec["log_range"], list) \
             and len(spec["log_range"]) == 3:
         low, high, n = spec["log_range"]
-        if not (isinstance(n, int) and n >= 1 and isinstance(low, int | float)
-                and isinstance(high, int | float) and 0 < low <= high):
-            raise SwevalError(f"{where}: log_range needs [low > 0, high >= low, n >= 1].")
+        if not (isinstance(n, int) and isinstance(low, int | float)
+                and isinstance(high, int | float) and 0 < low <= high
+                and (n >= 2 or (n == 1 and low == high))):
+            raise SwevalError(f"{where}: log_range needs [low > 0, high >= low, n >= 2] "
+                              "(both ends are included: n = 1 only when low = high).")
         points = [low] if n == 1 else [low * (high / low) ** (i / (n - 1)) for i in range(n)]
         if isinstance(low, int) and isinstance(high, int):
             return list(dict.fromkeys(int(round(p)) for p in points))

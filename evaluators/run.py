@@ -226,6 +226,14 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
     return objective
 
 
+def unused_tuning_options(config: EvalConfig) -> list[str]:
+    """The tuning options (``--tune-windows``, ``--tune-sampler``, ...) set to other than
+    their defaults, as the command line spells them."""
+    fields = type(config).model_fields
+    return [f"--{name.replace('_', '-')}" for name in fields
+            if name.startswith("tune_") and getattr(config, name) != fields[name].default]
+
+
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     """Validate everything that can be validated before computing, and plan the units.
 
@@ -258,6 +266,10 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     splits = fold_splits(log, folds, config.relevance, incremental=config.incremental,
                          cooccurrence=cooccurrence)
     found = searches(config, tpe_objective(config, splits))
+    unused = unused_tuning_options(config) if not found else []
+    if unused:
+        _log.warning("%s %s no effect without --tune.", ", ".join(unused),
+                     "has" if len(unused) == 1 else "have")
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
     units = plan_units(splits, specs, config.k)

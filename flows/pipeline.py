@@ -361,8 +361,9 @@ class Evaluation:
             self.shared_log = None
 
     def log_line(self) -> str:
-        """``reused R units, computed C (N because the code changed)``, as planned at the start."""
-        return units_line(self.reused, len(self.missing), self.code_changed)
+        """``reusing R units, computing C (N because the code changed)``: the plan, at the
+        start (the run's summary says what was done)."""
+        return units_line(self.reused, len(self.missing), self.code_changed, planned=True)
 
     def _rows(self, fold: int, names: list[str]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
         rows: list[Mapping[str, Any]] = []

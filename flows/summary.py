@@ -293,11 +293,13 @@ def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
     return lines
 
 
-def units_line(reused: int, computed: int, code_changed: int) -> str:
+def units_line(reused: int, computed: int, code_changed: int, *, planned: bool = False) -> str:
     """``reused 10 units, computed 5 (3 because the code changed)``: the second part only when
     some computed units were stored as computed by other code
-    (:func:`evaluators.units.outdated_by_code`)."""
-    line = f"reused {plural(reused, 'unit')}, computed {computed}"
+    (:func:`evaluators.units.outdated_by_code`); ``planned``, before the work:
+    ``reusing 10 units, computing 5 (...)``."""
+    done, doing = ("reusing", "computing") if planned else ("reused", "computed")
+    line = f"{done} {plural(reused, 'unit')}, {doing} {computed}"
     return line + (f" ({code_changed} because the code changed)" if code_changed else "")
 
 

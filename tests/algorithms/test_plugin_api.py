@@ -254,6 +254,28 @@ PLUGIN_WITH_PROBLEMS = '''
 import plugdep  # noqa: F401  (not installed; its name begins the plugin's)
 '''
 
+BAD_DEFAULT = '''
+from sweval.algorithms import Algorithm, AlgorithmConfig
+
+
+class Model(Algorithm):
+    class Config(AlgorithmConfig):
+        mode: int = "abc"
+        factor: float = 1
+
+    def _fit(self, train):
+        pass
+
+    def score(self, rows):
+        raise NotImplementedError
+
+
+class Fine(Model):
+    class Config(AlgorithmConfig):
+        required: int
+        factor: float = 1
+'''
+
 LOOSE_CONFIG = '''
 from pydantic import BaseModel
 from sweval.algorithms import Algorithm
@@ -288,6 +310,12 @@ def test_a_plugins_missing_dependency_and_a_config_of_the_wrong_kind_are_named(
     with pytest.raises(SwevalError, match=r"Loose.Config is Loose.Config, not a subclass of "
                                           r"sweval.algorithms.AlgorithmConfig"):
         resolve("loose:Loose")
+    # pydantic does not check defaults: "abc" for an int ran, and was stored in every unit key
+    (tmp_path / "baddefault.py").write_text(BAD_DEFAULT)
+    with pytest.raises(SwevalError, match=r"'baddefault:Model': Model.Config has an invalid "
+                                          r"default \(mode: Input should be a valid integer"):
+        resolve("baddefault:Model")
+    assert resolve("baddefault:Fine")[0].__name__ == "Fine"  # a required field has no default
 
 
 def test_a_plugin_extending_a_built_in_changes_version_with_the_built_ins_module(

@@ -180,6 +180,14 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
         "als": {"factors": [0, 1, 2]}, "item-knn": {"n_neighbors": [5, 6, 7]}}
     with pytest.raises(SwevalError, match="range needs numbers"):
         parse_grids(["item-knn.n_neighbors=range(5,8,0)"])
+    # both ends are included: one point only where they are one value
+    with pytest.raises(SwevalError, match=r"n >= 2\] \(both ends are included"):
+        parse_grids(["item-knn.n_neighbors=log_range(10,1000,1)"])
+    assert parse_grids(["item-knn.n_neighbors=log_range(10,10,1)"]) == {
+        "item-knn": {"n_neighbors": [10]}}
+    # a parameter's grid is given once (a second --tune replaced the first)
+    with pytest.raises(SwevalError, match=r"--tune item-knn.n_neighbors is given twice"):
+        parse_grids(["item-knn.n_neighbors=10,20", "item-knn.n_neighbors=30"])
     path = tmp_path / "eval.toml"
     path.write_text(
         'algorithms = ["item-knn", "als"]\n'
@@ -528,3 +536,17 @@ def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
                                           r"different fixed parameters"):
         searches(config(tmp_path, algorithms=["user-knn", 'user-knn(weighting="cosine")'],
                         tune=grid))
+
+
+def test_tuning_options_without_tune_are_said_to_have_no_effect(tmp_path, caplog):
+    """--tune-windows 2 without --tune ran untuned without a word."""
+    from sweval.evaluators.run import make_plan
+
+    caplog.set_level("WARNING", logger="sweval.evaluators.run")
+    make_plan(config(tmp_path, tune={}, folds=2, tune_windows=2, tune_sampler="random"))
+    assert ("--tune-windows, --tune-sampler have no effect without --tune."
+            in caplog.messages)
+    caplog.clear()
+    make_plan(config(tmp_path, tune={}, folds=2))
+    make_plan(config(tmp_path, folds=2, tune_windows=2))  # with --tune: they apply
+    assert caplog.messages == []

@@ -203,7 +203,7 @@ def test_every_command_help_is_made_of_paragraphs_that_rich_can_reflow() -> None
 @pytest.mark.parametrize(("args", "said"), [
     (["--data", "{tmp}/[old]/log:boom:.csv"], "{tmp}/[old]/log:boom:.csv"),
     (["--algorithms", "item-knn", "--tune", "item-knn.n_neighbors=log_range(10,1000,0)"],
-     "log_range needs [low > 0, high >= low, n >= 1]."),
+     "log_range needs [low > 0, high >= low, n >= 2]"),
 ])
 def test_error_text_prints_as_written_not_as_markup_or_emoji(
     args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
