@@ -144,7 +144,8 @@ def collect(
         if measuring.per_user is not None:
             chosen = tuning[tuning["chosen"]]
             measuring.per_user.add_relabelled({
-                (int(row.fold), row.candidate): row.algorithm for row in chosen.itertuples()})
+                (int(row.fold), row.stratum, row.candidate): row.algorithm
+                for row in chosen.itertuples()})
     settings = Bootstrap.of(plan.config)
     return Outputs(
         directory=Path(plan.config.output),

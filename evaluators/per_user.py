@@ -60,13 +60,15 @@ class PerUser:
                 "value": chosen.astype(np.float64),
             })
 
-    def add_relabelled(self, sources: dict[tuple[int, str], str]) -> None:
-        """Copy the values of every ``(fold, algorithm)`` in ``sources`` under the label it maps
-        to: a tuned series (``ALG[tuned]``) has its chosen candidate's users on each fold."""
+    def add_relabelled(self, sources: dict[tuple[int, str, str], str]) -> None:
+        """Copy the values of every ``(fold, stratum, algorithm)`` in ``sources`` under the
+        label it maps to: a tuned series (``ALG[tuned]``) has its chosen candidate's users on
+        each fold, in each stratum (which chooses on its own)."""
         for part in list(self.parts):
             if not len(part["fold"]):
                 continue
-            label = sources.get((int(part["fold"][0]), str(part["algorithm"][0])))
+            label = sources.get((int(part["fold"][0]), str(part["stratum"][0]),
+                                 str(part["algorithm"][0])))
             if label is not None:
                 self.parts.append(part | {"algorithm": np.full(len(part["fold"]), label,
                                                                dtype=object)})

@@ -43,7 +43,7 @@ Objective = Callable[[str, dict[str, Any]], float]
 TUNED = "{}[tuned]"
 TUNING_COLUMNS = [
     "fold", "algorithm", "candidate", "params", "validation_value", "n_validation_windows",
-    "chosen",
+    "chosen", "stratum",
 ]
 OPTIMISM_COLUMNS = [
     "algorithm", "metric", "k", "tuned_mean", "n_folds", "oracle", "oracle_mean", "optimism",
@@ -236,9 +236,11 @@ def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> li
     return entries
 
 
-def _fold_values(results: pd.DataFrame, metric: str, k: int | None) -> pd.DataFrame:
-    """fold × algorithm values of one metric (NaN for skipped folds), stratum ``all``."""
-    rows = results[(results["stratum"] == "all") & (results["metric"] == metric)]
+def _fold_values(
+    results: pd.DataFrame, metric: str, k: int | None, stratum: str = "all"
+) -> pd.DataFrame:
+    """fold × algorithm values of one metric (NaN for skipped folds) in one stratum."""
+    rows = results[(results["stratum"] == stratum) & (results["metric"] == metric)]
     rows = rows[rows["k"].isna()] if k is None else rows[rows["k"] == k]
     return rows.pivot_table(index="fold", columns="algorithm", values="value", dropna=False)
 
@@ -256,7 +258,11 @@ def tune(
     results: pd.DataFrame, config: EvalConfig, found: list[Search] | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The tuned series' rows (every metric, relabelled from the chosen candidate) and
-    ``tuning.csv``: one row per (test fold, algorithm, candidate).
+    ``tuning.csv``: one row per (test fold, algorithm, candidate, stratum).
+
+    Each stratum chooses on its own validation values (``--stratify-by``: a stratum is the
+    protocol run on that policy's data, or on its users), so the tuned series of a stratum
+    may use another candidate than that of all users on the same fold.
 
     A candidate whose unit failed on one of a choice's validation windows has no mean there
     (``validation_value`` empty, ``n_validation_windows`` counts the windows it has) and cannot
@@ -264,28 +270,33 @@ def tune(
     the test fold itself, or every candidate failed on a window, the tuned series has no value
     on that fold and its ``skip_reason`` says so."""
     metric, k = tune_metric(config)
-    values = _fold_values(results, metric, k)
     folds = sorted(int(f) for f in results["fold"].unique())
-    scored = results[(results["stratum"] == "all") & ~results["skipped"].astype(bool)]
-    used = {int(f) for f in scored["fold"].unique()}  # folds not skipped by u_min
     added, choices = [], []
-    for search in searches(config) if found is None else found:
-        valid = values.reindex(index=folds, columns=search.candidates)
-        for fold in folds:
-            windows = validation_folds(folds, used, fold, config)
-            window_values = valid.loc[windows].to_numpy()  # windows × candidates
-            counts = np.isfinite(window_values).sum(axis=0)  # a failed unit has no value
-            means = [float(window_values[:, i].mean()) if windows and counts[i] == len(windows)
-                     else np.nan for i in range(len(search.candidates))]
-            rounded = np.round(means, 12)
-            chosen = int(np.nanargmax(rounded)) if not np.isnan(rounded).all() else None
-            for i, (label, params) in enumerate(zip(search.candidates, search.params, strict=True)):
-                choices.append({
-                    "fold": fold, "algorithm": search.label, "candidate": label,
-                    "params": json.dumps(params, sort_keys=True), "validation_value": means[i],
-                    "n_validation_windows": int(counts[i]), "chosen": i == chosen,
-                })
-            added.append(_tuned_rows(results, fold, search, chosen, used, bool(windows), config))
+    for stratum in dict.fromkeys(results["stratum"]):
+        mine = results[results["stratum"] == stratum]
+        values = _fold_values(mine, metric, k, stratum)
+        used = {int(f) for f in mine.loc[~mine["skipped"].astype(bool), "fold"].unique()}
+        for search in searches(config) if found is None else found:
+            valid = values.reindex(index=folds, columns=search.candidates)
+            for fold in folds:
+                windows = validation_folds(folds, used, fold, config)  # not skipped by u_min
+                window_values = valid.loc[windows].to_numpy()  # windows × candidates
+                counts = np.isfinite(window_values).sum(axis=0)  # a failed unit has no value
+                means = [float(window_values[:, i].mean())
+                         if windows and counts[i] == len(windows) else np.nan
+                         for i in range(len(search.candidates))]
+                rounded = np.round(means, 12)
+                chosen = int(np.nanargmax(rounded)) if not np.isnan(rounded).all() else None
+                for i, (label, params) in enumerate(
+                        zip(search.candidates, search.params, strict=True)):
+                    choices.append({
+                        "fold": fold, "algorithm": search.label, "candidate": label,
+                        "params": json.dumps(params, sort_keys=True),
+                        "validation_value": means[i], "n_validation_windows": int(counts[i]),
+                        "chosen": i == chosen, "stratum": stratum,
+                    })
+                added.append(_tuned_rows(mine, fold, search, chosen, used, bool(windows),
+                                         config))
     tuned = pd.concat(added, ignore_index=True) if added else results.iloc[:0]
     return tuned, pd.DataFrame(choices, columns=TUNING_COLUMNS)
 

@@ -415,7 +415,8 @@ class Tracker:
                 self.client.log_inputs(run_id, datasets=inputs)
                 if tuning is not None and algorithm in set(tuning["algorithm"]):
                     # a tuned algorithm: which candidate each fold used, and why
-                    chosen = tuning[tuning["algorithm"] == algorithm]
+                    chosen = tuning[(tuning["algorithm"] == algorithm)
+                                    & (tuning["stratum"] == stratum)]
                     self._log_frame(run_id, chosen, "tuning.csv")
                 self.client.set_terminated(run_id, "FINISHED")
             for path in [*files, *late_files()]:

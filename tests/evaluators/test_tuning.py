@@ -31,7 +31,7 @@ def config(tmp_path: Path, **overrides) -> EvalConfig:
     return EvalConfig.build(**(values | overrides))
 
 
-def hand_results(values: dict[str, list[float]]) -> pd.DataFrame:
+def hand_results(values: dict[str, list[float]], stratum: str = "all") -> pd.DataFrame:
     """Recall@10 per fold and candidate (NaN = skipped fold), the other metrics equal to it."""
     rows = []
     for algorithm, series in values.items():
@@ -40,7 +40,7 @@ def hand_results(values: dict[str, list[float]]) -> pd.DataFrame:
             for metric, k in [("recall", 10), ("hit_rate", 10), ("ndcg", 10), ("r_precision", None)]:
                 rows.append({
                     "fold": fold, "t_start": fold * 10, "t_end": fold * 10 + 10,
-                    "algorithm": algorithm, "stratum": "all", "metric": metric, "k": k,
+                    "algorithm": algorithm, "stratum": stratum, "metric": metric, "k": k,
                     "value": value, "n_users": 5, "n_eligible": 5, "skipped": skipped,
                     "skip_reason": "n_eligible=1 < u_min=3" if skipped else "",
                     "config_hash": "h",
@@ -68,6 +68,25 @@ def test_the_tuned_series_follows_validation_and_the_oracle_follows_the_test_fol
     tuned_mean, oracle_mean = np.mean([0.4, 0.3, 0.9, 0.9]), np.mean([0.2, 0.9, 0.9, 0.9])
     assert row["tuned_mean"] == pytest.approx(tuned_mean)
     assert row["optimism"] == pytest.approx(oracle_mean / tuned_mean - 1)
+
+
+def test_each_stratum_chooses_on_its_own_validation_windows():
+    """--stratify-by: the tuned series of stratum "email" took the candidate chosen on all
+    users; each stratum chooses on its own values (and skips its own skipped windows)."""
+    everyone = hand_results({A: [0.5, 0.4, 0.3, 0.2], B: [0.1, 0.2, 0.9, 0.9]})
+    email = hand_results({A: [0.1, np.nan, 0.6, 0.3], B: [0.2, np.nan, 0.1, 0.7]},
+                         stratum="email")
+    results = results_frame(pd.concat([everyone, email]).to_dict("records"), [A, B])
+    tuned, choices = tune(results, hand_config())
+    recall = tuned[tuned["metric"] == "recall"].set_index(["stratum", "fold"])["value"]
+    assert list(recall["all"][1:]) == [0.4, 0.3, 0.9]  # A, A, B: as without strata
+    # email: fold 1 skipped; fold 2's window (fold 1) skipped: no choice; fold 3: A (0.6)
+    assert np.isnan(recall["email"][1]) and np.isnan(recall["email"][2])
+    assert recall["email"][3] == 0.3
+    chosen = choices[choices["chosen"]].set_index(["stratum", "fold"])["candidate"]
+    assert chosen.to_dict() == {("all", 1): A, ("all", 2): A, ("all", 3): B,
+                                ("email", 1): B, ("email", 3): A}
+    assert set(choices["stratum"]) == {"all", "email"}
 
 
 def test_ties_go_to_the_earlier_candidate_skipped_windows_are_ignored_and_once_chooses_once():
@@ -493,6 +512,31 @@ def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path)
                         & (scored["k"] == 10)]["value"].iloc[0]
         users = rows[(rows["metric"] == "recall") & (rows["k"] == 10)]["value"]
         assert users.mean() == pytest.approx(recall, abs=1e-12)
+
+
+def test_per_user_values_of_a_stratums_tuned_series_are_its_own_choices(tmp_path):
+    """With --stratify-by each stratum chooses its candidate: per_user.parquet copies, per
+    (stratum, fold), that stratum's chosen candidate's users (it copied every stratum's rows of
+    the candidate chosen on all users)."""
+    out = run_local(config(tmp_path, data=None, scale=0.05, folds=5, u_min=10, per_user=True,
+                           stratify_by="policy", algorithms=["pop", "pop-n"],
+                           tune={"pop-n": {"n_recent": [10, 100, 1000]}}))
+    table = pd.read_parquet(Path(out.directory) / "per_user.parquet")
+    tuned_label = TUNED.format("pop-n")
+    chosen = out.tuning[out.tuning["chosen"]].set_index(["stratum", "fold"])["candidate"]
+    mine = table[table["algorithm"] == tuned_label]
+    key = ["user", "metric", "k"]
+    pairs = list(mine.groupby(["stratum", "fold"]))
+    assert {stratum for (stratum, _), _ in pairs} == {"all", "pop", "item-knn", "other"}
+    differs = 0
+    for (stratum, fold), rows in pairs:
+        source = table[(table["stratum"] == stratum) & (table["fold"] == fold)
+                       & (table["algorithm"] == chosen[(stratum, fold)])]
+        pd.testing.assert_frame_equal(
+            rows.sort_values(key)[[*key, "value"]].reset_index(drop=True),
+            source.sort_values(key)[[*key, "value"]].reset_index(drop=True))
+        differs += chosen[(stratum, fold)] != chosen[("all", fold)]
+    assert differs  # this log: some stratum chooses otherwise than all users on some fold
 
 
 def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_path):
