@@ -21,10 +21,17 @@ both have a value::
     wilcoxon  = scipy.stats.wilcoxon(d, method=m)         signed-rank, zero differences dropped
                                                           (scipy's "wilcox"); every d_f = 0: p = 1
                 m = "approx" when d has zeros or tied |d_f| (the normal approximation with
-                the tie correction, as R's wilcox.test does), else scipy's "auto" (exact up
+                the tie correction and no continuity correction: R's wilcox.test(d,
+                exact = FALSE, correct = FALSE)), else scipy's "auto" (exact up
                 to 50 folds); scipy's own choice for ties, a permutation test over all 2^n
                 signs in Python, takes seconds per test
-    t-test    = scipy.stats.ttest_rel(value(a), value(b)) every d_f = 0: statistic 0, p = 1
+    t-test    = scipy.stats.ttest_1samp(d, 0)            = ttest_rel(value(a), value(b));
+                                                          every d_f = 0: statistic 0, p = 1;
+                                                          every d_f equal, not 0: no p-value
+                                                          (no variance; a note says so)
+
+d is rounded to 12 decimals first: the values carry 10 significant digits, and their float
+difference noise (1e-17) is not a difference (with it a constant lead gave t = 4e15).
 
 Between strata s and s' (the logging-policy effect), the paired unit is still the fold, and the
 difference is a difference of leads::
@@ -151,6 +158,13 @@ def holm(p_values: ArrayLike) -> NDArray[np.float64]:
     return adjusted
 
 
+#: Decimals the paired differences are rounded to before testing (as tuning and the rankings
+#: compare values): a - b of values written with 10 significant digits carries float noise.
+DIFFERENCE_DECIMALS = 12
+#: The t-test's note when a leads b by the same amount on every fold.
+CONSTANT_DIFFERENCE = "the same difference on every fold: no variance, the t-test is undefined"
+
+
 def _test_rows(
     common: dict[str, Any], tests: Sequence[str], run: Any, *, no_power: str | None,
     identical: str | None,
@@ -177,21 +191,26 @@ def _test_rows(
 def paired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
     """Wilcoxon and paired t-test of x against y (same folds, same order): one row per test
     with n_folds, mean_diff (of x − y) and its interval, statistic, p_value and note."""
-    from scipy.stats import ttest_rel, wilcoxon
+    from scipy.stats import ttest_1samp, wilcoxon
 
     a = np.asarray(x, dtype=np.float64)
     b = np.asarray(y, dtype=np.float64)
-    d = a - b
+    d = np.round(a - b, DIFFERENCE_DECIMALS)  # float noise is not a difference
     low, high = interval(d, settings)
     common = {"n_folds": len(d), "mean_diff": float(d.mean()) if len(d) else np.nan,
               "ci_low": low, "ci_high": high}
-    return _test_rows(
+    rows = _test_rows(
         common, TESTS,
         lambda test: wilcoxon(d, method=wilcoxon_method(d)) if test == "wilcoxon"
-        else ttest_rel(a, b),
+        else ttest_1samp(d, 0.0),  # = ttest_rel(a, b), on the rounded differences
         no_power=NO_POWER if len(d) < MIN_FOLDS else None,
         identical="identical on every fold" if np.all(d == 0) else None,
     )
+    if len(d) >= MIN_FOLDS and d[0] != 0 and np.all(d == d[0]):
+        for row in rows:
+            if row["test"] == "t-test":
+                row.update(statistic=np.nan, p_value=np.nan, note=CONSTANT_DIFFERENCE)
+    return rows
 
 
 def _difference_of_means(x: NDArray[np.float64], y: NDArray[np.float64], axis: int = -1) -> Any:

@@ -157,6 +157,26 @@ def test_identical_algorithms_do_not_crash_and_give_p_one():
     assert all(r["mean_diff"] == 0 and (r["ci_low"], r["ci_high"]) == (0, 0) for r in rows)
 
 
+def test_float_noise_is_not_a_difference_and_a_constant_lead_has_no_t_test():
+    """a − 0.01 leads by 0.01 on every fold up to float noise: the t-test read the noise as a
+    variance (t = 4e15, p = 1e-77). Rounded, the differences are constant: no t-test (no
+    variance, a note says so); Wilcoxon ranks them as ties. Noise alone is "identical"."""
+    from sweval.evaluators.significance import CONSTANT_DIFFERENCE
+
+    values = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    assert len(set(values - (values - 0.01))) > 1  # the noise this is about
+    wilcoxon, t_test = paired_tests(values, values - 0.01, Bootstrap(n_resamples=B))
+    expected = stats.wilcoxon(np.full(6, 0.01), method="approx")
+    assert wilcoxon["p_value"] == pytest.approx(expected.pvalue, rel=1e-12)  # 0.0196
+    assert np.isnan(t_test["statistic"]) and np.isnan(t_test["p_value"])
+    assert t_test["note"] == CONSTANT_DIFFERENCE
+    assert t_test["mean_diff"] == pytest.approx(0.01, abs=1e-15)
+    noisy = values + np.array([3e-16, 0, -4e-16, 0, 6e-16, 0])
+    assert np.any(values != noisy)
+    assert [r["note"] for r in paired_tests(values, noisy, Bootstrap(n_resamples=B))] == [
+        "identical on every fold"] * 2
+
+
 def test_interval_edge_cases():
     settings = Bootstrap(n_resamples=B)
     assert np.isnan(interval([0.3], settings)).all()
