@@ -193,6 +193,17 @@ def check_something_scored(results: pd.DataFrame, *, u_min: int, what: str = "fo
     )
 
 
+def stratum_fold_counts(results: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """Per stratum other than ``all``: (folds used, folds skipped), a fold being skipped in a
+    stratum when every row of the stratum on it is (the stratum has fewer than u_min eligible
+    users there; ``folds:`` counts all users')."""
+    counts = {}
+    for stratum, rows in results[results["stratum"] != "all"].groupby("stratum", sort=False):
+        skipped = rows.groupby("fold")["skipped"].all()
+        counts[str(stratum)] = (int((~skipped).sum()), int(skipped.sum()))
+    return counts
+
+
 def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None = None) -> None:
     """Print the per-stratum Recall tables, the fold counts and where the files are."""
     console = console or table_console()
@@ -227,6 +238,12 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     )
     for reason in skip_reasons(folds):
         console.print(f"  skipped: {reason}", style="dim", markup=False)
+    strata = stratum_fold_counts(outputs.results)
+    if any(skipped for _, skipped in strata.values()):
+        counts = "; ".join(f"{stratum} {used_} used, {skipped} skipped"
+                           for stratum, (used_, skipped) in strata.items())
+        console.print(f"  folds per stratum (each skips its own by u_min): {counts}",
+                      style="dim", markup=False, highlight=False)
     line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed)
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:

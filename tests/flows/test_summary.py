@@ -241,6 +241,25 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     reasons = outputs.results.loc[outputs.results["stratum"] == "B", "skip_reason"].unique()
     assert len(reasons) == 1 and "u_min" not in reasons[0]
     assert f"stratum B: every fold skipped ({reasons[0]})" in text
+    assert "folds: 3 used, 0 skipped" in text  # all users'
+    assert "folds per stratum (each skips its own by u_min): A 3 used, 0 skipped; B 0 used, " \
+           "3 skipped" in text
+
+
+def test_the_folds_a_stratum_skips_are_counted_apart_from_all_users():
+    """The folds line counts all users' folds; a stratum that skips some adds a line of its
+    own (with 12 used for all users and 11 for a policy, the console said 12 used only)."""
+    from sweval.flows.summary import stratum_fold_counts
+
+    def rows(stratum: str, skipped: list[bool]) -> list[dict]:
+        return [{"fold": f, "stratum": stratum, "algorithm": a, "skipped": s}
+                for f, s in enumerate(skipped) for a in ("x", "y")]
+
+    results = pd.DataFrame(rows("all", [False] * 4) + rows("A", [False, True, False, False])
+                           + rows("B", [False] * 4))
+    results.loc[(results["stratum"] == "B") & (results["fold"] == 2)
+                & (results["algorithm"] == "x"), "skipped"] = True  # one unit: not the fold
+    assert stratum_fold_counts(results) == {"A": (3, 1), "B": (4, 0)}
 
 
 def test_std_is_none_for_one_fold_and_exactly_zero_for_equal_values():
