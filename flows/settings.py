@@ -31,6 +31,11 @@ PREFECT_DEFAULTS = {
     # it ends against a server, after a request of its own for the run's name; the summary's
     # last line gives the parent run and its comparison view.
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
+    # A tracking server that is gone (`sweval down` during a run, a crash) held every MLflow
+    # call for its retries: 7 with backoff 2 s, 4, 8, ... (about 2 minutes a call, with Ctrl-C
+    # caught in the middle). 3 retries, 1 s, 2 s, 4 s, still ride out a server's restart.
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
     # `sweval report RUN_ID` downloads the run's tables: no tqdm bar over the command's output
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
@@ -110,10 +115,39 @@ class HideReportedErrors(logging.Filter):
         return "SwevalError" not in record.getMessage()
 
 
+class LostApiInOneLine(logging.Filter):
+    """Prefect's API gone during a run (``sweval down``, a crash), in one terminal line.
+
+    Prefect sends the task runs' states as events; with the API gone, its events client logs
+    a warning per attempt to reconnect and its worker an error per event, with the event's
+    whole JSON (several lines each, per fold). The first becomes one warning that says what
+    is lost and what is not; the rest are dropped (only from the terminal)."""
+
+    LOST = ("Service 'EventsWorker' failed to process item", "Unable to connect to 'ws")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.getMessage().startswith(self.LOST):
+            return True
+        if self.said:
+            return False
+        self.said = True
+        record.msg, record.args = ("Prefect's API does not answer: this run's task-run states "
+                                   "are not recorded there (the results are not affected)"), ()
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 def hide_reported_errors_in_terminal() -> None:
-    """Install :class:`HideReportedErrors` on the terminal handlers of the root logger
-    (Prefect's console handler, or ours when logging was configured first); call it after
-    Prefect's import. Prefect's API handlers sit on its own loggers and keep every record."""
+    """Install :class:`HideReportedErrors` and :class:`LostApiInOneLine` on the terminal
+    handlers of the root logger (Prefect's console handler, or ours when logging was
+    configured first); call it after Prefect's import. Prefect's API handlers sit on its own
+    loggers and keep every record."""
     for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, HideReportedErrors) for f in handler.filters):
-            handler.addFilter(HideReportedErrors())
+        for kind in (HideReportedErrors, LostApiInOneLine):
+            if not any(isinstance(f, kind) for f in handler.filters):
+                handler.addFilter(kind())

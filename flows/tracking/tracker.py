@@ -107,6 +107,7 @@ class Tracker:
         self.summaries: dict[str, dict[str, float]] = {}
         self.devices_tagged: set[str] = set()
         self.seconds = 0.0  # time spent in MLflow calls, for the report
+        self.broken: Exception | None = None  # a call that failed (after MLflow's retries)
 
     # ---------------------------------------------------------------- opening
     @classmethod
@@ -441,7 +442,13 @@ class Tracker:
             self.seconds += time.perf_counter() - started
 
     def fail(self, status: str = "FAILED") -> None:
-        """Mark the parent run (and open children) FAILED or KILLED; never raises."""
+        """Mark the parent run (and open children) FAILED or KILLED; never raises. Not after
+        a call of this run failed: a server that is gone would hold every one of these calls
+        for its retries (the runs stay RUNNING; the next run of the command resumes them)."""
+        if self.broken is not None:
+            _log.warning("MLflow: the runs are not marked %s: %s did not answer earlier (%s)",
+                         status, self.uri, type(self.broken).__name__)
+            return
         try:
             self._stop_system_metrics()
             for run_id in self.children.values():
@@ -451,6 +458,7 @@ class Tracker:
             _log.warning("MLflow: could not mark the run %s: %s", status, exc)
 
     def _error(self, exc: Exception) -> SwevalError:
+        self.broken = exc
         return SwevalError(
             f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}. Finished units are kept "
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
