@@ -91,8 +91,9 @@ def write_gap_report(
                           f"{', '.join(map(str, ks))}).")
     shown = k if k is not None else shown_k(ks)
     algorithms = list(record["config"]["algorithms"])
-    sections = [gap_section(gap, metric, shown if gap.loc[gap["metric"] == metric, "k"].notna()
-                            .any() else None, algorithms) for metric in chosen]
+    with_k = set(gap.loc[gap["k"].notna(), "metric"])  # R-Precision has none
+    sections = [gap_section(gap, metric, shown if metric in with_k else None, algorithms)
+                for metric in chosen]
     target = destination if destination is not None else directory
     target.mkdir(parents=True, exist_ok=True)
     page = target / "report.html"

@@ -271,12 +271,13 @@ def tune(
     on that fold and its ``skip_reason`` says so."""
     metric, k = tune_metric(config)
     folds = sorted(int(f) for f in results["fold"].unique())
+    found = searches(config) if found is None else found
     added, choices = [], []
     for stratum in dict.fromkeys(results["stratum"]):
         mine = results[results["stratum"] == stratum]
         values = _fold_values(mine, metric, k, stratum)
         used = {int(f) for f in mine.loc[~mine["skipped"].astype(bool), "fold"].unique()}
-        for search in searches(config) if found is None else found:
+        for search in found:
             valid = values.reindex(index=folds, columns=search.candidates)
             for fold in folds:
                 windows = validation_folds(folds, used, fold, config)  # not skipped by u_min
