@@ -136,6 +136,7 @@ def run(
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
+    from sweval.flows.prefect_events import give_up_quickly_on_a_lost_api
     from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
     from sweval.flows.sliding_window import sliding_window_eval
     from sweval.flows.startup import finish_preloading, prepare_side_by_side
@@ -143,6 +144,7 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     with _reaching_prefect("Start it (`prefect server start`), unset PREFECT_API_URL to use a "
                            "temporary local one, or run with --no-prefect."):
         hide_reported_errors_in_terminal()
+        give_up_quickly_on_a_lost_api()
         prepare_side_by_side(cfg)
         try:
             with flow_run_settings():
@@ -171,7 +173,14 @@ def _reaching_prefect(remedy: str) -> Iterator[None]:
 
         where = api_url() or (
             f"the ephemeral API (PREFECT_HOME={os.environ.get('PREFECT_HOME', '?')})")
-        raise SwevalError(f"cannot reach the Prefect API at {where}: {exc}. {remedy}") from exc
+        raise UnreachablePrefectApi(
+            f"cannot reach the Prefect API at {where}: {exc}. {remedy}") from exc
+
+
+class UnreachablePrefectApi(SwevalError):
+    """The Prefect API did not answer: at the start, or gone in the middle of a run (``sweval
+    down``, a crash). The command's exit then leaves Prefect's queued logs and events behind
+    (:func:`entry_point`)."""
 
 
 def _print_tracking(cfg: EvalConfig) -> None:
@@ -368,12 +377,25 @@ def entry_point() -> None:
 
     SIGINT, SIGTERM and SIGHUP unwind the command like Ctrl-C, and whatever it started (servers,
     workers, flow-run processes) is stopped with it (:mod:`flows.processes`).
+
+    A command that ended on an :class:`UnreachablePrefectApi` exits at once after its error
+    line, without the interpreter's exit: Prefect's log and events workers would otherwise try
+    to deliver what they have queued, each request through the client's retries (measured with
+    ``sweval down`` in the middle of a run: 116 s between the error and the process's end).
+    SW-EVAL's own work is on disk by then: finished units, and the output directory's lock is
+    the kernel's to release.
     """
     from sweval.flows.processes import stop_children_on_signals
 
     stop_children_on_signals()
     try:
         main()
+    except SystemExit as done:
+        if isinstance(done.__context__, UnreachablePrefectApi):
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(done.code if isinstance(done.code, int) else 2)
+        raise
     finally:
         gc.freeze()
 

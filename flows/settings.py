@@ -36,6 +36,10 @@ PREFECT_DEFAULTS = {
     # caught in the middle). 3 retries, 1 s, 2 s, 4 s, still ride out a server's restart.
     "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
     "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    # The same for Prefect's API client once it has connected: 5 retries, 2 s doubling (about
+    # 62 s a call: the flow's final state alone held a run 62-76 s after `sweval down`).
+    # 3 retries, 2 s, 4 s, 8 s.
+    "PREFECT_CLIENT_MAX_RETRIES": "3",
     # `sweval report RUN_ID` downloads the run's tables: no tqdm bar over the command's output
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows
@@ -124,13 +128,18 @@ class LostApiInOneLine(logging.Filter):
     is lost and what is not; the rest are dropped (only from the terminal)."""
 
     LOST = ("Service 'EventsWorker' failed to process item", "Unable to connect to 'ws")
+    #: The events worker's countdown while it drains its queue at exit, once the loss is said.
+    DRAINING = "Still processing items"
 
     def __init__(self) -> None:
         super().__init__()
         self.said = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not record.getMessage().startswith(self.LOST):
+        message = record.getMessage()
+        if self.said and message.startswith(self.DRAINING):
+            return False
+        if not message.startswith(self.LOST):
             return True
         if self.said:
             return False
@@ -143,11 +152,23 @@ class LostApiInOneLine(logging.Filter):
 
 
 def hide_reported_errors_in_terminal() -> None:
-    """Install :class:`HideReportedErrors` and :class:`LostApiInOneLine` on the terminal
-    handlers of the root logger (Prefect's console handler, or ours when logging was
-    configured first); call it after Prefect's import. Prefect's API handlers sit on its own
-    loggers and keep every record."""
-    for handler in logging.getLogger().handlers:
-        for kind in (HideReportedErrors, LostApiInOneLine):
-            if not any(isinstance(f, kind) for f in handler.filters):
-                handler.addFilter(kind())
+    """Install :class:`HideReportedErrors` and one :class:`LostApiInOneLine` on the terminal
+    handlers: the root logger's (Prefect's console handler, or ours when logging was configured
+    first) and those of ``prefect._internal`` (which does not propagate: its services' errors,
+    the events worker's among them, go to a stream handler of its own); call it after
+    Prefect's import. Prefect's API handlers sit on its own loggers and keep every record.
+
+    Also sets ``logging.raiseExceptions`` to False, the standard library's setting for
+    production: Prefect's log shipper writes each batch it fails to send to stderr, raw
+    ("--- Error logging to API ---", then the error without a newline, so that the command's
+    own error line followed on the same line), when it is true.
+    """
+    logging.raiseExceptions = False
+    handlers = [*logging.getLogger().handlers, *logging.getLogger("prefect._internal").handlers]
+    lost = next((f for h in handlers for f in h.filters if isinstance(f, LostApiInOneLine)),
+                None) or LostApiInOneLine()
+    for handler in handlers:
+        if not any(isinstance(f, HideReportedErrors) for f in handler.filters):
+            handler.addFilter(HideReportedErrors())
+        if lost not in handler.filters:
+            handler.addFilter(lost)

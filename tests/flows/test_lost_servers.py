@@ -3,16 +3,65 @@ MLflow's retries, does not retry marking its runs, and says so in one line."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import socket
+import sys
+import time
 
+import pytest
+from prefect.events import Event
+from prefect.events.worker import EventsWorker
+
+from sweval.flows.prefect_events import QuickToGiveUpEventsClient, give_up_quickly_on_a_lost_api
 from sweval.flows.settings import PREFECT_DEFAULTS, LostApiInOneLine
 from sweval.flows.tracking.tracker import Tracker
 
 
-def test_mlflow_retries_are_bounded_by_default():
-    """MLflow's own default (7 retries, backoff 2 s doubling) held each call about 2 min."""
+def test_mlflow_and_prefect_retries_are_bounded_by_default():
+    """MLflow's own default (7 retries, backoff 2 s doubling) held each call about 2 min,
+    Prefect's (5 retries, 2 s doubling) the flow's final state about 62 s."""
     assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "3"
     assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "1"
+    assert PREFECT_DEFAULTS["PREFECT_CLIENT_MAX_RETRIES"] == "3"
+
+
+class Exited(Exception):
+    pass
+
+
+def test_a_command_that_lost_the_prefect_api_exits_without_draining_prefects_queues(
+        monkeypatch):
+    """The interpreter's exit drained Prefect's queued logs and events, each request through
+    the client's retries: 116 s after the error line, measured with `sweval down` mid-run."""
+    from sweval.flows import cli
+
+    def exits(code: int) -> None:
+        raise Exited(code)
+
+    def lost() -> None:
+        try:
+            raise cli.UnreachablePrefectApi("cannot reach the Prefect API at ...")
+        except cli.UnreachablePrefectApi:
+            sys.exit(2)
+
+    monkeypatch.setattr("sweval.flows.processes.stop_children_on_signals", lambda: None)
+    monkeypatch.setattr(cli.gc, "freeze", lambda: None)
+    monkeypatch.setattr(cli.os, "_exit", exits)
+    monkeypatch.setattr(cli, "main", lost)
+    with pytest.raises(Exited) as exited:
+        cli.entry_point()
+    assert exited.value.args == (2,)
+
+    def other_error() -> None:
+        try:
+            raise cli.SwevalError("a bad option")
+        except cli.SwevalError:
+            sys.exit(2)
+
+    monkeypatch.setattr(cli, "main", other_error)
+    with pytest.raises(SystemExit):  # the interpreter's own exit, as always
+        cli.entry_point()
 
 
 def test_a_tracker_whose_server_failed_does_not_call_it_again_to_mark_the_runs(caplog):
@@ -38,3 +87,100 @@ def test_the_lost_api_is_said_once():
     assert first.getMessage().startswith("Prefect's API does not answer")
     assert not lost.filter(record("Service 'EventsWorker' failed to process item Event(...)"))
     assert lost.filter(record("something else"))
+
+    lost_already = LostApiInOneLine()
+    lost_already.said = True
+    assert not lost_already.filter(record("Still processing items: 12 items remaining..."))
+    assert lost.filter(record("Still processing items: 12 items remaining...")) is False
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # free again once closed: connections are refused
+
+
+class CountingClient(QuickToGiveUpEventsClient):
+    """Counts the connection attempts; once ``api_back``, connects to a socket that takes
+    every message."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.attempts = 0
+        self.api_back = False
+
+    async def _reconnect(self) -> None:
+        self.attempts += 1
+        if not self.api_back:
+            await super()._reconnect()  # a refused connection, for real
+        else:
+            self._websocket = TakesEverything()
+
+
+class TakesEverything:
+    async def send(self, message: str) -> None:
+        pass
+
+
+def test_a_lost_events_api_costs_one_patient_event_then_one_attempt_each_until_it_answers():
+    """Prefect's client makes 11 attempts per event, 7 of them after a second's sleep: with the
+    API gone, a run exited 7.5 minutes after its error, draining its 64 queued events."""
+
+    def event(n: int) -> Event:
+        return Event(event=f"sweval.test.{n}", resource={"prefect.resource.id": f"test.{n}"})
+
+    async def scenario() -> None:
+        client = CountingClient(api_url=f"http://127.0.0.1:{_closed_port()}/api",
+                                reconnection_attempts=3)
+        with pytest.raises(OSError):
+            await client._emit(event(1))
+        assert client.attempts == 4  # Prefect's patience, for the first event lost
+        clock = time.perf_counter()
+        for n in (2, 3, 4):
+            with pytest.raises(OSError):
+                await client._emit(event(n))
+        assert client.attempts == 7  # then one attempt each
+        assert time.perf_counter() - clock < 1.0
+        client.api_back = True
+        await client._emit(event(5))
+        assert client.attempts == 8
+        client.api_back = False
+        client._websocket = None
+        with pytest.raises(OSError):
+            await client._emit(event(6))
+        assert client.attempts == 12  # the patience is back after an event went through
+
+    asyncio.run(scenario())
+
+
+def test_events_to_a_server_of_the_users_go_through_the_quick_client(monkeypatch):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    monkeypatch.setattr(EventsWorker, "_client_override", None)
+    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4470/api"}):
+        give_up_quickly_on_a_lost_api()
+    assert EventsWorker._client_override == (
+        QuickToGiveUpEventsClient, (("api_url", "http://127.0.0.1:4470/api"),))
+    monkeypatch.setattr(EventsWorker, "_client_override", None)
+    with temporary_settings(restore_defaults={PREFECT_API_URL}):
+        give_up_quickly_on_a_lost_api()  # the temporary server: Prefect's own choice stays
+    assert EventsWorker._client_override is None
+
+
+def test_the_terminal_filters_reach_prefects_internal_handler_and_its_raw_api_log_errors(
+        monkeypatch):
+    """The events worker's errors go to `prefect._internal`'s own handler (it does not
+    propagate), and Prefect's log shipper writes its failures raw to stderr while
+    logging.raiseExceptions is true: both reached the terminal around the one-line warning."""
+    import prefect  # noqa: F401  (its logging configuration)
+
+    from sweval.flows.settings import hide_reported_errors_in_terminal
+
+    monkeypatch.setattr(logging, "raiseExceptions", True)
+    hide_reported_errors_in_terminal()
+    assert logging.raiseExceptions is False
+    handlers = [*logging.getLogger().handlers, *logging.getLogger("prefect._internal").handlers]
+    assert logging.getLogger("prefect._internal").handlers
+    said_once = {id(f) for h in handlers for f in h.filters if isinstance(f, LostApiInOneLine)}
+    assert len(said_once) == 1 and all(
+        any(isinstance(f, LostApiInOneLine) for f in h.filters) for h in handlers)
