@@ -39,15 +39,11 @@ def dask_setup(worker: Any) -> None:
     """Import what a fold task runs: the flow module (Prefect, the evaluation engine), the
     algorithm registry and the compiled kernels' module (numba; the kernels themselves load
     from numba's disk cache on first use); log failed heartbeats in one line
-    (:class:`HeartbeatFailureInOneLine`); send Prefect's events as the flow's process does
-    (:func:`~flows.prefect_events.give_up_quickly_on_a_lost_api`); in a local cluster of
-    ``sweval run``, ignore SIGINT (:data:`~flows.dask_cluster.IGNORE_SIGINT`)."""
+    (:class:`HeartbeatFailureInOneLine`); in a local cluster of ``sweval run``, ignore SIGINT
+    (:data:`~flows.dask_cluster.IGNORE_SIGINT`)."""
     import sweval.algorithms.ranking_kernels  # noqa: F401
     import sweval.flows.sliding_window  # noqa: F401
     from sweval.flows.dask_cluster import IGNORE_SIGINT
-    from sweval.flows.prefect_events import give_up_quickly_on_a_lost_api
-
-    give_up_quickly_on_a_lost_api()
 
     if os.environ.get(IGNORE_SIGINT) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command that started us stops us
