@@ -16,7 +16,7 @@ ratio comes from the same period of a shared machine:
 - ``dask 1 / 1 thr`` and ``dask 2 / 1 thr``: 1 and 2 workers with ``SWEVAL_KERNEL_THREADS=1``
   (one kernel thread per worker: the scaling a cluster of one-core workers would see; before
   ``--workers 1`` meant one worker, this "1 worker" variant ran one per CPU);
-- with ``--before DIR``: ``sequential`` and ``dask 2`` with the ``sweval`` of that checkout.
+- with ``--before DIR``: all four with the ``sweval`` of that checkout, labelled ``before: ...``.
 
 Wall and CPU time (user + sys of the command and the worker processes it waited for) and the
 peak RSS of the largest process come from :func:`bench.run_child`; the table gives medians.
@@ -127,6 +127,8 @@ def variants(before: Path | None) -> list[tuple[str, Path, list[str], dict[str, 
         out += [
             ("before: sequential", old, ["--task-runner", "sequential"], {}),
             ("before: dask 2", old, ["--task-runner", "dask", "--workers", "2"], {}),
+            ("before: dask 1 / 1 thr", old, ["--task-runner", "dask", "--workers", "1"], one),
+            ("before: dask 2 / 1 thr", old, ["--task-runner", "dask", "--workers", "2"], one),
         ]
     return out
 
@@ -197,10 +199,12 @@ def main(argv: list[str] | None = None) -> int:
             f"| {label} | {wall:.1f} | {base / wall:.2f}× | {cpu:.1f} | {split} | {peaks} | "
             f"{load} | {codes} |"
         )
-    if "dask 1 / 1 thr" in records and "dask 2 / 1 thr" in records:
-        one = statistics.median(r["wall_s"] for r in records["dask 1 / 1 thr"])
-        two = statistics.median(r["wall_s"] for r in records["dask 2 / 1 thr"])
-        print(f"\n2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
+    for prefix in ("", "before: "):
+        one_worker, two_workers = f"{prefix}dask 1 / 1 thr", f"{prefix}dask 2 / 1 thr"
+        if one_worker in records and two_workers in records:
+            one = statistics.median(r["wall_s"] for r in records[one_worker])
+            two = statistics.median(r["wall_s"] for r in records[two_workers])
+            print(f"\n{prefix}2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
     return 0
 
 

@@ -19,6 +19,15 @@ and checks again, once it holds it, whether another process finished the unit me
 it then reuses. Two runs into one shared store (``--cache``) thus wait for each other's units
 instead of computing them twice. A unit's lock file stays while the unit exists;
 ``sweval cache prune`` deletes it with the unit, holding it (:func:`unit_lock_if_free`).
+
+Registration (``<folder>/<pid>-<random>.lock``): a live run locks a file of its own in a folder
+that others read (a store's ``.runs``: ``sweval cache prune`` keeps what live runs may use;
+``$SWEVAL_HOME/server-users``: ``sweval down`` does not stop servers that commands use)::
+
+    run ── registered(): creates and locks its file, writes {pid, host, started, command, since}
+       ── ... ── removes the file, releases
+    reader ── registrants(): a file it cannot lock is a live run's (its record is read); one it
+              can lock is a dead run's (killed: the kernel released it), and is removed
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 import sys
 import time
@@ -110,6 +120,23 @@ def output_lock(directory: str | Path) -> Iterator[None]:
         lock.release()
 
 
+def output_holder(directory: Path) -> str | None:
+    """The process writing to the output directory ``directory`` in words, or None when none
+    is (or it is no output directory)."""
+    path = Path(directory) / OUTPUT_LOCK
+    if not path.is_file():
+        return None
+    lock = FileLock(path, thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return describe_owner(path)
+    except OSError:
+        return None
+    lock.release()
+    return None
+
+
 def unit_lock_path(store_directory: Path, key: str) -> Path:
     """Unit ``key``'s lock file in the store at ``store_directory``: ``<2 hex>/.<key>.lock``."""
     return store_directory / key[:2] / f".{key}.lock"
@@ -152,3 +179,88 @@ def unit_lock_if_free(store_directory: Path, key: str) -> Iterator[bool]:
         yield True
     finally:
         lock.release()
+
+
+@contextlib.contextmanager
+def registered(folder: Path) -> Iterator[None]:
+    """Count this process as a live run in ``folder`` for the block (see the module's
+    docstring): its file holds :func:`owner_record` and ``since``, when the block began (epoch
+    seconds). A folder that cannot be written registers nothing (its readers could not delete
+    anything there either)."""
+    path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.lock"
+    lock = FileLock(path, thread_local=False)
+    since = time.time()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock.acquire(timeout=0)  # a new file: nobody else holds it
+    except (OSError, Timeout) as exc:
+        _log.debug("%s: cannot register this run (%s)", folder, exc)
+        yield
+        return
+    try:
+        path.write_text(json.dumps(owner_record() | {"since": since}), encoding="utf-8")
+    except OSError:  # a full disk: readers count the run from its file's creation
+        pass
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        lock.release()
+
+
+def register_for_life(folder: Path) -> None:
+    """Count this process as a live run in ``folder`` until it ends (:func:`registered`, left
+    open: the kernel releases the lock at the process's end, and the next reader removes the
+    file)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(registered(folder))
+    _FOR_LIFE.append(stack)
+
+
+#: The registrations of :func:`register_for_life`, kept open.
+_FOR_LIFE: list[contextlib.ExitStack] = []
+
+
+def registrants(folder: Path) -> list[dict[str, Any]]:
+    """The records of the live runs registered in ``folder``, earliest first; the files of runs
+    that ended without removing theirs (killed) are removed. A record not written yet (the run
+    registers as this reads) counts from its file's creation."""
+    live: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.lock")) if folder.is_dir() else []:
+        lock = FileLock(path, thread_local=False)
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            live.append(_registration(path))
+            continue
+        except OSError:  # a folder this process may not write: nothing to clean up
+            continue
+        try:
+            path.unlink(missing_ok=True)
+        finally:
+            lock.release()
+    return sorted(live, key=lambda record: record["since"])
+
+
+def _registration(path: Path) -> dict[str, Any]:
+    """A live run's record (:func:`registered`), waiting briefly for one being written."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            float(record["since"])
+            return record
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                since = path.stat().st_mtime if path.exists() else time.time()
+                return {"pid": path.name.split("-")[0], "host": "?", "started": "?",
+                        "command": "?", "since": since}
+            time.sleep(0.05)
+
+
+def describe_registrants(live: list[dict[str, Any]]) -> str:
+    """Live runs in words: ``pid P (COMMAND, started S)``, comma-separated."""
+    return ", ".join(
+        f"pid {record['pid']} ({record['command']}, started {record['started']})"
+        for record in live
+    )

@@ -3,13 +3,15 @@
 Layout under the store's directory (``<output>/units`` by default, or a shared ``--cache``)::
 
     3f/3f9c.../                 its modification time is the unit's last use: set when a file
-                                of it is written, and again each time a run loads it
-                                (:meth:`UnitStore.load`); its files keep their write times
+                                of it is written, and again each time a run finds it
+                                (:meth:`UnitStore.has`) or loads it (:meth:`UnitStore.load`);
+                                its files keep their write times
     3f/3f9c.../unit.json        what the unit is (its key's inputs), device, timings, depth,
                                 mean metrics of the run that computed it; written last: a unit
                                 exists once this file does
     3f/3f9c.../lists.parquet    per evaluated user (raw id), the top-K items (raw ids), best first
     3f/3f9c.../warm.npz         the fitted model's state, for warm-starting algorithms only
+    .runs/<pid>-<random>.lock   one per live run using the store (:meth:`UnitStore.in_use`)
 
 Lists hold raw ids, not codes: codes shift when a log grows, ids do not, so a window's unit
 serves the same window of a longer log. Every file is written to a temporary name and renamed
@@ -18,7 +20,10 @@ write the same bytes; a unit is computed under its lock (``<2 hex>/.<key>.lock``
 :mod:`evaluators.locks`), so two runs sharing a store compute it once. Nothing is deleted
 because a configuration changed; only :meth:`UnitStore.remove` (``sweval cache prune``)
 deletes, on request; ``sweval cache prune --older-than`` goes by last use, so the units a live
-series reuses every day stay however long ago they were computed.
+series reuses every day stay however long ago they were computed. Prune keeps, besides, every
+unit used since the earliest live run of the store began (:meth:`UnitStore.live_runs`): a run
+finds the units it will reuse when it plans (marking them used) and writes the ones it
+computes, so neither is deleted under it.
 """
 
 from __future__ import annotations
@@ -43,13 +48,25 @@ import pyarrow.parquet as pq
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitLists
-from sweval.evaluators.locks import unit_lock, unit_lock_if_free, unit_lock_path
+from sweval.evaluators.locks import (
+    registered,
+    registrants,
+    unit_lock,
+    unit_lock_if_free,
+    unit_lock_path,
+)
 
 _log = logging.getLogger(__name__)
 
 UNIT_FILE = "unit.json"
 LISTS_FILE = "lists.parquet"
 WARM_FILE = "warm.npz"
+#: The folder of the store's live runs (:func:`evaluators.locks.registered`).
+RUNS_FOLDER = ".runs"
+#: Seconds by which a file time may trail ``time.time()`` read before it was set (the kernel
+#: stamps files from a clock that advances once per scheduler tick): comparisons of a unit's
+#: last use with a moment are made that much earlier, so as to keep rather than delete.
+MTIME_SLACK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,13 +126,27 @@ class UnitStore:
         """Hold unit ``key``'s lock (waiting while another process computes it)."""
         return unit_lock(self.directory, key)
 
+    def in_use(self) -> contextlib.AbstractContextManager[None]:
+        """Count this process as a live run of the store for the block (see :meth:`live_runs`)."""
+        return registered(self.directory / RUNS_FOLDER)
+
+    def live_runs(self) -> list[dict[str, Any]]:
+        """The runs using the store now (:meth:`in_use`), earliest first: each record's
+        ``since`` is when the run began to use it, ``pid``, ``command``, ``started`` who it is."""
+        return registrants(self.directory / RUNS_FOLDER)
+
     def has(self, key: str, *, depth: int = 0) -> bool:
-        """Whether the unit is finished, with lists of at least ``depth`` items."""
+        """Whether the unit is finished, with lists of at least ``depth`` items; a unit found
+        counts as used now (:func:`mark_used`): the run that asks will load it."""
+        directory = self._unit_dir(key)
         try:
-            record = json.loads((self._unit_dir(key) / UNIT_FILE).read_text())
+            record = json.loads((directory / UNIT_FILE).read_text())
         except (OSError, ValueError):
             return False
-        return int(record.get("depth", 0)) >= depth
+        if int(record.get("depth", 0)) < depth:
+            return False
+        mark_used(directory)
+        return True
 
     def save(self, key: str, lists: UnitLists, log: InteractionLog, record: dict[str, Any]) -> None:
         """Persist one finished unit (lists in ``log``'s codes); see :meth:`write`."""
@@ -204,9 +235,11 @@ class UnitStore:
                 size_bytes=size, last_used=stat.st_mtime,
             )
 
-    def remove(self, key: str) -> bool:
+    def remove(self, key: str, *, last_used: float | None = None) -> bool:
         """Delete one unit and its lock file, holding its lock; False (nothing deleted) when
-        another process holds the lock, i.e. is computing the unit right now.
+        another process holds the lock, i.e. is computing the unit right now, or when the
+        unit's last use is no longer ``last_used`` (as :meth:`entries` listed it; checked under
+        the lock: a run found it after the caller chose it).
 
         Under the lock, taken without waiting: the record first (so a half-deleted unit is
         never read), the unit's other files, then the lock file; the lock is released last.
@@ -223,13 +256,21 @@ class UnitStore:
         the deletion is over, and a new one can only appear after it.
         """
         with unit_lock_if_free(self.directory, key) as held:
-            if not held:
-                return False
             directory = self._unit_dir(key)
+            if not held or (last_used is not None and _last_use(directory) != last_used):
+                return False
             (directory / UNIT_FILE).unlink(missing_ok=True)
             shutil.rmtree(directory, ignore_errors=True)
             unit_lock_path(self.directory, key).unlink(missing_ok=True)
         return True
+
+
+def _last_use(directory: Path) -> float:
+    """A unit directory's last use (its modification time); 0 for one that is gone."""
+    try:
+        return directory.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def mark_used(directory: Path) -> None:

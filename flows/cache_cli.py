@@ -262,6 +262,12 @@ def run_unit_keys(run: Path) -> set[str]:
             found = True
             keys |= set(frame["unit_key"].dropna())
     if not found:
+        from sweval.evaluators.locks import output_holder
+
+        holder = output_holder(run)
+        if holder is not None:
+            raise SwevalError(f"{run}: a sweval run is writing there ({holder}); its units.csv "
+                              "is written when it ends: prune its units then.")
         raise SwevalError(f"{run}: no units.csv with a unit_key column (not a run directory?).")
     return keys
 
@@ -281,6 +287,8 @@ def prune(
     output: OutputOption = None,
 ) -> None:
     """Delete units by last use or by run. Nothing else ever deletes a finished unit."""
+    from sweval.evaluators.locks import describe_registrants
+    from sweval.evaluators.store import MTIME_SLACK_S
     from sweval.evaluators.windows import parse_duration
 
     if older_than is None and run is None:
@@ -292,20 +300,32 @@ def prune(
         store = existing_store(*run_store_directory(run))
     else:
         store = _store(cache, output)
-    chosen = [
-        entry for entry in store.entries()
-        if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys)
-    ]
+    live = store.live_runs()
+    in_use_since = live[0]["since"] - MTIME_SLACK_S if live else None
+    chosen, in_use = [], []
+    for entry in store.entries():
+        if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):
+            used_live = in_use_since is not None and entry.last_used >= in_use_since
+            (in_use if used_live else chosen).append(entry)
+    kept = (f"; kept {len(in_use)} that running sweval commands use or may use "
+            f"({describe_registrants(live)})" if in_use else "")
     if dry_run:
         table_console().print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
-                              f"from {store.directory}", markup=False)
+                              f"from {store.directory}{kept}", markup=False)
         return
-    deleted = [entry for entry in chosen if store.remove(entry.key)]
+    deleted = [entry for entry in chosen if store.remove(entry.key, last_used=entry.last_used)]
     busy = len(chosen) - len(deleted)
     table_console().print(
         f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
-        + (f"; left {busy} that a running sweval is computing" if busy else ""), markup=False
+        + (f"; left {busy} that a running sweval is computing or has just used" if busy else "")
+        + kept, markup=False
     )
+
+
+prune.__doc__ = "\n\n".join([
+    "Delete units by last use or by run. Nothing else ever deletes a finished unit.",
+    "The units that running sweval commands have used since they began, or computed, stay.",
+])
 
 
 def _bytes(entries: list) -> int:

@@ -284,49 +284,50 @@ def _compare(
              for name in protocols]
     names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
     store = unit_store(config, default=directory / "units")
-    tracker_group = ComparisonTracker.open(config, directory, protocols, loocv_repeats, log) \
-        if config.tracking else None
-    runs: dict[str, ProtocolRun] = {}
-    timings: dict[str, float] = {}
-    try:
-        with unit_progress(
-            "[bold]{task.description}[/bold]", enabled=config.progress, console=console
-        ) as progress:
-            for protocol in built:
-                task = progress.add_task(protocol.name, total=count_units(log, protocol, names))
-                clock = time.perf_counter()
-                key = plan.key if protocol.name == "sw-eval" else \
-                    _protocol_key(protocol, config, log.fingerprint())
-                run = run_protocol(
-                    log, protocol, names, ks=config.k, params=config.params, config_hash=key,
-                    store=store, progress=lambda n, task=task: progress.advance(task, n),
-                )
-                if plan.strata is not None:
-                    run = _with_strata(run, protocol, plan, names, config, key, store)
-                timings[protocol.name] = time.perf_counter() - clock
-                runs[protocol.name] = run
-                files = _write_protocol(directory, protocol, run, plan, store)
-                if tracker_group is not None:
-                    tracker_group.log_protocol(protocol, run, key, files)
-        for name in OPTIONAL_TABLES:  # an earlier comparison's (--tune, ...): not this one's
-            (directory / name).unlink(missing_ok=True)
-        if config.tune and "sw-eval" in runs:
-            runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
-        comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
-                               rank_metric=rank_metric, unit_store=store.directory)
-        comparison.split_ratio, comparison.split_seed = split_ratio, split_seed
-        comparison.overlap = protocol_overlap(log, built, runs, store, config.k)
-        if tracker_group is not None:
-            comparison.mlflow_run_id = tracker_group.parent_run_id
-        write_comparison(comparison)
-        write_report_quietly(directory)
-        if tracker_group is not None:
-            tracker_group.finish(comparison)
-    except BaseException as exc:
-        if tracker_group is not None:
-            tracker_group.fail("KILLED" if is_stop(exc) else "FAILED")
-        raise
-    return comparison
+    with store.in_use():  # sweval cache prune keeps what this comparison uses
+        tracker_group = ComparisonTracker.open(config, directory, protocols, loocv_repeats, log) \
+            if config.tracking else None
+        runs: dict[str, ProtocolRun] = {}
+        timings: dict[str, float] = {}
+        try:
+            with unit_progress(
+                "[bold]{task.description}[/bold]", enabled=config.progress, console=console
+            ) as progress:
+                for protocol in built:
+                    task = progress.add_task(protocol.name, total=count_units(log, protocol, names))
+                    clock = time.perf_counter()
+                    key = plan.key if protocol.name == "sw-eval" else \
+                        _protocol_key(protocol, config, log.fingerprint())
+                    run = run_protocol(
+                        log, protocol, names, ks=config.k, params=config.params, config_hash=key,
+                        store=store, progress=lambda n, task=task: progress.advance(task, n),
+                    )
+                    if plan.strata is not None:
+                        run = _with_strata(run, protocol, plan, names, config, key, store)
+                    timings[protocol.name] = time.perf_counter() - clock
+                    runs[protocol.name] = run
+                    files = _write_protocol(directory, protocol, run, plan, store)
+                    if tracker_group is not None:
+                        tracker_group.log_protocol(protocol, run, key, files)
+            for name in OPTIONAL_TABLES:  # an earlier comparison's (--tune, ...): not this one's
+                (directory / name).unlink(missing_ok=True)
+            if config.tune and "sw-eval" in runs:
+                runs["sw-eval"] = _with_tuned(runs, config, directory, plan.searches)
+            comparison = _assemble(config, directory, protocols, runs, log, loocv_repeats, timings,
+                                   rank_metric=rank_metric, unit_store=store.directory)
+            comparison.split_ratio, comparison.split_seed = split_ratio, split_seed
+            comparison.overlap = protocol_overlap(log, built, runs, store, config.k)
+            if tracker_group is not None:
+                comparison.mlflow_run_id = tracker_group.parent_run_id
+            write_comparison(comparison)
+            write_report_quietly(directory)
+            if tracker_group is not None:
+                tracker_group.finish(comparison)
+        except BaseException as exc:
+            if tracker_group is not None:
+                tracker_group.fail("KILLED" if is_stop(exc) else "FAILED")
+            raise
+        return comparison
 
 
 def _with_strata(run: ProtocolRun, protocol: Protocol, plan: Plan, names: list[str],

@@ -12,6 +12,7 @@ import logging
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
+from sweval.evaluators.run import unit_store
 from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
 from sweval.flows.summary import progress_bar
 
@@ -33,7 +34,7 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
         SwevalError: any problem with the data or the options, or another run writing to
             ``config.output`` (:func:`evaluators.locks.output_lock`).
     """
-    with output_lock(config.output):
+    with output_lock(config.output), unit_store(config).in_use():
         return _execute(config, rolling=rolling, tracking=tracking)
 
 

@@ -72,7 +72,7 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     validations = validation_protocols(design, u_min=config.u_min)
     store = unit_store(config, default=output / "units")
     sets: dict[str, pd.DataFrame] = {}
-    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+    with store.in_use(), unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
                        console=console) as progress:
         task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
         advance = partial(progress.advance, task)

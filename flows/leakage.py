@@ -76,7 +76,7 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
     protocol = LeakageSeverity(design, u_min=config.u_min)
     design.check(log)
     store = unit_store(config, default=output / "units")
-    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+    with store.in_use(), unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
                        console=console) as progress:
         task = progress.add_task("leakage severity",
                                  total=(design.periods + 1) * len(config.algorithms))

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.locks import register_for_life, registrants
 from sweval.flows.server_state import (
     STATE_FILE,
     Server,
@@ -52,9 +53,11 @@ from sweval.flows.settings import sweval_home
 _log = logging.getLogger(__name__)
 
 __all__ = ["STATE_FILE", "Server", "down", "mlflow_server_of", "read_state", "recorded_servers",
-           "served_store", "state_path", "status", "up", "use_local_servers"]
+           "server_users", "served_store", "state_path", "status", "up", "use_local_servers"]
 
 HOST = "127.0.0.1"
+#: The folder under ``$SWEVAL_HOME`` where the commands using the servers register.
+USERS_FOLDER = "server-users"
 DEFAULT_PREFECT_PORT = 4200
 DEFAULT_MLFLOW_PORT = 5000
 #: Seconds ``sweval up`` waits for both servers (measured 8-26 s each on 2 cores).
@@ -404,8 +407,10 @@ def use_local_servers(*, prefect: bool, say: Callable[[str], None]) -> None:
         say(f"sweval up's {names} server{'s do' if len(silent) > 1 else ' does'} not answer "
             "(see `sweval status`): this command runs without them, as without `sweval up`.")
         return
+    used = False
     if "mlflow" in servers and not os.environ.get("MLFLOW_TRACKING_URI"):
         os.environ["MLFLOW_TRACKING_URI"] = servers["mlflow"].api_url
+        used = True
     if prefect and "prefect" in servers and not os.environ.get("PREFECT_API_URL"):
         from prefect.settings import get_current_settings
 
@@ -414,3 +419,16 @@ def use_local_servers(*, prefect: bool, say: Callable[[str], None]) -> None:
             from prefect.context import refresh_global_settings_context
 
             refresh_global_settings_context()
+            used = True
+    if used:  # `sweval down` asks before stopping servers in use
+        register_for_life(users_folder())
+
+
+def users_folder() -> Path:
+    """Where the commands using the servers register (:func:`evaluators.locks.registered`)."""
+    return sweval_home() / USERS_FOLDER
+
+
+def server_users() -> list[dict[str, Any]]:
+    """The commands using the servers now, earliest first (pid, command, started)."""
+    return registrants(users_folder())

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
+from sweval.data.errors import SwevalError
 from sweval.flows import servers
 from sweval.flows.terminal import message_console
 
@@ -65,9 +66,20 @@ def _ports_ignored(running: list[servers.Server], asked: dict[str, int | None]) 
                        f"server is up on port {server.port} (`sweval down` first to move it).")
 
 
-def down() -> None:
+def down(
+    force: Annotated[bool, typer.Option("--force", help="Stop them even while sweval commands use them (those commands then fail; their finished units are kept).")] = False,
+) -> None:
+    from sweval.evaluators.locks import describe_registrants
     from sweval.flows import warm_process
 
+    users = servers.server_users()
+    up_now = servers.recorded_servers(servers.read_state()) or warm_process.recorded()
+    if users and up_now and not force:
+        raise SwevalError(
+            f"{len(users)} sweval command{'s are' if len(users) > 1 else ' is'} using the "
+            f"servers: {describe_registrants(users)}. Stopping them now would fail "
+            f"{'those commands' if len(users) > 1 else 'it'} (finished units are kept). Wait "
+            "for them to finish or stop them, or `sweval down --force`.")
     warm = warm_process.stop()  # first: its children may be using the servers
     stopped = servers.down() + ([warm] if warm else [])
     if not stopped:
@@ -103,6 +115,8 @@ def status() -> None:
             state = "not answering" if alive else "down (process gone)"
             found.append((server, alive, False))
         _out.print(f"{_LABEL['warm']:8} {server.url}   pid {server.pid}   {state}")
+    for user in servers.server_users():
+        _out.print(f"in use by pid {user['pid']}: {user['command']} (started {user['started']})")
     if not all(answering for _, _, answering in found):
         _err.print("restart them with `sweval down` and `sweval up` (logs: "
                    + ", ".join(server.log for server, _, _ in found) + ")")
@@ -123,11 +137,13 @@ up.__doc__ = "\n\n".join([
     "it), when SWEVAL_WARM=0, or when one of the variables read only at start-up (PYTHON*, "
     "LANG, LC_*, the OpenBLAS/OpenMP/MKL/numba thread variables, TERM, ...) differs from up's.",
 ])
-down.__doc__ = (
+down.__doc__ = "\n\n".join([
     "Stop the servers and the warm process of [bold]sweval up[/bold] (each process group: "
     "SIGTERM, then SIGKILL after 10 s; the warm process's running commands first) and forget "
-    "them."
-)
+    "them.",
+    "While sweval commands use the servers (a run, a comparison, [bold]sweval serve[/bold]), "
+    "it names them and stops nothing, unless --force.",
+])
 status.__doc__ = (  # Typer keeps a docstring's line breaks: one-line paragraphs
     "Show the servers and the warm process of [bold]sweval up[/bold]: URL, pid, and whether "
     "each answers.\n\n"

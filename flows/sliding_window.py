@@ -50,7 +50,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
-from sweval.evaluators.run import Plan
+from sweval.evaluators.run import Plan, unit_store
 from sweval.flows.dask_cluster import LocalDask, worker_env
 from sweval.flows.pipeline import (
     Evaluation,
@@ -267,7 +267,8 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
     Returns:
         The written tables, or None when a rolling run found no complete window.
     """
-    with output_lock(config.output):  # one run per output directory (SwevalError otherwise)
+    # one run per output directory (SwevalError otherwise); a live run of its unit store
+    with output_lock(config.output), unit_store(config).in_use():
         local_dask = start_local_dask(config)  # its workers start while the log loads
         try:
             return _evaluate(config, rolling, local_dask)

@@ -240,6 +240,39 @@ def test_stale_state_shows_down_and_down_forgets_it(home: Home) -> None:
     assert home.state() is None
 
 
+@pytest.mark.slow
+def test_down_names_the_commands_using_the_servers_and_stops_nothing_unless_forced(
+    home: Home,
+) -> None:
+    """`sweval down` in the middle of a run failed the run (its MLflow logging, its Prefect
+    states) without a word."""
+    pid, create_time = _dead_pid()
+    _write_state(home.path, [_server("mlflow", f"http://127.0.0.1:{_free_port()}", pid,
+                                     create_time)])
+    script = ("import sys, time\n"
+              "from pathlib import Path\n"
+              "from sweval.evaluators.locks import registered\n"
+              "with registered(Path(sys.argv[1])):\n"
+              "    print('ready', flush=True)\n"
+              "    time.sleep(600)\n")
+    user = subprocess.Popen([sys.executable, "-c", script, str(home.path / servers.USERS_FOLDER)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert user.stdout is not None and user.stdout.readline().strip() == "ready"
+        refused = home.sweval("down", timeout=60)
+        said = " ".join((refused.stdout + refused.stderr).split())
+        assert refused.returncode == 2, said
+        assert f"1 sweval command is using the servers: pid {user.pid}" in said
+        assert "sweval down --force" in said and home.state() is not None
+        assert f"in use by pid {user.pid}" in home.sweval("status", timeout=60).stdout
+        forced = home.sweval("down", "--force", timeout=60)
+        assert forced.returncode == 0 and "was not running" in forced.stdout
+        assert home.state() is None
+    finally:
+        user.kill()
+        user.wait(timeout=30)
+
+
 @pytest.fixture
 def healthy_mlflow() -> Iterator[str]:
     """A loopback HTTP server answering ``/health`` with ``OK``, as ``mlflow server`` does."""
@@ -273,6 +306,7 @@ def test_mlflow_commands_use_an_answering_server_unless_the_user_chose_a_store(
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     servers.use_local_servers(prefect=False, say=notices.append)
     assert os.environ["MLFLOW_TRACKING_URI"] == healthy_mlflow and notices == []
+    assert [user["pid"] for user in servers.server_users()] == [os.getpid()]  # for `down`
 
     from sweval.flows.tracking.client import artifact_root, backing_store
 

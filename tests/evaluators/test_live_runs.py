@@ -1,0 +1,121 @@
+"""Live runs of a unit store: `sweval cache prune` keeps what they use, and a run still writing
+its output directory is named, not taken for a directory without units.csv."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from test_units import age_units, cache_command, config, stored_units
+
+from sweval.evaluators.locks import registrants
+from sweval.evaluators.run import run_local
+from sweval.evaluators.store import RUNS_FOLDER, UnitStore
+
+
+@contextmanager
+def holding(script: str, *args: str | Path) -> Iterator[subprocess.Popen[str]]:
+    """Run ``script`` (Python, which prints ``ready`` once it holds what it holds, then sleeps)
+    in another process for the block; SIGKILL it at the end."""
+    process = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), *map(str, args)],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        yield process
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+
+
+USES_THE_STORE = """
+    import sys, time
+    from sweval.evaluators.store import UnitStore
+    store = UnitStore(sys.argv[1])
+    with store.in_use():
+        for key in sys.argv[2:]:  # as a run finds the units it will reuse when it plans
+            assert store.has(key)
+        print("ready", flush=True)
+        time.sleep(600)
+"""
+
+
+def test_a_live_runs_registration_is_seen_while_it_lives_and_cleared_once_it_is_killed(tmp_path):
+    folder = tmp_path / "store" / RUNS_FOLDER
+    before = time.time()
+    with holding(USES_THE_STORE, tmp_path / "store") as process:
+        live = registrants(folder)
+        assert [record["pid"] for record in live] == [process.pid]
+        assert before <= live[0]["since"] <= time.time()
+        process.send_signal(signal.SIGKILL)  # no clean-up of its own: the kernel drops its lock
+        process.wait(timeout=30)
+        assert len(list(folder.glob("*.lock"))) == 1
+        assert registrants(folder) == []
+        assert list(folder.glob("*.lock")) == []  # the reader removed the dead run's file
+    store = UnitStore(tmp_path / "store")
+    with store.in_use():
+        assert [record["pid"] for record in store.live_runs()] == [os.getpid()]
+    assert store.live_runs() == [] and list(folder.glob("*.lock")) == []
+
+
+def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch, capsys):
+    """QA: `prune --older-than 1s` during a run deleted units the run had just reused or
+    computed; a run that had planned to reuse a unit then failed to load it."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    run_local(config(tmp_path))
+    store = out / "units"
+    age_units(store, 2)
+    pop = [path.parent.name for path in stored_units(store) if '"pop"' in path.read_text()]
+    n_units = len(stored_units(store))
+    assert 0 < len(pop) < n_units
+    with holding(USES_THE_STORE, store, *pop) as process:
+        time.sleep(1.5)  # the reused units are older than --older-than 1s by now
+        assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+        said = " ".join(capsys.readouterr().out.split())
+        assert f"deleted {n_units - len(pop)} units" in said
+        assert f"kept {len(pop)} that running sweval commands use or may use (pid {process.pid}" \
+            in said
+        assert sorted(path.parent.name for path in stored_units(store)) == sorted(pop)
+    assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+    assert f"deleted {len(pop)} units" in capsys.readouterr().out  # the run is gone
+    assert stored_units(store) == []
+
+
+def test_a_unit_found_after_prune_chose_it_is_not_deleted(tmp_path, monkeypatch):
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    run_local(config(tmp_path))
+    store_path = Path(config(tmp_path).output) / "units"
+    age_units(store_path, 2)
+    store = UnitStore(store_path)
+    chosen = list(store.entries())
+    assert store.has(chosen[0].key)  # a run finds it after prune listed it
+    assert not store.remove(chosen[0].key, last_used=chosen[0].last_used)
+    assert store.remove(chosen[1].key, last_used=chosen[1].last_used)
+    assert store.has(chosen[0].key) and not store.has(chosen[1].key)
+
+
+def test_prune_run_of_a_run_still_writing_names_it(tmp_path, monkeypatch, capsys):
+    """It said "no units.csv with a unit_key column (not a run directory?)"."""
+    script = """
+        import sys, time
+        from sweval.evaluators.locks import output_lock
+        with output_lock(sys.argv[1]):
+            print("ready", flush=True)
+            time.sleep(600)
+    """
+    running = tmp_path / "running"
+    with holding(script, running) as process:
+        assert cache_command(monkeypatch, "prune", "--run", running, "--cache",
+                             tmp_path) == 2
+        said = " ".join("".join(capsys.readouterr()).split())
+        assert f"a sweval run is writing there (pid {process.pid}" in said
+        assert "its units.csv is written when it ends" in said
+    assert cache_command(monkeypatch, "prune", "--run", running, "--cache", tmp_path) == 2
+    assert "no units.csv with a unit_key column" in "".join(capsys.readouterr())
