@@ -323,7 +323,7 @@ def _start(
                             create_time=psutil.Process(process.pid).create_time(),
                             port=port, url=url, health_url=health, log=str(log))
             started.append((server, process))
-        say(f"starting the Prefect and MLflow servers (about 10 s; logs in {logs})")
+        say(f"starting the Prefect and MLflow servers (about 6-10 s; logs in {logs})")
         pending = {server.name: (server, process) for server, process in started}
         deadline = time.monotonic() + timeout
         while pending:
