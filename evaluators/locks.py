@@ -89,8 +89,12 @@ def describe_owner(path: Path, wait_s: float = 1.0) -> str:
 
 
 @contextlib.contextmanager
-def output_lock(directory: str | Path) -> Iterator[None]:
+def output_lock(directory: str | Path) -> Iterator[dict[str, Any] | None]:
     """Hold ``directory``'s lock for the block: no other ``sweval`` run may write there meanwhile.
+
+    Yields the record the previous holder left in the lock file (its :func:`owner_record`, and
+    what it added with :func:`annotate_output_lock`), or None: the lock file keeps the last
+    holder's record, however that holder ended.
 
     Raises:
         SwevalError: the directory cannot be created, or another process holds its lock (the
@@ -114,10 +118,26 @@ def output_lock(directory: str | Path) -> Iterator[None]:
     except OSError as exc:
         raise SwevalError(f"{directory}: cannot lock the output directory ({exc}).") from exc
     try:
+        previous = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        previous = None
+    try:
         path.write_text(json.dumps(owner_record()), encoding="utf-8")  # we hold it: ours to write
-        yield
+        yield previous if isinstance(previous, dict) else None
     finally:
         lock.release()
+
+
+def annotate_output_lock(directory: str | Path, **fields: Any) -> None:
+    """Add ``fields`` to the record in ``directory``'s lock file, which this process holds
+    (:func:`output_lock`): the next holder reads them."""
+    path = Path(directory) / OUTPUT_LOCK
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = owner_record()
+    with contextlib.suppress(OSError):
+        path.write_text(json.dumps(record | fields), encoding="utf-8")
 
 
 def output_holder(directory: Path) -> str | None:

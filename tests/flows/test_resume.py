@@ -81,6 +81,13 @@ main()
 """
 
 
+def _flow_run_state(flow_run_id: str) -> str:
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return client.read_flow_run(flow_run_id).state.type.value
+
+
 @pytest.mark.slow
 def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     write_log, make_config, mlflow_uri: str, tmp_path: Path, prefect_api: str,
@@ -110,10 +117,13 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     finished = set(stored_units(units))
     all_units = {(f, a) for f in (0, 1, 3, 4, 5, 6) for a in ("pop", "pop-n")}  # fold 2 skipped
     assert 4 <= len(finished) < len(all_units)
+    killed = json.loads((Path(config.output) / ".sweval.lock").read_text())["flow_run"]
+    assert _flow_run_state(killed) == "RUNNING"  # no process is left to say otherwise
 
     count_units.clear()
     sliding_window_eval(config=config)
     assert sorted(count_units) == sorted(all_units - finished)
+    assert _flow_run_state(killed) == "CRASHED"  # found by the rerun (it stayed RUNNING)
 
     reference = make_config(data, output=str(tmp_path / "reference"), tracking=False)
     sliding_window_eval(config=reference)
@@ -187,3 +197,30 @@ def test_finished_folds_reach_mlflow_whatever_the_logging_interval(
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
     live = calls["n"] - 2  # start() and finish() log once each
     assert live == 0 if interval else live > 1
+
+
+def test_only_a_flow_run_left_running_by_another_process_is_marked_crashed(prefect_api: str):
+    import uuid
+
+    from prefect import flow
+    from prefect.client.orchestration import get_client
+    from prefect.states import Completed, Running
+
+    from sweval.flows.orphaned_runs import crash_left_running
+
+    @flow
+    def earlier() -> None:
+        pass
+
+    with get_client(sync_client=True) as client:
+        running = client.create_flow_run(earlier, state=Running())
+        done = client.create_flow_run(earlier, state=Completed())
+    record = {"pid": 4242, "host": "elsewhere"}
+    assert crash_left_running(None, "now") is None  # a new output directory
+    assert crash_left_running(record | {"flow_run": str(done.id)}, "now") is None
+    assert crash_left_running(record | {"flow_run": str(uuid.uuid4())}, "now") is None
+    assert crash_left_running(record | {"flow_run": str(running.id)}, running.id) is None
+    said = crash_left_running(record | {"flow_run": str(running.id)}, "now")
+    assert said is not None and "left RUNNING" in said and "marked CRASHED" in said
+    assert _flow_run_state(str(running.id)) == "CRASHED"
+    assert _flow_run_state(str(done.id)) == "COMPLETED"
