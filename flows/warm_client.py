@@ -268,7 +268,8 @@ def run_in_warm_process(argv: list[str]) -> int | None:
         forward["sock"] = None
         sock.close()
     if status < 0:  # the child was killed by signal -status: so is this process
-        signal.signal(-status, signal.SIG_DFL)
+        if -status not in (signal.SIGKILL, signal.SIGSTOP):  # their handlers cannot be set
+            signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
         return 128 - status
     return status

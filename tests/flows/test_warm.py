@@ -214,9 +214,16 @@ def test_signals_reach_the_child_and_nothing_is_left(
     while warm.children()[-1][1] != "exit status 143" and time.monotonic() < deadline:
         time.sleep(0.1)  # a zombie until the warm process reaps it and logs its status
     assert warm.children()[-1] == (child, "exit status 143")
+    # the child killed outright: so is the client (it raised setting SIGKILL's handler: exit 1)
+    client = warm.popen(*long_run, "--output", str(tmp_path / "child-killed"))
+    child = warm.wait_for_child(2)
+    time.sleep(1.0)
+    os.kill(child, signal.SIGKILL)
+    _out, err = client.communicate(timeout=60)
+    assert client.returncode == -signal.SIGKILL and "Traceback" not in err, err[-2000:]
     # `sweval down` while a command runs: it stops the command (SIGTERM: 143), then itself
     client = warm.popen(*long_run, "--output", str(tmp_path / "down"))
-    child = warm.wait_for_child(2)
+    child = warm.wait_for_child(3)
     time.sleep(1.0)
     # ... but `sweval up` after an edit leaves an out-of-date warm process that runs commands
     source = REPO / "flows" / "gap.py"
