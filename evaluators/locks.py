@@ -204,9 +204,10 @@ def unit_lock_if_free(store_directory: Path, key: str) -> Iterator[bool]:
 @contextlib.contextmanager
 def registered(folder: Path) -> Iterator[None]:
     """Count this process as a live run in ``folder`` for the block (see the module's
-    docstring): its file holds :func:`owner_record` and ``since``, when the block began (epoch
-    seconds). A folder that cannot be written registers nothing (its readers could not delete
-    anything there either)."""
+    docstring): its file holds :func:`owner_record`, ``since``, when the block began (epoch
+    seconds), and ``planned``, false until :func:`mark_planned` (until then the run may still
+    reach for anything). A folder that cannot be written registers nothing (its readers could
+    not delete anything there either)."""
     path = folder / f"{os.getpid()}-{secrets.token_hex(4)}.lock"
     lock = FileLock(path, thread_local=False)
     since = time.time()
@@ -217,15 +218,31 @@ def registered(folder: Path) -> Iterator[None]:
         _log.debug("%s: cannot register this run (%s)", folder, exc)
         yield
         return
+    record = owner_record() | {"since": since, "planned": False}
     try:
-        path.write_text(json.dumps(owner_record() | {"since": since}), encoding="utf-8")
+        path.write_text(json.dumps(record), encoding="utf-8")
     except OSError:  # a full disk: readers count the run from its file's creation
         pass
+    _OPEN.setdefault(folder, {})[path] = record
     try:
         yield
     finally:
+        _OPEN[folder].pop(path, None)
         path.unlink(missing_ok=True)
         lock.release()
+
+
+def mark_planned(folder: Path) -> None:
+    """Say in this process's registrations in ``folder`` that their run has planned: from now
+    on it uses only what it used since it began (found, loaded or written)."""
+    for path, record in _OPEN.get(folder, {}).items():
+        record["planned"] = True
+        with contextlib.suppress(OSError):
+            path.write_text(json.dumps(record), encoding="utf-8")
+
+
+#: This process's open registrations, by folder: each file and its record.
+_OPEN: dict[Path, dict[Path, dict[str, Any]]] = {}
 
 
 def register_for_life(folder: Path) -> None:
@@ -274,7 +291,7 @@ def _registration(path: Path) -> dict[str, Any]:
             if time.monotonic() >= deadline:
                 since = path.stat().st_mtime if path.exists() else time.time()
                 return {"pid": path.name.split("-")[0], "host": "?", "started": "?",
-                        "command": "?", "since": since}
+                        "command": "?", "since": since, "planned": False}
             time.sleep(0.05)
 
 

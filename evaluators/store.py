@@ -49,6 +49,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitLists
 from sweval.evaluators.locks import (
+    mark_planned,
     registered,
     registrants,
     unit_lock,
@@ -130,9 +131,16 @@ class UnitStore:
         """Count this process as a live run of the store for the block (see :meth:`live_runs`)."""
         return registered(self.directory / RUNS_FOLDER)
 
+    def planned(self) -> None:
+        """Say that this process's run of the store has found every unit it will reuse (see
+        :meth:`live_runs`)."""
+        mark_planned(self.directory / RUNS_FOLDER)
+
     def live_runs(self) -> list[dict[str, Any]]:
         """The runs using the store now (:meth:`in_use`), earliest first: each record's
-        ``since`` is when the run began to use it, ``pid``, ``command``, ``started`` who it is."""
+        ``since`` is when the run began to use it, ``planned`` whether it has found every unit
+        it will reuse (:meth:`planned`; a comparison finds them as it goes, so never),
+        ``pid``, ``command``, ``started`` who it is."""
         return registrants(self.directory / RUNS_FOLDER)
 
     def has(self, key: str, *, depth: int = 0) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -301,7 +302,10 @@ def prune(
     else:
         store = _store(cache, output)
     live = store.live_runs()
-    in_use_since = live[0]["since"] - MTIME_SLACK_S if live else None
+    # a run that has not planned yet (or a comparison, which finds units as it goes) may still
+    # reach for any unit; one that has planned uses only what it used since it began
+    in_use_since = None if not live else (
+        live[0]["since"] - MTIME_SLACK_S if all(run["planned"] for run in live) else -math.inf)
     chosen, in_use = [], []
     for entry in store.entries():
         if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):

@@ -282,6 +282,7 @@ class Evaluation:
         self.tracker = tracker
         self.progress = progress
         self.missing = missing_units(self.plan, self.store)
+        self.store.planned()  # every unit it reuses is marked used now (sweval cache prune)
         self.code_changed = outdated_by_code(self.missing, self.store)
         self.computed = 0
         self.failed: list[UnitFailure] = []

@@ -39,8 +39,10 @@ USES_THE_STORE = """
     from sweval.evaluators.store import UnitStore
     store = UnitStore(sys.argv[1])
     with store.in_use():
-        for key in sys.argv[2:]:  # as a run finds the units it will reuse when it plans
-            assert store.has(key)
+        if sys.argv[2:] != ["--planning"]:
+            for key in sys.argv[2:]:  # as a run finds the units it will reuse when it plans
+                assert store.has(key)
+            store.planned()
         print("ready", flush=True)
         time.sleep(600)
 """
@@ -86,6 +88,22 @@ def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch
     assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
     assert f"deleted {len(pop)} units" in capsys.readouterr().out  # the run is gone
     assert stored_units(store) == []
+
+
+def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monkeypatch, capsys):
+    """QA: a prune between a run's start and its planning (the log loading: 1.45 s there)
+    deleted 396 units the run then recomputed; a comparison finds its units as it goes."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    run_local(config(tmp_path))
+    store = out / "units"
+    age_units(store, 2)
+    n_units = len(stored_units(store))
+    with holding(USES_THE_STORE, store, "--planning"):
+        assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+        assert f"deleted 0 units (0 B) from {store}; kept {n_units} that running sweval " \
+            in " ".join(capsys.readouterr().out.split())
+        assert len(stored_units(store)) == n_units
 
 
 def test_a_unit_found_after_prune_chose_it_is_not_deleted(tmp_path, monkeypatch):
