@@ -32,6 +32,7 @@ that others read (a store's ``.runs``: ``sweval cache prune`` keeps what live ru
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
@@ -246,12 +247,13 @@ _OPEN: dict[Path, dict[Path, dict[str, Any]]] = {}
 
 
 def register_for_life(folder: Path) -> None:
-    """Count this process as a live run in ``folder`` until it ends (:func:`registered`, left
-    open: the kernel releases the lock at the process's end, and the next reader removes the
-    file)."""
+    """Count this process as a live run in ``folder`` until it ends (:func:`registered`, closed
+    at the interpreter's exit; after a kill, the kernel releases the lock and the next reader
+    removes the file)."""
     stack = contextlib.ExitStack()
     stack.enter_context(registered(folder))
     _FOR_LIFE.append(stack)
+    atexit.register(stack.close)
 
 
 #: The registrations of :func:`register_for_life`, kept open.

@@ -141,8 +141,9 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     from sweval.flows.sliding_window import sliding_window_eval
     from sweval.flows.startup import finish_preloading, prepare_side_by_side
 
-    with _reaching_prefect("Start it (`prefect server start`), unset PREFECT_API_URL to use a "
-                           "temporary local one, or run with --no-prefect."):
+    with _reaching_prefect("Start it (`sweval up`, or `prefect server start`), unset "
+                           "PREFECT_API_URL to use a temporary local one, or run with "
+                           "--no-prefect."):
         hide_reported_errors_in_terminal()
         give_up_quickly_on_a_lost_api()
         prepare_side_by_side(cfg)

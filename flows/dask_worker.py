@@ -39,11 +39,16 @@ def dask_setup(worker: Any) -> None:
     """Import what a fold task runs: the flow module (Prefect, the evaluation engine), the
     algorithm registry and the compiled kernels' module (numba; the kernels themselves load
     from numba's disk cache on first use); log failed heartbeats in one line
-    (:class:`HeartbeatFailureInOneLine`); in a local cluster of ``sweval run``, ignore SIGINT
-    (:data:`~flows.dask_cluster.IGNORE_SIGINT`)."""
+    (:class:`HeartbeatFailureInOneLine`) and Prefect's records as the flow's process does
+    (:func:`~flows.settings.hide_reported_errors_in_terminal`: with the API lost, each worker
+    printed its events' dumps and raw log-shipping errors); in a local cluster of ``sweval
+    run``, ignore SIGINT (:data:`~flows.dask_cluster.IGNORE_SIGINT`)."""
     import sweval.algorithms.ranking_kernels  # noqa: F401
     import sweval.flows.sliding_window  # noqa: F401
     from sweval.flows.dask_cluster import IGNORE_SIGINT
+    from sweval.flows.settings import hide_reported_errors_in_terminal
+
+    hide_reported_errors_in_terminal()
 
     if os.environ.get(IGNORE_SIGINT) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the command that started us stops us

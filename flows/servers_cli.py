@@ -67,7 +67,7 @@ def _ports_ignored(running: list[servers.Server], asked: dict[str, int | None]) 
 
 
 def down(
-    force: Annotated[bool, typer.Option("--force", help="Stop them even while sweval commands use them (those commands then fail; their finished units are kept).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Stop them even while sweval commands use them: those commands then fail (or, run in the warm process, are interrupted); their finished units are kept.")] = False,
 ) -> None:
     from sweval.evaluators.locks import describe_registrants
     from sweval.flows import warm_process

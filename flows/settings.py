@@ -98,11 +98,13 @@ def flow_run_settings() -> Iterator[None]:
 
 
 class HideReportedErrors(logging.Filter):
-    """Drop Prefect's terminal records about runs that failed with a :class:`SwevalError`, and
-    its tracebacks once the command was stopped by a signal.
+    """Drop Prefect's terminal records about runs that failed with a :class:`SwevalError` or an
+    unreachable Prefect API (an ``httpx`` error, Prefect's "Failed to reach API"), and its
+    tracebacks once the command was stopped by a signal.
 
     A bad option or a missing file fails the flow with a SwevalError that the CLI prints as one
-    line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it. A stop
+    line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it (the CLI
+    says an unreachable API in one line too: ``flows.cli.UnreachablePrefectApi``). A stop
     signal (Ctrl-C) raises wherever the flow is, and Prefect logs the exception it surfaced as
     (a serialisation error, when it lands in a task's submission) with its traceback, while the
     CLI says in one line that the run was interrupted. The records still reach the Prefect API
@@ -110,13 +112,16 @@ class HideReportedErrors(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
+        import httpx
+
         from sweval.data.errors import SwevalError
         from sweval.flows.processes import is_stop
 
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, SwevalError) or (exc is not None and is_stop(exc)):
+        if isinstance(exc, SwevalError | httpx.HTTPError) or (exc is not None and is_stop(exc)):
             return False
-        return "SwevalError" not in record.getMessage()
+        message = record.getMessage()
+        return "SwevalError" not in message and "Failed to reach API" not in message
 
 
 class LostApiInOneLine(logging.Filter):

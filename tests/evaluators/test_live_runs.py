@@ -137,3 +137,16 @@ def test_prune_run_of_a_run_still_writing_names_it(tmp_path, monkeypatch, capsys
         assert "its units.csv is written when it ends" in said
     assert cache_command(monkeypatch, "prune", "--run", running, "--cache", tmp_path) == 2
     assert "no units.csv with a unit_key column" in "".join(capsys.readouterr())
+
+
+def test_a_lifetime_registration_is_removed_when_its_process_exits(tmp_path):
+    """QA: every command that used `sweval up`'s servers left its file in server-users/ (only
+    a later `status` or `down` cleared them)."""
+    folder = tmp_path / "server-users"
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                    "from sweval.evaluators.locks import register_for_life; "
+                    "register_for_life(Path(sys.argv[1])); "
+                    "assert len(list(Path(sys.argv[1]).glob('*.lock'))) == 1; "
+                    "import gc; gc.freeze()",  # as the sweval command exits
+                    str(folder)], check=True, timeout=120)
+    assert list(folder.glob("*.lock")) == []

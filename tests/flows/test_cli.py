@@ -304,7 +304,9 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
 
 
 @pytest.mark.parametrize(("command", "remedy"), [
-    (["run", "--no-tracking", "--no-progress"], "or run with --no-prefect."),
+    (["run", "--no-tracking", "--no-progress"],
+     "Start it (`sweval up`, or `prefect server start`), unset PREFECT_API_URL to use a "
+     "temporary local one, or run with --no-prefect."),
     (["serve", "--start", "2024-01-02"], "Start it (`sweval up`, or `prefect server start`)"),
 ])
 def test_a_prefect_api_that_does_not_answer_is_one_clear_error(

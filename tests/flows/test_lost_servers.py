@@ -184,3 +184,24 @@ def test_the_terminal_filters_reach_prefects_internal_handler_and_its_raw_api_lo
     said_once = {id(f) for h in handlers for f in h.filters if isinstance(f, LostApiInOneLine)}
     assert len(said_once) == 1 and all(
         any(isinstance(f, LostApiInOneLine) for f in h.filters) for h in handlers)
+
+
+def test_the_flow_engines_tracebacks_of_an_unreachable_api_stay_out_of_the_terminal():
+    """QA: the Prefect server killed mid-run printed a 5 KB ConnectError traceback ("Encountered
+    exception during execution") before the command's one error line."""
+    import httpx
+
+    from sweval.flows.settings import HideReportedErrors
+
+    def record(message: str, exc: BaseException | None) -> logging.LogRecord:
+        info = (type(exc), exc, None) if exc is not None else None
+        return logging.LogRecord("prefect.flow_runs", logging.ERROR, "", 0, message, (), info)
+
+    hide = HideReportedErrors()
+    assert not hide.filter(record("Encountered exception during execution: ConnectError(...)",
+                                  httpx.ConnectError("All connection attempts failed")))
+    assert not hide.filter(record("Encountered exception during execution: "
+                                  "RuntimeError('Failed to reach API at http://127.0.0.1:4491/api/')",
+                                  None))
+    assert hide.filter(record("Encountered exception during execution: ValueError('a bug')",
+                              ValueError("a bug")))  # anything else still shows
