@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from sweval.data.errors import SwevalError
 from sweval.flows.options import build_config, with_eval_options
-from sweval.flows.settings import apply_env_defaults
+from sweval.flows.settings import RetriesInOneLine, apply_env_defaults
 from sweval.flows.terminal import message_console, table_console
 
 if TYPE_CHECKING:
@@ -358,10 +358,12 @@ def generate(
 
 def _setup_logging(verbose: bool) -> None:
     """Our log lines on stderr: warnings, or INFO with -v. The handler's own level also keeps
-    Prefect's INFO records (which propagate to the root logger) off the terminal."""
+    Prefect's INFO records (which propagate to the root logger) off the terminal; MLflow's
+    retries show as one line (:class:`~flows.settings.RetriesInOneLine`)."""
     handler = logging.StreamHandler()
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RetriesInOneLine())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 

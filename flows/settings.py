@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,6 +154,38 @@ class LostApiInOneLine(logging.Filter):
                                    "are not recorded there (the results are not affected)"), ()
         record.exc_info, record.exc_text = None, None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+class RetriesInOneLine(logging.Filter):
+    """urllib3's warnings while MLflow's client retries a server that does not answer, in one
+    terminal line.
+
+    urllib3 logs one long warning per retry of each call ("Retrying (Retry(total=2, ...)) after
+    connection broken by 'NewConnectionError(...)': /api/2.0/mlflow/runs/log-batch"): six lines
+    before the run's own "MLflow logging deferred" warning when ``sweval down`` took the server
+    away. The first says which server is retried; the rest are dropped (from the terminal)."""
+
+    RETRYING = "Retrying ("
+    SERVER = re.compile(r"host='([^']+)', port=(\d+)")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name != "urllib3.connectionpool":
+            return True
+        message = record.getMessage()
+        if not message.startswith(self.RETRYING):
+            return True
+        if self.said:
+            return False
+        self.said = True
+        found = self.SERVER.search(message)
+        where = f"{found.group(1)}:{found.group(2)}" if found else "a server"
+        record.msg, record.args = (f"{where} does not answer: retrying (MLflow's client; "
+                                   "further retries are not shown)"), ()
         return True
 
 

@@ -205,3 +205,33 @@ def test_the_flow_engines_tracebacks_of_an_unreachable_api_stay_out_of_the_termi
                                   None))
     assert hide.filter(record("Encountered exception during execution: ValueError('a bug')",
                               ValueError("a bug")))  # anything else still shows
+
+
+def test_mlflows_retries_are_said_once():
+    from sweval.flows.settings import RetriesInOneLine
+
+    class Shown:  # formats as urllib3's objects do with %r
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def __repr__(self) -> str:
+            return self.text
+
+    def record(total: int) -> logging.LogRecord:  # urllib3's own format and arguments
+        return logging.LogRecord(
+            "urllib3.connectionpool", logging.WARNING, "", 0,
+            "Retrying (%r) after connection broken by '%r': %s",
+            (Shown(f"Retry(total={total}, connect={total})"),
+             Shown("NewConnectionError(\"HTTPConnection(host='127.0.0.1', port=5471): Failed "
+                   "to establish a new connection: [Errno 111] Connection refused\")"),
+             "/api/2.0/mlflow/runs/log-batch"), None)
+
+    retries = RetriesInOneLine()
+    first = record(2)
+    assert retries.filter(first)
+    assert first.getMessage() == ("127.0.0.1:5471 does not answer: retrying (MLflow's client; "
+                                  "further retries are not shown)")
+    assert not retries.filter(record(1)) and not retries.filter(record(0))
+    other = logging.LogRecord("sweval.flows.pipeline", logging.WARNING, "", 0,
+                              "Retrying (not urllib3)", (), None)
+    assert retries.filter(other) and other.getMessage() == "Retrying (not urllib3)"
