@@ -24,8 +24,8 @@ Registration (``<folder>/<pid>-<random>.lock``): a live run locks a file of its 
 that others read (a store's ``.runs``: ``sweval cache prune`` keeps what live runs may use;
 ``$SWEVAL_HOME/server-users``: ``sweval down`` does not stop servers that commands use)::
 
-    run ── registered(): creates and locks its file, writes {pid, host, started, command, since}
-       ── ... ── removes the file, releases
+    run ── registered(): creates and locks its file, writes {pid, host, started, command, since,
+       planned} ── mark_planned() ── ... ── removes the file, releases
     reader ── registrants(): a file it cannot lock is a live run's (its record is read); one it
               can lock is a dead run's (killed: the kernel released it), and is removed
 """

@@ -305,7 +305,7 @@ def prune(
     # a run that has not planned yet (or a comparison, which finds units as it goes) may still
     # reach for any unit; one that has planned uses only what it used since it began
     in_use_since = None if not live else (
-        live[0]["since"] - MTIME_SLACK_S if all(run["planned"] for run in live) else -math.inf)
+        live[0]["since"] - MTIME_SLACK_S if all(run.get("planned") for run in live) else -math.inf)
     chosen, in_use = [], []
     for entry in store.entries():
         if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):
