@@ -95,7 +95,8 @@ def output_lock(directory: str | Path) -> Iterator[dict[str, Any] | None]:
 
     Yields the record the previous holder left in the lock file (its :func:`owner_record`, and
     what it added with :func:`annotate_output_lock`), or None: the lock file keeps the last
-    holder's record, however that holder ended.
+    holder's record, however that holder ended. What holders added is carried over to this
+    holder's record until one replaces it.
 
     Raises:
         SwevalError: the directory cannot be created, or another process holds its lock (the
@@ -122,9 +123,12 @@ def output_lock(directory: str | Path) -> Iterator[dict[str, Any] | None]:
         previous = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         previous = None
+    previous = previous if isinstance(previous, dict) else None
+    record = owner_record()
+    added = {key: value for key, value in (previous or {}).items() if key not in record}
     try:
-        path.write_text(json.dumps(owner_record()), encoding="utf-8")  # we hold it: ours to write
-        yield previous if isinstance(previous, dict) else None
+        path.write_text(json.dumps(added | record), encoding="utf-8")  # we hold it: ours to write
+        yield previous
     finally:
         lock.release()
 

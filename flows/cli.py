@@ -110,12 +110,15 @@ def run(
 
     precheck(cfg)
 
-    if prefect:
-        outputs = _run_flow(cfg, rolling=rolling)
-    else:
-        from sweval.flows.execute import execute
+    from sweval.evaluators.run import unit_store
 
-        outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
+    with unit_store(cfg).in_use():  # from now: Prefect's start-up takes seconds (cache prune)
+        if prefect:
+            outputs = _run_flow(cfg, rolling=rolling)
+        else:
+            from sweval.flows.execute import execute
+
+            outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
     if outputs is None:
         console.print(
             f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
@@ -136,7 +139,6 @@ def run(
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error."""
-    from sweval.flows.prefect_events import give_up_quickly_on_a_lost_api
     from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
     from sweval.flows.sliding_window import sliding_window_eval
     from sweval.flows.startup import finish_preloading, prepare_side_by_side
@@ -145,7 +147,6 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
                            "PREFECT_API_URL to use a temporary local one, or run with "
                            "--no-prefect."):
         hide_reported_errors_in_terminal()
-        give_up_quickly_on_a_lost_api()
         prepare_side_by_side(cfg)
         try:
             with flow_run_settings():

@@ -52,7 +52,7 @@ from sweval.evaluators.locks import output_lock
 from sweval.evaluators.outputs import Outputs
 from sweval.evaluators.run import Plan, unit_store
 from sweval.flows.dask_cluster import LocalDask, worker_env
-from sweval.flows.orphaned_runs import crash_left_running, record_flow_run
+from sweval.flows.orphaned_runs import settle_flow_runs
 from sweval.flows.pipeline import (
     Evaluation,
     FoldOutcome,
@@ -272,10 +272,8 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
 
     # one run per output directory (SwevalError otherwise); a live run of its unit store
     with output_lock(config.output) as previous, unit_store(config).in_use():
-        record_flow_run(config.output, flow_run.id)
-        crashed = crash_left_running(previous, flow_run.id)
-        if crashed is not None:
-            get_run_logger().info("%s", crashed)
+        for line in settle_flow_runs(config.output, previous, flow_run.id):
+            get_run_logger().info("%s", line)
         local_dask = start_local_dask(config)  # its workers start while the log loads
         try:
             return _evaluate(config, rolling, local_dask)

@@ -3,17 +3,11 @@ MLflow's retries, does not retry marking its runs, and says so in one line."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import socket
 import sys
-import time
 
 import pytest
-from prefect.events import Event
-from prefect.events.worker import EventsWorker
 
-from sweval.flows.prefect_events import QuickToGiveUpEventsClient, give_up_quickly_on_a_lost_api
 from sweval.flows.settings import PREFECT_DEFAULTS, LostApiInOneLine
 from sweval.flows.tracking.tracker import Tracker
 
@@ -92,79 +86,6 @@ def test_the_lost_api_is_said_once():
     lost_already.said = True
     assert not lost_already.filter(record("Still processing items: 12 items remaining..."))
     assert lost.filter(record("Still processing items: 12 items remaining...")) is False
-
-
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # free again once closed: connections are refused
-
-
-class CountingClient(QuickToGiveUpEventsClient):
-    """Counts the connection attempts; once ``api_back``, connects to a socket that takes
-    every message."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.attempts = 0
-        self.api_back = False
-
-    async def _reconnect(self) -> None:
-        self.attempts += 1
-        if not self.api_back:
-            await super()._reconnect()  # a refused connection, for real
-        else:
-            self._websocket = TakesEverything()
-
-
-class TakesEverything:
-    async def send(self, message: str) -> None:
-        pass
-
-
-def test_a_lost_events_api_costs_one_patient_event_then_one_attempt_each_until_it_answers():
-    """Prefect's client makes 11 attempts per event, 7 of them after a second's sleep: with the
-    API gone, a run exited 7.5 minutes after its error, draining its 64 queued events."""
-
-    def event(n: int) -> Event:
-        return Event(event=f"sweval.test.{n}", resource={"prefect.resource.id": f"test.{n}"})
-
-    async def scenario() -> None:
-        client = CountingClient(api_url=f"http://127.0.0.1:{_closed_port()}/api",
-                                reconnection_attempts=3)
-        with pytest.raises(OSError):
-            await client._emit(event(1))
-        assert client.attempts == 4  # Prefect's patience, for the first event lost
-        clock = time.perf_counter()
-        for n in (2, 3, 4):
-            with pytest.raises(OSError):
-                await client._emit(event(n))
-        assert client.attempts == 7  # then one attempt each
-        assert time.perf_counter() - clock < 1.0
-        client.api_back = True
-        await client._emit(event(5))
-        assert client.attempts == 8
-        client.api_back = False
-        client._websocket = None
-        with pytest.raises(OSError):
-            await client._emit(event(6))
-        assert client.attempts == 12  # the patience is back after an event went through
-
-    asyncio.run(scenario())
-
-
-def test_events_to_a_server_of_the_users_go_through_the_quick_client(monkeypatch):
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    monkeypatch.setattr(EventsWorker, "_client_override", None)
-    with temporary_settings({PREFECT_API_URL: "http://127.0.0.1:4470/api"}):
-        give_up_quickly_on_a_lost_api()
-    assert EventsWorker._client_override == (
-        QuickToGiveUpEventsClient, (("api_url", "http://127.0.0.1:4470/api"),))
-    monkeypatch.setattr(EventsWorker, "_client_override", None)
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        give_up_quickly_on_a_lost_api()  # the temporary server: Prefect's own choice stays
-    assert EventsWorker._client_override is None
 
 
 def test_the_terminal_filters_reach_prefects_internal_handler_and_its_raw_api_log_errors(

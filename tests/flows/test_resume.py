@@ -117,7 +117,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
     finished = set(stored_units(units))
     all_units = {(f, a) for f in (0, 1, 3, 4, 5, 6) for a in ("pop", "pop-n")}  # fold 2 skipped
     assert 4 <= len(finished) < len(all_units)
-    killed = json.loads((Path(config.output) / ".sweval.lock").read_text())["flow_run"]
+    killed = json.loads((Path(config.output) / ".sweval.lock").read_text())["flow_runs"][-1]
     assert _flow_run_state(killed) == "RUNNING"  # no process is left to say otherwise
 
     count_units.clear()
@@ -199,28 +199,44 @@ def test_finished_folds_reach_mlflow_whatever_the_logging_interval(
     assert live == 0 if interval else live > 1
 
 
-def test_only_a_flow_run_left_running_by_another_process_is_marked_crashed(prefect_api: str):
+def test_only_flow_runs_left_running_are_marked_crashed_and_the_unsettled_stay_recorded(
+    prefect_api: str, tmp_path: Path
+):
+    """QA: a --no-prefect run into the directory replaced the killed run's id in the lock's
+    record, and a run killed just after taking the lock replaced the earlier one's: both stayed
+    RUNNING for good."""
     import uuid
 
     from prefect import flow
     from prefect.client.orchestration import get_client
     from prefect.states import Completed, Running
 
-    from sweval.flows.orphaned_runs import crash_left_running
+    from sweval.evaluators.locks import output_lock
+    from sweval.flows.orphaned_runs import FLOW_RUNS_FIELD, settle_flow_runs
 
     @flow
     def earlier() -> None:
         pass
 
     with get_client(sync_client=True) as client:
-        running = client.create_flow_run(earlier, state=Running())
+        running = [client.create_flow_run(earlier, state=Running()) for _ in range(2)]
         done = client.create_flow_run(earlier, state=Completed())
-    record = {"pid": 4242, "host": "elsewhere"}
-    assert crash_left_running(None, "now") is None  # a new output directory
-    assert crash_left_running(record | {"flow_run": str(done.id)}, "now") is None
-    assert crash_left_running(record | {"flow_run": str(uuid.uuid4())}, "now") is None
-    assert crash_left_running(record | {"flow_run": str(running.id)}, running.id) is None
-    said = crash_left_running(record | {"flow_run": str(running.id)}, "now")
-    assert said is not None and "left RUNNING" in said and "marked CRASHED" in said
-    assert _flow_run_state(str(running.id)) == "CRASHED"
+    out = tmp_path / "out"
+    lock_record = out / ".sweval.lock"
+    with output_lock(out) as previous:  # a run whose id went into the record, then killed
+        assert previous is None
+        settle_flow_runs(out, previous, running[0].id)
+    for _ in range(2):  # runs that do not settle anything (--no-prefect, a comparison)
+        with output_lock(out):
+            pass
+    record = json.loads(lock_record.read_text())
+    record[FLOW_RUNS_FIELD] += [str(done.id), str(uuid.uuid4()), str(running[1].id)]
+    lock_record.write_text(json.dumps(record))
+    with output_lock(out) as previous:
+        said = settle_flow_runs(out, previous, "now")
+    assert len(said) == 2 and all("marked CRASHED" in line for line in said)
+    assert [_flow_run_state(str(run.id)) for run in running] == ["CRASHED", "CRASHED"]
     assert _flow_run_state(str(done.id)) == "COMPLETED"
+    assert json.loads(lock_record.read_text())[FLOW_RUNS_FIELD] == ["now"]  # all settled
+    with output_lock(out) as previous:
+        assert settle_flow_runs(out, previous, "now") == []  # itself: never crashed here
