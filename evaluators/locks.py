@@ -302,8 +302,10 @@ def _registration(path: Path) -> dict[str, Any]:
 
 
 def describe_registrants(live: list[dict[str, Any]]) -> str:
-    """Live runs in words: ``pid P (COMMAND, started S)``, comma-separated."""
+    """Live runs in words: ``pid P (COMMAND, started S)``, comma-separated, each process once
+    (a command and the flow it runs may both have registered)."""
+    said = {(record["pid"], record.get("host")): record for record in reversed(live)}
     return ", ".join(
         f"pid {record['pid']} ({record['command']}, started {record['started']})"
-        for record in live
+        for record in reversed(said.values())
     )
