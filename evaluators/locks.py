@@ -256,12 +256,7 @@ def register_for_life(folder: Path) -> None:
     removes the file)."""
     stack = contextlib.ExitStack()
     stack.enter_context(registered(folder))
-    _FOR_LIFE.append(stack)
     atexit.register(stack.close)
-
-
-#: The registrations of :func:`register_for_life`, kept open.
-_FOR_LIFE: list[contextlib.ExitStack] = []
 
 
 def registrants(folder: Path) -> list[dict[str, Any]]:
