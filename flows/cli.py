@@ -111,7 +111,12 @@ def run(
     precheck(cfg)
 
     if prefect:
-        outputs = _run_flow(cfg, rolling=rolling)
+        from sweval.evaluators.run import unit_store
+
+        # a live run of its store from here, not once the flow starts: Prefect's start-up takes
+        # seconds (9 s with the temporary server), in which `sweval cache prune` deleted units
+        with unit_store(cfg).in_use():
+            outputs = _run_flow(cfg, rolling=rolling)
     else:
         from sweval.flows.execute import execute
 
@@ -135,11 +140,7 @@ def run(
 
 
 def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
-    """Call the flow, turning an unreachable Prefect API into one clear error. The run counts as
-    a live run of its unit store from here, not only once the flow starts: Prefect's start-up
-    takes seconds (9 s with the temporary server), in which ``sweval cache prune`` deleted
-    units the run was about to reuse."""
-    from sweval.evaluators.run import unit_store
+    """Call the flow, turning an unreachable Prefect API into one clear error."""
     from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
     from sweval.flows.sliding_window import sliding_window_eval
     from sweval.flows.startup import finish_preloading, prepare_side_by_side
@@ -150,7 +151,7 @@ def _run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
         hide_reported_errors_in_terminal()
         prepare_side_by_side(cfg)
         try:
-            with unit_store(cfg).in_use(), flow_run_settings():
+            with flow_run_settings():
                 return sliding_window_eval(config=cfg, rolling=rolling)
         finally:
             finish_preloading()
