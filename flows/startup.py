@@ -40,8 +40,6 @@ _log = logging.getLogger(__name__)
 #: Seconds a stopped command still gives the temporary server's start-up thread (it polls the
 #: server's health for up to the start-up timeout, 120 s by default, under a loaded machine).
 STOPPED_JOIN_S = 1.0
-#: Seconds between looks for the temporary server's process, to guard it as soon as it exists.
-GUARD_POLL_S = 0.02
 #: The thread of :func:`_preload` while it runs (see :func:`finish_preloading`).
 _preloading: threading.Thread | None = None
 
@@ -78,26 +76,15 @@ def _start_temporary_server() -> threading.Thread | None:
     from sweval.flows.processes import stop_with_this_process
 
     def start() -> None:
-        server = SubprocessASGIServer()
-        started = threading.Event()
-
-        def guard() -> None:  # as soon as its process exists, not once it answers (seconds later)
-            while not started.wait(GUARD_POLL_S):
-                if server.server_process is not None:
-                    break
-            if server.server_process is not None:  # stopped with this process, even by SIGKILL
-                stop_with_this_process(server.server_process.pid)
-
-        guarding = threading.Thread(target=guard, name="sweval-prefect-guard", daemon=True)
-        guarding.start()
         try:
+            server = SubprocessASGIServer()
             with _own_session():
                 server.start()
         except Exception as exc:  # noqa: BLE001  (the flow's client retries and raises)
             _log.debug("start-up: the temporary Prefect server did not start early: %s", exc)
-        finally:
-            started.set()
-            guarding.join()
+            return
+        if server.server_process is not None:  # stopped with this process, even by SIGKILL
+            stop_with_this_process(server.server_process.pid)
 
     thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
     thread.start()
