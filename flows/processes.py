@@ -188,18 +188,21 @@ def terminate_then_kill(processes: list[psutil.Process], grace_s: float) -> list
     return [process.pid for process in processes]
 
 
-#: The guard of :func:`stop_with_this_process`: waits until the watched process is gone (pid
-#: and start time: a reused pid is another process), then stops the target if it still runs:
-#: its whole process group when it leads one (a server started in a session of its own).
+#: The guard of :func:`stop_with_this_process`, a child of the watched process: it waits until
+#: its parent changes (the kernel hands an orphan to another process the moment its parent
+#: exits, so a parent killed before the guard even started is seen too, and no reused pid is
+#: mistaken for it), then stops the target if it still runs: its whole process group when it
+#: leads one (a server started in a session of its own).
 _GUARD = """
 import os, signal, sys, time
 import psutil
+parent, grace_s = int(sys.argv[1]), float(sys.argv[3])
 try:
-    watched, target = psutil.Process(int(sys.argv[1])), psutil.Process(int(sys.argv[2]))
+    target = psutil.Process(int(sys.argv[2]))
     group = os.getpgid(target.pid) == target.pid
 except (psutil.Error, OSError):
     sys.exit()
-while watched.is_running() and target.is_running():
+while os.getppid() == parent and target.is_running():
     time.sleep(0.5)
 
 def send(signum):
@@ -211,10 +214,10 @@ def send(signum):
     except (psutil.Error, OSError):
         pass
 
-if target.is_running() and not watched.is_running():
+if target.is_running() and os.getppid() != parent:
     send(signal.SIGTERM)
     try:
-        target.wait(float(sys.argv[3]))
+        target.wait(grace_s)
     except psutil.TimeoutExpired:
         send(signal.SIGKILL)
     except psutil.Error:

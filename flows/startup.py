@@ -73,18 +73,13 @@ def _start_temporary_server() -> threading.Thread | None:
         return None
     from prefect.server.api.server import SubprocessASGIServer
 
-    from sweval.flows.processes import stop_with_this_process
-
     def start() -> None:
         try:
             server = SubprocessASGIServer()
-            with _own_session():
+            with _own_session_and_guard():
                 server.start()
         except Exception as exc:  # noqa: BLE001  (the flow's client retries and raises)
             _log.debug("start-up: the temporary Prefect server did not start early: %s", exc)
-            return
-        if server.server_process is not None:  # stopped with this process, even by SIGKILL
-            stop_with_this_process(server.server_process.pid)
 
     thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
     thread.start()
@@ -92,23 +87,31 @@ def _start_temporary_server() -> threading.Thread | None:
 
 
 @contextlib.contextmanager
-def _own_session() -> Iterator[None]:
-    """Processes this thread spawns meanwhile start a session of their own.
+def _own_session_and_guard() -> Iterator[None]:
+    """Processes this thread spawns meanwhile start a session of their own, each with a guard.
 
     Prefect spawns its temporary server in our process group, where a terminal's Ctrl-C
     (SIGINT to the whole foreground group) kills it along with us, while the stopping flow still
-    reports to it. In its own session the server outlives the signal until our exit stops it (Prefect's ``stop`` at exit, and
-    :func:`~flows.processes.stop_with_this_process` after a SIGKILL). Other threads' spawns are
-    left as they are; the replacement is a ``Popen`` subclass, so ``isinstance`` still holds.
+    reports to it. In its own session the server outlives the signal until our exit stops it
+    (Prefect's ``stop`` at exit). A SIGKILL leaves no exit to run: the guard of
+    :func:`~flows.processes.stop_with_this_process`, started the moment the server's process
+    exists (not seconds later, once it answers), stops it then. Other threads' spawns, and
+    spawns that choose their session themselves (the guard's own), are left as they are; the
+    replacement is a ``Popen`` subclass, so ``isinstance`` still holds.
     """
+    from sweval.flows.processes import stop_with_this_process
+
     popen = subprocess.Popen
     owner = threading.get_ident()
 
     class Popen(popen):  # type: ignore[misc,valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            if threading.get_ident() == owner:
-                kwargs.setdefault("start_new_session", True)
+            ours = threading.get_ident() == owner and "start_new_session" not in kwargs
+            if ours:
+                kwargs["start_new_session"] = True
             super().__init__(*args, **kwargs)
+            if ours:
+                stop_with_this_process(self.pid)
 
     subprocess.Popen = Popen  # type: ignore[misc]
     try:

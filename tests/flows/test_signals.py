@@ -331,10 +331,40 @@ def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) 
             commands = [" ".join(p.cmdline()) for p in tree(process.pid)
                         if p.is_running()]
             return (any("create_app" in c for c in commands)
-                    and any("psutil.Process(int(sys.argv[1]))" in c for c in commands))
+                    and any("os.getppid() == parent" in c for c in commands))
 
         wait_for(server_and_guard, process, log, "the temporary server and its guard started")
         kill_outright_and_check(process, marker)
+
+
+#: A process that starts a server in a session of its own, sets up its guard and is SIGKILLed
+#: at once, before the guard's interpreter has even started (a kill during start-up).
+_KILLED_AT_ONCE = """
+import os, signal, subprocess, sys
+from sweval.flows.processes import stop_with_this_process
+server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                          start_new_session=True)
+print(server.pid, flush=True)
+stop_with_this_process(server.pid, grace_s=2)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_guard_stops_the_server_when_its_process_died_before_the_guard_started() -> None:
+    """The guard is the killed process's child: it notices the death by its parent changing,
+    even when the killed process is already gone (and reaped) by the time the guard looks."""
+    done = subprocess.run([sys.executable, "-c", _KILLED_AT_ONCE], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    server = psutil.Process(int(done.stdout.split()[0]))
+    try:
+        deadline = time.monotonic() + 20
+        while alive([server]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive([server]) == []
+    finally:
+        with contextlib.suppress(psutil.Error):
+            server.kill()
 
 
 def test_ui_killed_outright_leaves_no_mlflow_server(tmp_path: Path) -> None:
