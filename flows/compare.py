@@ -271,20 +271,20 @@ def _compare(
 ) -> Comparison:
     """:func:`run_compare`'s work, with the output directory locked."""
     config = config.model_copy(update={"output": str(directory / "sw-eval")})
-    plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
-    log = plan.log
-    if "leave-last-basket" in protocols and log.basket is None:
-        raise SwevalError(
-            f"{log.source}: --protocols leave-last-basket needs the basket or session of each "
-            "transaction; name its column with --basket-col."
-        )
-
-    built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan,
-                            split_ratio=split_ratio, split_seed=split_seed)
-             for name in protocols]
-    names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
     store = unit_store(config, default=directory / "units")
-    with store.in_use():  # sweval cache prune keeps what this comparison uses
+    with store.in_use():  # sweval cache prune keeps what this comparison uses, from its start
+        plan = make_plan(config, log)  # validates algorithms, --set, windows; loads the data
+        log = plan.log
+        if "leave-last-basket" in protocols and log.basket is None:
+            raise SwevalError(
+                f"{log.source}: --protocols leave-last-basket needs the basket or session of "
+                "each transaction; name its column with --basket-col."
+            )
+
+        built = [build_protocol(name, config, loocv_repeats=loocv_repeats, plan=plan,
+                                split_ratio=split_ratio, split_seed=split_seed)
+                 for name in protocols]
+        names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
         tracker_group = ComparisonTracker.open(config, directory, protocols, loocv_repeats, log) \
             if config.tracking else None
         runs: dict[str, ProtocolRun] = {}

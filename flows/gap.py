@@ -52,6 +52,7 @@ from sweval.evaluators.gap_page import write_gap_report
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store, window_spec
+from sweval.evaluators.store import UnitStore
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
 from sweval.flows.options import command_output
 from sweval.flows.summary import unit_progress
@@ -67,12 +68,19 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     Raises:
         SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...).
     """
+    store = unit_store(config, default=output / "units")
+    with store.in_use():  # sweval cache prune keeps this command's units, from its start
+        return _run_gap(config, design, output, store, console)
+
+
+def _run_gap(config: EvalConfig, design: GapDesign, output: Path, store: UnitStore,
+             console: Console | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`run_gap`'s work, registered in ``store``."""
     log = load_data(config)
     design.check(log)
     validations = validation_protocols(design, u_min=config.u_min)
-    store = unit_store(config, default=output / "units")
     sets: dict[str, pd.DataFrame] = {}
-    with store.in_use(), unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
                        console=console) as progress:
         task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
         advance = partial(progress.advance, task)

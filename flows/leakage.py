@@ -56,6 +56,7 @@ from sweval.evaluators.leakage_severity import (
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
+from sweval.evaluators.store import UnitStore
 from sweval.evaluators.windows import parse_duration, parse_time
 from sweval.flows.options import command_output
 from sweval.flows.summary import unit_progress
@@ -72,11 +73,18 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
         SwevalError: bad options or data (test period outside the log, J too large, fewer
             test users than u_min, ...).
     """
+    store = unit_store(config, default=output / "units")
+    with store.in_use():  # sweval cache prune keeps this command's units, from its start
+        return _run_leakage(config, design, output, store, console)
+
+
+def _run_leakage(config: EvalConfig, design: SeverityDesign, output: Path, store: UnitStore,
+                 console: Console | None) -> Severity:
+    """:func:`run_leakage`'s work, registered in ``store``."""
     log = load_data(config)
     protocol = LeakageSeverity(design, u_min=config.u_min)
     design.check(log)
-    store = unit_store(config, default=output / "units")
-    with store.in_use(), unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
+    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
                        console=console) as progress:
         task = progress.add_task("leakage severity",
                                  total=(design.periods + 1) * len(config.algorithms))

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from test_units import age_units, cache_command, config, stored_units
 
 from sweval.evaluators.locks import registrants
@@ -150,3 +151,40 @@ def test_a_lifetime_registration_is_removed_when_its_process_exits(tmp_path):
                     "import gc; gc.freeze()",  # as the sweval command exits
                     str(folder)], check=True, timeout=120)
     assert list(folder.glob("*.lock")) == []
+
+
+class _LoadingTheLog(Exception):
+    """Raised where a command loads its log, once it has seen its own registration."""
+
+
+@pytest.mark.parametrize("command", ["compare", "leakage", "gap"])
+def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
+    command: str, tmp_path: Path, monkeypatch
+) -> None:
+    """A prune while `compare`, `leakage` or `gap` loaded its log (seconds on a large one)
+    deleted units it was about to reuse: they registered only once the log was loaded."""
+    from sweval.evaluators.deployment_gap import GapDesign
+    from sweval.evaluators.leakage_severity import SeverityDesign
+    from sweval.flows import compare, gap, leakage
+
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    store = UnitStore(tmp_path / command / "units")
+
+    def loading(*_args: object, **_kwargs: object) -> None:
+        assert [record["pid"] for record in store.live_runs()] == [os.getpid()]
+        raise _LoadingTheLog
+
+    with pytest.raises(_LoadingTheLog):
+        if command == "compare":
+            monkeypatch.setattr(compare, "make_plan", loading)
+            compare.run_compare(config(tmp_path), ["sw-eval"], output=tmp_path / command)
+        elif command == "leakage":
+            monkeypatch.setattr(leakage, "load_data", loading)
+            leakage.run_leakage(config(tmp_path), SeverityDesign(test_start=0, period_s=86400,
+                                                                 periods=1),
+                                output=tmp_path / command)
+        else:
+            monkeypatch.setattr(gap, "load_data", loading)
+            gap.run_gap(config(tmp_path), GapDesign(deploy_start=0, width_s=86400),
+                        output=tmp_path / command)
+    assert store.live_runs() == []
