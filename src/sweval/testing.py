@@ -176,6 +176,13 @@ def _check_fold(algorithm: AlgorithmLike, params: Params, log: InteractionLog, f
         f"{(len(rows), train.n_items)}"
     )
     assert np.isfinite(scores).all(), f"{where}: score(rows) holds NaN or infinite values"
+    if model.user_independent:
+        differ = np.flatnonzero((scores != scores[:1]).any(axis=1))
+        assert len(differ) == 0, (
+            f"{where}: the model declares user_independent = True, but score(rows) gives row "
+            f"{int(differ[0]) if len(differ) else 0} other scores than row 0; the engine ranks "
+            "row 0's scores for every user: set user_independent = False"
+        )
     k = train.n_items + 1  # every candidate, then padding
     columns = model.recommend(rows, k)
     assert columns.shape == (len(rows), k), f"{where}: recommend gave shape {columns.shape}"

@@ -76,6 +76,12 @@ class Blind(CoCounts):
         return np.broadcast_to(self.co_.sum(axis=0), (len(rows), self.co_.shape[0])).copy()
 
 
+class FalselyIndependent(CoCounts):
+    """Personal scores, declared user-independent: the engine ranks one row for everyone."""
+
+    user_independent = True
+
+
 class Locked(CoCounts):
     def _fit(self, train: TrainData) -> None:
         super()._fit(train)
@@ -91,6 +97,8 @@ def test_wrong_shapes_and_nan_scores_fail():
         check_scores_and_lists(WrongShape)
     with pytest.raises(AssertionError, match="NaN or infinite"):
         check_scores_and_lists(NotANumber)
+    with pytest.raises(AssertionError, match="declares user_independent = True, but score"):
+        check_scores_and_lists(FalselyIndependent)
 
 
 def test_an_unseeded_model_fails_determinism_and_check_algorithm_names_the_check():

@@ -143,6 +143,59 @@ def test_negative_candidate_scores_are_refused(lib):
         Negative().fit(train).recommend(np.arange(3), 2)
 
 
+class OffByOne(OwnCandidates):
+    """QA: candidates built by hand from ``(data, indices, indptr)`` with a column one past the
+    last item; scipy does not check the indices, and the ranking kernel read past its arrays
+    (a segmentation fault, or the entry silently dropped)."""
+
+    shift: ClassVar[int] = 1
+
+    def score_candidates(self, rows):
+        n = self.train_.n_items
+        indices = np.tile(np.array([0, n - 1 + self.shift]), len(rows))
+        indptr = np.arange(0, 2 * len(rows) + 1, 2)
+        return sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(rows), n))
+
+
+class FactorsOutOfRange(OwnCandidates):
+    """The same mistake in ``score_factors``' W (columns) and H (inner index)."""
+
+    which: ClassVar[str] = "W"
+
+    def score_factors(self, rows):
+        n, t = self.train_.n_items, 2
+        bad = sp.csr_matrix((np.ones(1), np.array([n + 5 if self.which == "W" else 0]),
+                             np.array([0, 1, 1])), shape=(t, n))
+        good = sp.csr_matrix(np.ones((t, n)))
+        h = sp.csr_matrix((np.ones(len(rows)), np.full(len(rows), t + 3 if self.which == "H"
+                                                       else 0), np.arange(len(rows) + 1)),
+                          shape=(len(rows), t))
+        return h, bad if self.which == "W" else good
+
+
+@pytest.mark.parametrize("shift", [1, 100_000])
+def test_candidate_columns_out_of_range_are_refused_not_read(lib, shift):
+    model = type("Shifted", (OffByOne,), {"shift": shift})
+    train = lib.train_from_dense(np.eye(4, dtype=bool))
+    fitted = model().fit(train)
+    message = rf"score_candidates\(rows\) holds column index {3 + shift} \(row 0\), outside 0..3"
+    with pytest.raises(ValueError, match=message):
+        fitted.recommend(np.arange(4), 2)
+    with pytest.raises(ValueError, match=message):
+        fitted.score(np.arange(4))
+
+
+@pytest.mark.parametrize(("which", "message"), [
+    ("W", r"score_factors\(rows\)'s W holds column index 9 \(row 0\), outside 0..3"),
+    ("H", r"score_factors\(rows\)'s H holds column index 5 \(row 0\), outside 0..1"),
+])
+def test_factor_indices_out_of_range_are_refused_not_read(lib, which, message):
+    model = type("Bad", (FactorsOutOfRange,), {"which": which})
+    train = lib.train_from_dense(np.eye(4, dtype=bool))
+    with pytest.raises(ValueError, match=message):
+        model().fit(train).recommend(np.arange(4), 2)
+
+
 class FailsInFit(api.Algorithm):
     def _fit(self, train: api.TrainData) -> None:
         raise ValueError("plugin bug")
