@@ -20,6 +20,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any, get_args, get_origin
 
@@ -226,8 +227,12 @@ def grid_values(spec: Any, where: str) -> list[Any]:
                    for v in (start, stop, step)) or step <= 0:
             raise SwevalError(f"{where}: range needs numbers [start, stop, step > 0] "
                               "(start 0 and step 1 when left out).")
-        count = max(0, math.ceil((stop - start) / step - 1e-9))  # float steps: stop excluded
-        return [start + i * step for i in range(count)]
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return list(range(start, stop, step))
+        # in decimal, as written: range(0.1, 0.35, 0.1) is 0.1, 0.2, 0.3 (not 0.30000000000000004)
+        first, last, by = (Decimal(repr(v)) for v in (start, stop, step))
+        count = max(0, math.ceil((last - first) / by))
+        return [float(first + i * by) for i in range(count)]
     if set(spec) == {"log_range"} and isinstance(spec["log_range"], list) \
             and len(spec["log_range"]) == 3:
         low, high, n = spec["log_range"]
@@ -237,6 +242,7 @@ def grid_values(spec: Any, where: str) -> list[Any]:
             raise SwevalError(f"{where}: log_range needs [low > 0, high >= low, n >= 2] "
                               "(both ends are included: n = 1 only when low = high).")
         points = [low] if n == 1 else [low * (high / low) ** (i / (n - 1)) for i in range(n)]
+        points[-1] = high  # both ends as given, not as the powers round them
         if isinstance(low, int) and isinstance(high, int):
             return list(dict.fromkeys(int(round(p)) for p in points))
         return points

@@ -112,7 +112,7 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
         SwevalError: ``--tune`` for an algorithm not in ``--algorithms``, an empty grid, an
             unknown parameter or a value of the wrong type.
     """
-    from sweval.evaluators.units import validated_params, variant_label
+    from sweval.evaluators.units import variant_label
 
     listed = [parse_variant(entry) for entry in config.algorithms]
     found = []
@@ -124,7 +124,7 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
             raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
         grid = {param: _distinct(name, param, values) for param, values in grid.items()}
         fixed = _fixed_params(name, grid, listed)
-        params = [validated_params(name, fixed | dict(zip(grid, values, strict=True)))
+        params = [_candidate(name, fixed | dict(zip(grid, values, strict=True)))
                   for values in itertools.product(*grid.values())]
         labels = [variant_label(name, p) for p in params]
         found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid),
@@ -138,6 +138,20 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
     return found
 
 
+def _candidate(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One grid point's parameters, validated together (a model may refuse a combination).
+
+    Raises:
+        SwevalError: naming ``--tune`` and the combination.
+    """
+    from sweval.evaluators.units import validated_params
+
+    try:
+        return validated_params(name, params)
+    except SwevalError as exc:
+        raise SwevalError(f"--tune {name}: the candidate {params} is refused: {exc}") from None
+
+
 def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
     """The grid's values as the algorithm's config reads them (``10.0`` → ``10`` for an
     integer), repeats dropped, first occurrence kept.
@@ -149,7 +163,11 @@ def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
 
     seen: dict[str, Any] = {}
     for value in values:
-        valid = validated_params(name, {param: value})[param]
+        try:
+            valid = validated_params(name, {param: value})[param]
+        except SwevalError as exc:
+            raise SwevalError(f"--tune {name}.{param}: the value {value!r} is refused: {exc}") \
+                from None
         seen.setdefault(json.dumps(valid, sort_keys=True), valid)
     return list(seen.values())
 

@@ -157,6 +157,9 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
         ({"tune": {"item-knn": {"bogus": [1, 2]}}}, "bogus"),
         ({"tune": {"item-knn": {"n_neighbors": []}}}, "at least one value"),
         ({"tune": {"item-knn": {"n_neighbors": ["many"]}}}, "n_neighbors"),
+        ({"tune": {"item-knn": {"n_neighbors": [50, -1]}}},  # QA: --tune was not named
+         r"--tune item-knn.n_neighbors: the value -1 is refused: bad parameters for item-knn: "
+         r"item-knn.n_neighbors: Input should be greater than"),
         ({"tune": {"als": {"factors": [8]}}}, "not in --algorithms"),
         ({"tune_metric": "recall@20"}, "k=20 is not computed"),
         ({"tune_metric": "precision@10"}, "precision is not measured; add it to --metrics"),
@@ -216,7 +219,11 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
     cfg = EvalConfig.load(path)
     assert cfg.tune["item-knn"] == {"n_neighbors": [10, 100, 1000]}
     assert cfg.tune["als"]["factors"] == [8, 16]
-    assert cfg.tune["als"]["regularization"] == pytest.approx([0.01, 0.02, 0.03])
+    assert cfg.tune["als"]["regularization"] == [0.01, 0.02, 0.03]
+    # float steps count in decimal, as written (QA: the label said days=0.30000000000000004)
+    assert parse_grids(["x.y=range(0.1,0.35,0.1)", "x.z=range(0,1,0.25)"]) == {
+        "x": {"y": [0.1, 0.2, 0.3], "z": [0.0, 0.25, 0.5, 0.75]}}
+    assert parse_grids(["x.y=log_range(0.001,3.7,4)"])["x"]["y"][-1] == 3.7
     with pytest.raises(SwevalError, match="log_range needs"):
         EvalConfig.build(algorithms=["item-knn"], tune={"item-knn": {"n_neighbors": {
             "log_range": [0, 10, 3]}}})
