@@ -17,8 +17,9 @@ from sweval.data.errors import SwevalError, file_rows, first_rows
 
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
 _MAX_PLAUSIBLE_SECONDS = 10**11
-#: Epoch seconds of 2000-01-01 and 2100-01-01: read as milliseconds, such values are January 1970.
-_EPOCH_2000_S = 946_684_800
+#: Epoch seconds of 1973-03-03 and 2100-01-01: read as milliseconds, such values fall between
+#: 1970-01-02 and 1970-02-17.
+_EPOCH_1973_S = 100_000_000
 _EPOCH_2100_S = 4_102_444_800
 
 
@@ -98,11 +99,11 @@ def _epoch_seconds(
             f"(data rows {first_rows(file_rows(values, bad))})."
         )
     if time_unit == "ms":
-        if len(numbers) and (numbers >= _EPOCH_2000_S).all() and (numbers < _EPOCH_2100_S).all():
+        if len(numbers) and (numbers >= _EPOCH_1973_S).all() and (numbers < _EPOCH_2100_S).all():
             raise SwevalError(
                 f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
                 f"{iso_utc(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
-                f"January 1970: drop --time-unit ms."
+                f"January or February 1970: drop --time-unit ms."
             )
         return np.floor(numbers / 1000).astype(np.int64)
     if np.abs(numbers).max() >= _MAX_PLAUSIBLE_SECONDS:

@@ -13,6 +13,7 @@ eligible user at all, even with u_min = 0 (its mean would be over nobody).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,8 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.windows import WindowSpec
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +167,14 @@ def build_folds(log: InteractionLog, spec: WindowSpec, *, u_min: int) -> list[Fo
                 skip_reason=reason,
                 train_start=None if spec.train_window_s is None else t_start - spec.train_window_s,
             )
+        )
+    span = log.t_max - log.t_min
+    if span < spec.width_s and not any(len(fold.eligible_users) for fold in folds):
+        _log.warning(
+            "%s: the log spans only %s s (%s to %s), less than one window (%s s): no window has "
+            "anything before it to train on. Is the time column right (--time-col, and "
+            "--time-unit for milliseconds)?", log.source, f"{span:,}", iso_utc(log.t_min),
+            iso_utc(log.t_max), f"{spec.width_s:,}",
         )
     return folds
 

@@ -120,3 +120,17 @@ def test_window_larger_than_span_is_one_fold_with_no_history():
     log = make_log([(1, 1, 10), (1, 2, 20)])
     (fold,) = build_folds(log, WindowSpec(width_s=7 * DAY, n_folds=1), u_min=1)
     assert fold.n_train == 0 and fold.skipped
+
+
+def test_a_log_shorter_than_one_window_without_eligible_users_is_explained(caplog):
+    """QA: a rating column taken for the time (values 1-5: a log of 4 seconds in 1970) only
+    said that every fold was skipped."""
+    log = make_log([("a", "x", 1), ("b", "y", 3), ("a", "y", 5), ("b", "x", 4)])
+    folds = build_folds(log, WindowSpec(width_s=DAY, n_folds=3), u_min=1)
+    assert all(len(fold.eligible_users) == 0 for fold in folds)
+    assert "the log spans only 4 s (1970-01-01T00:00:01Z to 1970-01-01T00:00:05Z), less than " \
+        "one window (86,400 s)" in caplog.text
+    assert "--time-col" in caplog.text
+    caplog.clear()  # a short log whose fold has eligible users is fine
+    build_folds(log, WindowSpec(width_s=DAY, n_folds=1, start=3), u_min=1)
+    assert caplog.text == ""
