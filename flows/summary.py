@@ -320,6 +320,36 @@ def units_line(reused: int, computed: int, code_changed: int, *, planned: bool =
     return line + (f" ({code_changed} because the code changed)" if code_changed else "")
 
 
+def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.DataFrame) -> str:
+    """Why some pairs have fewer than MIN_FOLDS paired folds (``powerless``: their rows of
+    ``significance.csv``), and what to do: evaluate more folds when the run scored fewer than
+    MIN_FOLDS; otherwise name the series scored on fewer of the run's folds (failed units) or
+    the strata that skipped folds, for which more folds are not the remedy."""
+    intervals = ("the intervals are rough" if (powerless["n_folds"] > 1).any()
+                 else f"the intervals are {NO_INTERVAL}")
+    said = f"the tests have no power and report no p-value; {intervals}"
+    n_used = int((~folds["skipped"].astype(bool)).sum())
+    if n_used < MIN_FOLDS:
+        return (f"fewer than {MIN_FOLDS} paired folds: {said}. Evaluate more folds (--folds) "
+                "before calling a difference real.")
+    every = summary[summary["stratum"] == "all"]
+    scored = every.groupby("algorithm", sort=False)["n_folds"].max()
+    paired = set(powerless.loc[powerless["stratum"] == "all", ["algorithm_a", "algorithm_b"]]
+                 .to_numpy().ravel().tolist())
+    short = [f"{name} on {int(scored[name])}" for name in scored.index
+             if name in paired and scored[name] < n_used]
+    reasons = []
+    if short:
+        reasons.append(f"{', '.join(short)} of the {n_used} folds the run scored (its other "
+                       "units failed or were skipped: see above)")
+    strata = sorted(set(powerless["stratum"].astype(str)) - {"all"})
+    if strata:
+        reasons.append(f"folds skipped in stratum {', '.join(strata)} (u_min applies per "
+                       "stratum)")
+    why = "; ".join(reasons) or "see significance.csv"
+    return f"fewer than {MIN_FOLDS} paired folds for some pairs: {why}. For those, {said}."
+
+
 def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Console) -> None:
     """What the "best's lead" row means, the warning when folds are too few for a test, and the
     policy effect's count of significant differences (``significance_strata.csv``)."""
@@ -333,13 +363,8 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
     )
     powerless = significance[significance["note"] == NO_POWER]
     if len(powerless):
-        intervals = ("the intervals are rough" if (powerless["n_folds"] > 1).any()
-                     else f"the intervals are {NO_INTERVAL}")
-        console.print(
-            f"fewer than {MIN_FOLDS} paired folds: the tests have no power and report no p-value; "
-            f"{intervals}. Evaluate more folds (--folds) before calling a difference real.",
-            style="yellow", highlight=False,
-        )
+        console.print(no_power_advice(powerless, outputs.summary, outputs.folds),
+                      style="yellow", highlight=False)
     strata = outputs.significance_strata
     if strata is not None and not strata.empty:
         at = strata[(strata["metric"] == "recall") & (strata["test"] == "wilcoxon")]

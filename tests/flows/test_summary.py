@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from sweval.evaluators.significance import NO_POWER
 from sweval.flows.summary import summary_table
 
 
@@ -92,6 +93,24 @@ def test_fewer_than_five_folds_say_no_power():
     results = long_results({"a": [0.1, 0.2, 0.1, 0.2], "b": [0.3, 0.4, 0.3, 0.4]})
     text = render_with_lead(results)
     assert "no power" in text and "p=" not in text
+
+
+def test_no_power_advice_says_why_the_pairs_are_short():
+    """QA: a run of 8 folds whose runner-up failed on 4 said "Evaluate more folds (--folds)"."""
+    from sweval.flows.summary import no_power_advice
+
+    eight = [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11]
+    results = long_results({"a": eight, "b": [x + 0.05 for x in eight]})
+    results = results[~((results["algorithm"] == "b") & (results["fold"] >= 4))]
+    summary, significance = summary_of(results)
+    powerless = significance[significance["note"] == NO_POWER]
+    assert set(powerless[["algorithm_a", "algorithm_b"]].to_numpy().ravel()) == {"a", "b"}
+    folds = pd.DataFrame({"fold": range(8), "skipped": False})
+    said = no_power_advice(powerless, summary, folds)
+    assert "b on 4 of the 8 folds the run scored (its other units failed" in said
+    assert "--folds" not in said
+    folds["skipped"] = [False] * 4 + [True] * 4  # the run itself scored 4 folds
+    assert "Evaluate more folds (--folds)" in no_power_advice(powerless, summary, folds)
 
 
 def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
