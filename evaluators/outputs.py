@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -103,6 +103,8 @@ class Measuring:
     #: ``{unit key: result}`` measured by the fold tasks (:func:`measure_computed`), on this
     #: plan's log codes; the other units are loaded from the store and measured here
     results: dict[str, UnitResult] = field(default_factory=dict)
+    #: the keys of the units this run computed (``units.csv``'s ``reused`` is False for them)
+    computed: set[str] = field(default_factory=set)
 
     def facts_of(self, split: Split) -> ItemFacts | None:
         """The split's item facts, when the run's metrics need them."""
@@ -115,18 +117,19 @@ class Measuring:
 
 def collect(
     plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = (),
-    results: Mapping[str, UnitResult] | None = None,
+    results: Mapping[str, UnitResult] | None = None, computed: Iterable[str] = (),
 ) -> Outputs:
     """Assemble the tables from the finished units, measured at the run's k (every unit must
     be in the store, except the ``failed`` ones, which have no rows). ``results``: the units
     already measured where they were computed (:func:`measure_computed`), by key; the others
-    are loaded from the store and measured here."""
+    are loaded from the store and measured here. ``computed``: the keys of the units this run
+    computed (the others it reused)."""
     rows: list[dict[str, Any]] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     skip = frozenset(failure.key for failure in failed)
     measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={},
-                          results=dict(results or {}))
+                          results=dict(results or {}), computed=set(computed))
     for fold in plan.folds:
         for spec in plan.specs:
             fold_rows, record = algorithm_rows(measuring, fold.index, spec.label, skip=skip)
@@ -210,7 +213,7 @@ def algorithm_rows(
     record = (
         {"fold": fold.index, "algorithm": name, "device": result.device}
         | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
-        | {"unit_key": unit.key}
+        | {"unit_key": unit.key, "reused": unit.key not in measuring.computed}
     )
     return rows, record
 
@@ -228,6 +231,7 @@ def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
         # planned as reused, deleted since (a `sweval cache prune` running beside this run)
         _log.warning("unit (fold %d, %s) left the store while this run used it; computing it "
                      "again", unit.split.index, unit.spec.label)
+        measuring.computed.add(unit.key)
         return measure_lists(measuring, unit, compute_unit(unit, store))
     return measure_lists(measuring, unit, store.load(unit.key, unit.split.log))
 

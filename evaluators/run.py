@@ -405,7 +405,7 @@ def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outpu
     computed = run_units(plan, store, failures=failures, results=results)
     n_units = len({unit.key for unit in plan.units})
     outputs = replace(
-        collect(plan, store, failed=failures, results=results),
+        collect(plan, store, failed=failures, results=results, computed=results.keys()),
         n_reused=n_units - computed - len({failure.key for failure in failures}),
         n_computed=computed, n_code_changed=min(code_changed, computed),
     )

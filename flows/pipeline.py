@@ -285,6 +285,7 @@ class Evaluation:
         self.store.planned()  # every unit it reuses is marked used now (sweval cache prune)
         self.code_changed = outdated_by_code(self.missing, self.store)
         self.computed = 0
+        self.computed_keys: set[str] = set()
         self.failed: list[UnitFailure] = []
         self.tracking_deferred = False
         #: Finished folds not logged to MLflow yet, and when the last logging call was.
@@ -402,6 +403,7 @@ class Evaluation:
         if outcome.log == self.plan.log.fingerprint():  # measured on this log's codes
             self.measuring.results |= outcome.measured
         self.computed += len(outcome.measured)
+        self.computed_keys |= outcome.measured.keys()
         if self.tracker is not None and not self.tracking_deferred:
             self.unlogged.append(job)
             if time.monotonic() - self.logged_at >= TRACKING_INTERVAL_S:
@@ -437,7 +439,7 @@ class Evaluation:
         """Collect the tables from the store, write them and the report to the output directory."""
         outputs = replace(
             collect(self.plan, self.store, failed=self.failed,
-                    results=self.measuring.results),
+                    results=self.measuring.results, computed=self.computed_keys),
             n_reused=self.taken_from_store - len({failure.key for failure in self.failed}),
             n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
         )

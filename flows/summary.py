@@ -244,7 +244,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
                            for stratum, (used_, skipped) in strata.items())
         console.print(f"  folds per stratum (each skips its own by u_min): {counts}",
                       style="dim", markup=False, highlight=False)
-    line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed)
+    line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed,
+                      failed=len({failure.key for failure in outputs.failed}))
     console.print(f"units: {line}")
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
@@ -310,14 +311,17 @@ def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
     return lines
 
 
-def units_line(reused: int, computed: int, code_changed: int, *, planned: bool = False) -> str:
-    """``reused 10 units, computed 5 (3 because the code changed)``: the second part only when
-    some computed units were stored as computed by other code
-    (:func:`evaluators.units.outdated_by_code`); ``planned``, before the work:
+def units_line(reused: int, computed: int, code_changed: int, *, planned: bool = False,
+               failed: int = 0) -> str:
+    """``reused 10 units, computed 5 (3 because the code changed), 2 failed``: the part in
+    brackets only when some computed units were stored as computed by other code
+    (:func:`evaluators.units.outdated_by_code`), the last only when some units' algorithms
+    raised (tried again on every run: they are never stored); ``planned``, before the work:
     ``reusing 10 units, computing 5 (...)``."""
     done, doing = ("reusing", "computing") if planned else ("reused", "computed")
     line = f"{done} {plural(reused, 'unit')}, {doing} {computed}"
-    return line + (f" ({code_changed} because the code changed)" if code_changed else "")
+    line += f" ({code_changed} because the code changed)" if code_changed else ""
+    return line + (f", {failed} failed" if failed else "")
 
 
 def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.DataFrame) -> str:

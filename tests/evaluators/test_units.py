@@ -108,6 +108,11 @@ def test_adding_an_algorithm_a_k_and_a_fold_computes_only_the_new_units(
     assert sorted(name for _, name in fits) == ["als", "pop", "pop", "pop", "pop"]
     assert [fold for fold, name in fits if name == "als"] == [0]
     assert "reused 3 units, computed 5" in capsys.readouterr().out
+    # units.csv says which units this run computed (QA: a rerun's could not be told apart)
+    units = pd.read_csv(tmp_path / "x" / "units.csv")
+    computed = units.loc[~units["reused"], ["fold", "algorithm"]]
+    assert sorted(computed.itertuples(index=False, name=None)) == sorted(fits)
+    assert units["reused"].sum() == 3
 
 
 def test_parameter_spellings_share_units_and_a_changed_parameter_recomputes_only_its_own(
@@ -515,3 +520,4 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     monkeypatch.setattr(run_module, "run_units", then_prune)
     again = run_local(config(tmp_path))
     pd.testing.assert_frame_equal(again.results, first)
+    assert again.units["reused"].tolist() == [False] + [True] * (len(again.units) - 1)

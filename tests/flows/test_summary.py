@@ -382,6 +382,8 @@ def test_counts_of_one_are_singular():
     assert units_line(0, 1, 1) == "reused 0 units, computed 1 (1 because the code changed)"
     # at the start (-v), before any unit is computed, the line says what will be done
     assert units_line(3, 24, 0, planned=True) == "reusing 3 units, computing 24"
+    # units whose algorithm raised are tried on every run and counted (QA: they were not)
+    assert units_line(26, 6, 0, failed=4) == "reused 26 units, computed 6, 4 failed"
 
 
 def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
