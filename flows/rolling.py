@@ -15,12 +15,15 @@ transactions before its end, so a run finds every earlier window's unit in the s
 only the new windows. ``<output>/rolling.json`` records how far the series got::
 
     {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "horizon": t_0 + n·tΔ,
-     "prefix_fingerprint": hash of every transaction before the horizon}
+     "prefix_fingerprint": hash of every transaction before the horizon,
+     "prefix_rows": their count, "first_event": the log's first timestamp}
 
 The results of the evaluated folds depend only on transactions before the horizon. If those
 changed (rewritten history, late events inserted before the horizon, a different configuration),
 the series starts over: the MLflow run record is dropped and a new parent run begins (the changed
-windows get new unit keys by themselves; no unit is deleted). Otherwise the same MLflow parent run and child runs receive the new steps, so the
+windows get new unit keys by themselves; no unit is deleted). A log that lost transactions before
+the horizon, or gained some before its first event, is an error instead
+(:func:`lost_or_corrupt`): a partial export or a row cut short must not split the series. Otherwise the same MLflow parent run and child runs receive the new steps, so the
 MLflow UI shows one growing time series per algorithm.
 """
 
@@ -130,10 +133,17 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
             previous = int(state["n_folds"])
         else:
             horizon = state.get("horizon")
+            lost = lost_or_corrupt(state, log, n_folds, output)
+            if lost is not None:
+                raise SwevalError(f"{log.source}: {lost}")
+            counts = ""
+            if horizon is not None and "prefix_rows" in state:
+                counts = (f" ({log.position(int(horizon)):,} transactions before it now, "
+                          f"{int(state['prefix_rows']):,} at the last run)")
             _log.warning(
-                "rolling: the data before %s changed; starting a new series in %s",
+                "rolling: the data before %s changed%s; starting a new series in %s",
                 iso_utc(int(horizon)) if horizon is not None else "the last evaluated window's end",
-                output,
+                counts, output,
             )
             reset(output)
             if config.start is None:
@@ -149,6 +159,44 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
     return RollingStep(plan=replace(plan, key=key), previous_folds=previous)
 
 
+#: How many suspicious transactions an error names.
+SHOWN_TRANSACTIONS = 3
+
+
+def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, n_folds: int,
+                    output: Path) -> str | None:
+    """Why the log, changed before the series' horizon, looks broken rather than revised, or
+    None. A revision (late events, rewritten history) starts a new series; these stop the run,
+    since a new series would split the MLflow history for good over a bad export:
+
+    - the log ends before the horizon, or holds fewer transactions before it than at the last
+      run: transactions were lost (a partial export, a file being rewritten);
+    - transactions dated before the log's first event at the last run: a row cut short while
+      being written (``64,231,88974`` for ``...,889740880``) reads as an event in 1970.
+    """
+    horizon = int(state["horizon"])
+    remedy = (f" If the log is right as it is, delete {output / STATE_FILE} to start a new "
+              "series on it (no unit is deleted).")
+    if n_folds < int(state.get("n_folds", 0)):
+        return (f"the log now ends at {iso_utc(log.t_max)}, before the end of the windows the "
+                f"rolling series has evaluated ({iso_utc(horizon)}): it lost its latest "
+                f"transactions (a partial export?).{remedy}")
+    if "prefix_rows" in state and log.position(horizon) < int(state["prefix_rows"]):
+        return (f"{log.position(horizon):,} transactions before {iso_utc(horizon)}, "
+                f"{int(state['prefix_rows']):,} at the rolling series' last run: the log lost "
+                f"transactions it had evaluated (a partial export?).{remedy}")
+    first = state.get("first_event")
+    if first is not None and log.t_min < int(first):
+        early = log.position(int(first))
+        shown = ", ".join(
+            f"user {log.user_ids[log.user[i]]}, item {log.item_ids[log.item[i]]} at "
+            f"{iso_utc(int(log.timestamp[i]))}" for i in range(min(early, SHOWN_TRANSACTIONS)))
+        return (f"{early:,} transaction(s) dated before the log's first event at the rolling "
+                f"series' last run ({iso_utc(int(first))}): {shown}. A row cut short while the "
+                f"file was written, or a wrong time unit?{remedy}")
+    return None
+
+
 def record(step: RollingStep) -> None:
     """Write ``rolling.json`` after a successful run."""
     plan = step.plan
@@ -162,6 +210,8 @@ def record(step: RollingStep) -> None:
         "n_folds": plan.config.folds,
         "horizon": horizon,
         "prefix_fingerprint": prefix_fingerprint(plan.log, horizon),
+        "prefix_rows": plan.log.position(horizon),
+        "first_event": plan.log.t_min,
         "data_fingerprint": plan.log.fingerprint(),
     }
     path = Path(plan.config.output) / STATE_FILE

@@ -62,6 +62,7 @@ def build_deployment(
         schedules=[schedule],
         parameters={"config": config.model_dump(mode="json"), "rolling": rolling},
         concurrency_limit=1,
+        paused=False,  # a restarted serve resumes the schedule its stop paused
         description=(
             f"SW-EVAL {mode} evaluation of {config.dataset_name} ({config.window} windows), "
             f"cron {cron!r} {timezone}; outputs in {config.output}."
@@ -107,8 +108,8 @@ def serve(
     from sweval.flows.processes import STOP_SIGNALS
 
     deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
-    runner = Runner(pause_on_shutdown=False)
-    runner.add_deployment(deployment)
+    runner = Runner(pause_on_shutdown=False)  # leave_deployment pauses it, whatever the stop
+    deployment_id = runner.add_deployment(deployment)
     # Prefect's runner answers SIGTERM by leaving its event loop at once, and its flow-run
     # processes are killed with the loop's tasks, before they can unwind: their MLflow runs
     # and Prefect flow runs stayed RUNNING. Each stop signal now lets them unwind first.
@@ -117,7 +118,53 @@ def serve(
         signal.signal(signum, _stop)
     if announce is not None:
         announce()
-    asyncio.run(runner.start())
+    try:
+        asyncio.run(runner.start())
+    finally:
+        leave_deployment(deployment_id)
+
+
+def leave_deployment(deployment_id: Any) -> list[str]:
+    """What ``sweval serve`` does as it stops, after its flow runs have ended:
+
+    - pause the deployment: Prefect deletes its scheduled runs, so none pile up Late while
+      nothing serves it, to run back to back (under the old schedule too) when serve starts
+      again (:func:`build_deployment` resumes it; the first run after a restart evaluates
+      every window that became complete meanwhile);
+    - mark CRASHED its flow runs left PENDING: ones this process was submitting when it
+      stopped (their process not started yet). Left as they were, they hold the deployment's
+      one concurrency slot until Prefect's lease expires (minutes), and the UI shows them
+      PENDING for good.
+
+    Returns the crashed runs' names; an API that does not answer is left alone (Prefect's
+    lease frees the slot)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        DeploymentFilter,
+        DeploymentFilterId,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    crashed = []
+    try:
+        with get_client(sync_client=True) as client:
+            client.pause_deployment(deployment_id)
+            runs = client.read_flow_runs(
+                deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment_id])),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
+                    type=FlowRunFilterStateType(any_=[StateType.PENDING]))),
+            )
+            for run in runs:
+                client.set_flow_run_state(run.id, Crashed(
+                    message="sweval serve stopped while submitting it"), force=True)
+                crashed.append(run.name)
+    except Exception as exc:  # noqa: BLE001  (stopping: say it, do not raise over the stop)
+        logging.getLogger(__name__).debug("deployment %s left as it is: %s", deployment_id, exc)
+    return crashed
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:

@@ -33,6 +33,12 @@ def test_served_deployment_is_registered_with_its_cron_schedule(write_log, make_
     assert deployment.parameters["rolling"] is True
     assert EvalConfig.build(**deployment.parameters["config"]) == config
     assert deployment.global_concurrency_limit.limit == 1  # runs of one output dir never overlap
+    # a stopped serve pauses it (Runner(pause_on_shutdown=True)); serving it again resumes it
+    with get_client(sync_client=True) as client:
+        client.pause_deployment(deployment_id)
+        assert client.read_deployment(deployment_id).paused
+        build_deployment(config, name="test-rolling", cron="0 3 * * *").apply()
+        assert not client.read_deployment(deployment_id).paused
 
 
 def test_deployment_rejects_a_bad_cron_and_needs_no_start(write_log, make_config) -> None:
@@ -64,3 +70,28 @@ def test_prefect_yaml_declares_valid_deployments() -> None:
     assert nightly["parameters"]["rolling"] is True
     schedule = nightly["schedules"][0]
     assert CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"]).cron == "0 3 * * *"
+
+
+def test_runs_left_pending_by_a_stopped_serve_are_crashed_and_free_the_slot(
+    write_log, make_config
+) -> None:
+    """QA: SIGTERM to `sweval serve` while it submitted a run left that run PENDING for good,
+    holding the deployment's one concurrency slot: the next run waited 5.5 minutes."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Pending
+
+    from sweval.flows.serve import leave_deployment
+
+    config = make_config(write_log(8))
+    deployment_id = build_deployment(config, name="test-pending").apply()
+    with get_client(sync_client=True) as client:
+        pending = client.create_flow_run_from_deployment(deployment_id)
+        assert client.set_flow_run_state(pending.id, Pending()).state.type == StateType.PENDING
+        other = client.create_flow_run_from_deployment(deployment_id)  # still SCHEDULED
+        assert leave_deployment(deployment_id) == [pending.name]
+        assert client.read_flow_run(pending.id).state.type == StateType.CRASHED
+        assert client.read_deployment(deployment_id).paused
+        # a manual run of the paused deployment is kept, and may start at once (the slot is free)
+        assert client.read_flow_run(other.id).state.type == StateType.SCHEDULED
+        assert client.set_flow_run_state(other.id, Pending()).state.type == StateType.PENDING

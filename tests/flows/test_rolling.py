@@ -117,3 +117,70 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     _PLANS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
         compute_fold(**batch_job)
+
+
+def _recorded_series(write_log, make_config, frame: pd.DataFrame):
+    """A rolling series of 3 daily windows recorded over ``frame`` (no flow run needed)."""
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling, record
+
+    config = make_config(write_log(frame=frame), start=None, folds=3, tracking=False)
+    Path(config.output).mkdir(parents=True)
+    step = plan_rolling(config, load_data(config))
+    assert step is not None
+    record(step)
+    return config, json.loads((Path(config.output) / "rolling.json").read_text())
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("shrank", r"the log now ends at .*, before the end of the windows the rolling series has "
+               r"evaluated .*: it lost its latest transactions"),
+    ("lost a row", r"transactions before .*at the rolling series' last run: the log lost"),
+    ("row cut short", r"1 transaction\(s\) dated before the log's first event at the rolling "
+                      r"series' last run \(.*\): user u1, item i2 at 1970-01-02T00:42:54Z\. "
+                      r"A row cut short"),
+    ("negative time", r"user u1, item i2 at 1969-12-31T23:59:55Z"),
+])
+def test_a_log_that_lost_transactions_or_gained_some_before_its_start_stops_the_series(
+    write_log, make_config, change: str, message: str
+) -> None:
+    """QA: an export caught half-written (its last row cut to `64,231,88974`: an event in
+    1970) or a partial one restarted the series with a warning and changed numbers, and the
+    next complete export split the MLflow history again."""
+    from sweval.data.errors import SwevalError
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling
+
+    frame = log_frame(6.5)
+    config, state = _recorded_series(write_log, make_config, frame)
+    assert state["prefix_rows"] > 0 and state["first_event"] == frame["timestamp"].min()
+    if change == "shrank":
+        frame = frame[frame["timestamp"] < state["horizon"] - DAY]
+    elif change == "lost a row":
+        frame = frame.drop(index=frame.index[frame["timestamp"] < state["horizon"]][-1])
+    else:
+        stamp = 88_974 if change == "row cut short" else -5
+        frame = pd.concat([frame, pd.DataFrame({"user": ["u1"], "item": ["i2"],
+                                                "timestamp": [stamp]})])
+    write_log(frame=frame)
+    with pytest.raises(SwevalError, match=message) as error:
+        plan_rolling(config, load_data(config))
+    assert "delete" in str(error.value) and "rolling.json to start a new series" in str(error.value)
+    assert (Path(config.output) / "rolling.json").exists()  # the series is kept
+
+
+def test_late_events_restart_the_series_and_say_how_many_transactions_changed(
+    write_log, make_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling
+
+    frame = log_frame(6.5)
+    config, state = _recorded_series(write_log, make_config, frame)
+    late = pd.DataFrame({"user": ["u1"], "item": ["i2"], "timestamp": [state["horizon"] - 60]})
+    write_log(frame=pd.concat([frame, late]))
+    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+        assert plan_rolling(config, load_data(config)) is not None
+    n = state["prefix_rows"]
+    assert (f"changed ({n + 1:,} transactions before it now, {n:,} at the last run); "
+            "starting a new series") in caplog.text

@@ -183,6 +183,12 @@ def test_serve_stops_its_flow_run_processes(
         run_deployment(f"sliding-window-eval/{name}", timeout=0)
         wait_for(lambda: len(tree(process.pid)) >= 2, process, log, "running a flow run")
         stop_and_check(process, marker, log, signum)
+    # paused while nothing serves it: no scheduled run piles up Late (QA: 7 ran back to back
+    # after a restart, under the old schedule)
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        assert client.read_deployment_by_name(f"sliding-window-eval/{name}").paused
 
 
 def test_serve_stopped_mid_run_lets_its_flow_run_end_as_stopped(
