@@ -125,6 +125,33 @@ class HideReportedErrors(logging.Filter):
         return "SwevalError" not in message and "Failed to reach API" not in message
 
 
+class UserErrorsWithoutTraceback(logging.Filter):
+    """Keep a record about a :class:`SwevalError` (a bad option, a bad log) but drop its
+    traceback: the error's message names the file, column and rows, and the traceback of the
+    engine's frames around it, printed twice per failed flow run (Prefect's "Encountered
+    exception during execution" and "Engine execution exited"), buried it in ``sweval serve``'s
+    output and in the Prefect UI."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from sweval.data.errors import SwevalError
+
+        if record.exc_info and isinstance(record.exc_info[1], SwevalError):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def user_errors_without_traceback() -> None:
+    """Install :class:`UserErrorsWithoutTraceback` on every handler of the root logger and of
+    Prefect's loggers (the console's and the API's), once; called as a flow run starts, in
+    whatever process runs it (``sweval run``, a served or deployed run, a worker's)."""
+    manager = logging.root.manager
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(manager.loggerDict)
+                                      if name.startswith("prefect"))]
+    for handler in {handler for logger in loggers for handler in logger.handlers}:
+        if not any(isinstance(f, UserErrorsWithoutTraceback) for f in handler.filters):
+            handler.addFilter(UserErrorsWithoutTraceback())
+
+
 class LostApiInOneLine(logging.Filter):
     """Prefect's API gone during a run (``sweval down``, a crash), in one terminal line.
 

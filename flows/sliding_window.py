@@ -62,6 +62,7 @@ from sweval.flows.pipeline import (
     prepare,
 )
 from sweval.flows.processes import is_stop
+from sweval.flows.settings import user_errors_without_traceback
 from sweval.flows.summary import progress_bar
 
 _log = logging.getLogger(__name__)
@@ -270,6 +271,7 @@ def sliding_window_eval(config: EvalConfig, rolling: bool = False) -> Outputs | 
     """
     from prefect.runtime import flow_run
 
+    user_errors_without_traceback()
     # one run per output directory (SwevalError otherwise); a live run of its unit store
     with output_lock(config.output) as previous, unit_store(config).in_use():
         for line in settle_flow_runs(config.output, previous, flow_run.id):

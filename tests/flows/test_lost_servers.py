@@ -156,3 +156,29 @@ def test_mlflows_retries_are_said_once():
     other = logging.LogRecord("sweval.flows.pipeline", logging.WARNING, "", 0,
                               "Retrying (not urllib3)", (), None)
     assert retries.filter(other) and other.getMessage() == "Retrying (not urllib3)"
+
+
+def test_a_user_error_is_logged_without_its_traceback_other_errors_with_it() -> None:
+    """QA: each served run with a bad log printed its error twice with the engine's whole
+    traceback (8 tracebacks for 4 runs); the message already names the file, column and rows."""
+    import io
+
+    from sweval.data.errors import SwevalError
+    from sweval.flows.settings import UserErrorsWithoutTraceback
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(UserErrorsWithoutTraceback())
+    logger = logging.getLogger("sweval.test.user_errors")
+    logger.addHandler(handler)
+    try:
+        for error in (SwevalError("log.csv: column 'timestamp' ..."), ValueError("a bug")):
+            try:
+                raise error
+            except Exception:
+                logger.exception("Encountered exception during execution: %r", error)
+    finally:
+        logger.removeHandler(handler)
+    text = stream.getvalue()
+    assert "SwevalError(\"log.csv: column 'timestamp' ...\")" in text
+    assert text.count("Traceback") == 1 and "ValueError: a bug" in text
