@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,7 +120,18 @@ def read_file(
             f"{path}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
             f"{exc})."
         ) from exc
-    except (OSError, pd.errors.ParserError) as exc:
+    except pd.errors.ParserError as exc:
+        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        if fields is not None:
+            expected, line, saw = map(int, fields.groups())
+            raise SwevalError(
+                f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header "
+                f"has {expected}: a separator inside a value (quote it) or a stray column."
+            ) from exc
+        raise SwevalError(
+            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+        ) from exc
+    except OSError as exc:
         raise SwevalError(
             f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
