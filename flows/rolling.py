@@ -23,8 +23,9 @@ changed (rewritten history, late events inserted before the horizon, a different
 the series starts over: the MLflow run record is dropped and a new parent run begins (the changed
 windows get new unit keys by themselves; no unit is deleted). A log that lost transactions before
 the horizon, or gained some before its first event, is an error instead
-(:func:`lost_or_corrupt`): a partial export or a row cut short must not split the series. Otherwise the same MLflow parent run and child runs receive the new steps, so the
-MLflow UI shows one growing time series per algorithm.
+(:func:`lost_or_corrupt`): a partial export or a row cut short must not split the series.
+Otherwise the same MLflow parent run and child runs receive the new steps, so the MLflow UI
+shows one growing time series per algorithm.
 """
 
 from __future__ import annotations
