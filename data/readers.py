@@ -124,10 +124,7 @@ def read_file(
         fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
         if fields is not None:
             expected, line, saw = map(int, fields.groups())
-            raise SwevalError(
-                f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header "
-                f"has {expected}: a separator inside a value (quote it) or a stray column."
-            ) from exc
+            raise _ragged_row(path, line, saw, expected) from exc
         raise SwevalError(
             f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
@@ -176,10 +173,23 @@ def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd
         path, sep=sep, compression=compression(path), encoding="utf-8-sig",
         dtype=dict.fromkeys(text_columns, str),
     )  # fmt: skip
+    if not isinstance(frame.index, pd.RangeIndex):  # pandas took the surplus for an index
+        n_header = len(frame.columns)
+        raise _ragged_row(path, 2, n_header + frame.index.nlevels, n_header)
     for column in text_columns:
         if column in frame.columns:
             frame[column] = _stripped(frame[column])
     return frame
+
+
+def _ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
+    """The error for a CSV line with more fields than the header. Pandas raises for such a line
+    after the first data line; on the first one it takes the surplus fields, silently, for the
+    row index (and every column shifts): both say the same here."""
+    return SwevalError(
+        f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
+        f"{expected}: a separator inside a value (quote it) or a stray column."
+    )
 
 
 def _stripped(values: pd.Series) -> pd.Series:

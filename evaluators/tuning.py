@@ -159,8 +159,13 @@ def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
     Raises:
         SwevalError: an unknown parameter or a value of the wrong type.
     """
+    from sweval.algorithms.registry import algorithm_class
     from sweval.evaluators.units import validated_params
 
+    known = algorithm_class(name).Config.model_fields
+    if param not in known:
+        raise SwevalError(f"--tune {name}.{param}: {name} has no parameter {param!r} "
+                          f"(parameters: {', '.join(known) or 'none'}).")
     seen: dict[str, Any] = {}
     for value in values:
         try:

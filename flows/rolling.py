@@ -176,8 +176,11 @@ def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, n_folds: int,
       being written (``64,231,88974`` for ``...,889740880``) reads as an event in 1970.
     """
     horizon = int(state["horizon"])
-    remedy = (f" If the log is right as it is, delete {output / STATE_FILE} to start a new "
-              "series on it (no unit is deleted).")
+    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
+
+    remedy = (f" If the log is right as it is, delete {output / STATE_FILE} and "
+              f"{output / TRACKING_FILE} to start a new series on it (a new MLflow parent run; "
+              "no unit is deleted).")
     if n_folds < int(state.get("n_folds", 0)):
         return (f"the log now ends at {iso_utc(log.t_max)}, before the end of the windows the "
                 f"rolling series has evaluated ({iso_utc(horizon)}): it lost its latest "
@@ -189,12 +192,12 @@ def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, n_folds: int,
     first = state.get("first_event")
     if first is not None and log.t_min < int(first):
         early = log.position(int(first))
-        shown = ", ".join(
-            f"user {log.user_ids[log.user[i]]}, item {log.item_ids[log.item[i]]} at "
-            f"{iso_utc(int(log.timestamp[i]))}" for i in range(min(early, SHOWN_TRANSACTIONS)))
+        shown = "; ".join(
+            f"(user {log.user_ids[log.user[i]]}, item {log.item_ids[log.item[i]]}, "
+            f"{iso_utc(int(log.timestamp[i]))})" for i in range(min(early, SHOWN_TRANSACTIONS)))
         return (f"{early:,} transaction(s) dated before the log's first event at the rolling "
                 f"series' last run ({iso_utc(int(first))}): {shown}. A row cut short while the "
-                f"file was written, or a wrong time unit?{remedy}")
+                f"file was written, a wrong time unit, or older history added?{remedy}")
     return None
 
 

@@ -154,7 +154,8 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"tune": {"item-knn": {"bogus": [1, 2]}}}, "bogus"),
+        ({"tune": {"item-knn": {"bogus": [1, 2]}}},
+         r"--tune item-knn.bogus: item-knn has no parameter 'bogus' \(parameters: n_neighbors"),
         ({"tune": {"item-knn": {"n_neighbors": []}}}, "at least one value"),
         ({"tune": {"item-knn": {"n_neighbors": ["many"]}}}, "n_neighbors"),
         ({"tune": {"item-knn": {"n_neighbors": [50, -1]}}},  # QA: --tune was not named
