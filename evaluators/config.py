@@ -46,6 +46,7 @@ _NON_RESULT_FIELDS = {
     "system_metrics", "incremental",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
+    "lag",  # when a rolling run evaluates a window, not what it computes
 }
 
 
@@ -111,6 +112,12 @@ class EvalConfig(BaseModel):
         default=None,
         description="Start of the first window (ISO date/time or epoch s). Default: windows "
         "aligned to end after the last event.",
+    )
+    lag: Annotated[str | None, Cli(PROTOCOL)] = Field(
+        default=None,
+        description="Rolling mode: a window counts as complete once the log reaches this far "
+        "past its end (e.g. 1D), so events that arrive up to this late are in it before it is "
+        "evaluated, instead of starting a new series. Default: complete at its end.",
     )
     train_window: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,

@@ -3,7 +3,8 @@
 The window start t_0 is fixed by ``--start`` (without it, the series' first run fixes t_0 so that
 it evaluates the last ``--folds`` complete windows, and later runs keep it); the width tΔ by
 ``--window``. A run re-reads the log and evaluates every window [t_f, t_f + tΔ) with
-t_f + tΔ ≤ t_max + 1 s (the complete ones) that the series has not evaluated yet::
+t_f + tΔ + lag ≤ t_max + 1 s (the complete ones; ``--lag``, 0 by default, leaves time for late
+events to arrive before a window is evaluated) that the series has not evaluated yet::
 
     t_0        t_1        t_2        t_3        t_4   t_max
     [  f0    )[  f1    )[  f2    )[  f3    )[  f4 ..│        run 1: f0..f3 complete
@@ -46,7 +47,7 @@ from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import Plan, make_plan, window_spec
-from sweval.evaluators.windows import parse_time
+from sweval.evaluators.windows import parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
         SwevalError: an unusable output directory.
     """
     spec = window_spec(config)
+    lag = parse_duration(config.lag, option="--lag") if config.lag is not None else 0
     output = Path(config.output)
     key = rolling_key(config)
     state = read_state(output)
@@ -121,20 +123,22 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
     elif state:
         t0 = int(state["start"])
     else:  # the last `folds` complete windows, aligned to multiples of the width since 1970
-        t0 = (log.t_max + 1) // spec.width_s * spec.width_s - config.folds * spec.width_s
-    n_folds = (log.t_max + 1 - t0) // spec.width_s
+        t0 = (log.t_max + 1 - lag) // spec.width_s * spec.width_s - config.folds * spec.width_s
+    reached = (log.t_max + 1 - t0) // spec.width_s  # windows the log has reached the end of
+    n_folds = (log.t_max + 1 - lag - t0) // spec.width_s  # ... and past it by the lag
     previous = 0
     if state:
         same = (
             int(state.get("start", t0)) == t0
-            and int(state.get("n_folds", 0)) <= n_folds
+            and int(state.get("n_folds", 0)) <= reached
             and prefix_fingerprint(log, int(state["horizon"])) == state.get("prefix_fingerprint")
         )
         if same:
             previous = int(state["n_folds"])
+            n_folds = max(n_folds, previous)  # a lag raised since keeps what was evaluated
         else:
             horizon = state.get("horizon")
-            lost = lost_or_corrupt(state, log, n_folds, output)
+            lost = lost_or_corrupt(state, log, reached, output)
             if lost is not None:
                 raise SwevalError(f"{log.source}: {lost}")
             counts = ""
@@ -164,14 +168,15 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
 SHOWN_TRANSACTIONS = 3
 
 
-def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, n_folds: int,
+def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, reached: int,
                     output: Path) -> str | None:
     """Why the log, changed before the series' horizon, looks broken rather than revised, or
     None. A revision (late events, rewritten history) starts a new series; these stop the run,
     since a new series would split the MLflow history for good over a bad export:
 
-    - the log ends before the horizon, or holds fewer transactions before it than at the last
-      run: transactions were lost (a partial export, a file being rewritten);
+    - the log ends before the horizon (``reached``: the windows whose end the log reaches),
+      or holds fewer transactions before it than at the last run: transactions were lost (a
+      partial export, a file being rewritten);
     - transactions dated before the log's first event at the last run: a row cut short while
       being written (``64,231,88974`` for ``...,889740880``) reads as an event in 1970.
     """
@@ -181,7 +186,7 @@ def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, n_folds: int,
     remedy = (f" If the log is right as it is, delete {output / STATE_FILE} and "
               f"{output / TRACKING_FILE} to start a new series on it (a new MLflow parent run; "
               "no unit is deleted).")
-    if n_folds < int(state.get("n_folds", 0)):
+    if reached < int(state.get("n_folds", 0)):
         return (f"the log now ends at {iso_utc(log.t_max)}, before the end of the windows the "
                 f"rolling series has evaluated ({iso_utc(horizon)}): it lost its latest "
                 f"transactions (a partial export?).{remedy}")

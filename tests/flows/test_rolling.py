@@ -189,3 +189,31 @@ def test_late_events_restart_the_series_and_say_how_many_transactions_changed(
     n = state["prefix_rows"]
     assert (f"changed ({n + 1:,} transactions before it now, {n:,} at the last run); "
             "starting a new series") in caplog.text
+
+
+def test_a_lag_evaluates_a_window_once_the_log_is_that_far_past_its_end(
+    write_log, make_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """QA: an export that runs a day late split the series at every window (its late events
+    landed in a window already evaluated). With --lag 1D they land before it is evaluated."""
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling, record
+
+    full = log_frame(6.5)
+    config = make_config(write_log(frame=full[full["timestamp"] < T0 + int(4.5 * DAY)]),
+                         start=str(T0 + DAY), tracking=False, lag="1D")
+    Path(config.output).mkdir(parents=True)
+    step = plan_rolling(config, load_data(config))
+    assert step is not None and len(step.plan.folds) == 2  # [1,2) [2,3); [3,4) needs day 5
+    record(step)
+    late = pd.DataFrame({"user": ["u1"], "item": ["i2"], "timestamp": [T0 + 3 * DAY + 60]})
+    write_log(frame=pd.concat([full, late]))  # day 3's late event, and the log reached day 6.5
+    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+        step = plan_rolling(config, load_data(config))
+    assert "changed" not in caplog.text  # the same series: the late event is in a new window
+    assert step is not None and step.previous_folds == 2 and step.new_folds == [2, 3]
+    # a lag raised later keeps what the series evaluated (no "lost transactions" error)
+    record(step)
+    raised = config.model_copy(update={"lag": "3D"})
+    step = plan_rolling(raised, load_data(raised))
+    assert step is not None and step.previous_folds == 4 and step.new_folds == []
