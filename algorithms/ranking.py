@@ -63,34 +63,6 @@ def _top_k_dense(scores, seen_indptr, seen_indices, k: int) -> NDArray[np.int64]
     return out
 
 
-def csr_problem(matrix: sp.csr_matrix, shape: tuple[int, int]) -> str | None:
-    """What is wrong with ``matrix`` as a CSR of ``shape`` whose entries are finite and ≥ 0,
-    or None: the ranking kernels read its column indices as positions, so an index out of range
-    would read or write outside their arrays (a crash, or a silently wrong list), and a negative
-    entry would break the rule that unscored columns rank after the scored ones. One pass over
-    the indices and the values; scipy itself does not check the indices of a CSR built from
-    ``(data, indices, indptr)``."""
-    if matrix.shape != shape:
-        return f"has shape {matrix.shape}, expected {shape}"
-    indptr, indices, data = matrix.indptr, matrix.indices, matrix.data
-    if (len(indptr) != shape[0] + 1 or indptr[0] != 0 or indptr[-1] != len(indices)
-            or len(data) != len(indices) or (np.diff(indptr) < 0).any()):
-        return "is not a well-formed CSR (its indptr does not match its indices and data)"
-    if len(indices) == 0:
-        return None
-    low, high = int(indices.min()), int(indices.max())
-    if low < 0 or high >= shape[1]:
-        bad = int(np.flatnonzero((indices < 0) | (indices >= shape[1]))[0])
-        row = int(np.searchsorted(indptr, bad, side="right")) - 1
-        return (f"holds column index {int(indices[bad])} (row {row}), outside 0..{shape[1] - 1}"
-                f" ({shape[1]:,} columns)")
-    with np.errstate(over="ignore", invalid="ignore"):
-        finite = np.isfinite(data.sum()) or bool(np.isfinite(data).all())  # a sum can overflow
-    if not finite or data.min() < 0:
-        return "holds entries that are negative, NaN or infinite (they must be finite and ≥ 0)"
-    return None
-
-
 def top_k_global(
     scores: NDArray[np.float64], matrix: sp.csr_matrix, rows: NDArray[np.int64], k: int
 ) -> NDArray[np.int64]:
