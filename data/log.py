@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError, file_rows, first_rows
 from sweval.data.ids import encode_ids
-from sweval.data.timestamps import normalise_timestamps
+from sweval.data.timestamps import isolated_ends, iso_utc, normalise_timestamps
 
 _log = logging.getLogger(__name__)
 
@@ -191,6 +191,8 @@ class InteractionLog:
             policy_codes = policy_codes[order]
         if basket_codes is not None:
             basket_codes = basket_codes[order]
+
+        warn_isolated_ends(seconds, order, times, source=source, column=time_col)
 
         n_duplicates = 0
         if dedup == "first":
@@ -373,3 +375,29 @@ def first_occurrences(
     from sweval.data.first_seen import first_pair_mask  # numba: import on use
 
     return first_pair_mask(user, item, n_users, n_items)
+
+
+def warn_isolated_ends(
+    seconds: NDArray[np.int64], order: NDArray[np.int64], times: pd.Series, *, source: str,
+    column: str,
+) -> None:
+    """Warn about transactions far before or after the rest of the log
+    (:func:`sweval.data.timestamps.isolated_ends`), naming their data rows: they stay in the log,
+    where a row cut short would enter every fold's training data (and, with ``--dedup first``,
+    replace the pair's real transaction)."""
+    early, late = isolated_ends(seconds)
+    for count, lone, rest, side, edge in (
+        (early, slice(0, early), early, "before", "begins"),
+        (late, slice(len(seconds) - late, None), len(seconds) - late - 1, "after", "ends"),
+    ):
+        if not count:
+            continue
+        years = abs(int(seconds[rest]) - int(seconds[lone][-1 if side == "before" else 0]))
+        rows = file_rows(times, order[lone])
+        _log.warning(
+            "%s: %d transaction(s) lie %.1f years %s the rest of the log in column %r (%s, data "
+            "rows %s; the rest %s at %s): a row cut short, or a time in another unit? They are "
+            "kept: check those rows.",
+            source, count, years / (365.25 * 86_400), side, column, iso_utc(int(seconds[lone][0])),
+            first_rows(np.sort(rows)), edge, iso_utc(int(seconds[rest])),
+        )

@@ -141,3 +141,38 @@ def minute_utc(seconds: int) -> str:
 def iso_utc(seconds: int) -> str:
     """Epoch seconds as ISO 8601 in UTC, as messages show them: ``2015-08-01T12:00:00Z``."""
     return np.datetime_as_string(np.datetime64(int(seconds), "s")) + "Z"
+
+
+#: The least gap that sets a log's first or last transactions apart from the rest
+#: (:func:`isolated_ends`).
+ISOLATED_GAP_S = 365 * 86_400
+
+
+def isolated_ends(seconds: NDArray[np.int64]) -> tuple[int, int]:
+    """How many of the earliest and of the latest transactions lie apart from the rest of the
+    log: a row cut short (``64,231,88974`` for ``...,889740000``: a day of 1970) or a time in
+    another unit, which would otherwise pass as data.
+
+    With ``seconds`` sorted (n of them) and m = max(1, n // 1000), the first j ≤ m transactions
+    are isolated when the gap after them is the largest among the first m + 1, is at least
+    :data:`ISOLATED_GAP_S`, and is longer than the rest spans up to its last m transactions
+    (which may be isolated themselves); the same, mirrored, for the last ones. Logs under 10
+    transactions have none.
+
+    Returns:
+        (early, late): the number of isolated transactions at each end (0 for none).
+    """
+    n = len(seconds)
+    if n < 10:
+        return 0, 0
+    m = max(1, n // 1000)
+    head = np.diff(seconds[: m + 1])
+    j = int(np.argmax(head))  # the first largest gap: after transaction j
+    gap, span = head[j], seconds[n - m - 1] - seconds[j + 1]
+    early = j + 1 if gap >= ISOLATED_GAP_S and gap > span else 0
+    tail = np.diff(seconds[n - m - 1:])
+    j = len(tail) - 1 - int(np.argmax(tail[::-1]))  # the last largest gap: before n − m + j
+    count = len(tail) - j
+    gap, span = tail[j], seconds[n - count - 1] - seconds[m]
+    late = count if gap >= ISOLATED_GAP_S and gap > span else 0
+    return early, late

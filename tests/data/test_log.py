@@ -109,6 +109,55 @@ def test_missing_values_error_or_drop():
     assert len(log) == 1 and log.n_dropped_invalid == 2
 
 
+YEAR = 365 * 86_400
+DAY = 86_400
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [
+        ([0] + [30 * YEAR + d * DAY for d in range(20)], (1, 0)),  # a day of 1970, then 2000
+        ([30 * YEAR + d * DAY for d in range(20)] + [130 * YEAR], (0, 1)),  # one in 2100
+        ([0, 1] + [30 * YEAR + d * DAY for d in range(1998)], (2, 0)),  # m = 2: two cut rows
+        ([0, 1, 2] + [30 * YEAR + d * DAY for d in range(1997)], (0, 0)),  # three: more than m
+        # the gap equals the rest's span (without its last m), or is under a year
+        ([0] + [YEAR + d * DAY for d in range(367)], (0, 0)),
+        ([0] + [YEAR + d * DAY for d in range(366)], (1, 0)),
+        ([0] + [YEAR - DAY + d * DAY for d in range(20)], (0, 0)),
+        ([0] * 9, (0, 0)),  # under 10 transactions
+        # a cut row and a far-future one: each end judged against the rest without the other
+        ([0] + [10 * YEAR + d * DAY for d in range(20)] + [20 * YEAR], (1, 1)),
+    ],
+)
+def test_isolated_ends_by_hand(seconds, expected):
+    from sweval.data.timestamps import isolated_ends
+
+    assert isolated_ends(np.asarray(seconds, dtype=np.int64)) == expected
+
+
+def test_a_row_far_before_the_rest_is_named_in_a_warning(caplog):
+    """A row cut short (``u1,i1,88974``: a day of 1970) is kept, and its data row named: with
+    --dedup first it replaces the pair's real transaction, so it must not pass unseen."""
+    start = 1_500_000_000
+    times = [start + 3_600 * h for h in range(30)]
+    frame = pd.DataFrame({"user": [f"u{h % 5}" for h in range(30)] + ["u9", "u1"],
+                          "item": [f"i{h % 7}" for h in range(30)] + [None, "i1"],
+                          "timestamp": times + [start, 88_974]})
+    with caplog.at_level("WARNING", logger="sweval.data.log"):
+        log = InteractionLog.from_frame(frame, on_invalid="drop", source="f.csv")
+    assert int(log.timestamp[0]) == 88_974
+    lone = [r.getMessage() for r in caplog.records if "before the rest" in r.getMessage()]
+    assert len(lone) == 1, caplog.text
+    assert lone[0].startswith("f.csv: 1 transaction(s) lie 47.5 years before the rest of the "
+                              "log in column 'timestamp' (1970-01-02T00:42:54Z, data rows 32;")
+
+
+def test_real_logs_have_no_isolated_ends(caplog):
+    with caplog.at_level("WARNING", logger="sweval.data.log"):
+        load_log("movielens-latest-small")
+    assert "the rest of the log" not in caplog.text
+
+
 def test_missing_column_is_named():
     frame = pd.DataFrame({"u": [1], "i": [1], "t": [1]})
     with pytest.raises(SwevalError, match=r"missing column\(s\) 'user', 'item', 'timestamp'.*--user-col"):

@@ -372,6 +372,37 @@ def _failing_plugin(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return PLAIN(tmp)
 
 
+def _load_warnings(ctx: Context) -> list[str]:
+    """The warnings of loading the case's log."""
+    import logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    logger = logging.getLogger("sweval")
+    logger.addHandler(handler)
+    try:
+        load_log(ctx.data, **ctx.options)
+    finally:
+        logger.removeHandler(handler)
+    return [record.getMessage() for record in records]
+
+
+def check_warned(pattern: str) -> Callable[[list[str], Context], None]:
+    """One warning matches ``pattern`` (``{file}`` = the data path); its data row, when the
+    pattern captures one, is the file's last."""
+
+    def check(warnings: list[str], ctx: Context) -> None:
+        regex = pattern.replace("{file}", re.escape(str(ctx.data)))
+        found = [re.search(regex, message) for message in warnings]
+        found = [match for match in found if match]
+        assert len(found) == 1, warnings
+        if found[0].groups():
+            assert int(found[0].group(1)) == len(pd.read_csv(ctx.data))
+
+    return check
+
+
 def _leakage(ctx: Context, *, start: int, periods: int) -> Any:
     from sweval.evaluators.leakage_severity import SeverityDesign
     from sweval.flows.leakage import run_leakage
@@ -742,6 +773,14 @@ CASES: list[Case] = [
          "accepted; windows stay aligned to UTC midnight; the values equal the unshifted log's "
          "(MLflow tracking of pre-1970 windows fails: see Known gaps)",
          csv(shifted(small_frame(), -20_000 * DAY)), via="run", check=check_negative_timestamps),
+    Case("ts-row-cut-short", "one row's timestamp cut short (`u1,i1,88974`: a day of 1970) in a 2024 log",
+         "accepted with a warning naming the data row, its time and the gap to the rest (a row cut "
+         "short, or a time in another unit?); the row is kept",
+         csv(lambda: pd.concat([small_frame(), pd.DataFrame({"user": ["u1"], "item": ["i1"], "timestamp": [88_974]})],
+                               ignore_index=True)),
+         via="call", call=lambda ctx: _load_warnings(ctx), check=check_warned(
+             r"{file}: 1 transaction\(s\) lie 54\.0 years before the rest of the log in column 'timestamp' "
+             r"\(1970-01-02T00:42:54Z, data rows (\d+); the rest begins at 2024-01-01")),
     Case("ts-outside-ns-range", "ISO dates in 1500 and 2500 (outside pandas' nanosecond range)",
          "exact epoch seconds, no overflow",
          text(rows("u1,i1,1500-01-01", "u2,i1,2500-01-01")),
