@@ -50,6 +50,11 @@ _NON_RESULT_FIELDS = {
 }
 
 
+#: The longest list cut-off: users × max(k) item codes are kept per unit (10,000 lists of 10,000
+#: items are 800 MB).
+MAX_K = 10_000
+
+
 class EvalConfig(BaseModel):
     """Options of ``sweval run`` (see ``sweval run --help`` for each one's meaning)."""
 
@@ -268,6 +273,10 @@ class EvalConfig(BaseModel):
             raise ValueError("give at least one k")
         if any(k < 1 for k in ks):
             raise ValueError(f"every k must be ≥ 1, got {ks}")
+        if max(ks) > MAX_K:
+            raise ValueError(
+                f"every k must be at most {MAX_K:,}, got {max(ks):,} (a unit keeps a list of "
+                "max(k) items for every evaluated user)")
         return sorted(set(ks))
 
     @field_validator("sep")

@@ -196,8 +196,6 @@ def stratum_order(strata: pd.Series) -> dict[str, int]:
 def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
     """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
     frame = pd.DataFrame(list(rows), columns=COLUMNS)
-    if frame.empty:
-        return frame
     frame["k"] = frame["k"].astype("Int64")
     for column in ("fold", "t_start", "t_end", "n_users", "n_eligible"):
         frame[column] = frame[column].astype(np.int64)

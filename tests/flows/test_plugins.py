@@ -164,6 +164,20 @@ def test_a_failing_plugin_makes_the_command_exit_3(tmp_path, write_log):
     assert set(results.loc[~results["skipped"], "algorithm"]) == {"pop"}
 
 
+def test_a_run_whose_every_unit_fails_still_exits_3_with_its_tables(tmp_path, write_log):
+    """Nothing scored at all: the failures are listed and the (empty) tables written, no
+    traceback from the summary of an empty results table."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "failing_models.py").write_text(FAILING_PLUGIN)
+    result = sweval(*run_args(write_log(), tmp_path / "out", "--algorithms", FAILING[0],
+                              "--u-min", "1"), pythonpath=[tmp_path / "plugins"])
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert f"failed:  fold 1, {FAILING[0]}: ValueError: plugin bug at cutoff" in result.stdout
+    assert "KeyError" not in result.stderr
+    assert (tmp_path / "out" / "results.csv").read_text().count("\n") == 1  # its header
+    assert (tmp_path / "out" / "summary.csv").exists()
+
+
 def test_a_plugin_that_cannot_be_imported_stops_the_command_with_exit_2(tmp_path, write_log):
     result = sweval(*run_args(write_log(), tmp_path / "out", "--algorithms",
                               "pop,no_such_pkg.models:Model"), pythonpath=[])

@@ -898,6 +898,9 @@ CASES: list[Case] = [
     # ---------------------------------------------------------------- options
     Case("k-zero", "--k 0", "error: every k must be ≥ 1", None, via="config", options={"k": [0, 10]},
          error=r"invalid configuration: --k \(k\): .*every k must be ≥ 1"),
+    Case("k-huge", "--k 2000000000", "error: every k must be at most 10,000 (instead of running out of memory)",
+         None, via="config", options={"k": [5, 2_000_000_000]},
+         error=r"invalid configuration: --k \(k\): .*every k must be at most 10,000, got 2,000,000,000"),
     Case("ci-out-of-range", "--ci 1.5", "error: the level must be below 1", None, via="config",
          options={"ci": 1.5}, error=r"invalid configuration: --ci \(ci\): Input should be less than 1"),
     Case("bootstrap-too-few", "--bootstrap 10", "error: at least 100 resamples", None,
