@@ -72,7 +72,7 @@ def load_log(
     item_col: str | None = None,
     time_col: str | None = None,
     policy_col: str | None = None,
-    time_unit: Literal["s", "ms"] = "s",
+    time_unit: Literal["s", "ms", "us", "ns"] = "s",
     dedup: Dedup = "first",
     on_invalid: OnInvalid = "error",
     basket_col: str | None = None,

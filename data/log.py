@@ -90,7 +90,7 @@ class InteractionLog:
         item_col: str = "item",
         time_col: str = "timestamp",
         policy_col: str | None = None,
-        time_unit: Literal["s", "ms"] = "s",
+        time_unit: Literal["s", "ms", "us", "ns"] = "s",
         dedup: Dedup = "first",
         on_invalid: OnInvalid = "error",
         source: str = "<frame>",
@@ -103,7 +103,7 @@ class InteractionLog:
             user_col, item_col, time_col: the columns holding u, i and t.
             policy_col: optional column holding the logging policy π.
             basket_col: optional column holding the basket, order or session of a transaction.
-            time_unit: unit of numeric timestamps, seconds or milliseconds.
+            time_unit: unit of numeric timestamps: s, ms, us or ns.
             dedup: ``first`` keeps the earliest (u, i) transaction (ties by row order);
                 ``none`` keeps repeats.
             on_invalid: ``error`` rejects rows with a missing user, item or timestamp, naming

@@ -1,8 +1,9 @@
 """Timestamps to int64 epoch seconds, UTC (SPEC §1).
 
-:func:`normalise_timestamps` reads numeric epochs (seconds or milliseconds, also written as
-text), datetimes and ISO-8601 strings, and rejects values whose range betrays the wrong unit
-(seconds that look like milliseconds and the reverse, numbers that look like YYYYMMDD dates).
+:func:`normalise_timestamps` reads numeric epochs (seconds, milliseconds, microseconds or
+nanoseconds, also written as text), datetimes and ISO-8601 strings, and rejects values whose
+range betrays the wrong unit (seconds that look like milliseconds and the reverse, units mixed,
+numbers that look like YYYYMMDD dates).
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ _MAX_PLAUSIBLE_SECONDS = 10**11
 _EPOCH_1973_S = 100_000_000
 _EPOCH_2100_S = 4_102_444_800
 
+TimeUnit = Literal["s", "ms", "us", "ns"]
+#: Units of numeric epochs (``--time-unit``) per second.
+UNIT_SECONDS: dict[str, int] = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+
 
 def normalise_timestamps(
-    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+    values: pd.Series, *, time_unit: TimeUnit, source: str, column: str
 ) -> NDArray[np.int64]:
     """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
 
-    Accepts numeric epochs (seconds, or milliseconds with ``time_unit="ms"``; numbers written as
-    text too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
+    Accepts numeric epochs (seconds, or ``time_unit`` ms, us or ns; numbers written as text
+    too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
     are floored.
 
     Raises:
@@ -37,8 +43,8 @@ def normalise_timestamps(
             implausible epoch range: seconds that look like milliseconds, milliseconds that look
             like seconds, or numbers that look like YYYYMMDD dates.
     """
-    if time_unit not in ("s", "ms"):
-        raise SwevalError(f"--time-unit must be 's' or 'ms', not {time_unit!r}.")
+    if time_unit not in UNIT_SECONDS:
+        raise SwevalError(f"--time-unit must be s, ms, us or ns, not {time_unit!r}.")
     if pd.api.types.is_bool_dtype(values.dtype):
         raise SwevalError(f"{source}: column {column!r} holds booleans, not timestamps.")
     if pd.api.types.is_numeric_dtype(values.dtype):
@@ -88,9 +94,17 @@ def normalise_timestamps(
 
 
 def _epoch_seconds(
-    values: pd.Series, *, time_unit: Literal["s", "ms"], source: str, column: str
+    values: pd.Series, *, time_unit: TimeUnit, source: str, column: str
 ) -> NDArray[np.int64]:
-    """Numeric epochs to int64 seconds, rejecting ranges that betray the wrong unit."""
+    """Numeric epochs to int64 seconds (floored), rejecting ranges that betray the wrong unit:
+
+    - read in a coarser unit, every value would be a date in 1973–2100 (``ms`` on seconds);
+    - values too large for the unit: beyond year 5138 in seconds (:data:`_MAX_PLAUSIBLE_SECONDS`),
+      with the unit that fits them named;
+    - with a unit finer than seconds, values before 1973 among later ones (seconds among
+      milliseconds, a ``0`` placeholder);
+    - numbers that look like ``YYYYMMDDhhmmss`` (in any unit) or ``YYYYMMDD`` (in seconds).
+    """
     numbers = values.to_numpy(dtype=np.float64)
     if not np.isfinite(numbers).all():
         bad = np.flatnonzero(~np.isfinite(numbers))
@@ -98,28 +112,66 @@ def _epoch_seconds(
             f"{source}: column {column!r} has non-finite timestamps "
             f"(data rows {first_rows(file_rows(values, bad))})."
         )
-    if time_unit == "ms":
-        if len(numbers) and (numbers >= _EPOCH_1973_S).all() and (numbers < _EPOCH_2100_S).all():
-            raise SwevalError(
-                f"{source}: column {column!r} has values like {int(numbers[0])}, epoch seconds of "
-                f"{iso_utc(int(numbers[0]))}, but --time-unit ms reads them as milliseconds in "
-                f"January or February 1970: drop --time-unit ms."
-            )
-        return np.floor(numbers / 1000).astype(np.int64)
-    if np.abs(numbers).max() >= _MAX_PLAUSIBLE_SECONDS:
-        bad = np.flatnonzero(np.abs(numbers) >= _MAX_PLAUSIBLE_SECONDS)
+    if _look_like_yyyymmddhhmmss(numbers):  # as epochs: years 2286 (ms) to 5138 (s) and beyond
         raise SwevalError(
-            f"{source}: column {column!r} has epoch values too large for seconds "
-            f"(data rows {first_rows(file_rows(values, bad))}, e.g. {int(numbers[bad[0]])}); "
-            "they look like milliseconds: pass --time-unit ms."
+            f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
+            "YYYYMMDDhhmmss date-times, not epoch time; write them as ISO 8601 "
+            "(2015-08-01T12:00:00Z) or as epoch seconds."
         )
-    if _look_like_yyyymmdd(numbers):
+    per_second = UNIT_SECONDS[time_unit]
+    for coarser in (unit for unit in UNIT_SECONDS if UNIT_SECONDS[unit] < per_second):
+        as_seconds = numbers / UNIT_SECONDS[coarser]  # the values read in a coarser unit
+        if len(numbers) and (as_seconds >= _EPOCH_1973_S).all() and (
+            as_seconds < _EPOCH_2100_S).all():
+            remedy = (f"drop --time-unit {time_unit}" if coarser == "s"
+                      else f"use --time-unit {coarser}")
+            raise SwevalError(
+                f"{source}: column {column!r} has values like {int(numbers[0])}, epoch "
+                f"{_UNIT_NAMES[coarser]} of {iso_utc(int(as_seconds[0]))}, but --time-unit "
+                f"{time_unit} reads them as {_UNIT_NAMES[time_unit]} in January or February "
+                f"1970: {remedy}."
+            )
+    seconds = numbers / per_second
+    if np.abs(seconds).max() >= _MAX_PLAUSIBLE_SECONDS:
+        bad = np.flatnonzero(np.abs(seconds) >= _MAX_PLAUSIBLE_SECONDS)
+        fitting = [unit for unit in UNIT_SECONDS if UNIT_SECONDS[unit] > per_second
+                   and np.abs(numbers).max() / UNIT_SECONDS[unit] < _MAX_PLAUSIBLE_SECONDS]
+        advice = (f"they look like {_UNIT_NAMES[fitting[0]]}: pass --time-unit {fitting[0]}"
+                  if fitting else "they are not epoch time in any unit SW-EVAL reads")
+        raise SwevalError(
+            f"{source}: column {column!r} has epoch values too large for "
+            f"{_UNIT_NAMES[time_unit]} (data rows {first_rows(file_rows(values, bad))}, e.g. "
+            f"{int(numbers[bad[0]])}); {advice}."
+        )
+    if time_unit != "s":
+        early = seconds < _EPOCH_1973_S
+        if early.any() and not early.all():
+            bad = np.flatnonzero(early)
+            raise SwevalError(
+                f"{source}: column {column!r} has values that --time-unit {time_unit} puts "
+                f"before 1973 (data rows {first_rows(file_rows(values, bad))}, e.g. "
+                f"{int(numbers[bad[0]])} = {iso_utc(int(np.floor(seconds[bad[0]])))}) among "
+                f"later ones (e.g. {iso_utc(int(np.floor(seconds[~early][0])))}): timestamps in "
+                "another unit, or placeholders? Write every timestamp in one unit."
+            )
+    elif _look_like_yyyymmdd(numbers):
         raise SwevalError(
             f"{source}: column {column!r} has values like {int(numbers[0])} that look like "
             f"YYYYMMDD dates, not epoch seconds (as seconds they would be {iso_utc(int(numbers[0]))}); "
             "write them as ISO dates (2015-08-01) or as epoch seconds."
         )
-    return np.floor(numbers).astype(np.int64)
+    if pd.api.types.is_integer_dtype(values.dtype):  # exact: floats round ns epochs to 256 ns
+        return np.floor_divide(values.to_numpy(dtype=np.int64), per_second)
+    return np.floor(seconds).astype(np.int64)
+
+
+def _look_like_yyyymmddhhmmss(numbers: NDArray[np.float64]) -> bool:
+    """Every value is a 14-digit number that parses as YYYYMMDDhhmmss."""
+    if not len(numbers) or (numbers < 10**13).any() or (numbers >= 10**14).any():
+        return False
+    distinct = pd.Series(np.unique(numbers).astype(np.int64).astype(str))
+    parsed = pd.to_datetime(distinct, format="%Y%m%d%H%M%S", errors="coerce")
+    return bool(parsed.notna().all())
 
 
 def _look_like_yyyymmdd(numbers: NDArray[np.float64]) -> bool:

@@ -91,8 +91,8 @@ class EvalConfig(BaseModel):
         default=None,
         description="Basket, order or session column (for compare's leave-last-basket).",
     )
-    time_unit: Annotated[Literal["s", "ms"], Cli(DATA)] = Field(
-        default="s", description="Unit of numeric timestamps: s | ms."
+    time_unit: Annotated[Literal["s", "ms", "us", "ns"], Cli(DATA)] = Field(
+        default="s", description="Unit of numeric timestamps: s | ms | us | ns."
     )
     dedup: Annotated[Literal["first", "none"], Cli(DATA)] = Field(
         default="first",
