@@ -22,8 +22,10 @@ with a UTF-8 byte-order mark.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
+import logging
 import re
 import zlib
 from collections.abc import Sequence
@@ -32,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missing
 
 from sweval.data.errors import SwevalError, first_rows
 from sweval.data.text_files import (
@@ -42,6 +45,8 @@ from sweval.data.text_files import (
     first_line,
     is_gzip,
 )
+
+_log = logging.getLogger(__name__)
 
 Format = Literal["auto", "csv", "parquet", "jsonl", "movielens"]
 
@@ -98,7 +103,7 @@ def read_file(
         raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
         if fmt == "parquet":
-            return pd.read_parquet(path)
+            return _with_stripped_ids(pd.read_parquet(path), text_columns)
         if fmt == "movielens":
             return _read_movielens(path)
         if fmt == "jsonl":
@@ -164,38 +169,114 @@ def _content_hint(path: Path, fmt: str) -> str:
 
 
 def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:
+    """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
+    (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
+    with a warning (:func:`_warn_missing_markers`). Other columns read pandas' missing markers
+    as missing. Refused: a row with more or fewer fields than the header (the values would
+    shift between columns) and an id spanning lines (a stray quote swallowing the rows after
+    it)."""
     header = first_line(path)
     if not header.strip():
         raise SwevalError(f"{path}: the file is empty.")
     sep = file_separator(path, header, sep)
     check_header(path, header, sep)
+    options: dict = {"sep": sep, "compression": compression(path), "encoding": "utf-8-sig"}
+    columns = pd.read_csv(path, nrows=0, **options).columns
     frame = pd.read_csv(
-        path, sep=sep, compression=compression(path), encoding="utf-8-sig",
-        dtype=dict.fromkeys(text_columns, str),
+        path, **options, dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
+        na_values={column: [""] if column in text_columns else sorted(STR_NA_VALUES)
+                   for column in columns},
     )  # fmt: skip
     if not isinstance(frame.index, pd.RangeIndex):  # pandas took the surplus for an index
         n_header = len(frame.columns)
         raise _ragged_row(path, 2, n_header + frame.index.nlevels, n_header)
+    if set(text_columns) <= set(frame.columns) and frame[frame.columns[-1]].isna().any():
+        # pandas fills a short row with missing values (without the id columns, the error
+        # naming the header's columns says more: a wrong separator, say)
+        _check_short_rows(path, sep, len(frame.columns))
     for column in text_columns:
         if column in frame.columns:
             frame[column] = _stripped(frame[column])
+            _check_single_line(path, frame[column], column)
+            _warn_missing_markers(path, frame[column], column)
     return frame
 
 
 def _ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
-    """The error for a CSV line with more fields than the header. Pandas raises for such a line
-    after the first data line; on the first one it takes the surplus fields, silently, for the
-    row index (and every column shifts): both say the same here."""
+    """The error for a CSV line with more or fewer fields than the header. Pandas raises for a
+    longer line after the first data line; on the first one it takes the surplus fields,
+    silently, for the row index, and it fills a shorter line with missing values: in both
+    cases the values would shift between columns."""
+    cause = ("a separator inside a value (quote it) or a stray column" if saw > expected
+             else "a value or its separator left out")
     return SwevalError(
         f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
-        f"{expected}: a separator inside a value (quote it) or a stray column."
+        f"{expected}: {cause}."
     )
 
 
+def _check_short_rows(path: Path, sep: str, expected: int) -> None:
+    """Refuse the first row with fewer fields than the header (a second pass over the file,
+    with the same quoting rules as pandas; run only when the last column has missing values,
+    which is how pandas fills such a row).
+
+    Raises:
+        SwevalError: naming its line and data row.
+    """
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter=sep)
+        next(reader, None)  # the header
+        data_row = 0
+        for fields in reader:
+            if not fields:  # a blank line, which pandas skips too
+                continue
+            data_row += 1
+            if len(fields) < expected:
+                raise SwevalError(
+                    f"{path}: line {reader.line_num} (data row {data_row}) has {len(fields)} "
+                    f"fields where the header has {expected}: a value or its separator left "
+                    "out (the values after it would shift between columns)."
+                )
+
+
+def _check_single_line(path: Path, values: pd.Series, column: str) -> None:
+    """Refuse ids that span lines: a quote opened and never closed on its line swallows every
+    row up to the next quote into one value."""
+    spans = values.str.contains("\n", regex=False, na=False).to_numpy()
+    if spans.any():
+        row = int(np.flatnonzero(spans)[0])
+        text = str(values.iloc[row])
+        raise SwevalError(
+            f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
+            f"(data rows {first_rows(np.flatnonzero(spans))}, starting {text[:30]!r}): a quote "
+            "opened in that row and closed only lines later read the rows in between into it. "
+            "Remove the stray quote, or close it."
+        )
+
+
+def _warn_missing_markers(path: Path, values: pd.Series, column: str) -> None:
+    """Warn when an id column holds text that pandas and R write for a missing value (``NA``,
+    ``None``, ``null``, ...): it is read as the id it spells."""
+    marked = values.isin(STR_NA_VALUES - {""}).to_numpy()
+    if marked.any():
+        rows = np.flatnonzero(marked)
+        spelled = sorted(set(values.iloc[rows].astype(str)))
+        _log.warning(
+            "%s: column %r holds %s in %d row(s) (data rows %s): read as id(s), as written; if "
+            "they mark missing values, remove those rows from the file.",
+            path, column, ", ".join(map(repr, spelled[:5])), len(rows), first_rows(rows),
+        )
+
+
 def _stripped(values: pd.Series) -> pd.Series:
-    """Cells without their surrounding spaces; a cell of spaces only is missing, like an empty one."""
-    stripped = values.str.strip()
-    return stripped.mask(stripped == "")
+    """Text cells without their surrounding spaces; a cell of spaces only is missing, like an
+    empty one. Cells that are not text (numbers in JSON, missing values) are kept."""
+    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+        return values
+    stripped = values.str.strip()  # missing for the cells that are not text
+    is_text = stripped.notna()
+    return values.where(~is_text, stripped).mask(is_text & (stripped == ""))
 
 
 def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
@@ -221,6 +302,15 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
                     f"{first_rows(np.flatnonzero(nested))}); ids must be strings or numbers: "
                     "flatten the field first."
                 )
+    return _with_stripped_ids(frame, text_columns)
+
+
+def _with_stripped_ids(frame: pd.DataFrame, text_columns: Sequence[str]) -> pd.DataFrame:
+    """The frame with its text ids stripped and blank ones missing (:func:`_stripped`), as CSV
+    cells are read: ``" 19 "`` is the id ``19``, ``""`` names no user."""
+    for column in text_columns:
+        if column in frame.columns:
+            frame[column] = _stripped(frame[column])
     return frame
 
 

@@ -388,6 +388,10 @@ def _load_warnings(ctx: Context) -> list[str]:
     return [record.getMessage() for record in records]
 
 
+def _equal(found: Any, expected: Any) -> None:
+    assert found == expected, found
+
+
 def check_warned(pattern: str) -> Callable[[list[str], Context], None]:
     """One warning matches ``pattern`` (``{file}`` = the data path); its data row, when the
     pattern captures one, is the file's last."""
@@ -593,6 +597,14 @@ CASES: list[Case] = [
          "error: the same (pandas would take the surplus for an index and shift every column)",
          text(rows("u1,i1,1704067200,9", "u1,i2,1704067201")),
          error=r"{file}: line 2 \(data row 1\) has 4 fields where the header has 3: a separator inside a value"),
+    Case("text-short-row", "a data row with fewer fields than the header (`u1,1704067201,4` under `user,item,timestamp,rating`)",
+         "error: names the line, its data row and both field counts (pandas would fill the row from the left and shift its values)",
+         text("user,item,timestamp,rating\nu1,i1,1704067200,5\nu1,1704067201,4\nu2,i2,1704067202,3\n"),
+         error=r"{file}: line 3 \(data row 2\) has 3 fields where the header has 4: a value or its separator left out"),
+    Case("text-stray-quote", "an item `\"12 inch` whose quote is never closed on its line",
+         "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it)",
+         text(rows("u1,i1,1704067200", 'u1,"12 inch,1704067201', "u2,i2,1704067202", 'u3,"6 inch,1704067203', "u4,i1,1704067204")),
+         error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201"),
     Case("parquet-corrupt", "a `.parquet` file with garbage inside", "error: cannot read as parquet",
          text(b"PAR1 not really", name="log.parquet"), error=r"{file}: cannot read as parquet"),
     Case("text-utf8-bom", "a UTF-8 byte-order mark before the header",
@@ -852,6 +864,27 @@ CASES: list[Case] = [
          "missing, like an empty cell: error naming the column and the row",
          text(rows("u1,i1,1704067200", "  ,i1,1704067201")),
          error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
+    Case("ids-missing-markers-csv", "item ids `NA` and `None` in a CSV (what pandas and R write for missing values)",
+         "read as the ids they spell, as in JSON Lines and Parquet, with a warning naming the column and the rows",
+         text(rows("u1,NA,1704067200", "u2,None,1704067201", "u3,i1,1704067202")), via="call",
+         call=lambda ctx: (_load_warnings(ctx), load_log(ctx.data).item_ids.tolist()),
+         check=lambda result, ctx: (
+             check_warned(r"{file}: column 'item' holds 'NA', 'None' in 2 row\(s\) \(data rows 1, 2\): read as id\(s\)")(result[0], ctx),
+             _equal(result[1], ["NA", "None", "i1"]))),
+    Case("ids-blank-jsonl", "an empty and a blank user id in JSON Lines",
+         "missing, as in CSV: error naming the column and the rows",
+         text('{"user": "", "item": "i1", "timestamp": 1704067200}\n{"user": "  ", "item": "i1", "timestamp": 1704067201}\n'
+              '{"user": "u1", "item": "i1", "timestamp": 1704067202}\n', name="log.jsonl"),
+         error=r"{file}: 2 row\(s\) have a missing value in column\(s\) 'user' \(data rows 1, 2\)"),
+    Case("ids-blank-parquet", "an empty user id in a Parquet string column",
+         "missing, as in CSV: error naming the column and the row",
+         parquet(pd.DataFrame({"user": ["u1", ""], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
+    Case("ids-padded-jsonl", "user ids `\" u1 \"` and `\"u1\"` in JSON Lines",
+         "one user, as in CSV: text ids lose their surrounding spaces",
+         text('{"user": " u1 ", "item": "i1", "timestamp": 1704067200}\n{"user": "u1", "item": "i2", "timestamp": 1704067201}\n',
+              name="log.jsonl"),
+         check=check_ids("user", ["u1"])),
     Case("ids-zero-padded-text", "user ids `01` and `1` in a Parquet string column",
          "two distinct users, string order",
          parquet(pd.DataFrame({"user": ["01", "1"], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
