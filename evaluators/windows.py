@@ -75,7 +75,10 @@ def parse_duration(text: str | int, *, option: str = "--window") -> int:
 
 
 def parse_time(text: str | int, *, option: str = "--start") -> int:
-    """Parse an instant (ISO date/time, or epoch seconds) into int epoch seconds, UTC."""
+    """Parse an instant (ISO 8601 date/time, or epoch seconds) into int epoch seconds, UTC.
+
+    Refused: ``YYYYMMDD`` numbers (a date, or seconds in 1970?), other date spellings
+    (``01/03/2024``: day or month first?) and words relative to now (``today``)."""
     if isinstance(text, int | np.integer):
         return _plausible(int(text), text, option)
     value = str(text).strip()
@@ -86,10 +89,18 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
         )
     if re.fullmatch(r"-?\d+", value):
         return _plausible(int(value), text, option)
-    try:
-        stamp = pd.Timestamp(value)
+    if value.lower() in ("now", "today", "tomorrow", "yesterday"):
+        raise SwevalError(
+            f"{option} {text!r}: relative to when the command runs, so the same command would cut "
+            "other windows tomorrow; write the date (2015-08-01)."
+        )
+    try:  # ISO 8601 only: 01/03/2024 is January 3 or March 1 depending on who wrote it
+        stamp = pd.to_datetime(value, format="ISO8601")
     except (ValueError, TypeError) as exc:
-        raise SwevalError(f"{option} {text!r}: not an ISO date/time or epoch seconds.") from exc
+        raise SwevalError(
+            f"{option} {text!r}: not an ISO date/time (2015-08-01, 2015-08-01T12:00:00Z) or "
+            "epoch seconds."
+        ) from exc
     if pd.isna(stamp):
         raise SwevalError(f"{option} {text!r}: not an ISO date/time or epoch seconds.")
     stamp = stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
