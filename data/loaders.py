@@ -91,6 +91,11 @@ def load_log(
     path, suggested = resolve_source(source)
     fmt = suggested if fmt == "auto" and suggested != "auto" else fmt
     user_col, item_col, time_col = user_col or "user", item_col or "item", time_col or "timestamp"
+    if files == [path] and (detect_format(path) if fmt == "auto" else fmt) == "movielens":
+        # its reader names the columns user, item, rating, timestamp; ratings.csv's own header
+        # says userId and movieId, which a user may well pass
+        user_col = {"userId": "user"}.get(user_col, user_col)
+        item_col = {"movieId": "item"}.get(item_col, item_col)
     id_cols = [user_col, item_col] + [col for col in (policy_col, basket_col) if col]
     options = {
         "user_col": user_col, "item_col": item_col, "time_col": time_col,

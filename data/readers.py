@@ -103,6 +103,7 @@ def read_file(
         raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
         if fmt == "parquet":
+            _check_parquet_columns(path)
             return _with_stripped_ids(pd.read_parquet(path), text_columns)
         if fmt == "movielens":
             return _read_movielens(path)
@@ -137,6 +138,11 @@ def read_file(
         raise SwevalError(
             f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
+    except ImportError as exc:  # pandas' optional decompressors (zstandard for .zst)
+        raise SwevalError(
+            f"{path}: cannot read as {fmt}: its compression needs a package that is not "
+            f"installed ({str(exc).splitlines()[0]}); decompress the file first, or use gzip."
+        ) from exc
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
         raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
@@ -144,6 +150,24 @@ def read_file(
 
 #: The first bytes of formats a file may hold whatever its name says.
 _MAGIC = {b"PAR1": "parquet", b"\x1f\x8b": "gzip", b"PK\x03\x04": "zip"}
+
+
+def _check_parquet_columns(path: Path) -> None:
+    """Refuse a Parquet schema that names a column twice (pyarrow's own error is several lines
+    about field references), as a CSV header that does.
+
+    Raises:
+        SwevalError: naming the column and its positions (1-based).
+    """
+    import pyarrow.parquet as pq
+
+    names = pq.read_schema(path).names
+    repeated = {name: [i + 1 for i, other in enumerate(names) if other == name]
+                for name in names if names.count(name) > 1}
+    if repeated:
+        listed = "; ".join(f"{name!r} at columns {', '.join(map(str, where))}"
+                           for name, where in repeated.items())
+        raise SwevalError(f"{path}: the Parquet schema names a column twice: {listed}. Rename one.")
 
 
 def _content_hint(path: Path, fmt: str) -> str:

@@ -187,6 +187,9 @@ def test_movielens_ratings_dat_and_csv_readers(tmp_path):
     csv = tmp_path / "ratings.csv"
     csv.write_text("userId,movieId,rating,timestamp\n1,1,4.0,964982703\n1,3,4.0,964981247\n")
     assert load_log(csv, fmt="movielens").timestamp.tolist() == [964981247, 964982703]
+    # ratings.csv's own column names, as a user reading its header would pass them
+    named = load_log(csv, user_col="userId", item_col="movieId")
+    assert named.item_ids.tolist() == [1, 3] and named.user_ids.tolist() == [1]
 
 
 def test_csv_parquet_and_column_mapping(tmp_path):

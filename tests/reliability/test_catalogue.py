@@ -537,6 +537,16 @@ def _parts_in_zones(tmp: Path) -> Path:
     return _parts(naive, zoned)(tmp)
 
 
+def _parquet_with_user_twice(tmp: Path) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp / "log.parquet"
+    pq.write_table(pa.table([pa.array(["u1"]), pa.array(["i1"]), pa.array([T0]), pa.array(["x"])],
+                            names=["user", "item", "timestamp", "user"]), path)
+    return path
+
+
 def _jsonl(tmp: Path, name: str = "log.jsonl", bom: bool = False) -> Path:
     path = tmp / name
     data = ("\ufeff" if bom else "") + small_frame().to_json(orient="records", lines=True)
@@ -605,6 +615,12 @@ CASES: list[Case] = [
          "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it)",
          text(rows("u1,i1,1704067200", 'u1,"12 inch,1704067201', "u2,i2,1704067202", 'u3,"6 inch,1704067203', "u4,i1,1704067204")),
          error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201"),
+    Case("parquet-column-twice", "a Parquet schema naming `user` twice",
+         "error: names the column and its positions, as for a CSV header",
+         _parquet_with_user_twice, error=r"{file}: the Parquet schema names a column twice: 'user' at columns 1, 4\. Rename one\."),
+    Case("text-zstd-without-package", "a `.csv.zst` file (zstandard is not installed)",
+         "error: the compression needs a package that is not installed; decompress first, or use gzip",
+         text(rows("u1,i1,1704067200"), name="log.csv.zst"), error=r"{file}: cannot read as csv: its compression needs a package that is not installed"),
     Case("parquet-corrupt", "a `.parquet` file with garbage inside", "error: cannot read as parquet",
          text(b"PAR1 not really", name="log.parquet"), error=r"{file}: cannot read as parquet"),
     Case("text-utf8-bom", "a UTF-8 byte-order mark before the header",
