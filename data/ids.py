@@ -26,7 +26,8 @@ def encode_ids(
     """Encode raw ids as codes ordered by the SPEC §3 tie-break order.
 
     Integer ids (including floats that are whole numbers, as pandas reads an int column with
-    gaps, and strings spelling integers without padding) sort numerically; anything else sorts
+    gaps, and strings spelling integers without padding, or whole floats such as ``"7.0"``,
+    which are the integer) sort numerically; anything else sorts
     as strings. Hash-based (``pd.factorize``), then only the distinct ids are sorted. Integers
     beyond int64 (huge ids) are kept as exact Python integers, still in numeric order.
 
@@ -34,7 +35,7 @@ def encode_ids(
         (codes per row, raw id per code).
 
     Raises:
-        SwevalError: whole-number float ids beyond 2**53, which floating point cannot hold
+        SwevalError: float ids beyond 2**53, which floating point cannot hold
             exactly (distinct ids may already have merged when the file was parsed).
     """
     text = isinstance(values.dtype, pd.StringDtype)  # pyarrow-backed: factorized as it is,
@@ -42,17 +43,17 @@ def encode_ids(
     if pd.api.types.is_bool_dtype(values.dtype):
         array = array.astype(np.int64)
     elif pd.api.types.is_float_dtype(values.dtype):
+        inexact = np.flatnonzero(np.abs(array) >= _MAX_EXACT_FLOAT)
+        if len(inexact):
+            raise SwevalError(
+                f"{source}: column {column!r} holds ids read as floating-point numbers "
+                f"beyond 2**53 (data rows {first_rows(file_rows(values, inexact))}, e.g. "
+                f"{array[inexact[0]]:.0f}), which cannot be told apart exactly: distinct ids "
+                "may have merged. Store the ids as integers or as text (a floating-point "
+                "column of ids usually comes from a missing or decimal value in it)."
+            )
         whole = np.isfinite(array) & (array == np.round(array))
         if whole.all():
-            inexact = np.flatnonzero(np.abs(array) >= _MAX_EXACT_FLOAT)
-            if len(inexact):
-                raise SwevalError(
-                    f"{source}: column {column!r} holds ids read as floating-point numbers "
-                    f"beyond 2**53 (data rows {first_rows(file_rows(values, inexact))}, e.g. "
-                    f"{array[inexact[0]]:.0f}), which cannot be told apart exactly: distinct ids "
-                    "may have merged. Store the ids as integers or as text (a floating-point "
-                    "column of ids usually comes from a missing or decimal value in it)."
-                )
             array = array.astype(np.int64)
         else:
             array = values.astype(str).to_numpy()
@@ -67,19 +68,35 @@ def encode_ids(
         array = values.astype(str).to_numpy(dtype=object)
     codes, uniques = pd.factorize(array, sort=False)
     uniques = np.asarray(uniques)
-    if uniques.dtype == object and _all_int_like(pd.Series(uniques)):
-        try:
-            uniques = uniques.astype(np.int64)
-        except OverflowError:  # ids beyond int64: exact Python ints sort numerically too
-            uniques = np.array([int(v) for v in uniques], dtype=object)
+    if uniques.dtype == object:
+        codes, uniques = _as_integers(codes, uniques)
     order = np.argsort(uniques, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     return rank[codes], uniques[order]
 
 
-def _all_int_like(values: pd.Series) -> bool:
-    """True when every value is an int or a string spelling an int without padding (``"7"``;
-    not ``"07"`` or ``"-0"``, which would merge with ``"7"`` and ``"0"`` as numbers)."""
-    as_str = values.astype(str)
-    return bool(as_str.str.fullmatch(r"0|-?[1-9][0-9]*").all())
+def _as_integers(
+    codes: NDArray[np.int64], uniques: NDArray[np.object_]
+) -> tuple[NDArray[np.int64], NDArray[np.generic]]:
+    """The ids as integers when every one is an int or spells one: ``"7"`` (not ``"07"`` or
+    ``"-0"``, which would merge with ``"7"`` and ``"0"`` as numbers) or a whole float ``"7.0"``
+    (how pandas writes a float column of ids; ``"7"`` and ``"7.0"`` are then one id, as
+    Parquet and JSON numbers read). Else unchanged.
+
+    Returns:
+        (codes per row, ids per code): int64 ids, or exact Python ints beyond int64.
+    """
+    as_str = pd.Series(uniques).astype(str)
+    spelled = as_str.str.fullmatch(r"0|-?[1-9][0-9]*").to_numpy()
+    if not spelled.all():
+        floats = as_str.str.fullmatch(r"0\.0+|-?[1-9][0-9]*\.0+").to_numpy()
+        if not (spelled | floats).all():
+            return codes, uniques
+        whole = np.array([int(text.partition(".")[0]) for text in as_str], dtype=object)
+        merged, distinct = pd.factorize(whole, sort=False)
+        codes, uniques = merged[codes], np.asarray(distinct, dtype=object)
+    try:
+        return codes, uniques.astype(np.int64)
+    except OverflowError:  # ids beyond int64: exact Python ints sort numerically too
+        return codes, np.array([int(v) for v in uniques], dtype=object)
