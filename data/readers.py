@@ -372,10 +372,19 @@ def _read_movielens(path: Path) -> pd.DataFrame:
         raise SwevalError(f"{path}: the file is empty.")
     if "::" in first or name == "ratings.dat":
         # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
-        frame = pd.read_csv(
-            path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6],
-            compression=compression(path),
-        )
+        try:
+            frame = pd.read_csv(
+                path, sep=":", header=None, engine="c", usecols=[0, 2, 4, 6],
+                compression=compression(path),
+            )
+        except ValueError as exc:  # fewer than four '::' fields: no column 6 to use
+            if isinstance(exc, UnicodeDecodeError):
+                raise
+            raise SwevalError(
+                f"{path}: not MovieLens' ratings.dat layout (user::item::rating::timestamp on "
+                f"every line; pandas: {str(exc).splitlines()[0]}); name the file otherwise to "
+                "read it as CSV."
+            ) from exc
         frame.columns = _MOVIELENS_COLUMNS
         return frame
     if first.lower().startswith("userid"):
