@@ -474,9 +474,19 @@ app.command(name="report")(_report)
 from sweval.flows.compare import DEFAULT_OUTPUT as compare_output  # noqa: E402
 from sweval.flows.compare import compare_command  # noqa: E402
 
+#: Options of `sweval run` whose output an experiment command does not produce: not offered
+#: there ("No such option" rather than a silent no-op). Options about where and how a command
+#: runs (--tracking, --task-runner, --workers, ...) stay accepted for scripts that pass them
+#: to every command.
+_RUN_ONLY = frozenset({"lag", "metrics", "seeds", "per_user", "system_metrics"})
+#: ... nor in leakage and gap, which score one split per algorithm.
+_SPLIT_ONLY = _RUN_ONLY | {"folds", "tune", "tune_windows", "tune_metric", "tune_sampler",
+                           "tune_trials", "tune_seed", "tune_mode", "ci", "ci_method",
+                           "bootstrap", "bootstrap_seed", "stratify_by", "stratify_mode"}
+
 app.command(name="compare")(with_eval_options(
     compare_command(build_config, _setup_logging),
-    defaults={"output": compare_output}))
+    defaults={"output": compare_output}, omit=_RUN_ONLY))
 
 from sweval.flows.inspect_cli import inspect as _inspect  # noqa: E402
 
@@ -487,14 +497,15 @@ from sweval.flows.leakage import leakage_command  # noqa: E402
 
 app.command(name="leakage")(with_eval_options(
     leakage_command(build_config, _setup_logging),
-    defaults={"output": leakage_output}))
+    defaults={"output": leakage_output},
+    omit=_SPLIT_ONLY | {"start", "train_window", "relevance"}))
 
 from sweval.flows.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
 from sweval.flows.gap import gap_command  # noqa: E402
 
 app.command(name="gap")(with_eval_options(
     gap_command(build_config, _setup_logging),
-    defaults={"output": gap_output}))
+    defaults={"output": gap_output}, omit=_SPLIT_ONLY))
 
 from sweval.flows.cache_cli import app as _cache_app  # noqa: E402
 

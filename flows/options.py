@@ -136,6 +136,7 @@ def with_eval_options(
     extra: list[inspect.Parameter] = EXTRA_OPTIONS,
     argument: str | None = None,
     defaults: dict[str, Any] | None = None,
+    omit: frozenset[str] = frozenset(),
 ) -> Any:
     """Give ``func`` (which takes ``**options``) an option per field of ``model`` (of help panel
     ``group`` only, when given), then ``extra`` (:data:`EXTRA_OPTIONS`: ``--config``, ``-v``);
@@ -146,12 +147,15 @@ def with_eval_options(
     ``argument`` names a field that is also an optional positional argument, with the field's
     help (``sweval inspect [DATA]``); its option stays (parameter ``<field>_option``) and
     ``func`` gets one value under the field's name, from either.
+
+    ``omit`` names fields the command has no use for: they get no option (typing one is
+    "No such option"), and :func:`build_config` leaves them at their defaults.
     """
     own = [
         p for p in inspect.signature(func, eval_str=True).parameters.values()
         if p.kind is not inspect.Parameter.VAR_KEYWORD
     ]
-    specs = option_specs(model, group)
+    specs = tuple(spec for spec in option_specs(model, group) if spec.name not in omit)
     own_defaults = defaults or {}
     shared = [spec.parameter(own_defaults.get(spec.name)) for spec in specs] + list(extra)
     positional: list[inspect.Parameter] = []
@@ -193,8 +197,9 @@ def build_config(
 ) -> EvalConfig:
     """The EvalConfig of the options (a --config file, overridden by explicit options); with
     ``group``, of that panel's options (as :func:`with_eval_options` gave them), the other
-    fields at their defaults."""
-    values = {spec.name: spec.parse(options[spec.name]) for spec in option_specs(model, group)}
+    fields at their defaults, as are the fields the command omits."""
+    values = {spec.name: spec.parse(options[spec.name])
+              for spec in option_specs(model, group) if spec.name in options}
     if options.get("config") is not None:
         explicit = {name: value for name, value in values.items() if given(ctx, name)}
         return model.load(options["config"], **explicit)

@@ -72,6 +72,8 @@ def _panels(text: str) -> dict[str, list[str]]:
 
 #: The fields whose default a command sets for itself (its own output directory).
 OWN_DEFAULTS = {"compare": {"output": "runs/compare"}}
+#: The fields a command does not offer: their output is `sweval run`'s alone.
+OMITTED = {"compare": {"lag", "metrics", "seeds", "per_user", "system_metrics"}}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -81,6 +83,9 @@ def test_every_field_is_an_option_with_the_field_default_and_help(command: str) 
     for spec in option_specs():
         field = EvalConfig.model_fields[spec.name]
         param = params.get(spec.name)
+        if spec.name in OMITTED.get(command, ()):
+            assert param is None, f"--{spec.name} is offered by sweval {command}"
+            continue
         assert param is not None, f"EvalConfig.{spec.name} is not an option of sweval {command}"
         assert "/".join([*param.opts, *param.secondary_opts]) == spec.flag
         assert spec.parse(param.default) == own.get(spec.name, _default(field)), spec.name
@@ -101,7 +106,8 @@ def test_help_shows_each_field_in_its_group_panel(
     panels = _panels(_help(monkeypatch, capsys, command))
     assert list(panels) == ["Options", *Group]
     for spec in option_specs():
-        assert spec.flag.split("/")[0] in panels[spec.group or "Options"], spec.name
+        if spec.name not in OMITTED.get(command, ()):
+            assert spec.flag.split("/")[0] in panels[spec.group or "Options"], spec.name
     own = {p.opts[0] for p in _command(command).params} - {
         s.flag.split("/")[0] for s in option_specs()
     }
@@ -221,3 +227,24 @@ def test_extra_options_and_non_result_fields_name_no_unknown_field() -> None:
 def test_list_option_errors_name_the_option() -> None:
     result = CliRunner().invoke(_app(), ["evaluate", "--k", "5,x"])
     assert "--k: 'x' is not an integer." in str(result.exception)
+
+
+@pytest.mark.parametrize(("command", "flag"), [
+    ("leakage", "--seeds"), ("leakage", "--tune"), ("leakage", "--per-user"),
+    ("leakage", "--metrics"), ("leakage", "--folds"), ("leakage", "--start"),
+    ("gap", "--seeds"), ("gap", "--tune"), ("gap", "--per-user"), ("gap", "--metrics"),
+    ("gap", "--stratify-by"), ("compare", "--seeds"), ("compare", "--per-user"),
+    ("compare", "--lag"),
+])
+def test_options_whose_output_a_command_does_not_produce_are_not_offered(
+    command: str, flag: str
+) -> None:
+    """Typed, they were accepted and silently ignored: a user asking `gap` for seeds got none."""
+    flags = {f for p in _command(command).params for f in [*p.opts, *p.secondary_opts]}
+    assert flag not in flags
+    assert {"--data", "--k", "--algorithms", "--no-tracking"} <= flags  # the shared ones stay
+
+
+def test_gap_keeps_the_options_it_uses() -> None:
+    flags = {f for p in _command("gap").params for f in [*p.opts, *p.secondary_opts]}
+    assert {"--start", "--train-window", "--relevance", "--window", "--u-min", "--set"} <= flags
