@@ -182,7 +182,7 @@ def test_inspect_takes_the_data_options_of_run():
     assert argument.help == run["--data"][1]
 
 
-@pytest.mark.parametrize("bad", [["--format", "xml"], ["--sep", "#"], ["--time-unit", "us"],
+@pytest.mark.parametrize("bad", [["--format", "xml"], ["--sep", "#"], ["--time-unit", "h"],
                                  ["--dedup", "last"], ["--on-invalid", "skip"], ["--scale", "0"]])
 def test_inspect_validates_data_options_as_run_does(bad, tmp_path, monkeypatch, capsys):
     from sweval.flows.cli import main
