@@ -130,7 +130,7 @@ class InteractionLog:
         if missing:
             raise SwevalError(
                 f"{source}: missing column(s) {', '.join(repr(c) for c in missing)}; "
-                f"the data has columns {list(map(str, frame.columns))}. "
+                f"the data has columns {_first_columns(frame.columns)}. "
                 "Map them with --user-col/--item-col/--time-col/--policy-col/--basket-col."
             )
         if len(frame) == 0:
@@ -401,3 +401,10 @@ def warn_isolated_ends(
             source, count, years / (365.25 * 86_400), side, column, iso_utc(int(seconds[lone][0])),
             first_rows(np.sort(rows)), edge, iso_utc(int(seconds[rest])),
         )
+
+
+def _first_columns(columns: pd.Index, shown: int = 20) -> str:
+    """The first ``shown`` column names, for messages (a wrongly read file can have thousands)."""
+    names = list(map(str, columns))
+    more = f" and {len(names) - shown:,} more" if len(names) > shown else ""
+    return f"{names[:shown]}{more}"

@@ -307,8 +307,14 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     """JSON Lines: each non-blank line one object. Values keep their JSON types (ids written as
     strings stay text, ``"01"`` is not ``1``); nothing is converted to dates here. An id that
     is a JSON object or array is refused: it names no user, item or policy by itself."""
-    if not first_line(path).strip():
+    first = first_line(path).strip()
+    if not first:
         raise SwevalError(f"{path}: the file is empty.")
+    if first.startswith("["):
+        raise SwevalError(
+            f"{path}: holds a JSON array; SW-EVAL reads JSON Lines, one object per line (convert "
+            f"it with: jq -c '.[]' {path.name} > {path.stem}.jsonl)."
+        )
     try:
         frame = pd.read_json(
             path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
