@@ -169,13 +169,16 @@ MAX_SKIP_REASONS = 5
 
 def skip_reasons(rows: pd.DataFrame, what: str = "fold") -> list[str]:
     """The distinct skip reasons of ``rows`` (rows of ``results.csv``, ``folds.csv`` or
-    ``compare.csv``), in order of appearance: the first :data:`MAX_SKIP_REASONS`, then
-    ``… and N more folds`` (``what``: the unit counted) for the folds skipped for the others."""
+    ``compare.csv``), in order of appearance, each with the number of folds (``what``: the unit
+    counted) it skipped when more than one: the first :data:`MAX_SKIP_REASONS`, then ``… and N
+    more folds`` for the folds skipped for the others."""
     reasons = rows["skip_reason"].fillna("").astype(str)
-    skipped, reasons = rows[reasons != ""], reasons[reasons != ""]
-    shown = list(dict.fromkeys(reasons))[:MAX_SKIP_REASONS]
     units = [column for column in ("protocol", "fold") if column in rows]
-    rest = len(skipped.loc[~reasons.isin(shown), units].drop_duplicates())
+    skipped = rows.loc[reasons != "", units].assign(reason=reasons[reasons != ""])
+    counts = skipped.drop_duplicates().groupby("reason", sort=False).size()
+    shown = [reason if n == 1 else f"{reason} ({plural(int(n), what)})"
+             for reason, n in counts.iloc[:MAX_SKIP_REASONS].items()]
+    rest = int(counts.iloc[MAX_SKIP_REASONS:].sum())
     return shown + ([f"… and {plural(rest, f'more {what}')}"] if rest else [])
 
 
@@ -212,8 +215,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     for stratum in summary["stratum"].unique():
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
+            # the whole log's reasons follow under `folds:`; a stratum's are listed only here
             reasons = skip_reasons(outputs.results[outputs.results["stratum"] == stratum])
-            console.print(f"stratum {stratum}: every fold skipped ({'; '.join(reasons)})",
+            listed = "" if stratum == "all" else f" ({'; '.join(reasons)})"
+            console.print(f"stratum {stratum}: every fold skipped{listed}",
                           style="yellow", markup=False)
             continue
         title = (

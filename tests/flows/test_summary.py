@@ -259,7 +259,7 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     text = console.export_text()
     reasons = outputs.results.loc[outputs.results["stratum"] == "B", "skip_reason"].unique()
     assert len(reasons) == 1 and "u_min" not in reasons[0]
-    assert f"stratum B: every fold skipped ({reasons[0]})" in text
+    assert f"stratum B: every fold skipped ({reasons[0]} (3 folds))" in text
     assert "folds: 3 used, 0 skipped" in text  # all users'
     assert "folds per stratum (each skips its own by u_min): A 3 used, 0 skipped; B 0 used, " \
            "3 skipped" in text
@@ -408,7 +408,7 @@ def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
     print_summary(outputs, config, console)
     lines = console.export_text().splitlines()
     reasons = [f"n_eligible={n} < u_min=100" for n in range(2, 7)]
-    assert f"stratum all: every fold skipped ({'; '.join(reasons)}; … and 3 more folds)" in lines
+    assert "stratum all: every fold skipped" in lines  # the reasons follow once, under folds:
     assert [line for line in lines if line.startswith("  skipped: ")] == [
         *(f"  skipped: {reason}" for reason in reasons), "  skipped: … and 3 more folds"]
     with pytest.raises(SwevalError, match=r"=6 < u_min=100; … and 3 more folds\)\. Lower"):
@@ -424,4 +424,17 @@ def test_skip_reasons_count_the_rest_per_split_of_each_protocol():
     })
     assert skip_reasons(rows, "split") == ["r0", "r1", "r2", "r3", "r4", "… and 2 more splits"]
     assert skip_reasons(rows.iloc[:6]) == ["r0", "r1", "r2", "r3", "r4", "… and 1 more fold"]
-    assert skip_reasons(rows.iloc[:5].assign(skip_reason=["a", "", None, "a", "b"])) == ["a", "b"]
+    assert skip_reasons(rows.iloc[:5].assign(skip_reason=["a", "", None, "a", "b"])) == [
+        "a (2 folds)", "b"]
+
+
+def test_skip_reasons_count_the_folds_of_a_repeated_reason():
+    """QA: 8 folds skipped for 3 distinct reasons printed the 3 reasons and no count, so the
+    list read as 3 folds; each reason now says how many folds it skipped."""
+    from sweval.flows.summary import skip_reasons
+
+    rows = pd.DataFrame({"fold": [0, 0, 1, 2, 3, 4, 5, 6, 7],  # fold 0 twice: two metrics' rows
+                         "skip_reason": ["r15", "r15", "r15", "r15", "r9", "r9", "r9", "r2", "r2"]})
+    assert skip_reasons(rows) == ["r15 (3 folds)", "r9 (3 folds)", "r2 (2 folds)"]
+    many = pd.DataFrame({"fold": range(9), "skip_reason": ["a", "a", "b", "c", "d", "e", "f", "f", "g"]})
+    assert skip_reasons(many) == ["a (2 folds)", "b", "c", "d", "e", "… and 3 more folds"]
