@@ -120,8 +120,9 @@ class Protocol(ABC):
     def unsupported(self, algorithm: str) -> str | None:
         """Why ``algorithm`` is not evaluated under this protocol, or None."""
         if not self.defines_time and algorithm in TIME_DEPENDENT:
+            # results.csv's skip_reason, which scripts match: change it only with a CHANGELOG note
             return (f"{algorithm} needs the global timeline; not defined under {self.name} "
-                    "(SPEC §7)")  # the text of results.csv's skip_reason: kept as it is
+                    "(docs/compare.md)")
         return None
 
 
