@@ -498,7 +498,7 @@ from sweval.flows.leakage import leakage_command  # noqa: E402
 app.command(name="leakage")(with_eval_options(
     leakage_command(build_config, _setup_logging),
     defaults={"output": leakage_output},
-    omit=_SPLIT_ONLY | {"start", "train_window", "relevance"}))
+    omit=_SPLIT_ONLY | {"start"}))
 
 from sweval.flows.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
 from sweval.flows.gap import gap_command  # noqa: E402
