@@ -128,6 +128,12 @@ def run(
         )
         return
     print_summary(outputs, cfg)
+    if rolling:
+        from sweval.flows.rolling import progress_line, read_state
+
+        state = read_state(Path(cfg.output))
+        if "n_folds" in state:
+            console.print(progress_line(state), markup=False, highlight=False)
     _print_tracking(cfg)
     if outputs.failed:
         from sweval.evaluators.units import UnitsFailed
@@ -362,12 +368,15 @@ def generate(
 def _setup_logging(verbose: bool) -> None:
     """Our log lines on stderr: warnings, or INFO with -v. The handler's own level also keeps
     Prefect's INFO records (which propagate to the root logger) off the terminal; MLflow's
-    retries show as one line (:class:`~flows.settings.RetriesInOneLine`)."""
+    retries show as one line (:class:`~flows.settings.RetriesInOneLine`); the HTTP clients'
+    request lines stay off even with -v."""
     handler = logging.StreamHandler()
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RetriesInOneLine())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
+    for chatty in ("httpx", "httpcore"):  # a line per request to the Prefect API, under -v
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def entry_point() -> None:

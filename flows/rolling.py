@@ -15,7 +15,8 @@ Units are content-addressed (:mod:`evaluators.units`): a window's key covers onl
 transactions before its end, so a run finds every earlier window's unit in the store and computes
 only the new windows. ``<output>/rolling.json`` records how far the series got::
 
-    {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "horizon": t_0 + n·tΔ,
+    {"key": ..., "start": t_0, "width_s": tΔ, "n_folds": n, "previous_n_folds": n before this
+     run, "horizon": t_0 + n·tΔ,
      "prefix_fingerprint": hash of every transaction before the horizon,
      "prefix_rows": their count, "first_event": the log's first timestamp}
 
@@ -217,6 +218,7 @@ def record(step: RollingStep) -> None:
         "start": t0,
         "width_s": spec.width_s,
         "n_folds": plan.config.folds,
+        "previous_n_folds": step.previous_folds,  # what the series held before this run
         "horizon": horizon,
         "prefix_fingerprint": prefix_fingerprint(plan.log, horizon),
         "prefix_rows": plan.log.position(horizon),
@@ -230,6 +232,22 @@ def record(step: RollingStep) -> None:
         os.replace(temporary, path)
     except OSError as exc:
         raise SwevalError(f"{path}: cannot record the rolling state ({exc}).") from exc
+
+
+def progress_line(state: dict[str, Any]) -> str:
+    """What the last run added to the series (from the ``rolling.json`` it wrote)::
+
+        rolling: 2 new windows evaluated (folds 6-7); the series holds 8, up to 2018-09-24T00:00:00Z.
+        rolling: no new complete window since the last run; the series holds 8, up to ...
+    """
+    n_folds = int(state["n_folds"])
+    previous = int(state.get("previous_n_folds", 0))
+    held = f"the series holds {n_folds}, up to {iso_utc(int(state['horizon']))}"
+    if n_folds <= previous:
+        return f"rolling: no new complete window since the last run; {held}."
+    new = n_folds - previous
+    folds = f"fold {previous}" if new == 1 else f"folds {previous}-{n_folds - 1}"
+    return f"rolling: {new} new window{'s' if new > 1 else ''} evaluated ({folds}); {held}."
 
 
 def read_state(output: Path) -> dict[str, Any]:

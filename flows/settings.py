@@ -122,7 +122,10 @@ class HideReportedErrors(logging.Filter):
         if isinstance(exc, SwevalError | httpx.HTTPError) or (exc is not None and is_stop(exc)):
             return False
         message = record.getMessage()
-        return "SwevalError" not in message and "Failed to reach API" not in message
+        return not any(text in message for text in (
+            "SwevalError", "Failed to reach API",
+            "aborted by an interrupt signal",  # Ctrl-C: the CLI says "interrupted" itself
+        ))
 
 
 class UserErrorsWithoutTraceback(logging.Filter):

@@ -126,6 +126,26 @@ def test_the_flow_engines_tracebacks_of_an_unreachable_api_stay_out_of_the_termi
                                   None))
     assert hide.filter(record("Encountered exception during execution: ValueError('a bug')",
                               ValueError("a bug")))  # anything else still shows
+    # Ctrl-C (QA): the CLI says "interrupted: finished units are saved" itself
+    assert not hide.filter(record("Crash detected! Execution was aborted by an interrupt signal.",
+                                  None))
+
+
+def test_verbose_keeps_the_http_clients_request_lines_off_the_terminal():
+    """QA: `sweval run -v` printed a line per Prefect API request (56 lines for one fold)."""
+    from sweval.flows.cli import _setup_logging
+
+    root, httpx = logging.getLogger(), logging.getLogger("httpx")
+    saved = root.handlers[:], root.level, httpx.level
+    try:
+        root.handlers[:] = []
+        _setup_logging(True)
+        assert root.isEnabledFor(logging.INFO)
+        assert not httpx.isEnabledFor(logging.INFO) and httpx.isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        httpx.setLevel(saved[2])
 
 
 def test_mlflows_retries_are_said_once():

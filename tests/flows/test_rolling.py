@@ -13,6 +13,7 @@ from flow_helpers import check_mlflow_matches_results
 from sweval_testing import DAY, T0, experiment_runs
 
 from sweval.data.timestamps import iso_utc
+from sweval.flows.rolling import progress_line
 from sweval.flows.sliding_window import sliding_window_eval
 
 
@@ -31,6 +32,8 @@ def test_rolling_runs_add_only_the_new_windows(
     assert sorted({f for f, _ in count_units}) == [0, 1, 3]  # fold 2 (day 3) is skipped
     state = json.loads((output / "rolling.json").read_text())
     assert state["n_folds"] == 4 and state["horizon"] == T0 + 5 * DAY
+    assert progress_line(state) == (f"rolling: 4 new windows evaluated (folds 0-3); the series "
+                                    f"holds 4, up to {iso_utc(T0 + 5 * DAY)}.")
     first_parent = json.loads((output / "tracking.json").read_text())["parent_run_id"]
 
     count_units.clear()
@@ -39,6 +42,8 @@ def test_rolling_runs_add_only_the_new_windows(
     assert sorted({f for f, _ in count_units}) == [4, 5, 6]  # windows [5,6) [6,7) [7,8)
     assert len(count_units) == 6
     assert sorted(pd.read_csv(output / "folds.csv")["fold"]) == list(range(7))
+    assert progress_line(json.loads((output / "rolling.json").read_text())).startswith(
+        "rolling: 3 new windows evaluated (folds 4-6); the series holds 7")
     parent = check_mlflow_matches_results(mlflow_uri, config.experiment, output)
     assert parent.info.run_id == first_parent
     assert parent.data.tags["sweval.mode"] == "rolling"
@@ -55,6 +60,8 @@ def test_rolling_runs_add_only_the_new_windows(
     count_units.clear()
     sliding_window_eval(config=config, rolling=True)  # nothing new
     assert count_units == []
+    assert progress_line(json.loads((output / "rolling.json").read_text())).startswith(
+        "rolling: no new complete window since the last run; the series holds 7")  # QA: silent
     check_mlflow_matches_results(mlflow_uri, config.experiment, output)
 
 
