@@ -326,17 +326,25 @@ def ui(
     if held is not None:  # else the announcement could point at another server there
         raise SwevalError(f"port {port} on 127.0.0.1 is taken ({held}): stop that process or "
                           "choose another port with --port.")
+    from sweval.flows.settings import sweval_home
+
+    log = sweval_home() / "logs" / "mlflow-ui.log"
     console.print(
         f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
-        "stop with Ctrl-C", markup=False
+        f"stop with Ctrl-C; the server's output goes to {log}", markup=False
     )
     prepare_sqlite_store(uri)  # built whole before the server opens it
     announce_when_ready(uri, f"http://127.0.0.1:{port}", browser=browser,
                         say=lambda line: console.print(line, markup=False))
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
-        run_server(server_command(uri, port=port), server_env())
+        status = run_server(server_command(uri, port=port), server_env(), log=log)
     except KeyboardInterrupt:
         stop_handled()  # the UI's normal end: exit 0
+        return
+    if status != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+        raise SwevalError(f"the MLflow server exited with status {status}; its last lines "
+                          f"({log}): {' | '.join(tail)}")
 
 
 @app.command()

@@ -32,7 +32,9 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
+from typing import IO
 
 import psutil
 
@@ -262,14 +264,28 @@ def stop_group(process: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> No
         process.wait(timeout=grace_s)
 
 
-def run_server(argv: Sequence[str], env: Mapping[str, str]) -> int:
+def run_server(argv: Sequence[str], env: Mapping[str, str], log: Path | None = None) -> int:
     """Run a server command in its own process group until it exits or this command is stopped
     (Ctrl-C, SIGTERM, SIGHUP: :class:`Stopped` propagates); the group is stopped either way.
+    With ``log``, its output is appended there instead of the terminal.
 
     Returns:
         The server's exit status when it ended by itself.
     """
-    process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True)
+    output = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        output = open(log, "ab")  # noqa: SIM115 (closed once the server ended)
+    try:
+        return _run_and_stop(argv, env, output)
+    finally:
+        if output is not None:
+            output.close()
+
+
+def _run_and_stop(argv: Sequence[str], env: Mapping[str, str], output: IO[bytes] | None) -> int:
+    process = subprocess.Popen(list(argv), env=dict(env), start_new_session=True, stdout=output,
+                               stderr=subprocess.STDOUT if output is not None else None)
     stop_with_this_process(process.pid)  # its group too, should this process be SIGKILLed
     try:
         return process.wait()

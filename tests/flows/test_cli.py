@@ -388,3 +388,29 @@ def test_a_run_where_every_fold_is_skipped_writes_its_files_and_exits_2(
     if command == "run":
         assert _sweval(monkeypatch, "run", *options, "--rolling", "--start", "2024-01-01",
                        "--output", tmp_path / "rolling") == 0
+
+
+def test_the_ui_servers_output_goes_to_its_log_and_a_failure_quotes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA: `sweval ui` printed MLflow's start-up banner, a deprecation warning and every
+    health-check access line among its own two lines; they go to $SWEVAL_HOME/logs now, and
+    a server that exits by itself is an error quoting the log's last lines."""
+    import sys
+
+    from sweval.flows import tracking
+
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path / "home"))
+    script = "import sys; print('banner'); print('deprecated thing', file=sys.stderr); sys.exit(3)"
+    monkeypatch.setattr(tracking, "server_command", lambda uri, port: [sys.executable, "-c", script])
+    monkeypatch.setattr(tracking, "announce_when_ready", lambda *a, **k: None)
+    code = _sweval(monkeypatch, "ui", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
+                   "--no-browser", "--port", "5987")
+    captured = capsys.readouterr()
+    log = tmp_path / "home" / "logs" / "mlflow-ui.log"
+    assert (captured.out + captured.err).count("banner") == 1  # in the error's quote only
+    assert log.read_text().splitlines() == ["banner", "deprecated thing"]
+    assert code == 2
+    err = " ".join(captured.err.split())
+    assert "the MLflow server exited with status 3; its last lines" in err
+    assert "banner | deprecated thing" in err
