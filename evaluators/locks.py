@@ -90,17 +90,19 @@ def describe_owner(path: Path, wait_s: float = 1.0) -> str:
 
 
 @contextlib.contextmanager
-def output_lock(directory: str | Path) -> Iterator[dict[str, Any] | None]:
+def output_lock(directory: str | Path, command: str = "run") -> Iterator[dict[str, Any] | None]:
     """Hold ``directory``'s lock for the block: no other ``sweval`` run may write there meanwhile.
 
     Yields the record the previous holder left in the lock file (its :func:`owner_record`, and
     what it added with :func:`annotate_output_lock`), or None: the lock file keeps the last
     holder's record, however that holder ended. What holders added is carried over to this
-    holder's record until one replaces it.
+    holder's record until one replaces it. The record names the ``sweval`` command whose
+    output the directory holds (``output_of``): another command may not write there (its
+    tables would replace some of the files and leave the others).
 
     Raises:
-        SwevalError: the directory cannot be created, or another process holds its lock (the
-            message names that process).
+        SwevalError: the directory cannot be created, another process holds its lock (the
+            message names that process), or it holds another command's output.
     """
     directory = Path(directory)
     try:
@@ -124,13 +126,36 @@ def output_lock(directory: str | Path) -> Iterator[dict[str, Any] | None]:
     except (OSError, ValueError):
         previous = None
     previous = previous if isinstance(previous, dict) else None
-    record = owner_record()
+    written_by = output_of(directory, previous)
+    if written_by not in (None, command):
+        lock.release()
+        raise SwevalError(
+            f"{directory}: holds the output of `sweval {written_by}`; `sweval {command}` would "
+            "replace some of its files and leave the others. Give another --output (or delete "
+            "that directory first)."
+        )
+    record = owner_record() | {OUTPUT_OF: command}
     added = {key: value for key, value in (previous or {}).items() if key not in record}
     try:
         path.write_text(json.dumps(added | record), encoding="utf-8")  # we hold it: ours to write
         yield previous
     finally:
         lock.release()
+
+
+#: The lock record's field naming the command whose output the directory holds.
+OUTPUT_OF = "output_of"
+#: The record files that name the command of an output written before its lock record did.
+_RECORD_FILES = {"compare.json": "compare", "leakage.json": "leakage", "gap.json": "gap"}
+
+
+def output_of(directory: Path, record: dict[str, Any] | None) -> str | None:
+    """The ``sweval`` command whose output ``directory`` holds: as its lock ``record`` says,
+    else as its record file says (``compare.json``, ...), else None (none yet, or a run's)."""
+    if record is not None and isinstance(record.get(OUTPUT_OF), str):
+        return record[OUTPUT_OF]
+    return next((command for name, command in _RECORD_FILES.items()
+                 if (directory / name).is_file()), None)
 
 
 def annotate_output_lock(directory: str | Path, **fields: Any) -> None:

@@ -78,6 +78,7 @@ from sweval.evaluators.report_tables import (
     metric_table,
     protocol_groups,
 )
+from sweval.evaluators.store import atomic_write, atomic_write_text
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
@@ -259,12 +260,12 @@ def write_report(
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     figures += [overlap] if overlap is not None else []
     figures += [protocols.scatter] if protocols is not None and protocols.scatter else []
-    written = [target / "report.html"]
-    try:
-        written[0].write_text(page, encoding="utf-8")
+    written = []
+    try:  # each file whole or not at all; the page last, once the figures it shows are there
         for figure in figures:
-            (target / figure.file_name).write_bytes(figure.png)
+            atomic_write(target / figure.file_name, lambda handle, png=figure.png: handle.write(png))
             written.append(target / figure.file_name)
+        atomic_write_text(target / "report.html", page)
     except OSError as exc:
         raise SwevalError(f"{target}: cannot write the report ({exc}).") from exc
-    return written
+    return [target / "report.html", *written]

@@ -251,7 +251,7 @@ def run_compare(
     if rank_metric not in RANK_METRICS:
         raise SwevalError(f"--rank-metric {rank_metric!r}: one of {', '.join(RANK_METRICS)}.")
     directory = Path(output)
-    with output_lock(directory):
+    with output_lock(directory, command="compare"):
         return _compare(config, protocols, directory, loocv_repeats=loocv_repeats, log=log,
                         console=console, split_ratio=split_ratio, split_seed=split_seed,
                         rank_metric=rank_metric)

@@ -49,6 +49,7 @@ from sweval.evaluators.deployment_gap import (
     validation_protocols,
 )
 from sweval.evaluators.gap_page import write_gap_report
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store, window_spec
@@ -69,7 +70,9 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
         SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...).
     """
     store = unit_store(config, default=output / "units")
-    with store.in_use():  # sweval cache prune keeps this command's units, from its start
+    # one command at a time in `output`, and not into another command's output; prune keeps
+    # this command's units, from its start
+    with output_lock(output, command="gap"), store.in_use():
         return _run_gap(config, design, output, store, console)
 
 

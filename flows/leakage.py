@@ -53,6 +53,7 @@ from sweval.evaluators.leakage_severity import (
     severity_tables,
     with_intrinsic,
 )
+from sweval.evaluators.locks import output_lock
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
@@ -74,7 +75,9 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
             test users than u_min, ...).
     """
     store = unit_store(config, default=output / "units")
-    with store.in_use():  # sweval cache prune keeps this command's units, from its start
+    # one command at a time in `output`, and not into another command's output; prune keeps
+    # this command's units, from its start
+    with output_lock(output, command="leakage"), store.in_use():
         return _run_leakage(config, design, output, store, console)
 
 

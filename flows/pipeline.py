@@ -21,6 +21,7 @@ share the flow's unit store (``--dask-address``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -518,13 +519,16 @@ def write_report_quietly(
     directory: str | Path, *, intervals: pd.DataFrame | None = None
 ) -> list[Path]:
     """Write ``report.html`` and its PNG figures (``intervals``: the run's summary, whose
-    bootstrap intervals the report takes); a report problem never fails the run."""
+    bootstrap intervals the report takes); a report problem never fails the run. A report that
+    could not be written removes an earlier one, which would no longer match the tables."""
     from sweval.evaluators.report import write_report
 
     try:
         return write_report(directory, intervals=intervals)
     except (SwevalError, OSError, ValueError) as exc:
         _log.warning("could not write the HTML report: %s", exc)
+        with contextlib.suppress(OSError):
+            (Path(directory) / "report.html").unlink(missing_ok=True)
         return []
 
 

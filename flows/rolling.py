@@ -35,7 +35,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,6 +47,7 @@ from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.run import Plan, make_plan, window_spec
+from sweval.evaluators.store import atomic_write_text
 from sweval.evaluators.windows import parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
@@ -227,9 +227,7 @@ def record(step: RollingStep) -> None:
     }
     path = Path(plan.config.output) / STATE_FILE
     try:
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(state, indent=2))
-        os.replace(temporary, path)
+        atomic_write_text(path, json.dumps(state, indent=2))  # no temporary file left on failure
     except OSError as exc:
         raise SwevalError(f"{path}: cannot record the rolling state ({exc}).") from exc
 

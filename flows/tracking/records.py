@@ -5,7 +5,6 @@ the params and tags that describe a parent run and an algorithm's child run."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,11 +27,11 @@ def read_state(path: Path) -> dict[str, Any]:
 
 def write_state(path: Path, state: Mapping[str, Any]) -> None:
     """Replace the run record at ``path`` atomically."""
+    from sweval.evaluators.store import atomic_write_text
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(state, indent=2))
-        os.replace(temporary, path)
+        atomic_write_text(path, json.dumps(state, indent=2))  # no temporary file left on failure
     except OSError as exc:
         raise SwevalError(f"{path}: cannot record the MLflow run ({exc}).") from exc
 

@@ -599,3 +599,36 @@ def test_a_leakage_output_is_refused_with_what_it_has_instead(tmp_path):
     (out / "leakage.json").write_text("{}")
     with pytest.raises(SwevalError, match="a `sweval leakage` output.*severity.png"):
         write_report(out)
+
+
+def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkeypatch):
+    """QA, disk full while the report was written: a 98 KB half of report.html stayed, without
+    its figures, and the summary pointed at it. Each file is now written whole or not at all,
+    the page last, and a report that failed removes the earlier one (it would not match)."""
+    import shutil
+
+    from sweval.evaluators import store
+    from sweval.flows.pipeline import write_report_quietly
+
+    directory = write_output(tmp_path / "out", fake_results())
+    (directory / "report.html").write_text("an earlier run's report")
+    real = store.atomic_write
+    calls = []
+
+    def full_disk(path, write):
+        calls.append(path.name)
+        if len(calls) == 2:  # the second figure: the disk fills up in the middle of it
+            def half(handle):
+                handle.write(b"x" * 10)
+                raise OSError(28, "No space left on device")
+            return real(path, half)
+        return real(path, write)
+
+    monkeypatch.setattr("sweval.evaluators.report.atomic_write", full_disk)
+    assert write_report_quietly(directory) == []
+    assert not (directory / "report.html").exists()
+    assert not [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+    assert len([p for p in directory.iterdir() if p.suffix == ".png"]) == 1  # the first, whole
+    monkeypatch.setattr("sweval.evaluators.report.atomic_write", real)
+    assert write_report_quietly(directory)[0] == directory / "report.html"
+    shutil.rmtree(directory)

@@ -155,6 +155,30 @@ def test_a_held_output_directory_names_its_holder_and_a_killed_holder_blocks_not
     assert time.monotonic() - clock < 1.0
 
 
+def test_an_output_directory_takes_only_its_own_commands_output(tmp_path: Path):
+    """QA: `sweval gap --output <a run's directory>` replaced results.csv and report.html and
+    left the run's other tables, a silent mix of two commands; leakage the same, even while
+    the run was writing there."""
+    directory = tmp_path / "out"
+    with output_lock(directory):  # a run
+        pass
+    for other in ("gap", "leakage", "compare"):
+        with pytest.raises(SwevalError, match=rf"holds the output of `sweval run`; `sweval "
+                                              rf"{other}` would replace some of its files"), \
+                output_lock(directory, command=other):
+            pass
+    with output_lock(directory):  # the run again: resumes
+        pass
+    older = tmp_path / "older-gap"  # written before lock records named their command
+    older.mkdir()
+    (older / "gap.json").write_text("{}")
+    with pytest.raises(SwevalError, match="holds the output of `sweval gap`"), \
+            output_lock(older):
+        pass
+    with output_lock(older, command="gap"):
+        pass
+
+
 def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path: Path):
     path = tmp_path / "out"
     path.write_text("not a directory")
