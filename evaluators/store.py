@@ -153,6 +153,12 @@ class UnitStore:
             return False
         if int(record.get("depth", 0)) < depth:
             return False
+        if not _whole_parquet(directory / LISTS_FILE):  # damaged since: computed again
+            if directory not in _REPORTED_DAMAGE:  # a run asks several times
+                _REPORTED_DAMAGE.add(directory)
+                _log.warning("%s: the unit's %s is missing or cut short; computing it again",
+                             directory, LISTS_FILE)
+            return False
         mark_used(directory)
         return True
 
@@ -336,6 +342,21 @@ def lists_from_table(
     columns = np.arange(len(flat)) - np.repeat(offsets[:-1], lengths)
     items[rows, columns] = flat
     return users.astype(np.int64), items
+
+
+#: The damaged units this process has warned about.
+_REPORTED_DAMAGE: set[Path] = set()
+
+
+def _whole_parquet(path: Path) -> bool:
+    """A Parquet file that ends as one does (its footer's ``PAR1``): not missing, emptied or
+    cut short. Units are written whole (:func:`atomic_write`); this catches later damage."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(-4, os.SEEK_END)
+            return handle.read(4) == b"PAR1"
+    except OSError:  # missing, or shorter than 4 bytes
+        return False
 
 
 # ------------------------------------------------------------------------------ atomic files

@@ -521,3 +521,20 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     again = run_local(config(tmp_path))
     pd.testing.assert_frame_equal(again.results, first)
     assert again.units["reused"].tolist() == [False] + [True] * (len(again.units) - 1)
+
+
+def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, caplog) -> None:
+    """QA: a truncated or emptied lists.parquet stopped every run ("delete that directory to
+    recompute it"), one damaged unit per attempt; it is now found at planning and recomputed,
+    with a warning, and the tables are the same."""
+    first = run_local(config(tmp_path))
+    lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
+    assert len(lists) == first.n_computed >= 2
+    lists[0].write_bytes(lists[0].read_bytes()[:100])  # cut short
+    lists[1].write_bytes(b"")  # emptied
+    before = (tmp_path / "out" / "results.csv").read_bytes()
+    with caplog.at_level("WARNING", logger="sweval.evaluators.store"):
+        again = run_local(config(tmp_path))
+    assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
+    assert (tmp_path / "out" / "results.csv").read_bytes() == before
+    assert caplog.text.count("is missing or cut short; computing it again") == 2
