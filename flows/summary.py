@@ -231,7 +231,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
                                     significance=outputs.significance, failed=failed))
-    for line in common_folds_lines(summary, metric):
+    for line in [*common_folds_lines(summary, metric), *same_configuration_lines(outputs.units)]:
         console.print(line, style="dim", markup=False, highlight=False)
     print_significance_notes(outputs, config, console)
     folds = outputs.folds
@@ -275,6 +275,22 @@ def interval_words(part: pd.DataFrame, level: float) -> str:
     if part["n_folds"].max() < 2:
         return f"bootstrap interval {NO_INTERVAL}"
     return f"{100 * level:g}% bootstrap interval over folds"
+
+
+def same_configuration_lines(units: pd.DataFrame) -> list[str]:
+    """One line per group of labels that name one configuration (the same unit on every fold:
+    a tuning candidate with the algorithm's defaults, a variant spelling them out), whose rows
+    are therefore equal: ``pop-n(n_recent=1000) is pop-n: one configuration, the same units``."""
+    if units.empty or not {"fold", "algorithm", "unit_key"} <= set(units.columns):
+        return []
+    ordered = units.sort_values("fold", kind="stable")
+    keys = ordered.groupby("algorithm", sort=False)["unit_key"].agg(tuple)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for label in units["algorithm"].drop_duplicates():  # in the run's order
+        groups.setdefault(keys[label], []).append(str(label))
+    return [f"{', '.join(labels[1:])} {'is' if len(labels) == 2 else 'are'} {labels[0]}: one "
+            "configuration, the same units, so the same numbers"
+            for labels in groups.values() if len(labels) > 1]
 
 
 def common_folds_lines(summary: pd.DataFrame, metric: str) -> list[str]:

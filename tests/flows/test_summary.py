@@ -438,3 +438,20 @@ def test_skip_reasons_count_the_folds_of_a_repeated_reason():
     assert skip_reasons(rows) == ["r15 (3 folds)", "r9 (3 folds)", "r2 (2 folds)"]
     many = pd.DataFrame({"fold": range(9), "skip_reason": ["a", "a", "b", "c", "d", "e", "f", "f", "g"]})
     assert skip_reasons(many) == ["a (2 folds)", "b", "c", "d", "e", "… and 3 more folds"]
+
+
+def test_labels_of_one_configuration_are_said_to_be_one():
+    """QA: with --tune pop-n.n_recent=100,1000 (1000 the default) the table showed pop-n and
+    pop-n(n_recent=1000) as two rows of equal numbers, unexplained."""
+    from sweval.flows.summary import same_configuration_lines
+
+    units = pd.DataFrame({
+        "fold": [1, 0, 0, 1, 0, 1, 0, 1],
+        "algorithm": ["pop-n", "pop-n", "pop-n(n_recent=100)", "pop-n(n_recent=100)",
+                      "pop-n(n_recent=1000)", "pop-n(n_recent=1000)", "pop", "pop"],
+        "unit_key": ["b", "a", "c", "d", "a", "b", "e", "f"],
+    })
+    assert same_configuration_lines(units) == [
+        "pop-n(n_recent=1000) is pop-n: one configuration, the same units, so the same numbers"]
+    assert same_configuration_lines(units[units["algorithm"] != "pop-n"]) == []
+    assert same_configuration_lines(pd.DataFrame()) == []
