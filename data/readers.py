@@ -22,10 +22,12 @@ with a UTF-8 byte-order mark.
 
 from __future__ import annotations
 
+import bz2
 import csv
 import gzip
 import json
 import logging
+import lzma
 import re
 import zlib
 from collections.abc import Sequence
@@ -196,9 +198,9 @@ def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd
     """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
     (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
     with a warning (:func:`_warn_missing_markers`). Other columns read pandas' missing markers
-    as missing. Refused: a row with more or fewer fields than the header (the values would
-    shift between columns) and an id spanning lines (a stray quote swallowing the rows after
-    it)."""
+    as missing. Refused: a row with more fields than the header (the values would shift
+    between columns) and an id spanning lines (a stray quote swallowing the rows after it); a
+    row with fewer fields is warned about (:func:`_warn_short_rows`)."""
     header = first_line(path)
     if not header.strip():
         raise SwevalError(f"{path}: the file is empty.")
@@ -214,10 +216,8 @@ def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd
     if not isinstance(frame.index, pd.RangeIndex):  # pandas took the surplus for an index
         n_header = len(frame.columns)
         raise _ragged_row(path, 2, n_header + frame.index.nlevels, n_header)
-    if set(text_columns) <= set(frame.columns) and frame[frame.columns[-1]].isna().any():
-        # pandas fills a short row with missing values (without the id columns, the error
-        # naming the header's columns says more: a wrong separator, say)
-        _check_short_rows(path, sep, len(frame.columns))
+    if set(text_columns) <= set(frame.columns):  # else the missing-columns error says more
+        _warn_short_rows(path, sep, header, frame)
     for column in text_columns:
         if column in frame.columns:
             frame[column] = _stripped(frame[column])
@@ -227,41 +227,95 @@ def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd
 
 
 def _ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
-    """The error for a CSV line with more or fewer fields than the header. Pandas raises for a
-    longer line after the first data line; on the first one it takes the surplus fields,
-    silently, for the row index, and it fills a shorter line with missing values: in both
-    cases the values would shift between columns."""
-    cause = ("a separator inside a value (quote it) or a stray column" if saw > expected
-             else "a value or its separator left out")
+    """The error for a CSV line with more fields than the header. Pandas raises for such a line
+    after the first data line; on the first one it takes the surplus fields, silently, for the
+    row index (and every column shifts): both say the same here."""
     return SwevalError(
         f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
-        f"{expected}: {cause}."
+        f"{expected}: a separator inside a value (quote it) or a stray column."
     )
 
 
-def _check_short_rows(path: Path, sep: str, expected: int) -> None:
-    """Refuse the first row with fewer fields than the header (a second pass over the file,
-    with the same quoting rules as pandas; run only when the last column has missing values,
-    which is how pandas fills such a row).
+#: Rows with fewer fields than the header named in :func:`_warn_short_rows`' warning.
+SHOWN_SHORT_ROWS = 3
 
-    Raises:
-        SwevalError: naming its line and data row.
+
+def _warn_short_rows(path: Path, sep: str, header: str, frame: pd.DataFrame) -> None:
+    """Warn about rows with fewer fields than the header, naming the first ones. Pandas fills a
+    short row's missing fields from the right: harmless when an optional last field was left
+    out, but when a value in the middle was, the values after it moved to other columns (a
+    timestamp read as an item). Which one it was cannot be told, so the rows are kept.
+
+    A header ending in a separator (an unnamed last column) expects one field less. The exact
+    count is a second pass over the file, with the same quoting rules as pandas, made only when
+    the last column's missing cells are not all explained by lines ending in a separator (an
+    empty last field): never for a file without missing last cells.
     """
-    opener = gzip.open if is_gzip(path) else open
-    with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter=sep)
-        next(reader, None)  # the header
-        data_row = 0
-        for fields in reader:
-            if not fields:  # a blank line, which pandas skips too
-                continue
-            data_row += 1
-            if len(fields) < expected:
-                raise SwevalError(
-                    f"{path}: line {reader.line_num} (data row {data_row}) has {len(fields)} "
-                    f"fields where the header has {expected}: a value or its separator left "
-                    "out (the values after it would shift between columns)."
-                )
+    missing_last = int(frame[frame.columns[-1]].isna().sum())
+    if missing_last == 0:
+        return
+    expected = len(frame.columns) - (1 if header.rstrip("\r\n").endswith(sep) else 0)
+    opener = _TEXT_OPENERS.get(_compression_of(path))
+    if opener is None:
+        return  # zip, zstd, ...: pandas reads them, this check does not
+    if opener is open:
+        ended = _lines_ending_in(path, sep.encode())
+        if ended - int(header.rstrip("\r\n").endswith(sep)) == missing_last:
+            return  # every missing last cell is an empty last field
+    short: list[tuple[int, int, int]] = []
+    n_short = 0
+    limit = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)  # as pandas: no limit on a field's length
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter=sep)
+            next(reader, None)  # the header
+            data_row = 0
+            for fields in reader:
+                if not fields or not "".join(fields).strip():  # blank: pandas skips it too
+                    continue
+                data_row += 1
+                if len(fields) < expected:
+                    n_short += 1
+                    if len(short) < SHOWN_SHORT_ROWS:
+                        short.append((reader.line_num, data_row, len(fields)))
+    finally:
+        csv.field_size_limit(limit)
+    if n_short:
+        where = "; ".join(f"line {line} (data row {row}): {saw} of {expected}"
+                          for line, row, saw in short)
+        _log.warning(
+            "%s: %d row(s) have fewer fields than the header (%s%s): pandas fills the missing "
+            "fields from the right, so if a value in the middle was left out, the values after "
+            "it moved to other columns. Check those rows.",
+            path, n_short, where, "; ..." if n_short > len(short) else "",
+        )
+
+
+def _lines_ending_in(path: Path, marker: bytes, chunk: int = 1 << 24) -> int:
+    """How many lines of the file end in ``marker`` (before ``\\n``, ``\\r\\n`` or the file's
+    end), read in chunks."""
+    count, tail = 0, b""
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            data = tail + block
+            count += data.count(marker + b"\n") + data.count(marker + b"\r\n")
+            tail = data[-len(marker) - 1:]  # a marker and its line end may straddle two chunks
+            count -= tail.count(marker + b"\n") + tail.count(marker + b"\r\n")
+    return count + tail.count(marker + b"\n") + tail.count(marker + b"\r\n") + int(
+        tail.endswith(marker))
+
+
+def _compression_of(path: Path) -> str:
+    """``gzip`` (by name or content), ``bz2``, ``xz``, another suffix pandas decompresses, or
+    ``none``."""
+    if is_gzip(path):
+        return "gzip"
+    return {".bz2": "bz2", ".xz": "xz", ".zip": "zip", ".zst": "zstd", ".tar": "tar"}.get(
+        path.suffix.lower(), "none")
+
+
+_TEXT_OPENERS = {"none": open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 
 
 def _check_single_line(path: Path, values: pd.Series, column: str) -> None:
@@ -295,12 +349,25 @@ def _warn_missing_markers(path: Path, values: pd.Series, column: str) -> None:
 
 def _stripped(values: pd.Series) -> pd.Series:
     """Text cells without their surrounding spaces; a cell of spaces only is missing, like an
-    empty one. Cells that are not text (numbers in JSON, missing values) are kept."""
+    empty one. Cells that are not text (numbers in JSON, missing values) are kept.
+
+    Worked on the distinct values (a column of ids repeats them), and the column is returned
+    as it is when none changes."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype(object)
     if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
         return values
-    stripped = values.str.strip()  # missing for the cells that are not text
+    codes, distinct = pd.factorize(values, use_na_sentinel=True)
+    distinct = pd.Series(distinct, dtype=object)
+    stripped = distinct.str.strip()  # missing for the values that are not text
     is_text = stripped.notna()
-    return values.where(~is_text, stripped).mask(is_text & (stripped == ""))
+    new = distinct.where(~is_text, stripped).mask(is_text & (stripped == ""))
+    changed = ~(new.isna() & distinct.isna()) & (new.isna() | (new != distinct))
+    if not changed.any():
+        return values
+    taken = new.to_numpy(dtype=object)[codes]
+    taken[codes < 0] = None
+    return pd.Series(taken, index=values.index, name=values.name, dtype=object)
 
 
 def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:

@@ -22,6 +22,9 @@ _MAX_PLAUSIBLE_SECONDS = 10**11
 #: 1970-01-02 and 1970-02-17.
 _EPOCH_1973_S = 100_000_000
 _EPOCH_2100_S = 4_102_444_800
+#: 2000-01-01: a log read in a unit finer than seconds whose other values all come after it
+#: has no values before 1973 but wrong ones (seconds among milliseconds, placeholders).
+_EPOCH_2000_S = 946_684_800
 
 TimeUnit = Literal["s", "ms", "us", "ns"]
 #: Units of numeric epochs (``--time-unit``) per second.
@@ -101,8 +104,8 @@ def _epoch_seconds(
     - read in a coarser unit, every value would be a date in 1973–2100 (``ms`` on seconds);
     - values too large for the unit: beyond year 5138 in seconds (:data:`_MAX_PLAUSIBLE_SECONDS`),
       with the unit that fits them named;
-    - with a unit finer than seconds, values before 1973 among later ones (seconds among
-      milliseconds, a ``0`` placeholder);
+    - with a unit finer than seconds, values before 1973 among others all after 2000 (seconds
+      among milliseconds, a ``0`` placeholder; a log that runs through 1973 is left alone);
     - numbers that look like ``YYYYMMDDhhmmss`` (in any unit) or ``YYYYMMDD`` (in seconds).
     """
     numbers = values.to_numpy(dtype=np.float64)
@@ -145,14 +148,14 @@ def _epoch_seconds(
         )
     if time_unit != "s":
         early = seconds < _EPOCH_1973_S
-        if early.any() and not early.all():
+        if early.any() and not early.all() and seconds[~early].min() >= _EPOCH_2000_S:
             bad = np.flatnonzero(early)
             raise SwevalError(
                 f"{source}: column {column!r} has values that --time-unit {time_unit} puts "
                 f"before 1973 (data rows {first_rows(file_rows(values, bad))}, e.g. "
                 f"{int(numbers[bad[0]])} = {iso_utc(int(np.floor(seconds[bad[0]])))}) among "
-                f"later ones (e.g. {iso_utc(int(np.floor(seconds[~early][0])))}): timestamps in "
-                "another unit, or placeholders? Write every timestamp in one unit."
+                f"others all after 2000 (e.g. {iso_utc(int(np.floor(seconds[~early][0])))}): "
+                "timestamps in another unit, or placeholders? Write every timestamp in one unit."
             )
     elif _look_like_yyyymmdd(numbers):
         raise SwevalError(

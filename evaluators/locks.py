@@ -145,13 +145,15 @@ def output_lock(directory: str | Path, command: str = "run") -> Iterator[dict[st
 
 #: The lock record's field naming the command whose output the directory holds.
 OUTPUT_OF = "output_of"
-#: The record files that name the command of an output written before its lock record did.
-_RECORD_FILES = {"compare.json": "compare", "leakage.json": "leakage", "gap.json": "gap"}
+#: The files that name the command of an output written before its lock record did, in the
+#: order they are asked (compare writes a run's files too, for its sw-eval protocol).
+_RECORD_FILES = {"compare.json": "compare", "leakage.json": "leakage", "gap.json": "gap",
+                 "config.json": "run", "folds.csv": "run"}
 
 
 def output_of(directory: Path, record: dict[str, Any] | None) -> str | None:
     """The ``sweval`` command whose output ``directory`` holds: as its lock ``record`` says,
-    else as its record file says (``compare.json``, ...), else None (none yet, or a run's)."""
+    else as its files say (``compare.json``, ..., a run's ``config.json``), else None."""
     if record is not None and isinstance(record.get(OUTPUT_OF), str):
         return record[OUTPUT_OF]
     return next((command for name, command in _RECORD_FILES.items()

@@ -96,6 +96,14 @@ def parse_time(text: str | int, *, option: str = "--start") -> int:
         )
     try:  # ISO 8601 only: 01/03/2024 is January 3 or March 1 depending on who wrote it
         stamp = pd.to_datetime(value, format="ISO8601")
+    except (ValueError, TypeError):
+        stamp = None
+    try:  # year-month-day first, in the spellings ISO's strict form does not take (2015-08-01
+        # 12:00:00 UTC, lowercase t and z, a decimal comma): not ambiguous either
+        if stamp is None and re.match(r"\d{4}-\d{2}-\d{2}([ Tt]|$)", value):
+            stamp = pd.Timestamp(value.replace(",", "."))
+        if stamp is None:
+            raise ValueError(value)
     except (ValueError, TypeError) as exc:
         raise SwevalError(
             f"{option} {text!r}: not an ISO date/time (2015-08-01, 2015-08-01T12:00:00Z) or "

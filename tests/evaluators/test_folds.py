@@ -134,3 +134,20 @@ def test_a_log_shorter_than_one_window_without_eligible_users_is_explained(caplo
     caplog.clear()  # a short log whose fold has eligible users is fine
     build_folds(log, WindowSpec(width_s=DAY, n_folds=1, start=3), u_min=1)
     assert caplog.text == ""
+
+
+@pytest.mark.parametrize("text", [
+    "2015-08-01T12:00:00Z", "2015-08-01 12:00:00", "2015-08-01t12:00:00z",
+    "2015-08-01T12:00:00,25Z", "2015-08-01 12:00:00 UTC", "2015-08-01T14:00:00+02:00",
+    "1438430400",
+])
+def test_iso_spellings_of_one_instant_all_parse(text):
+    """QA: ISO's strict parser refused lowercase t/z, a decimal comma and a UTC suffix that
+    --start took before; they are year-month-day first, so not ambiguous."""
+    assert parse_time(text) == 1_438_430_400
+
+
+@pytest.mark.parametrize("text", ["01/08/2015", "08/01/2015", "today", "now", "next monday"])
+def test_ambiguous_or_relative_instants_are_refused(text):
+    with pytest.raises(SwevalError, match=rf"--start '{text}': (not an ISO|relative)"):
+        parse_time(text)

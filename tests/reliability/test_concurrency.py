@@ -177,6 +177,15 @@ def test_an_output_directory_takes_only_its_own_commands_output(tmp_path: Path):
         pass
     with output_lock(older, command="gap"):
         pass
+    older_run = tmp_path / "older-run"  # QA: a run's output from before the lock said so
+    older_run.mkdir()
+    (older_run / "config.json").write_text("{}")
+    (older_run / OUTPUT_LOCK).write_text('{"pid": 1, "host": "h", "started": "s", "command": "c"}')
+    with pytest.raises(SwevalError, match="holds the output of `sweval run`"), \
+            output_lock(older_run, command="gap"):
+        pass
+    with output_lock(older_run):
+        pass
 
 
 def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path: Path):
