@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError, file_rows, first_rows
 from sweval.data.ids import encode_ids
-from sweval.data.timestamps import isolated_ends, iso_utc, normalise_timestamps
+from sweval.data.timestamps import iso_utc, isolated_ends, normalise_timestamps
 
 _log = logging.getLogger(__name__)
 
