@@ -378,10 +378,7 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     if not first:
         raise SwevalError(f"{path}: the file is empty.")
     if first.startswith("["):
-        raise SwevalError(
-            f"{path}: holds a JSON array; SW-EVAL reads JSON Lines, one object per line (convert "
-            f"it with: jq -c '.[]' {path.name} > {path.stem}.jsonl)."
-        )
+        raise SwevalError(f"{path}: {_json_array_problem(path, first)}")
     try:
         frame = pd.read_json(
             path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
@@ -409,6 +406,23 @@ def _with_stripped_ids(frame: pd.DataFrame, text_columns: Sequence[str]) -> pd.D
         if column in frame.columns:
             frame[column] = _stripped(frame[column])
     return frame
+
+
+def _json_array_problem(path: Path, first: str) -> str:
+    """What a JSON file whose first line opens an array is: lines that are arrays of values
+    (no field names), or one array of objects, with the command that makes JSON Lines of it."""
+    try:
+        line = json.loads(first)
+    except ValueError:
+        line = None
+    if isinstance(line, list) and not any(isinstance(value, dict) for value in line):
+        return ("line 1 is a JSON array of values, without field names; JSON Lines needs one "
+                "object per line, such as {\"user\": 34, \"item\": 17, \"timestamp\": 1600000656}.")
+    stem = path.name.split(".")[0] or "log"
+    target = f"{stem}.jsonl" if f"{stem}.jsonl" != path.name else f"{stem}-lines.jsonl"
+    source = f"gunzip -c {path.name} | jq -c '.[]'" if is_gzip(path) else f"jq -c '.[]' {path.name}"
+    return ("holds a JSON array; SW-EVAL reads JSON Lines, one object per line (convert it "
+            f"with: {source} > {target}).")
 
 
 def _jsonl_problem(path: Path, exc: ValueError) -> str:

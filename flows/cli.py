@@ -193,6 +193,14 @@ class UnreachablePrefectApi(SwevalError):
     (:func:`entry_point`)."""
 
 
+def shown_uri(text: str) -> str:
+    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``):
+    terminals are read over shoulders and kept in logs."""
+    import re
+
+    return re.sub(r"(://[^:/@\s]+):[^@/\s]+@", r"\1:***@", text)
+
+
 def _print_tracking(cfg: EvalConfig) -> None:
     """Where the run is in MLflow (from the run record in the output directory)."""
     if not cfg.tracking:
@@ -213,7 +221,7 @@ def _print_tracking(cfg: EvalConfig) -> None:
         browse = "sweval ui" + (f" --tracking-uri {uri}" if cfg.tracking_uri else "")
     message_console(stderr=False).print(  # stdout, under the summary's "results:" line
         f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
-        f"in {uri} (browse: {browse})",
+        f"in {shown_uri(uri)} (browse: {shown_uri(browse)})",
         markup=False,
     )
 
@@ -314,12 +322,12 @@ def ui(
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
-        console.print(f"{uri} is a tracking server already: open "
+        console.print(f"{shown_uri(uri)} is a tracking server already: open "
                       + (latest_comparison_url(uri, uri) or uri), markup=False)
         return
     serving = mlflow_server_of(uri)
     if serving is not None:  # `sweval up`'s server has this store open: no second server
-        console.print(f"the MLflow server of `sweval up` serves {uri}: open "
+        console.print(f"the MLflow server of `sweval up` serves {shown_uri(uri)}: open "
                       + (latest_comparison_url(uri, serving) or serving), markup=False)
         return
     held = port_holder(port)
@@ -330,7 +338,7 @@ def ui(
 
     log = sweval_home() / "logs" / "mlflow-ui.log"
     console.print(
-        f"MLflow UI for {uri} on http://127.0.0.1:{port} (takes ~20 s to start); "
+        f"MLflow UI for {shown_uri(uri)} on http://127.0.0.1:{port} (takes ~20 s to start); "
         f"stop with Ctrl-C; the server's output goes to {log}", markup=False
     )
     prepare_sqlite_store(uri)  # built whole before the server opens it
@@ -495,7 +503,7 @@ from sweval.flows.compare import compare_command  # noqa: E402
 #: there ("No such option" rather than a silent no-op). Options about where and how a command
 #: runs (--tracking, --task-runner, --workers, ...) stay accepted for scripts that pass them
 #: to every command.
-_RUN_ONLY = frozenset({"lag", "metrics", "seeds", "per_user", "system_metrics"})
+_RUN_ONLY = frozenset({"lag", "metrics", "seeds", "per_user"})
 #: ... nor in leakage and gap, which score one split per algorithm.
 _SPLIT_ONLY = _RUN_ONLY | {"folds", "tune", "tune_windows", "tune_metric", "tune_sampler",
                            "tune_trials", "tune_seed", "tune_mode", "ci", "ci_method",

@@ -128,6 +128,10 @@ def option_specs(
     return specs if group is None else tuple(s for s in specs if s.group == str(group))
 
 
+#: The key under which a command's options carry the fields it omits (:func:`with_eval_options`).
+OMITTED = "_omitted_fields"
+
+
 def with_eval_options(
     func: Any,
     model: type[EvalConfig] = EvalConfig,
@@ -181,6 +185,8 @@ def with_eval_options(
                         f"give {argument.upper()} or --{argument.replace('_', '-')}, not both."
                     )
                 kwargs[argument] = flag_value
+        if omit:
+            kwargs[OMITTED] = omit  # for build_config: a --config file may still set them
         return func(**kwargs)
 
     del wrapper.__wrapped__
@@ -202,8 +208,29 @@ def build_config(
               for spec in option_specs(model, group) if spec.name in options}
     if options.get("config") is not None:
         explicit = {name: value for name, value in values.items() if given(ctx, name)}
-        return model.load(options["config"], **explicit)
+        config = model.load(options["config"], **explicit)
+        _refuse_omitted(config, options.get(OMITTED, frozenset()), ctx)
+        return config
     return model.build(**values)
+
+
+def _refuse_omitted(config: EvalConfig, omitted: frozenset[str], ctx: typer.Context) -> None:
+    """Refuse a --config file that sets fields this command does not use (it offers no option
+    for them): they would be ignored without a word.
+
+    Raises:
+        SwevalError: naming the fields, as the file spells them.
+    """
+    fields = type(config).model_fields
+    used = sorted(name for name in omitted if name in fields
+                  and getattr(config, name) != fields[name].get_default(call_default_factory=True))
+    if used:
+        command = ctx.info_name or "this command"
+        raise SwevalError(
+            f"{', '.join(used)} in the --config file: sweval {command} does not use "
+            f"{'it' if len(used) == 1 else 'them'} (only sweval run does); remove "
+            f"{'it' if len(used) == 1 else 'them'} for this command."
+        )
 
 
 def command_output(ctx: typer.Context, config: EvalConfig, default: str) -> str:

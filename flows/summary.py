@@ -171,14 +171,16 @@ def skip_reasons(rows: pd.DataFrame, what: str = "fold") -> list[str]:
     """The distinct skip reasons of ``rows`` (rows of ``results.csv``, ``folds.csv`` or
     ``compare.csv``), in order of appearance, each with the number of folds (``what``: the unit
     counted) it skipped when more than one: the first :data:`MAX_SKIP_REASONS`, then ``… and N
-    more folds`` for the folds skipped for the others."""
+    more folds`` for the folds skipped for the others (a sixth reason is shown instead of
+    "… and 1 more fold")."""
     reasons = rows["skip_reason"].fillna("").astype(str)
     units = [column for column in ("protocol", "fold") if column in rows]
     skipped = rows.loc[reasons != "", units].assign(reason=reasons[reasons != ""])
     counts = skipped.drop_duplicates().groupby("reason", sort=False).size()
+    n_shown = len(counts) if len(counts) <= MAX_SKIP_REASONS + 1 else MAX_SKIP_REASONS
     shown = [reason if n == 1 else f"{reason} ({plural(int(n), what)})"
-             for reason, n in counts.iloc[:MAX_SKIP_REASONS].items()]
-    rest = int(counts.iloc[MAX_SKIP_REASONS:].sum())
+             for reason, n in counts.iloc[:n_shown].items()]
+    rest = int(counts.iloc[n_shown:].sum())
     return shown + ([f"… and {plural(rest, f'more {what}')}"] if rest else [])
 
 

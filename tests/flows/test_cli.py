@@ -414,3 +414,14 @@ def test_the_ui_servers_output_goes_to_its_log_and_a_failure_quotes_it(
     err = " ".join(captured.err.split())
     assert "the MLflow server exited with status 3; its last lines" in err
     assert "banner | deprecated thing" in err
+
+
+def test_passwords_in_printed_store_uris_are_masked() -> None:
+    """QA: `sweval ui --tracking-uri postgresql://u:p@...` printed the password in its banner."""
+    from sweval.flows.cli import shown_uri
+
+    assert shown_uri("MLflow UI for postgresql+psycopg://sweval:s3cr%40t@db:5432/mlflow on") \
+        == "MLflow UI for postgresql+psycopg://sweval:***@db:5432/mlflow on"
+    assert shown_uri("postgresql://u:p@127.0.0.1:1/db") == "postgresql://u:***@127.0.0.1:1/db"
+    for kept in ("sqlite:////tmp/m.db", "http://127.0.0.1:5000/#/experiments/1"):
+        assert shown_uri(kept) == kept

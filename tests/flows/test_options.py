@@ -16,6 +16,7 @@ from pydantic import Field
 from rich.markup import escape
 from typer.testing import CliRunner
 
+from sweval.data.errors import SwevalError
 from sweval.evaluators.config import _NON_RESULT_FIELDS, EvalConfig
 from sweval.evaluators.option_text import CommaList, Grids, Group, Settings
 from sweval.flows.cli import app, main
@@ -73,7 +74,7 @@ def _panels(text: str) -> dict[str, list[str]]:
 #: The fields whose default a command sets for itself (its own output directory).
 OWN_DEFAULTS = {"compare": {"output": "runs/compare"}}
 #: The fields a command does not offer: their output is `sweval run`'s alone.
-OMITTED = {"compare": {"lag", "metrics", "seeds", "per_user", "system_metrics"}}
+OMITTED = {"compare": {"lag", "metrics", "seeds", "per_user"}}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -248,3 +249,15 @@ def test_options_whose_output_a_command_does_not_produce_are_not_offered(
 def test_gap_keeps_the_options_it_uses() -> None:
     flags = {f for p in _command("gap").params for f in [*p.opts, *p.secondary_opts]}
     assert {"--start", "--train-window", "--relevance", "--window", "--u-min", "--set"} <= flags
+
+
+def test_a_config_file_cannot_set_what_a_command_does_not_offer(tmp_path: Path) -> None:
+    """QA: `sweval gap --config c.toml` with seeds, per_user and a tuning grid in the file ran
+    and ignored them, as the command line no longer allows."""
+    config = tmp_path / "c.toml"
+    config.write_text('seeds = [0, 1]\nper_user = true\nalgorithms = ["pop"]\n')
+    result = CliRunner().invoke(app, ["gap", "--config", str(config)])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, SwevalError)
+    assert str(result.exception).startswith("per_user, seeds in the --config file: sweval gap "
+                                            "does not use them")
