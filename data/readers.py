@@ -351,11 +351,15 @@ def _stripped(values: pd.Series) -> pd.Series:
     """Text cells without their surrounding spaces; a cell of spaces only is missing, like an
     empty one. Cells that are not text (numbers in JSON, missing values) are kept.
 
-    Worked on the distinct values (a column of ids repeats them), and the column is returned
-    as it is when none changes."""
+    A text column is returned as it is when no cell changes; an object column (text mixed with
+    numbers, from JSON) is worked on its distinct values, which a column of ids repeats."""
     if isinstance(values.dtype, pd.CategoricalDtype):
         values = values.astype(object)
-    if not (values.dtype == object or isinstance(values.dtype, pd.StringDtype)):
+    if isinstance(values.dtype, pd.StringDtype):  # vectorised (pyarrow's kernels)
+        stripped = values.str.strip()
+        blank = (stripped == "").fillna(False).to_numpy(dtype=bool)
+        return values if stripped.equals(values) and not blank.any() else stripped.mask(blank)
+    if values.dtype != object:
         return values
     codes, distinct = pd.factorize(values, use_na_sentinel=True)
     distinct = pd.Series(distinct, dtype=object)
