@@ -133,7 +133,9 @@ def run(
 
         state = read_state(Path(cfg.output))
         if "n_folds" in state:
-            console.print(progress_line(state), markup=False, highlight=False)
+            folds = outputs.folds
+            skipped = folds.loc[folds["skipped"].astype(bool), "fold"].astype(int)
+            console.print(progress_line(state, skipped), markup=False, highlight=False)
     _print_tracking(cfg)
     if outputs.failed:
         from sweval.evaluators.units import UnitsFailed

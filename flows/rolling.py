@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -232,10 +233,11 @@ def record(step: RollingStep) -> None:
         raise SwevalError(f"{path}: cannot record the rolling state ({exc}).") from exc
 
 
-def progress_line(state: dict[str, Any]) -> str:
-    """What the last run added to the series (from the ``rolling.json`` it wrote)::
+def progress_line(state: dict[str, Any], skipped: Iterable[int] = ()) -> str:
+    """What the last run added to the series (from the ``rolling.json`` it wrote; ``skipped``:
+    the folds skipped for too few eligible users)::
 
-        rolling: 2 new windows evaluated (folds 6-7); the series holds 8, up to 2018-09-24T00:00:00Z.
+        rolling: 2 new windows evaluated (folds 6-7, 1 skipped); the series holds 8, up to ...
         rolling: no new complete window since the last run; the series holds 8, up to ...
     """
     n_folds = int(state["n_folds"])
@@ -245,6 +247,9 @@ def progress_line(state: dict[str, Any]) -> str:
         return f"rolling: no new complete window since the last run; {held}."
     new = n_folds - previous
     folds = f"fold {previous}" if new == 1 else f"folds {previous}-{n_folds - 1}"
+    n_skipped = sum(1 for fold in set(skipped) if previous <= fold < n_folds)
+    if n_skipped:
+        folds += ", skipped" if new == 1 else f", {n_skipped} skipped"
     return f"rolling: {new} new window{'s' if new > 1 else ''} evaluated ({folds}); {held}."
 
 

@@ -34,6 +34,9 @@ def test_rolling_runs_add_only_the_new_windows(
     assert state["n_folds"] == 4 and state["horizon"] == T0 + 5 * DAY
     assert progress_line(state) == (f"rolling: 4 new windows evaluated (folds 0-3); the series "
                                     f"holds 4, up to {iso_utc(T0 + 5 * DAY)}.")
+    skipped = pd.read_csv(output / "folds.csv").query("skipped")["fold"]  # fold 2: day 3
+    assert progress_line(state, skipped).startswith(  # QA: all-skipped windows read as evaluated
+        "rolling: 4 new windows evaluated (folds 0-3, 1 skipped); the series holds 4")
     first_parent = json.loads((output / "tracking.json").read_text())["parent_run_id"]
 
     count_units.clear()
