@@ -46,6 +46,7 @@ from sweval.data.text_files import (
     file_separator,
     first_line,
     is_gzip,
+    repeated_names,
 )
 
 _log = logging.getLogger(__name__)
@@ -163,12 +164,8 @@ def _check_parquet_columns(path: Path) -> None:
     """
     import pyarrow.parquet as pq
 
-    names = pq.read_schema(path).names
-    repeated = {name: [i + 1 for i, other in enumerate(names) if other == name]
-                for name in names if names.count(name) > 1}
-    if repeated:
-        listed = "; ".join(f"{name!r} at columns {', '.join(map(str, where))}"
-                           for name, where in repeated.items())
+    listed = repeated_names(pq.read_schema(path).names)
+    if listed:
         raise SwevalError(f"{path}: the Parquet schema names a column twice: {listed}. Rename one.")
 
 

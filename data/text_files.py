@@ -158,9 +158,15 @@ def check_header(path: Path, header: str, sep: str) -> None:
         SwevalError: naming the file, the column and its positions (1-based).
     """
     names = [name.strip() for name in next(csv.reader([header.rstrip("\r\n")], delimiter=sep))]
+    listed = repeated_names(names)
+    if listed:
+        raise SwevalError(f"{path}: the header names a column twice: {listed}. Rename one.")
+
+
+def repeated_names(names: list[str]) -> str | None:
+    """The column names given more than once, with their positions (1-based), for messages:
+    ``'user' at columns 1, 4``; None when every name is given once."""
     repeated = {name: [i + 1 for i, other in enumerate(names) if other == name]
                 for name in names if names.count(name) > 1}
-    if repeated:
-        listed = "; ".join(f"{name!r} at columns {', '.join(map(str, where))}"
-                           for name, where in repeated.items())
-        raise SwevalError(f"{path}: the header names a column twice: {listed}. Rename one.")
+    return "; ".join(f"{name!r} at columns {', '.join(map(str, where))}"
+                     for name, where in repeated.items()) or None
