@@ -195,19 +195,11 @@ class UnreachablePrefectApi(SwevalError):
     (:func:`entry_point`)."""
 
 
-def shown_uri(text: str) -> str:
-    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``):
-    terminals are read over shoulders and kept in logs."""
-    import re
-
-    return re.sub(r"(://[^:/@\s]+):[^@/\s]+@", r"\1:***@", text)
-
-
 def _print_tracking(cfg: EvalConfig) -> None:
     """Where the run is in MLflow (from the run record in the output directory)."""
     if not cfg.tracking:
         return
-    from sweval.flows.tracking import STATE_FILE
+    from sweval.flows.tracking import STATE_FILE, shown_uri
 
     record = Path(cfg.output) / STATE_FILE
     try:
@@ -319,6 +311,7 @@ def ui(
         resolve_tracking_uri,
         server_command,
         server_env,
+        shown_uri,
     )
     from sweval.flows.tracking.client import prepare_sqlite_store
 

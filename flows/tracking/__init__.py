@@ -63,6 +63,7 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
     resolve_uri,
+    shown_uri,
 )
 from sweval.flows.tracking.compare_runs import ComparisonTracker
 from sweval.flows.tracking.inputs import log_profile
@@ -93,4 +94,5 @@ __all__ = [
     "resolve_uri",
     "server_command",
     "server_env",
+    "shown_uri",
 ]

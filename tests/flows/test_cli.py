@@ -418,7 +418,7 @@ def test_the_ui_servers_output_goes_to_its_log_and_a_failure_quotes_it(
 
 def test_passwords_in_printed_store_uris_are_masked() -> None:
     """QA: `sweval ui --tracking-uri postgresql://u:p@...` printed the password in its banner."""
-    from sweval.flows.cli import shown_uri
+    from sweval.flows.tracking import shown_uri
 
     assert shown_uri("MLflow UI for postgresql+psycopg://sweval:s3cr%40t@db:5432/mlflow on") \
         == "MLflow UI for postgresql+psycopg://sweval:***@db:5432/mlflow on"
