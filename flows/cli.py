@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -401,6 +401,10 @@ def entry_point() -> None:
     for the operating system to reclaim. SW-EVAL's own files are closed when written, so
     nothing they hold waits for a collection.
 
+    Then the process ends as the interpreter's exit would end it, minus its last stage
+    (:func:`exit_without_teardown`): the modules are not torn down one by one (about 0.16 s a
+    command on 2 cores, with Prefect, MLflow, pandas and matplotlib imported).
+
     SIGINT, SIGTERM and SIGHUP unwind the command like Ctrl-C, and whatever it started (servers,
     workers, flow-run processes) is stopped with it (:mod:`flows.processes`).
 
@@ -416,14 +420,42 @@ def entry_point() -> None:
     stop_children_on_signals()
     try:
         main()
+        status = 0
     except SystemExit as done:
         if isinstance(done.__context__, UnreachablePrefectApi):
             for stream in (sys.stdout, sys.stderr):
                 stream.flush()
             os._exit(done.code if isinstance(done.code, int) else 2)
-        raise
+        if done.code is not None and not isinstance(done.code, int):
+            raise  # a message to print: the interpreter's own exit does that
+        status = done.code or 0
     finally:
         gc.freeze()
+    exit_without_teardown(status)
+
+
+def exit_without_teardown(status: int) -> NoReturn:
+    """End the process with ``status`` as the interpreter's exit does, up to its last stage:
+    stop thread pools and wait for the threads that are not daemons, run the ``atexit`` handlers (Prefect stopping
+    its temporary server and flushing its log and event workers, logging's flush, MLflow's,
+    the registrations of :func:`~evaluators.locks.register_for_life`, ``weakref.finalize``
+    callbacks), flush stdout and stderr (a failed flush of a successful command: status 120,
+    as the interpreter gives). The last stage, skipped here, tears down every module and the
+    objects they hold: nothing of SW-EVAL's waits for it (its files are closed when
+    written), and the kernel reclaims the memory."""
+    import atexit
+    import threading
+
+    # the interpreter's own two calls, in its order: threading's exit hooks (thread pools
+    # told to stop) and the join of non-daemon threads, then the atexit handlers
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 120
+    os._exit(status)
 
 
 def main() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -122,11 +124,17 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """`sweval` is flows.entry:entry_point: without a warm process it is flows.cli:entry_point,
-    which runs main() and then gc.freeze(), errors included."""
+    which runs main() and then gc.freeze(), errors included, and exits with main's status."""
     import gc
     import tomllib
 
+    from sweval.flows import cli
     from sweval.flows.entry import entry_point
+
+    def exits(status: int) -> None:  # the test's own process must not end
+        raise SystemExit(status)
+
+    monkeypatch.setattr(cli, "exit_without_teardown", exits)
 
     scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["sweval"] == "sweval.flows.entry:entry_point"
@@ -425,3 +433,41 @@ def test_passwords_in_printed_store_uris_are_masked() -> None:
     assert shown_uri("postgresql://u:p@127.0.0.1:1/db") == "postgresql://u:***@127.0.0.1:1/db"
     for kept in ("sqlite:////tmp/m.db", "http://127.0.0.1:5000/#/experiments/1"):
         assert shown_uri(kept) == kept
+
+
+def test_the_exit_without_teardown_keeps_what_the_interpreter_exit_does(tmp_path: Path) -> None:
+    """The console script's exit: the status, a waiting non-daemon thread's work, a thread
+    pool left open (its idle worker would otherwise be waited for forever), the atexit
+    handlers (in their order: last registered first) and buffered output to a pipe all arrive,
+    as with the interpreter's own exit; an object finalised only at teardown is not."""
+    script = textwrap.dedent(f"""
+        import atexit, threading, time
+        from pathlib import Path
+        from sweval.flows.cli import exit_without_teardown
+
+        out = Path({str(tmp_path)!r})
+        def late():
+            time.sleep(0.3)
+            (out / "thread").write_text("done")
+        threading.Thread(target=late).start()
+        from concurrent.futures import ThreadPoolExecutor
+        pool = ThreadPoolExecutor(1)  # its idle worker is told to stop by threading's hooks
+        pool.submit(print, end="")
+        def note(text):
+            with (out / "order").open("a") as handle:
+                handle.write(text + "\\n")
+        atexit.register(note, "first registered")
+        atexit.register(note, "last registered")
+        class AtTeardown:
+            def __del__(self):
+                (out / "teardown").write_text("ran")
+        kept = AtTeardown()
+        print("buffered", end="")
+        exit_without_teardown(3)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (3, "buffered", "")
+    assert (tmp_path / "thread").read_text() == "done"
+    assert (tmp_path / "order").read_text() == "last registered\nfirst registered\n"
+    assert not (tmp_path / "teardown").exists()

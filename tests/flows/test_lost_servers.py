@@ -54,8 +54,10 @@ def test_a_command_that_lost_the_prefect_api_exits_without_draining_prefects_que
             sys.exit(2)
 
     monkeypatch.setattr(cli, "main", other_error)
-    with pytest.raises(SystemExit):  # the interpreter's own exit, as always
+    monkeypatch.setattr(cli, "exit_without_teardown", exits)
+    with pytest.raises(Exited) as exited:  # the usual exit: atexit handlers, threads, flushes
         cli.entry_point()
+    assert exited.value.args == (2,)
 
 
 def test_a_tracker_whose_server_failed_does_not_call_it_again_to_mark_the_runs(caplog):
