@@ -317,15 +317,16 @@ class AlgorithmFailed(SwevalError):
 
 class UnitsFailed(SwevalError):
     """A run that finished with some units failed: the others' results are written; the
-    command exits with status :attr:`exit_code` (3; user errors exit with 2)."""
+    command exits with status :attr:`exit_code` (3; user errors exit with 2). Its message
+    counts them: the summary above it lists them (``failed:``), the log has their tracebacks."""
 
     exit_code = 3
 
     def __init__(self, failures: Sequence[UnitFailure]) -> None:
         self.failures = tuple(failures)
         super().__init__(
-            f"{len(self.failures)} unit(s) failed and are left out of the results (tracebacks "
-            "in the log above): " + "; ".join(failure.describe() for failure in self.failures)
+            f"{len(self.failures)} unit(s) failed and are left out of the results (listed "
+            "above; tracebacks in the log)."
         )
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -182,11 +182,12 @@ def _reaching_prefect(remedy: str) -> Iterator[None]:
         ):
             raise
         from sweval.flows.serve import api_url
+        from sweval.flows.tracking import shown_uri
 
         where = api_url() or (
             f"the ephemeral API (PREFECT_HOME={os.environ.get('PREFECT_HOME', '?')})")
         raise UnreachablePrefectApi(
-            f"cannot reach the Prefect API at {where}: {exc}. {remedy}") from exc
+            shown_uri(f"cannot reach the Prefect API at {where}: {exc}. {remedy}")) from exc
 
 
 class UnreachablePrefectApi(SwevalError):
@@ -317,8 +318,8 @@ def ui(
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):
-        console.print(f"{shown_uri(uri)} is a tracking server already: open "
-                      + (latest_comparison_url(uri, uri) or uri), markup=False)
+        console.print(shown_uri(f"{uri} is a tracking server already: open "
+                                + (latest_comparison_url(uri, uri) or uri)), markup=False)
         return
     serving = mlflow_server_of(uri)
     if serving is not None:  # `sweval up`'s server has this store open: no second server

@@ -464,10 +464,11 @@ class Evaluation:
         return self.report.result()
 
     def finish(self, outputs: Outputs) -> None:
-        """Record the rolling state and complete the MLflow runs; with failed units, log them
-        and mark the MLflow runs FAILED (their metrics are logged all the same) and do not
-        record a rolling step (its windows are evaluated again next time). Returns once the
-        report is written: MLflow's final logging runs while it is, and its files go last."""
+        """Record the rolling state and complete the MLflow runs; with failed units, log how
+        many (each was logged as it failed), mark the MLflow runs FAILED (their metrics are
+        logged all the same) and do not record a rolling step (its windows are evaluated again
+        next time). Returns once the report is written: MLflow's final logging runs while it
+        is, and its files go last."""
         if self.prepared.step is not None and not outputs.failed:
             rolling_mode.record(self.prepared.step)
         if self.tracker is not None:
@@ -483,10 +484,8 @@ class Evaluation:
             )
         self.report_files()
         if outputs.failed:
-            _log.error(
-                "%d unit(s) failed, left out of the results: %s", len(outputs.failed),
-                "; ".join(failure.describe() for failure in outputs.failed),
-            )
+            _log.error("%d unit(s) failed, left out of the results (each logged above with "
+                       "its traceback)", len(outputs.failed))
             if self.tracker is not None:
                 self.tracker.fail("FAILED")
 

@@ -193,13 +193,13 @@ def mlflow_store() -> str:
     Raises:
         SwevalError: ``MLFLOW_TRACKING_URI`` names a tracking server already.
     """
-    from sweval.flows.tracking.client import resolve_uri
+    from sweval.flows.tracking.client import resolve_uri, shown_uri
 
     uri = resolve_uri()
     if uri.split(":", 1)[0] in ("http", "https", "databricks"):
         raise SwevalError(
-            f"MLFLOW_TRACKING_URI={uri} is a tracking server already: sweval up serves a local "
-            "store (unset MLFLOW_TRACKING_URI, or set it to a database URI)."
+            f"MLFLOW_TRACKING_URI={shown_uri(uri)} is a tracking server already: sweval up "
+            "serves a local store (unset MLFLOW_TRACKING_URI, or set it to a database URI)."
         )
     return uri
 

@@ -133,13 +133,34 @@ class UserErrorsWithoutTraceback(logging.Filter):
     traceback: the error's message names the file, column and rows, and the traceback of the
     engine's frames around it, printed twice per failed flow run (Prefect's "Encountered
     exception during execution" and "Engine execution exited"), buried it in ``sweval serve``'s
-    output and in the Prefect UI."""
+    output and in the Prefect UI.
+
+    The flow run's "Encountered exception during execution" record of a SwevalError that a task
+    raised is dropped too: the task run's "Finished in state Failed(...)" record gave its
+    message just before."""
+
+    #: How many of the task runs' latest failed states are remembered.
+    KEPT = 16
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed_tasks: list[str] = []  # the messages of the task runs' failed states
 
     def filter(self, record: logging.LogRecord) -> bool:
         from sweval.data.errors import SwevalError
 
-        if record.exc_info and isinstance(record.exc_info[1], SwevalError):
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, SwevalError):
             record.exc_info, record.exc_text = None, None
+            record.sweval_error = str(exc)  # for the handlers after this one
+        said = getattr(record, "sweval_error", None)
+        if said is not None:
+            return not (said and record.getMessage().startswith("Encountered exception") and any(
+                said in message for message in self.failed_tasks))
+        if record.name.startswith("prefect.task_runs") and record.levelno >= logging.ERROR:
+            message = record.getMessage()
+            if message.startswith("Finished in state Failed("):
+                self.failed_tasks = [*self.failed_tasks[1 - self.KEPT:], message]
         return True
 
 

@@ -351,7 +351,9 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
         evaluation.fail(exc)
         raise
     if tracker is not None:
-        logger.info("MLflow: %s %s (%.2f s logging)", tracker.uri, tracker.run_url_hint,
+        from sweval.flows.tracking import shown_uri
+
+        logger.info("MLflow: %s %s (%.2f s logging)", shown_uri(tracker.uri), tracker.run_url_hint,
                     tracker.seconds)
     return outputs
 

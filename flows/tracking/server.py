@@ -12,7 +12,7 @@ import webbrowser
 from collections.abc import Callable
 from typing import Any
 
-from sweval.flows.tracking.client import artifact_root, open_client
+from sweval.flows.tracking.client import artifact_root, open_client, shown_uri
 from sweval.flows.tracking.view import comparison_url, viewed_run
 
 
@@ -91,10 +91,11 @@ def announce_when_ready(
         try:
             found = latest_comparison_url(uri, base)
         except Exception as exc:  # the UI is still useful without the shortcut
-            say(f"(could not find the latest evaluation in {uri}: {exc})")
+            say(shown_uri(f"(could not find the latest evaluation in {uri}: {exc})"))
             found = None
         url = found or f"{base}/"
-        say(f"latest evaluation: {url}" if found else f"no finished evaluation in {uri} yet: {url}")
+        say(shown_uri(f"latest evaluation: {url}" if found
+                      else f"no finished evaluation in {uri} yet: {url}"))
         if ready and browser:
             webbrowser.open(url)
 

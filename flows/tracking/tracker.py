@@ -24,6 +24,7 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    shown_uri,
 )
 from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -202,11 +203,13 @@ class Tracker:
         except SwevalError:
             raise
         except Exception as exc:
-            raise SwevalError(f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}") from exc
+            raise SwevalError(
+                shown_uri(f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}")) from exc
         tracker.seconds += time.perf_counter() - started
         _log.info(
             "MLflow: %s parent run %s in experiment %s at %s",
-            "reopened" if reused else "created", tracker.parent_run_id, experiment_id, uri,
+            "reopened" if reused else "created", tracker.parent_run_id, experiment_id,
+            shown_uri(uri),
         )
         return tracker
 
@@ -447,7 +450,7 @@ class Tracker:
         for its retries (the runs stay RUNNING; the next run of the command resumes them)."""
         if self.broken is not None:
             _log.warning("MLflow: the runs are not marked %s: %s did not answer earlier (%s)",
-                         status, self.uri, type(self.broken).__name__)
+                         status, shown_uri(self.uri), type(self.broken).__name__)
             return
         try:
             self._stop_system_metrics()
@@ -455,15 +458,15 @@ class Tracker:
                 self.client.set_terminated(run_id, status)
             self.client.set_terminated(self.parent_run_id, status)
         except Exception as exc:  # the run's own error matters more
-            _log.warning("MLflow: could not mark the run %s: %s", status, exc)
+            _log.warning("MLflow: could not mark the run %s: %s", status, shown_uri(str(exc)))
 
     def _error(self, exc: Exception) -> SwevalError:
         self.broken = exc
-        return SwevalError(
+        return SwevalError(shown_uri(
             f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}. Finished units are kept "
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
             "and upload the rest."
-        )
+        ))
 
     def _log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sweval-mlflow-") as tmp:

@@ -466,8 +466,86 @@ def test_the_exit_without_teardown_keeps_what_the_interpreter_exit_does(tmp_path
         exit_without_teardown(3)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, check=False)
     assert (done.returncode, done.stdout, done.stderr) == (3, "buffered", "")
     assert (tmp_path / "thread").read_text() == "done"
     assert (tmp_path / "order").read_text() == "last registered\nfirst registered\n"
     assert not (tmp_path / "teardown").exists()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def unreachable_store(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A PostgreSQL store URI with a password on a closed port; MLflow tries it once."""
+    import mlflow.store.db.utils
+
+    monkeypatch.setattr(mlflow.store.db.utils, "MAX_RETRY_COUNT", 1)
+    return f"postgresql://user:secret@127.0.0.1:{_closed_port()}/db"
+
+
+def test_the_ui_announcement_masks_the_stores_password(
+    unreachable_store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sweval ui`'s lines about the latest evaluation named the store with its password."""
+    from sweval.flows.tracking import server
+
+    monkeypatch.setattr(server, "wait_until_healthy", lambda base: False)
+    said: list[str] = []
+    server.announce_when_ready(unreachable_store, "http://127.0.0.1:1", browser=False,
+                               say=said.append).join(60)
+    assert len(said) == 2, said
+    assert "could not find the latest evaluation in postgresql://user:***@127.0.0.1" in said[0]
+    assert said[1].startswith("no finished evaluation in postgresql://user:***@127.0.0.1")
+    assert not any("secret" in line for line in said)
+
+
+def test_an_unreachable_tracking_store_is_named_without_its_password(
+    unreachable_store: str, write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The error of a tracking store that does not answer named it with its password."""
+    code = _sweval(monkeypatch, "run", "--data", write_log(8), "--window", "1D", "--folds", "2",
+                   "--u-min", "5", "--algorithms", "pop", "--output", tmp_path / "out",
+                   "--tracking-uri", unreachable_store, "--no-progress", "--no-prefect")
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "MLflow tracking at postgresql://user:***@127.0.0.1" in captured.err
+    assert "secret" not in captured.out + captured.err
+
+
+def test_a_tracking_store_lost_mid_run_is_named_without_its_password(tmp_path: Path) -> None:
+    """The error of a store gone during the run named it with its password."""
+    from types import SimpleNamespace
+
+    from sweval.flows.tracking import Tracker
+
+    uri = "postgresql://user:secret@127.0.0.1:1/db"
+    tracker = SimpleNamespace(uri=uri, config=SimpleNamespace(output=str(tmp_path)), broken=None)
+    message = str(Tracker._error(tracker, OSError(f"cannot connect to {uri}")))
+    assert message.startswith("MLflow tracking at postgresql://user:***@127.0.0.1:1/db")
+    assert "secret" not in message
+
+
+def test_an_unreachable_prefect_api_is_named_without_its_password(
+    write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The error of a Prefect API that does not answer named PREFECT_API_URL with its
+    password."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings({PREFECT_API_URL: f"http://user:secret@127.0.0.1:{_closed_port()}/api"}):
+        code = _sweval(monkeypatch, "run", "--data", write_log(8), "--window", "1D",
+                       "--folds", "2", "--u-min", "5", "--algorithms", "pop",
+                       "--output", tmp_path / "out", "--no-tracking", "--no-progress")
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "cannot reach the Prefect API at http://user:***@127.0.0.1" in captured.err
+    assert "secret" not in captured.out + captured.err

@@ -204,3 +204,44 @@ def test_a_user_error_is_logged_without_its_traceback_other_errors_with_it() -> 
     text = stream.getvalue()
     assert "SwevalError(\"log.csv: column 'timestamp' ...\")" in text
     assert text.count("Traceback") == 1 and "ValueError: a bug" in text
+
+
+def test_a_user_error_raised_in_a_task_is_logged_once() -> None:
+    """A served run whose task raised a SwevalError logged its message twice: the task run's
+    failed state, then the flow run's "Encountered exception during execution"."""
+    import io
+
+    from sweval.data.errors import SwevalError
+    from sweval.flows.settings import UserErrorsWithoutTraceback
+
+    streams = [io.StringIO(), io.StringIO()]  # Prefect's API handler and its console's
+    handlers = [logging.StreamHandler(stream) for stream in streams]
+    for handler in handlers:
+        handler.addFilter(UserErrorsWithoutTraceback())
+    task_logger = logging.getLogger("prefect.task_runs.sweval_test")
+    flow_logger = logging.getLogger("sweval.test.flow_runs")
+    for logger in (task_logger, flow_logger):
+        for handler in handlers:
+            logger.addHandler(handler)
+        logger.propagate = False
+    missing = SwevalError("/data/log.csv: no such file or bundled dataset")
+    try:
+        task_logger.error("Finished in state %s", f"Failed('Task run encountered an exception "
+                          f"SwevalError: {missing}')")
+        for error in (missing, SwevalError("the flow's own error")):
+            try:
+                raise error
+            except Exception:
+                flow_logger.exception("Encountered exception during execution: %r", error)
+    finally:
+        for logger in (task_logger, flow_logger):
+            for handler in handlers:
+                logger.removeHandler(handler)
+            logger.propagate = True
+    for stream in streams:
+        text = stream.getvalue()
+        assert text.count("/data/log.csv: no such file") == 1, text
+        assert "Finished in state Failed('Task run encountered an exception SwevalError" in text
+        assert "Encountered exception during execution: SwevalError(\"the flow's own error\")" \
+            in text
+        assert "Traceback" not in text

@@ -165,7 +165,7 @@ def test_a_failing_plugin_makes_the_command_exit_3(tmp_path, write_log):
 
 
 def test_a_run_whose_every_unit_fails_still_exits_3_with_its_tables(tmp_path, write_log):
-    """Nothing scored at all: the failures are listed and the (empty) tables written, no
+    """Nothing scored at all: the failures are listed once and the (empty) tables written, no
     traceback from the summary of an empty results table."""
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "failing_models.py").write_text(FAILING_PLUGIN)
@@ -173,6 +173,13 @@ def test_a_run_whose_every_unit_fails_still_exits_3_with_its_tables(tmp_path, wr
                               "--u-min", "1"), pythonpath=[tmp_path / "plugins"])
     assert result.returncode == 3, result.stderr[-3000:]
     assert f"failed:  fold 1, {FAILING[0]}: ValueError: plugin bug at cutoff" in result.stdout
+    # each failure: its log record as it failed (with the traceback) and the summary's line;
+    # the closing error counts them
+    for fold in range(4):
+        assert (result.stdout + result.stderr).count(f"fold {fold}, {FAILING[0]}: ") == 2
+    assert result.stderr.rstrip().endswith(
+        "error: 4 unit(s) failed and are left out of the results (listed above; tracebacks in "
+        "the log).")
     assert "KeyError" not in result.stderr
     assert (tmp_path / "out" / "results.csv").read_text().count("\n") == 1  # its header
     assert (tmp_path / "out" / "summary.csv").exists()

@@ -339,6 +339,16 @@ def test_no_state_file_changes_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path
     assert "MLFLOW_TRACKING_URI" not in os.environ and notices == []
 
 
+def test_a_tracking_server_in_mlflow_tracking_uri_is_refused_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "https://user:secret@mlflow.example.org")
+    with pytest.raises(servers.SwevalError) as raised:
+        servers.mlflow_store()
+    assert str(raised.value).startswith(
+        "MLFLOW_TRACKING_URI=https://user:***@mlflow.example.org is a tracking server already")
+
+
 def test_up_after_servers_that_died_starts_them_again_on_their_ports_and_says_so(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
