@@ -49,6 +49,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.wording import shown_uri
 
 _log = logging.getLogger(__name__)
 
@@ -58,12 +59,13 @@ OUTPUT_LOCK = ".sweval.lock"
 
 def owner_record() -> dict[str, Any]:
     """Who holds a lock: this process's pid, host, start time (UTC) and command line (a
-    deployment's flow run, whose command line is Prefect's engine: its flow run id)."""
+    deployment's flow run, whose command line is Prefect's engine: its flow run id), the
+    password of a URI in it masked (other users may read the record, and commands print it)."""
     flow_run = os.environ.get("PREFECT__FLOW_RUN_ID")  # set by Prefect for a flow-run process
     if flow_run:
         command = f"Prefect flow run {flow_run}"
     else:
-        command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else ""
+        command = shown_uri(" ".join([Path(sys.argv[0]).name, *sys.argv[1:]])) if sys.argv else ""
     return {
         "pid": os.getpid(),
         "host": socket.gethostname(),

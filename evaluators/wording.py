@@ -6,6 +6,7 @@ resample: :func:`~evaluators.significance.interval` gives none), never ``nan``."
 from __future__ import annotations
 
 import math
+import re
 
 #: What stands where a bootstrap interval would: the values are one fold's.
 NO_INTERVAL = "n/a (one fold)"
@@ -22,3 +23,9 @@ def interval_text(low: float, high: float, spec: str = ".3f", between: str = "â€
     if not (math.isfinite(low) and math.isfinite(high)):
         return NO_INTERVAL
     return f"{low:{spec}}{between}{high:{spec}}"
+
+
+def shown_uri(text: str) -> str:
+    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``):
+    terminals are read over shoulders and kept in logs."""
+    return re.sub(r"(://[^:/@\s]+):[^@/\s]+@", r"\1:***@", text)

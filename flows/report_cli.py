@@ -23,7 +23,7 @@ import typer
 
 from sweval.data.errors import SwevalError
 from sweval.flows.terminal import message_console
-from sweval.flows.tracking import get_run, open_client, resolve_uri
+from sweval.flows.tracking import get_run, open_client, resolve_uri, shown_uri
 
 console = message_console(markup=False)  # paths print as they are
 
@@ -114,7 +114,8 @@ def log_report(
         for path in paths:
             client.log_artifact(run_id, str(path), artifact_path)
     except Exception as exc:  # mlflow raises MlflowException and storage errors alike
-        raise SwevalError(f"MLflow run {run_id}: cannot log the report ({exc}).") from exc
+        raise SwevalError(
+            shown_uri(f"MLflow run {run_id}: cannot log the report ({exc}).")) from exc
 
 
 def _client(tracking_uri: str | None) -> Any:
@@ -130,7 +131,8 @@ def _download_results(client: Any, run_id: str, into: Path) -> Path | None:
     try:
         client.download_artifacts(run_id, "", str(into))
     except Exception as exc:  # mlflow raises MlflowException and storage errors alike
-        raise SwevalError(f"MLflow run {run_id}: cannot download its artifacts ({exc}).") from exc
+        raise SwevalError(
+            shown_uri(f"MLflow run {run_id}: cannot download its artifacts ({exc}).")) from exc
     tables = [p for name in RESULT_FILES for p in into.rglob(name)]
     if not tables:
         return None

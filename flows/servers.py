@@ -193,7 +193,8 @@ def mlflow_store() -> str:
     Raises:
         SwevalError: ``MLFLOW_TRACKING_URI`` names a tracking server already.
     """
-    from sweval.flows.tracking.client import resolve_uri, shown_uri
+    from sweval.evaluators.wording import shown_uri
+    from sweval.flows.tracking.client import resolve_uri
 
     uri = resolve_uri()
     if uri.split(":", 1)[0] in ("http", "https", "databricks"):

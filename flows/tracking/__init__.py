@@ -56,6 +56,7 @@ a half-filled duplicate, and the final reconciliation against ``results.csv`` gu
 MLflow holds exactly one step per fold and metric.
 """
 
+from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.client import (
     artifact_root,
     experiment_name,
@@ -63,7 +64,6 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
     resolve_uri,
-    shown_uri,
 )
 from sweval.flows.tracking.compare_runs import ComparisonTracker
 from sweval.flows.tracking.inputs import log_profile

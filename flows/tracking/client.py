@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -21,12 +20,6 @@ _log = logging.getLogger(__name__)
 def resolve_uri(given: str | None = None) -> str:
     """``given`` (``--tracking-uri``), else ``MLFLOW_TRACKING_URI``, else the local sqlite store."""
     return given or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
-
-
-def shown_uri(text: str) -> str:
-    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``):
-    terminals are read over shoulders and kept in logs."""
-    return re.sub(r"(://[^:/@\s]+):[^@/\s]+@", r"\1:***@", text)
 
 
 def resolve_tracking_uri(config: EvalConfig) -> str:

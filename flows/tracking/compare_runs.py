@@ -17,6 +17,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.comparison import compare_summary, leakage_summary, table2
 from sweval.evaluators.config import EvalConfig
 from sweval.evaluators.protocols import Protocol, ProtocolRun
+from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key
 from sweval.flows.tracking.records import STATE_FILE
@@ -148,7 +149,7 @@ class ComparisonTracker:
         except SwevalError:
             raise
         except Exception as exc:
-            raise SwevalError(f"MLflow tracking: {type(exc).__name__}: {exc}") from exc
+            raise SwevalError(shown_uri(f"MLflow tracking: {type(exc).__name__}: {exc}")) from exc
 
     def finish(self, comparison: Comparison) -> str | None:
         """Log the comparison's metrics and files on the parent run and close it."""
@@ -189,7 +190,7 @@ class ComparisonTracker:
                     self.client.log_artifact(self.parent_run_id, str(path))
             self.client.set_terminated(self.parent_run_id, "FINISHED")
         except Exception as exc:
-            raise SwevalError(f"MLflow tracking: {type(exc).__name__}: {exc}") from exc
+            raise SwevalError(shown_uri(f"MLflow tracking: {type(exc).__name__}: {exc}")) from exc
         return self.parent_run_id
 
     def fail(self, status: str) -> None:

@@ -12,7 +12,8 @@ import webbrowser
 from collections.abc import Callable
 from typing import Any
 
-from sweval.flows.tracking.client import artifact_root, open_client, shown_uri
+from sweval.evaluators.wording import shown_uri
+from sweval.flows.tracking.client import artifact_root, open_client
 from sweval.flows.tracking.view import comparison_url, viewed_run
 
 

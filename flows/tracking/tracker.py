@@ -16,6 +16,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.client import (
     active_run,
     artifact_root,
@@ -24,7 +25,6 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
-    shown_uri,
 )
 from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (

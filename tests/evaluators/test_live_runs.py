@@ -188,3 +188,15 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
             gap.run_gap(config(tmp_path), GapDesign(deploy_start=0, width_s=86400),
                         output=tmp_path / command)
     assert store.live_runs() == []
+
+
+def test_a_lock_record_masks_the_password_in_its_command_line(monkeypatch):
+    """The record of a lock's holder (read by other users, printed by `sweval status` and in
+    'locked' errors) shows a --tracking-uri's password masked."""
+    from sweval.evaluators.locks import owner_record
+
+    monkeypatch.delenv("PREFECT__FLOW_RUN_ID", raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/sweval", "run", "--tracking-uri",
+                                      "postgresql://ana:s3cret@db.internal:5432/mlflow"])
+    assert owner_record()["command"] == (
+        "sweval run --tracking-uri postgresql://ana:***@db.internal:5432/mlflow")
