@@ -67,7 +67,8 @@ class TrainData:
     Window folds train on [t_f − L, t_f) (sliding) or everything before t_f, so
     ``timestamps.max() < cutoff`` by construction. Hold-out protocols (``loocv``,
     ``leave-last-one-out``) train on the whole log minus the held-out transactions: their
-    ``cutoff`` is one second after the log's last transaction and training may hold
+    ``cutoff`` is one second after the log's last transaction (``sweval leakage``'s: the end
+    of its training period, t_P + (j + 1)·tΔ) and training may hold
     transactions *later* than a user's test instance (the leakage those protocols measure,
     not a guarantee of the time order).
 

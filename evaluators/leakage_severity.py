@@ -10,6 +10,7 @@ and lists change when "future" data reaches its training set.
 
     j = 0:  train on every transaction with t < t_P + tΔ, minus the test instances
     j ≥ 1:  also on the j periods after P: t < t_P + (j + 1)·tΔ, minus the test instances
+            "now" (the cut-off of a model that reads the time, decay-pop) is that end
 
 The test instances are the same for every j: each user's last transaction in P (ties in t: the
 later row), for the users with an earlier transaction in the log (SPEC §7's "≥ 2 transactions",
@@ -117,9 +118,10 @@ class LeakageSeverity(Protocol):
         design.check(log)
         held = held_out_positions(log, design.test_start, design.test_end)
         for j in range(design.periods + 1):
-            prefix = log.restrict(log.timestamp < design.train_end(j))
+            end = design.train_end(j)
+            prefix = log.restrict(log.timestamp < end)
             split = holdout_split(
-                prefix, held, index=j, u_min=self.u_min,
+                prefix, held, index=j, u_min=self.u_min, cutoff=end,
                 definition={"kind": NAME, "test_start": design.test_start,
                             "period": design.period_s, "j": j},
             )  # fmt: skip

@@ -212,7 +212,7 @@ def last_basket_positions(log: InteractionLog) -> NDArray[np.int64]:
 
 def holdout_split(
     log: InteractionLog, held: NDArray[np.int64], *, index: int, u_min: int,
-    definition: dict[str, Any],
+    definition: dict[str, Any], cutoff: int | None = None,
 ) -> Split:
     """The split that trains on D minus ``held`` and tests on the held-out transactions.
 
@@ -225,6 +225,8 @@ def holdout_split(
         u_min: the split is skipped with fewer evaluated users.
         definition: the hold-out rule (``{"kind": "loocv", "seed": 3}``); the whole log's
             fingerprint is added (a hold-out split reads all of it).
+        cutoff: the training data's "now" (t_f of a model that reads the time: decay-pop),
+            after every transaction of ``log``; default one second after its last one.
     """
     held = np.asarray(held, dtype=np.int64)
     held = held[np.lexsort((held, log.user[held]))]  # by user, then time
@@ -242,6 +244,7 @@ def holdout_split(
         items=pair_item[distinct].astype(np.int64),
     )
     reference_time = log.timestamp[held[starts]].astype(np.int64)
+    now = log.t_max + 1 if cutoff is None else int(cutoff)
 
     def make_train() -> TrainData:
         keep = np.ones(len(log), dtype=bool)
@@ -250,7 +253,7 @@ def holdout_split(
         # the cut-off is the end of the log, not the test instance's time (their leakage).
         return TrainData.from_codes(
             log.user[keep], log.item[keep], n_users=log.n_users, n_items=log.n_items,
-            timestamps=log.timestamp[keep], cutoff=log.t_max + 1,
+            timestamps=log.timestamp[keep], cutoff=now,
             raw_user_ids=log.user_ids, raw_item_ids=log.item_ids,
         )
 

@@ -110,6 +110,7 @@ def test_splits_hold_out_each_users_last_transaction_in_p_and_train_on_the_prefi
     assert [s.index for s in splits] == [0, 1, 2]
     for j, split in enumerate(splits):
         train = split.make_train()
+        assert train.cutoff == design.train_end(j)  # decay-pop's "now": the period's end
         keep = (raw["timestamp"] < design.train_end(j)) & ~raw.index.isin(expected)
         pairs = raw[keep].drop_duplicates(["user", "item"])
         assert train.matrix.nnz == len(pairs)
