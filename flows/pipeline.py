@@ -194,6 +194,14 @@ def prepare(
             return None
         prepared = Prepared(plan=step.plan, mode="rolling", step=step)
     else:
+        series = Path(config.output) / rolling_mode.STATE_FILE
+        if series.exists():
+            raise SwevalError(
+                f"{config.output} holds a rolling series ({series.name}): a run without "
+                "--rolling would replace its MLflow record, and the series' next run would "
+                "start a new parent run. Pass --rolling to extend the series, write this run "
+                f"elsewhere (--output), or delete {series} to end the series."
+            )
         prepared = Prepared(plan=make_plan(config, log))
     remember(prepared.plan, prepared.task_fingerprint)
     return prepared

@@ -106,7 +106,9 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
     ``config.folds`` complete windows; later runs keep that t_0 (from ``rolling.json``).
 
     Resets the output directory's series (MLflow record, state) when the configuration
-    or the data before the previous horizon changed.
+    or the data before the previous horizon changed. The new series keeps the old one's t_0
+    when its windows have the same width, so it covers the same windows (their unchanged units
+    reused) and more: a restart never shortens the history.
 
     Raises:
         SwevalError: an unusable output directory.
@@ -116,14 +118,22 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
     output = Path(config.output)
     key = rolling_key(config)
     state = read_state(output)
+    if not state and _tracked_series(output) == key:  # rolling.json deleted or unreadable
+        _log.warning("rolling: %s is missing or unreadable; starting a new series in %s",
+                     output / STATE_FILE, output)
+        reset(output)  # its MLflow record too: the old parent's steps are other windows
+    kept_start = (int(state["start"]) if "start" in state
+                  and int(state.get("width_s", -1)) == spec.width_s else None)
     if state and state.get("key") != key:
-        _log.warning("rolling: the configuration changed; starting a new series in %s", output)
+        _log.warning("rolling: the configuration changed; starting a new series in %s%s", output,
+                     f" from the same start, {iso_utc(kept_start)}" if kept_start is not None
+                     and config.start is None else "")
         reset(output)
         state = {}
     if config.start is not None:
         t0 = parse_time(config.start)
-    elif state:
-        t0 = int(state["start"])
+    elif kept_start is not None:
+        t0 = kept_start
     else:  # the last `folds` complete windows, aligned to multiples of the width since 1970
         t0 = (log.t_max + 1 - lag) // spec.width_s * spec.width_s - config.folds * spec.width_s
     reached = (log.t_max + 1 - t0) // spec.width_s  # windows the log has reached the end of
@@ -148,13 +158,12 @@ def plan_rolling(config: EvalConfig, log: InteractionLog) -> RollingStep | None:
                 counts = (f" ({log.position(int(horizon)):,} transactions before it now, "
                           f"{int(state['prefix_rows']):,} at the last run)")
             _log.warning(
-                "rolling: the data before %s changed%s; starting a new series in %s",
+                "rolling: the data before %s changed%s; starting a new series in %s%s",
                 iso_utc(int(horizon)) if horizon is not None else "the last evaluated window's end",
                 counts, output,
+                f" from the same start, {iso_utc(t0)}" if config.start is None else "",
             )
             reset(output)
-            if config.start is None:
-                return plan_rolling(config, log)
     if n_folds < 1:
         _log.warning(
             "rolling: no complete %s window since %s yet (last event at %s)",
@@ -258,6 +267,16 @@ def read_state(output: Path) -> dict[str, Any]:
         return json.loads((output / STATE_FILE).read_text())
     except (OSError, ValueError, KeyError):
         return {}
+
+
+def _tracked_series(output: Path) -> str | None:
+    """The key of the run whose MLflow record ``output`` holds (``tracking.json``), if any."""
+    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
+
+    try:
+        return json.loads((output / TRACKING_FILE).read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def reset(output: Path) -> None:

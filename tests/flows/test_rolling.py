@@ -91,6 +91,56 @@ def test_rolling_series_restarts_when_history_changes(
     parents, _ = experiment_runs(mlflow_uri, config.experiment)
     assert len(parents) == 2  # a new series, a new parent run
     assert json.loads((output / "tracking.json").read_text())["parent_run_id"] != first_parent
+    restarted = json.loads((output / "rolling.json").read_text())
+    assert (restarted["start"], restarted["n_folds"]) == (state["start"], 3)  # QA: not shorter
+
+
+def test_a_series_restarted_by_a_new_configuration_keeps_its_windows(
+    write_log, make_config
+) -> None:
+    """QA: adding an algorithm restarted the series from --folds' last windows: its earlier
+    windows dropped out of results.csv and MLflow. The new series keeps t_0 and every window."""
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling
+
+    frame = log_frame(8.5)
+    early = frame[frame["timestamp"] < T0 + int(6.5 * DAY)]
+    config, state = _recorded_series(write_log, make_config, early)
+    write_log(frame=frame)  # two more days, and one more algorithm
+    grown = config.model_copy(update={"algorithms": [*config.algorithms, "item-knn"]})
+    step = plan_rolling(grown, load_data(grown))
+    assert step is not None and step.previous_folds == 0  # a new series ...
+    assert int(step.plan.config.start) == state["start"]  # ... over the same windows and more
+    assert len(step.plan.folds) == state["n_folds"] + 2
+
+
+def test_a_series_whose_state_file_is_gone_starts_a_new_parent_run(
+    write_log, make_config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """QA: with rolling.json deleted (or emptied), the next run chose its windows afresh but
+    reopened the series' MLflow parent, whose steps were other windows."""
+    from sweval.evaluators.run import load_data
+    from sweval.flows.rolling import plan_rolling, rolling_key
+
+    config, _ = _recorded_series(write_log, make_config, log_frame(6.5))
+    output = Path(config.output)
+    (output / "tracking.json").write_text(json.dumps({"key": rolling_key(config)}))
+    (output / "rolling.json").write_text("")
+    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+        assert plan_rolling(config, load_data(config)) is not None
+    assert "rolling.json is missing or unreadable; starting a new series" in caplog.text
+    assert not (output / "tracking.json").exists()
+
+
+def test_a_run_without_rolling_into_a_series_is_refused(write_log, make_config) -> None:
+    """QA: a run without --rolling into a series' output replaced its MLflow record, and the
+    series' next run logged every window again under a new parent run."""
+    from sweval.data.errors import SwevalError
+    from sweval.flows.pipeline import prepare
+
+    config, _ = _recorded_series(write_log, make_config, log_frame(6.5))
+    with pytest.raises(SwevalError, match="holds a rolling series .*Pass --rolling"):
+        prepare(config)
 
 
 def test_rolling_without_a_complete_window_does_nothing(write_log, make_config) -> None:
