@@ -151,6 +151,7 @@ def _build_sqlite_store(path: Path) -> None:
     import psutil
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
+    _quiet_mlflow_logging()  # `sweval up` and `sweval ui` build the store without a client
     for stale in path.parent.glob(f".{path.name}.*.creating"):  # from builds that were killed
         pid = stale.name.removeprefix(f".{path.name}.").removesuffix(".creating")
         if not (pid.isdigit() and psutil.pid_exists(int(pid))):

@@ -94,6 +94,7 @@ def git_commit() -> tuple[str | None, bool]:
 _ORCHESTRATION_FIELDS = (
     "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
     "tracking", "system_metrics",
+    "lag",  # when a rolling series evaluates a window: it may change within the series
 )
 
 

@@ -277,3 +277,14 @@ def test_a_lag_evaluates_a_window_once_the_log_is_that_far_past_its_end(
     raised = config.model_copy(update={"lag": "3D"})
     step = plan_rolling(raised, load_data(raised))
     assert step is not None and step.previous_folds == 4 and step.new_folds == []
+
+
+def test_the_lag_is_a_tag_of_the_series_not_a_write_once_param(make_config, tmp_path) -> None:
+    """QA: a lag changed within a series (allowed) warned "MLflow param lag: keeping ..." at
+    every run, and the parent kept the old value for good."""
+    from sweval.flows.tracking.records import parent_params_and_tags
+
+    config = make_config(tmp_path / "log.csv", lag="2D")
+    params, tags = parent_params_and_tags(config, key="k", fingerprint="f", source="s",
+                                          mode="rolling", flow_run_id=None, flow_run_name=None)
+    assert "lag" not in params and tags["sweval.config.lag"] == "2D"

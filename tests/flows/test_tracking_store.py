@@ -145,3 +145,16 @@ def test_a_file_system_without_hard_links_gets_the_store_by_a_rename(
     prepare_sqlite_store(uri)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]
     _works(uri)
+
+
+def test_building_a_store_says_nothing_on_the_terminal(tmp_path: Path) -> None:
+    """QA: the first `sweval up` (and `sweval ui`) on a fresh home printed MLflow's INFO lines
+    about creating the database: they build the store without a client."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from sweval.flows.tracking.client import "
+         "prepare_sqlite_store; prepare_sqlite_store(sys.argv[1])",
+         f"sqlite:///{tmp_path / 'mlflow.db'}"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    assert (tmp_path / "mlflow.db").exists()
+    assert "Creating initial MLflow database tables" not in done.stderr + done.stdout
