@@ -26,6 +26,9 @@ def interval_text(low: float, high: float, spec: str = ".3f", between: str = "â€
 
 
 def shown_uri(text: str) -> str:
-    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``):
-    terminals are read over shoulders and kept in logs."""
-    return re.sub(r"(://[^:/@\s]+):[^@/\s]+@", r"\1:***@", text)
+    """``text`` with the password of every URI in it masked (``postgresql://u:***@host/db``,
+    ``postgresql://:***@host/db``, ``postgresql://u@host/db?password=***``): terminals are
+    read over shoulders and kept in logs. A password may hold ``@`` or ``/``: everything up to
+    the token's last ``@`` is masked (a host hidden with it is the safer error)."""
+    text = re.sub(r"(://[^:/@\s]*):\S*@", r"\1:***@", text)
+    return re.sub(r"([?&](?:password|passwd|pwd)=)[^&\s]*", r"\1***", text, flags=re.IGNORECASE)

@@ -120,8 +120,19 @@ def log_report(
 
 def _client(tracking_uri: str | None) -> Any:
     """An ``MlflowClient`` on ``--tracking-uri``, else ``MLFLOW_TRACKING_URI``, else SW-EVAL's
-    local store (the one ``sweval run`` logs to)."""
-    return open_client(resolve_uri(tracking_uri))
+    local store (the one ``sweval run`` logs to).
+
+    Raises:
+        SwevalError: the store cannot be opened (a server or database that does not answer).
+    """
+    uri = resolve_uri(tracking_uri)
+    try:
+        return open_client(uri)
+    except SwevalError:
+        raise
+    except Exception as exc:  # mlflow and SQLAlchemy raise their own errors alike
+        raise SwevalError(shown_uri(
+            f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}")) from exc
 
 
 def _download_results(client: Any, run_id: str, into: Path) -> Path | None:

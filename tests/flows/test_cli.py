@@ -431,6 +431,13 @@ def test_passwords_in_printed_store_uris_are_masked() -> None:
     assert shown_uri("MLflow UI for postgresql+psycopg://sweval:s3cr%40t@db:5432/mlflow on") \
         == "MLflow UI for postgresql+psycopg://sweval:***@db:5432/mlflow on"
     assert shown_uri("postgresql://u:p@127.0.0.1:1/db") == "postgresql://u:***@127.0.0.1:1/db"
+    # QA: an @ or / in the password, no user name, libpq's query-string password
+    for given, shown in [("postgresql://u:se@cret@h:1/db x", "postgresql://u:***@h:1/db x"),
+                         ("postgresql://u:se/cret@h/db", "postgresql://u:***@h/db"),
+                         ("postgresql://:secret4@h/db", "postgresql://:***@h/db"),
+                         ("postgresql://u@h/db?sslmode=require&password=secret3&x=1",
+                          "postgresql://u@h/db?sslmode=require&password=***&x=1")]:
+        assert shown_uri(given) == shown
     for kept in ("sqlite:////tmp/m.db", "http://127.0.0.1:5000/#/experiments/1"):
         assert shown_uri(kept) == kept
 
@@ -518,6 +525,19 @@ def test_an_unreachable_tracking_store_is_named_without_its_password(
     assert code == 2, captured.err
     assert "MLflow tracking at postgresql://user:***@127.0.0.1" in captured.err
     assert "secret" not in captured.out + captured.err
+
+
+def test_report_of_a_run_in_an_unreachable_store_is_one_error_line(
+    unreachable_store: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """QA: `sweval report RUN_ID --tracking-uri <store that does not answer>` ended in a
+    690-line traceback (exit 1); `run` and `compare` give one line and exit 2."""
+    code = _sweval(monkeypatch, "report", "0123456789abcdef0123456789abcdef",
+                   "--tracking-uri", unreachable_store)
+    captured = capsys.readouterr()
+    assert code == 2, captured.err
+    assert "error: MLflow tracking at postgresql://user:***@127.0.0.1" in captured.out + captured.err
+    assert "secret" not in captured.out + captured.err and "Traceback" not in captured.err
 
 
 def test_a_tracking_store_lost_mid_run_is_named_without_its_password(tmp_path: Path) -> None:
