@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config import EvalConfig
@@ -113,23 +114,25 @@ def lead_cell(
 MAX_OVERLAP_ALGORITHMS = 8
 
 
-def overlap_table(overlap: pd.DataFrame, k: int) -> Table | None:
+def overlap_table(overlap: pd.DataFrame, k: int) -> Group | None:
     """Mean J@k between algorithms (and seeds) over folds; the diagonal is each algorithm's
-    stability over consecutive folds (None when there is nothing to compare, or too much)."""
+    stability over consecutive folds (None when there is nothing to compare, or too much).
+
+    The title is a line of its own above the table, not the table's title: rich wraps a title
+    to its table's width, and the matrix of one or two algorithms is about 20 cells wide."""
     matrix = overlap_matrix(overlap, k)
     if matrix is None or len(matrix) > MAX_OVERLAP_ALGORITHMS:
         return None
-    table = Table(
-        title=f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
-        "consecutive folds (overlap.csv)", title_justify="left", padding=(0, 1),
-    )
+    title = Text(f"Top-{k} overlap — mean Jaccard over folds; diagonal: the same algorithm on "
+                 "consecutive folds (overlap.csv)", style="italic")
+    table = Table(padding=(0, 1))
     table.add_column("", style="bold", overflow="fold")
     for label in matrix.columns:
         table.add_column(folding_header(str(label)), justify="right")
     for label, row in matrix.iterrows():
         table.add_row(escape(str(label)),
                       *("" if pd.isna(value) else f"{value:.2f}" for value in row))
-    return table
+    return Group(title, table)
 
 
 def shown_metric(summary: pd.DataFrame) -> str:

@@ -126,6 +126,8 @@ def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
     console = Console(width=120, record=True)
     console.print(overlap_table(overlap, 10))
     lines = console.export_text().splitlines()
+    assert lines[0].startswith("Top-10 overlap — mean Jaccard over folds; diagonal:")  # one
+    assert lines[0].rstrip().endswith("consecutive folds (overlap.csv)")  # line, not the table's
     pop = next(line for line in lines if line.startswith("│ pop"))
     als = next(line for line in lines if line.startswith("│ als"))
     assert pop.split("│")[2:4] == [" 0.90 ", " 0.50 "]  # stability, mean of 0.25 and 0.75
