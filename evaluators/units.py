@@ -406,7 +406,8 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
             traceback=traceback.format_exc(),
         )
         if log_failure:
-            _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback)
+            _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback,
+                       extra={"unit_failure": failure})
         raise AlgorithmFailed(failure) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists

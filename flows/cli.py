@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from sweval.data.errors import SwevalError
 from sweval.flows.options import build_config, with_eval_options
-from sweval.flows.settings import RetriesInOneLine, apply_env_defaults
+from sweval.flows.settings import RepeatedFailuresInOneLine, RetriesInOneLine, apply_env_defaults
 from sweval.flows.terminal import message_console, table_console
 
 if TYPE_CHECKING:
@@ -380,12 +380,15 @@ def generate(
 def _setup_logging(verbose: bool) -> None:
     """Our log lines on stderr: warnings, or INFO with -v. The handler's own level also keeps
     Prefect's INFO records (which propagate to the root logger) off the terminal; MLflow's
-    retries show as one line (:class:`~flows.settings.RetriesInOneLine`); the HTTP clients'
-    request lines stay off even with -v."""
+    retries show as one line (:class:`~flows.settings.RetriesInOneLine`), as does a unit
+    failure whose traceback was shown already
+    (:class:`~flows.settings.RepeatedFailuresInOneLine`); the HTTP clients' request lines stay
+    off even with -v."""
     handler = logging.StreamHandler()
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RetriesInOneLine())
+    handler.addFilter(RepeatedFailuresInOneLine())
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     for chatty in ("httpx", "httpcore"):  # a line per request to the Prefect API, under -v
         logging.getLogger(chatty).setLevel(logging.WARNING)

@@ -492,8 +492,8 @@ class Evaluation:
             )
         self.report_files()
         if outputs.failed:
-            _log.error("%d unit(s) failed, left out of the results (each logged above with "
-                       "its traceback)", len(outputs.failed))
+            _log.error("%d unit(s) failed, left out of the results (logged above, with their "
+                       "tracebacks)", len(outputs.failed))
             if self.tracker is not None:
                 self.tracker.fail("FAILED")
 

@@ -240,6 +240,35 @@ class RetriesInOneLine(logging.Filter):
         return True
 
 
+class RepeatedFailuresInOneLine(logging.Filter):
+    """A unit failure whose traceback was already shown, in one terminal line.
+
+    A model that raises usually raises at the same place on every fold: 30 folds printed the
+    same dozen-line traceback 30 times, and the first fold's, the one to read, scrolled away.
+    The first failure of an algorithm at a given place (the traceback's frames) keeps its
+    traceback; a later one with the same frames is its ``unit failed: fold f, label: error``
+    line and a pointer to the fold whose traceback was shown. The message still says each
+    failure's own error, and the summary lists every failed unit. One filter per command (the
+    terminal handler's), so a command never points at another command's output.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: dict[tuple[str, tuple[str, ...]], int] = {}  # (label, frames): its fold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = getattr(record, "unit_failure", None)
+        if failure is None:
+            return True
+        frames = tuple(line for line in failure.traceback.splitlines()
+                       if line.startswith("  File "))
+        first = self.shown.setdefault((failure.label, frames), failure.fold)
+        if first != failure.fold:
+            record.msg, record.args = "unit failed: %s (traceback as for fold %d, above)", (
+                failure.describe(), first)
+        return True
+
+
 def hide_reported_errors_in_terminal() -> None:
     """Install :class:`HideReportedErrors` and one :class:`LostApiInOneLine` on the terminal
     handlers: the root logger's (Prefect's console handler, or ours when logging was configured

@@ -160,6 +160,13 @@ def test_a_failing_plugin_makes_the_command_exit_3(tmp_path, write_log):
     assert f"failed:  fold 1, {FAILING[0]}: ValueError: plugin bug at cutoff" in result.stdout
     assert "unit(s) failed and are left out of the results" in result.stderr
     assert 'raise ValueError(f"plugin bug at cutoff {train.cutoff}")' in result.stderr  # the log
+    # the same traceback on every fold: shown once, the other folds' failures one line each
+    assert result.stderr.count("Traceback") == 1, result.stderr[-3000:]
+    failed_lines = [line for line in result.stderr.splitlines() if "unit failed: fold" in line]
+    assert len(failed_lines) >= 3
+    first = failed_lines[0].split("unit failed: fold ")[1].split(",")[0]
+    assert all(line.endswith(f"(traceback as for fold {first}, above)")
+               and "ValueError: plugin bug at cutoff" in line for line in failed_lines[1:])
     results = pd.read_csv(tmp_path / "out" / "results.csv")
     assert set(results.loc[~results["skipped"], "algorithm"]) == {"pop"}
 
@@ -274,3 +281,35 @@ def test_a_plugin_cannot_change_the_data_the_other_algorithms_read(tmp_path, mon
     replaced = mixed.results[(mixed.results["algorithm"] == "mutating:ReplacesTheMatrix")
                              & ~mixed.results["skipped"]]
     assert replaced["value"].notna().all() and len(replaced)
+
+
+def test_a_traceback_is_shown_once_per_algorithm_and_place():
+    """The terminal filter: a failure with the frames of one already shown for the same label
+    is one line naming the fold shown; another label, or other frames, keep their traceback."""
+    from sweval.evaluators.units import UnitFailure
+    from sweval.flows.settings import RepeatedFailuresInOneLine
+
+    def failure(fold: int, label: str, line: int) -> UnitFailure:
+        trace = (f'Traceback (most recent call last):\n  File "m.py", line {line}, in _fit\n'
+                 f"    raise ValueError(x)\nValueError: bad {fold}\n")
+        return UnitFailure(fold=fold, label=label, key=f"k{fold}", stratum="all",
+                           error=f"ValueError: bad {fold}", traceback=trace)
+
+    shown = RepeatedFailuresInOneLine()
+
+    def said(unit_failure: UnitFailure) -> str:
+        record = logging.LogRecord("sweval.evaluators.units", logging.ERROR, "", 0,
+                                   "unit failed: %s\n%s",
+                                   (unit_failure.describe(), unit_failure.traceback), None)
+        record.unit_failure = unit_failure
+        assert shown.filter(record)
+        return record.getMessage()
+
+    assert "Traceback" in said(failure(3, "a:A", 7))
+    assert said(failure(4, "a:A", 7)) == (
+        "unit failed: fold 4, a:A: ValueError: bad 4 (traceback as for fold 3, above)")
+    assert "Traceback" in said(failure(5, "b:B", 7))  # another algorithm
+    assert "Traceback" in said(failure(6, "a:A", 9))  # another place in the same algorithm
+    assert said(failure(7, "a:A", 9)).endswith("(traceback as for fold 6, above)")
+    plain = logging.LogRecord("x", logging.ERROR, "", 0, "something else", (), None)
+    assert shown.filter(plain) and plain.getMessage() == "something else"
