@@ -50,7 +50,7 @@ from sweval.evaluators.significance import (
     with_intervals,
 )
 from sweval.evaluators.splits import Split
-from sweval.evaluators.store import UnitStore, atomic_write_text
+from sweval.evaluators.store import DamagedUnit, UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units import Unit, UnitFailure, compute_unit
@@ -78,6 +78,9 @@ class Outputs:
     n_reused: int = 0
     n_computed: int = 0
     n_code_changed: int = 0  # of the computed units, those stored as computed by other code
+    #: units planned as reused but computed while the tables were collected: pruned from the
+    #: store beside the run, or found damaged as they were read (counted in ``n_computed``)
+    n_recomputed: int = 0
     tuning: pd.DataFrame | None = None
     optimism: pd.DataFrame | None = None
     #: units whose algorithm raised: left out of every table
@@ -128,6 +131,7 @@ def collect(
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     skip = frozenset(failure.key for failure in failed)
+    computed = set(computed)
     measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={},
                           results=dict(results or {}), computed=set(computed))
     for fold in plan.folds:
@@ -167,6 +171,7 @@ def collect(
         ),
         per_user=measuring.per_user,
         overlap=run_overlap(plan, measuring.lists or {}),
+        n_recomputed=len(measuring.computed - computed),
     )
 
 
@@ -220,8 +225,8 @@ def algorithm_rows(
 
 def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
     """A unit's per-user metrics at the run's k (``--metrics``): as its fold task measured
-    them, else from its stored lists, else (deleted from the store since the run was planned)
-    computed again."""
+    them, else from its stored lists, else (deleted from the store since the run was planned,
+    or found damaged as it is read) computed again."""
     found = measuring.results.get(unit.key)
     if found is not None:  # two labels may share a key: the rows carry this unit's label
         return found if found.algorithm == unit.spec.label else replace(
@@ -233,7 +238,13 @@ def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
                      "again", unit.split.index, unit.spec.label)
         measuring.computed.add(unit.key)
         return measure_lists(measuring, unit, compute_unit(unit, store))
-    return measure_lists(measuring, unit, store.load(unit.key, unit.split.log))
+    try:
+        lists = store.load(unit.key, unit.split.log)
+    except DamagedUnit as exc:  # changed in place since it was written: computed again
+        _log.warning("%s; computing it again", exc.what)
+        measuring.computed.add(unit.key)
+        lists = compute_unit(unit, store)
+    return measure_lists(measuring, unit, lists)
 
 
 def measure_lists(measuring: Measuring, unit: Unit, lists: UnitLists) -> UnitResult:

@@ -76,7 +76,7 @@ from sweval.evaluators.splits import (
     share_positions,
 )
 from sweval.evaluators.store import UnitStore
-from sweval.evaluators.units import AlgorithmSpec, compute_unit, plan_units
+from sweval.evaluators.units import AlgorithmSpec, plan_units, stored_or_computed
 from sweval.evaluators.windows import WindowSpec
 
 _log = logging.getLogger(__name__)
@@ -429,10 +429,7 @@ def run_protocol(
                                      n_users=split.n_eligible, config_hash=config_hash)
                 continue
             unit = planned[spec.label]
-            if store.has(unit.key, depth=unit.depth):
-                lists = store.load(unit.key, split.log)
-            else:
-                lists = compute_unit(unit, store)
+            lists = stored_or_computed(unit, store)
             result = measure(lists, split.relevant, ks, n_items=log.n_items, index=split.index,
                              algorithm=spec.label)
             rows += unit_rows(split, result, config_hash=config_hash)  # type: ignore[arg-type]

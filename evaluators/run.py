@@ -49,6 +49,7 @@ from sweval.evaluators.units import (
     compute_unit,
     outdated_by_code,
     plan_units,
+    stored_or_computed,
     variant_label,
 )
 from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
@@ -209,9 +210,7 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
         values = []
         try:
             for unit in plan_units(windows, [spec], config.k):
-                stored = store.has(unit.key, depth=unit.depth)
-                lists = (store.load(unit.key, unit.split.log) if stored
-                         else compute_unit(unit, store, log_failure=False))
+                lists = stored_or_computed(unit, store, log_failure=False)
                 result = measure(lists, unit.split.relevant, config.k,
                                  n_items=unit.split.log.n_items, index=unit.split.index,
                                  algorithm=spec.label)
@@ -404,9 +403,10 @@ def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outpu
     results: dict[str, UnitResult] = {}
     computed = run_units(plan, store, failures=failures, results=results)
     n_units = len({unit.key for unit in plan.units})
+    outputs = collect(plan, store, failed=failures, results=results, computed=results.keys())
+    computed += outputs.n_recomputed
     outputs = replace(
-        collect(plan, store, failed=failures, results=results, computed=results.keys()),
-        n_reused=n_units - computed - len({failure.key for failure in failures}),
+        outputs, n_reused=n_units - computed - len({failure.key for failure in failures}),
         n_computed=computed, n_code_changed=min(code_changed, computed),
     )
     write_outputs(plan, outputs)

@@ -7,8 +7,8 @@ Layout under the store's directory (``<output>/units`` by default, or a shared `
                                 (:meth:`UnitStore.has`) or loads it (:meth:`UnitStore.load`);
                                 its files keep their write times
     3f/3f9c.../unit.json        what the unit is (its key's inputs), device, timings, depth,
-                                mean metrics of the run that computed it; written last: a unit
-                                exists once this file does
+                                the SHA-256 of its lists.parquet, mean metrics of the run that
+                                computed it; written last: a unit exists once this file does
     3f/3f9c.../lists.parquet    per evaluated user (raw id), the top-K items (raw ids), best first
     3f/3f9c.../warm.npz         the fitted model's state, for warm-starting algorithms only
     .runs/<pid>-<random>.lock   one per live run using the store (:meth:`UnitStore.in_use`)
@@ -29,6 +29,7 @@ computes, so neither is deleted under it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -98,6 +99,19 @@ class UnitFiles:
             table=lists_table(lists, log), depth=lists.depth, device=lists.device,
             timings=dict(lists.timings), warm_state=lists.warm_state,
         )
+
+
+class DamagedUnit(SwevalError):
+    """A stored unit whose files cannot be read, or whose lists are not the bytes its record
+    was written with (changed in place since: a disk error, a file copied over it).
+
+    Attributes:
+        what: the unit's directory and what is wrong, without advice.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; delete that directory to recompute it.")
+        self.what = what
 
 
 class UnitStore:
@@ -177,7 +191,8 @@ class UnitStore:
             directory.mkdir(parents=True, exist_ok=True)
             parquet = pa.BufferOutputStream()
             pq.write_table(files.table, parquet)
-            atomic_write(directory / LISTS_FILE, lambda stream: stream.write(parquet.getvalue()))
+            lists_bytes = parquet.getvalue()
+            atomic_write(directory / LISTS_FILE, lambda stream: stream.write(lists_bytes))
             if files.warm_state is not None:
                 state = files.warm_state
                 atomic_write(directory / WARM_FILE, lambda stream: np.savez(stream, **state))
@@ -187,6 +202,7 @@ class UnitStore:
                 "n_users": files.table.num_rows,
                 "device": files.device,
                 "timings": files.timings,
+                "lists_sha256": hashlib.sha256(lists_bytes).hexdigest(),
                 "created": time.time(),
             }
             atomic_write_text(directory / UNIT_FILE, json.dumps(full, indent=1, default=str))
@@ -200,21 +216,34 @@ class UnitStore:
         """The unit's lists in ``log``'s codes, with its device, timings and warm state; the
         unit counts as used now (:func:`mark_used`).
 
+        The lists' bytes are checked against the SHA-256 in the unit's record (units written
+        before the record had one are read unchecked).
+
         Raises:
-            SwevalError: an unreadable unit, or lists whose ids ``log`` does not have.
+            DamagedUnit: a file of the unit cannot be read, or its lists are not the bytes
+                written (:func:`evaluators.units.stored_or_computed` computes such a unit
+                again).
+            SwevalError: lists whose ids ``log`` does not have.
         """
         directory = self._unit_dir(key)
         try:
             record = json.loads((directory / UNIT_FILE).read_text())
-            table = pq.read_table(directory / LISTS_FILE)
+            lists_bytes = (directory / LISTS_FILE).read_bytes()
+            expected = record.get("lists_sha256")
+            if expected is not None and hashlib.sha256(lists_bytes).hexdigest() != expected:
+                raise DamagedUnit(
+                    f"{directory}: the unit's {LISTS_FILE} is not the file it was written as "
+                    "(its SHA-256 differs from the one in its unit.json)"
+                )
+            table = pq.read_table(pa.BufferReader(lists_bytes))
             warm = None
             if (directory / WARM_FILE).exists():
                 with np.load(directory / WARM_FILE) as arrays:
                     warm = {name: arrays[name] for name in arrays.files}
+        except DamagedUnit:
+            raise
         except (OSError, ValueError, pa.ArrowException) as exc:
-            raise SwevalError(
-                f"{directory}: unreadable unit ({exc}); delete that directory to recompute it."
-            ) from exc
+            raise DamagedUnit(f"{directory}: unreadable unit ({exc})") from exc
         mark_used(directory)
         users, items = lists_from_table(table, log, depth=int(record["depth"]), where=directory)
         return UnitLists(

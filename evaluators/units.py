@@ -40,7 +40,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.option_text import parse_variant
 from sweval.evaluators.splits import Split
-from sweval.evaluators.store import UnitStore
+from sweval.evaluators.store import DamagedUnit, UnitStore
 
 _log = logging.getLogger(__name__)
 
@@ -411,6 +411,23 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
         raise AlgorithmFailed(failure) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists
+
+
+def stored_or_computed(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
+    """The unit's lists: read from ``store`` when it holds the unit, else computed (and
+    saved; :func:`compute_unit`). A stored unit found damaged as it is read (:class:`DamagedUnit`:
+    unreadable, or its lists changed in place since they were written) is computed again, with
+    a warning, and saved over the damaged files.
+
+    Raises:
+        AlgorithmFailed: as :func:`compute_unit`.
+    """
+    if store.has(unit.key, depth=unit.depth):
+        try:
+            return store.load(unit.key, unit.split.log)
+        except DamagedUnit as exc:
+            _log.warning("%s; computing it again", exc.what)
+    return compute_unit(unit, store, log_failure=log_failure)
 
 
 def describe(unit: Unit) -> dict[str, Any]:

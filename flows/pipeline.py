@@ -446,11 +446,13 @@ class Evaluation:
 
     def outputs(self) -> Outputs:
         """Collect the tables from the store, write them and the report to the output directory."""
+        outputs = collect(self.plan, self.store, failed=self.failed,
+                          results=self.measuring.results, computed=self.computed_keys)
+        computed = self.computed + outputs.n_recomputed
         outputs = replace(
-            collect(self.plan, self.store, failed=self.failed,
-                    results=self.measuring.results, computed=self.computed_keys),
-            n_reused=self.taken_from_store - len({failure.key for failure in self.failed}),
-            n_computed=self.computed, n_code_changed=min(self.code_changed, self.computed),
+            outputs, n_reused=self.taken_from_store - outputs.n_recomputed
+            - len({failure.key for failure in self.failed}),
+            n_computed=computed, n_code_changed=min(self.code_changed, computed),
         )
         write_outputs(self.plan, outputs)
         self.report = write_report_in_background(outputs.directory, intervals=outputs.summary)

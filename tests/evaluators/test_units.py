@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -521,6 +522,7 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     again = run_local(config(tmp_path))
     pd.testing.assert_frame_equal(again.results, first)
     assert again.units["reused"].tolist() == [False] + [True] * (len(again.units) - 1)
+    assert (again.n_computed, again.n_reused) == (1, len(again.units) - 1)  # the summary's count
 
 
 def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, caplog) -> None:
@@ -538,3 +540,46 @@ def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, cap
     assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
     assert (tmp_path / "out" / "results.csv").read_bytes() == before
     assert caplog.text.count("is missing or cut short; computing it again") == 2
+
+
+def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, caplog) -> None:
+    """Lists damaged in place (bytes flipped, the size kept: the footer check at planning passes)
+    or copied over from another unit stopped the run, one unit per attempt, or were reused as
+    they were: each unit's record holds its lists' SHA-256, checked as they are read; such a
+    unit is computed again, with a warning, to the same tables."""
+    first = run_local(config(tmp_path))
+    lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
+    assert len(lists) == first.n_computed >= 3
+    flipped = bytearray(lists[0].read_bytes())
+    middle = len(flipped) // 2
+    flipped[middle : middle + 8] = bytes(255 - b for b in flipped[middle : middle + 8])
+    lists[0].write_bytes(bytes(flipped))  # same size, still ends in PAR1
+    lists[1].write_bytes(lists[2].read_bytes())  # another unit's (whole, readable) lists
+    before = (tmp_path / "out" / "results.csv").read_bytes()
+    with caplog.at_level("WARNING"):
+        again = run_local(config(tmp_path))
+    assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
+    assert (tmp_path / "out" / "results.csv").read_bytes() == before
+    damaged = {str(path.parent) for path in lists[:2]}
+    said = [r.getMessage() for r in caplog.records if "computing it again" in r.getMessage()]
+    assert len(said) == 2 and {m.split(":")[0] for m in said} == damaged
+    assert all("SHA-256 differs" in m or "unreadable unit" in m for m in said)
+    assert any("SHA-256 differs" in m for m in said)  # the copy reads: only the hash tells
+    # the units were saved again, whole: a third run reuses every one, silently
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        third = run_local(config(tmp_path))
+    assert third.n_computed == 0 and "computing it again" not in caplog.text
+    assert (tmp_path / "out" / "results.csv").read_bytes() == before
+
+
+def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path) -> None:
+    """Units stored before records held the lists' SHA-256 are reused as they are."""
+    first = run_local(config(tmp_path))
+    records = sorted((tmp_path / "out" / "units").glob("*/*/unit.json"))
+    for path in records:
+        record = json.loads(path.read_text())
+        assert len(record.pop("lists_sha256")) == 64
+        path.write_text(json.dumps(record))
+    again = run_local(config(tmp_path))
+    assert again.n_computed == 0 and again.n_reused == first.n_computed
