@@ -307,6 +307,53 @@ class UnitStore:
             unit_lock_path(self.directory, key).unlink(missing_ok=True)
         return True
 
+    def leftovers(self, before: float) -> list[Path]:
+        """Files of killed writes last modified before ``before`` (epoch seconds): temporary
+        files (``.<name>.<random>.tmp``, see :func:`atomic_write`) in unit directories, and
+        every file of a unit directory that has no ``unit.json`` (a process killed between
+        writing a unit's lists and its record). No run reads them; a run that computes such a
+        unit again writes its files whole over them."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for directory in self.directory.glob("??/*"):
+            if not directory.is_dir():
+                continue
+            finished = (directory / UNIT_FILE).exists()
+            for path in directory.iterdir():
+                temporary = path.name.startswith(".") and path.name.endswith(".tmp")
+                with contextlib.suppress(OSError):
+                    if (temporary or not finished) and path.is_file() \
+                            and path.stat().st_mtime < before:
+                        found.append(path)
+        return sorted(found)
+
+    def remove_leftovers(self, paths: list[Path], before: float) -> list[Path]:
+        """Delete the :meth:`leftovers` ``paths`` still last modified before ``before``, each
+        under its unit's lock taken without waiting (a unit being computed keeps its files); a
+        unit directory without ``unit.json`` left empty goes too, with its lock file. Returns
+        the paths deleted."""
+        deleted = []
+        by_unit: dict[Path, list[Path]] = {}
+        for path in paths:
+            by_unit.setdefault(path.parent, []).append(path)
+        for directory, files in by_unit.items():
+            with unit_lock_if_free(self.directory, directory.name) as held:
+                if not held:
+                    continue
+                finished = (directory / UNIT_FILE).exists()  # written since they were listed?
+                for path in files:
+                    temporary = path.name.startswith(".") and path.name.endswith(".tmp")
+                    with contextlib.suppress(OSError):
+                        if (temporary or not finished) and path.stat().st_mtime < before:
+                            path.unlink()
+                            deleted.append(path)
+                if not finished and not any(directory.iterdir()):
+                    with contextlib.suppress(OSError):
+                        directory.rmdir()
+                        unit_lock_path(self.directory, directory.name).unlink(missing_ok=True)
+        return deleted
+
 
 def _last_use(directory: Path) -> float:
     """A unit directory's last use (its modification time); 0 for one that is gone."""

@@ -313,23 +313,51 @@ def prune(
             (in_use if used_live else chosen).append(entry)
     kept = (f"; kept {len(in_use)} that running sweval commands use or may use "
             f"({describe_registrants(live)})" if in_use else "")
+    leftovers_before = time.time() - LEFTOVER_AGE_S
+    leftovers = store.leftovers(leftovers_before)
+    sizes = {path: _file_size(path) for path in leftovers}
     if dry_run:
-        table_console().print(f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) "
-                              f"from {store.directory}{kept}", markup=False)
+        table_console().print(
+            f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) from {store.directory}"
+            + kept + _leftovers_text(leftovers, sizes, would=True), markup=False)
         return
     deleted = [entry for entry in chosen if store.remove(entry.key, last_used=entry.last_used)]
     busy = len(chosen) - len(deleted)
+    removed = store.remove_leftovers(leftovers, leftovers_before)
     table_console().print(
         f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
         + (f"; left {busy} that a running sweval is computing or has just used" if busy else "")
-        + kept, markup=False
+        + kept + _leftovers_text(removed, sizes), markup=False
     )
 
 
 prune.__doc__ = "\n\n".join([
     "Delete units by last use or by run. Nothing else ever deletes a finished unit.",
     "The units that running sweval commands have used since they began, or computed, stay.",
+    "Every prune also deletes the files that killed writes left in the store (temporary files, "
+    "units whose record was never written) once they are an hour old.",
 ])
+
+
+#: Files of a killed write (:meth:`UnitStore.leftovers`) older than this are deleted by every
+#: prune: a unit's files are written within seconds, and under its lock.
+LEFTOVER_AGE_S = 3600.0
+
+
+def _leftovers_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
+    """``; (would) also delete(d) N file(s) left by killed writes (size)``, or nothing."""
+    if not paths:
+        return ""
+    verb = "would also delete" if would else "also deleted"
+    return (f"; {verb} {len(paths)} file(s) left by killed writes "
+            f"({_size(sum(sizes.get(path, 0) for path in paths))})")
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _bytes(entries: list) -> int:

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -581,5 +582,47 @@ def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path) -> 
         record = json.loads(path.read_text())
         assert len(record.pop("lists_sha256")) == 64
         path.write_text(json.dumps(record))
+    again = run_local(config(tmp_path))
+    assert again.n_computed == 0 and again.n_reused == first.n_computed
+
+
+def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
+    tmp_path, monkeypatch, capsys
+):
+    """A SIGKILL in the middle of a unit's write leaves a hidden temporary file in its directory,
+    or a unit directory whose record was never written; no run reads them and nothing deleted
+    them. Every prune (whatever it selects) deletes those an hour old, under the unit's lock;
+    finished units and younger leftovers stay, and --dry-run only counts them."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    out = Path(config(tmp_path).output)
+    first = run_local(config(tmp_path))
+    store = out / "units"
+    records = stored_units(store)
+    finished_dir = records[0].parent
+    stale_tmp = finished_dir / ".lists.parquet.k1ll3d.tmp"
+    stale_tmp.write_bytes(b"x" * 1000)
+    fresh_tmp = finished_dir / ".unit.json.n0wn0w.tmp"  # a write in progress, maybe
+    fresh_tmp.write_bytes(b"{")
+    unfinished = store / "ab" / ("ab" + "0" * 22)  # lists written, the record never
+    unfinished.mkdir(parents=True)
+    (unfinished / "lists.parquet").write_bytes(b"y" * 2000)
+    hours_ago = time.time() - 2 * 3600
+    for path in (stale_tmp, unfinished / "lists.parquet"):
+        os.utime(path, (hours_ago, hours_ago))
+
+    assert cache_command(monkeypatch, "prune", "--older-than", "30D", "--output", out,
+                         "--dry-run") == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "would delete 0 units" in said
+    assert "would also delete 2 file(s) left by killed writes (2.9 KiB)" in said
+    assert stale_tmp.exists() and unfinished.exists()
+
+    assert cache_command(monkeypatch, "prune", "--older-than", "30D", "--output", out) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "deleted 0 units" in said and "also deleted 2 file(s) left by killed writes" in said
+    assert not stale_tmp.exists() and not unfinished.exists()
+    assert not (store / "ab" / f".{unfinished.name}.lock").exists()
+    assert fresh_tmp.exists()  # younger than an hour: kept
+    assert stored_units(store) == records  # every finished unit stays, and is reused whole
     again = run_local(config(tmp_path))
     assert again.n_computed == 0 and again.n_reused == first.n_computed
