@@ -18,6 +18,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sweval.evaluators.units import UnitFailure
 
 #: Prefect settings SW-EVAL sets when the environment does not (measured on 2-core machines:
 #: the ephemeral API's 20 s default start timeout is too short there).
@@ -254,7 +258,7 @@ class RepeatedFailuresInOneLine(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.shown: dict[tuple[str, tuple[str, ...]], int] = {}  # (label, frames): its fold
+        self.shown: dict[tuple[str, tuple[str, ...]], UnitFailure] = {}  # (label, frames)
 
     def filter(self, record: logging.LogRecord) -> bool:
         failure = getattr(record, "unit_failure", None)
@@ -262,10 +266,12 @@ class RepeatedFailuresInOneLine(logging.Filter):
             return True
         frames = tuple(line for line in failure.traceback.splitlines()
                        if line.startswith("  File "))
-        first = self.shown.setdefault((failure.label, frames), failure.fold)
-        if first != failure.fold:
-            record.msg, record.args = "unit failed: %s (traceback as for fold %d, above)", (
-                failure.describe(), first)
+        first = self.shown.setdefault((failure.label, frames), failure)
+        if first is not failure:
+            where = f"fold {first.fold}" + ("" if first.stratum == "all"
+                                            else f", stratum {first.stratum}")
+            record.msg, record.args = "unit failed: %s (traceback as for %s, above)", (
+                failure.describe(), where)
         return True
 
 

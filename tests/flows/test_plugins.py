@@ -286,6 +286,8 @@ def test_a_plugin_cannot_change_the_data_the_other_algorithms_read(tmp_path, mon
 def test_a_traceback_is_shown_once_per_algorithm_and_place():
     """The terminal filter: a failure with the frames of one already shown for the same label
     is one line naming the fold shown; another label, or other frames, keep their traceback."""
+    from dataclasses import replace
+
     from sweval.evaluators.units import UnitFailure
     from sweval.flows.settings import RepeatedFailuresInOneLine
 
@@ -311,5 +313,13 @@ def test_a_traceback_is_shown_once_per_algorithm_and_place():
     assert "Traceback" in said(failure(5, "b:B", 7))  # another algorithm
     assert "Traceback" in said(failure(6, "a:A", 9))  # another place in the same algorithm
     assert said(failure(7, "a:A", 9)).endswith("(traceback as for fold 6, above)")
+    stratum = UnitFailure(fold=6, label="a:A", key="k6s", stratum="B", error="ValueError: bad 6",
+                          traceback=failure(6, "a:A", 9).traceback)  # the same fold's stratum
+    assert said(stratum).endswith("(traceback as for fold 6, above)")
+    first_in_b = UnitFailure(fold=2, label="c:C", key="k2s", stratum="B", error="E: e",
+                             traceback=failure(2, "c:C", 9).traceback)
+    assert "Traceback" in said(first_in_b)
+    assert said(replace(first_in_b, fold=3, key="k3s")).endswith(
+        "(traceback as for fold 2, stratum B, above)")
     plain = logging.LogRecord("x", logging.ERROR, "", 0, "something else", (), None)
     assert shown.filter(plain) and plain.getMessage() == "something else"
