@@ -20,6 +20,18 @@ ratio comes from the same period of a shared machine:
 
 Wall and CPU time (user + sys of the command and the worker processes it waited for) and the
 peak RSS of the largest process come from :func:`bench.run_child`; the table gives medians.
+
+Each run's wall time is also split into three phases (:func:`phases`), from its output: before
+the first fold task starts (start-up, loading and planning the log, starting the workers),
+the fold tasks (what more workers can share), and after the last one ends (tables, closing)::
+
+    start ── serial before ──┬── fold tasks ──┬── serial after ── end
+                             first unit       last unit
+                             started          written
+
+A unit is written to the store as soon as it is computed (its record's ``created``); its start
+is that time less its own time in ``units.csv``. The boundaries leave out the Prefect
+bookkeeping of the first task before its first unit and of the last after its last unit.
 A sampler (:class:`TreeSampler`, every 0.2 s) splits them by role: the driver (the ``sweval``
 process), the Dask workers, Prefect's temporary server: each role's CPU seconds (the last sample
 of each of its processes, summed) and peak RSS (``VmHWM``, the largest of its processes).
@@ -32,6 +44,7 @@ import json
 import statistics
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +126,25 @@ def _hwm_kb(pid: int) -> int:
     return 0
 
 
+def phases(output: Path, started: float, ended: float) -> dict[str, float]:
+    """``serial_before_s``, ``fold_tasks_s``, ``serial_after_s`` of the run that wrote
+    ``output`` (see the module docstring); ``started`` and ``ended`` in epoch seconds."""
+    import pandas as pd
+
+    units = pd.read_csv(output / "units.csv")
+    stages = [c for c in ("train_data_s", "fit_s", "recommend_s", "metrics_s") if c in units]
+    units["unit_s"] = units[stages].sum(axis=1)
+    created = {}
+    for record in (output / "units").glob("*/*/unit.json"):
+        data = json.loads(record.read_text())
+        created[data["key"]] = float(data["created"])
+    units["created"] = units["unit_key"].map(created)
+    first_start = float((units["created"] - units["unit_s"]).min())
+    last_end = float(units["created"].max())
+    return {"serial_before_s": first_start - started, "fold_tasks_s": last_end - first_start,
+            "serial_after_s": ended - last_end}
+
+
 def variants(before: Path | None) -> list[tuple[str, Path, list[str], dict[str, str]]]:
     here = ROOT / ".venv" / "bin" / "sweval"
     one = {"SWEVAL_KERNEL_THREADS": "1"}
@@ -168,14 +200,16 @@ def main(argv: list[str] | None = None) -> int:
                 samplers.append(TreeSampler(pid))
                 samplers[0].start()
 
+            started = time.time()
             record = run_child(cmd, log=out.with_suffix(".log"), timeout=args.timeout, env=env,
                                on_start=watch)
             record["roles"] = samplers[0].stop()
+            record["phases"] = phases(out, started, started + record["wall_s"])
             record["label"] = label
             records[label].append(record)
-            print(
-                f"{label}: {record['wall_s']:.1f} s wall, exit {record['returncode']}", flush=True
-            )
+            split = " / ".join(f"{v:.1f}" for v in record["phases"].values())
+            print(f"{label}: {record['wall_s']:.1f} s wall (before / fold tasks / after: "
+                  f"{split} s), exit {record['returncode']}", flush=True)
     (args.work / "fanout.json").write_text(json.dumps(records, indent=1))
     first = next(iter(records))
     base = statistics.median(r["wall_s"] for r in records.get("sequential", records[first]))
@@ -205,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             one = statistics.median(r["wall_s"] for r in records[one_worker])
             two = statistics.median(r["wall_s"] for r in records[two_workers])
             print(f"\n{prefix}2 workers vs 1 worker at one kernel thread each: {one / two:.2f}× faster")
+            one_tasks = statistics.median(r["phases"]["fold_tasks_s"] for r in records[one_worker])
+            two_tasks = statistics.median(r["phases"]["fold_tasks_s"] for r in records[two_workers])
+            print(f"{prefix}  their fold-task phase alone: {one_tasks:.1f} s vs {two_tasks:.1f} s, "
+                  f"{one_tasks / two_tasks:.2f}× faster")
     return 0
 
 
