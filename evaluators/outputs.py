@@ -50,10 +50,10 @@ from sweval.evaluators.significance import (
     with_intervals,
 )
 from sweval.evaluators.splits import Split
-from sweval.evaluators.store import DamagedUnit, UnitStore, atomic_write_text
+from sweval.evaluators.store import UnitStore, atomic_write_text
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
-from sweval.evaluators.units import Unit, UnitFailure, compute_unit
+from sweval.evaluators.units import Unit, UnitFailure, compute_unit, read_or_recompute
 
 _log = logging.getLogger(__name__)
 
@@ -238,12 +238,9 @@ def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
                      "again", unit.split.index, unit.spec.label)
         measuring.computed.add(unit.key)
         return measure_lists(measuring, unit, compute_unit(unit, store))
-    try:
-        lists = store.load(unit.key, unit.split.log)
-    except DamagedUnit as exc:  # changed in place since it was written: computed again
-        _log.warning("%s; computing it again", exc.what)
+    lists, recomputed = read_or_recompute(unit, store)
+    if recomputed:
         measuring.computed.add(unit.key)
-        lists = compute_unit(unit, store)
     return measure_lists(measuring, unit, lists)
 
 

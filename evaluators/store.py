@@ -321,9 +321,8 @@ class UnitStore:
                 continue
             finished = (directory / UNIT_FILE).exists()
             for path in directory.iterdir():
-                temporary = path.name.startswith(".") and path.name.endswith(".tmp")
                 with contextlib.suppress(OSError):
-                    if (temporary or not finished) and path.is_file() \
+                    if (_is_temporary(path) or not finished) and path.is_file() \
                             and path.stat().st_mtime < before:
                         found.append(path)
         return sorted(found)
@@ -343,9 +342,9 @@ class UnitStore:
                     continue
                 finished = (directory / UNIT_FILE).exists()  # written since they were listed?
                 for path in files:
-                    temporary = path.name.startswith(".") and path.name.endswith(".tmp")
                     with contextlib.suppress(OSError):
-                        if (temporary or not finished) and path.stat().st_mtime < before:
+                        if (_is_temporary(path) or not finished) \
+                                and path.stat().st_mtime < before:
                             path.unlink()
                             deleted.append(path)
                 if not finished and not any(directory.iterdir()):
@@ -353,6 +352,11 @@ class UnitStore:
                         directory.rmdir()
                         unit_lock_path(self.directory, directory.name).unlink(missing_ok=True)
         return deleted
+
+
+def _is_temporary(path: Path) -> bool:
+    """A temporary file of :func:`atomic_write` (``.<name>.<random>.tmp``)."""
+    return path.name.startswith(".") and path.name.endswith(".tmp")
 
 
 def _last_use(directory: Path) -> float:

@@ -414,20 +414,33 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
 
 
 def stored_or_computed(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
-    """The unit's lists: read from ``store`` when it holds the unit, else computed (and
-    saved; :func:`compute_unit`). A stored unit found damaged as it is read (:class:`DamagedUnit`:
-    unreadable, or its lists changed in place since they were written) is computed again, with
-    a warning, and saved over the damaged files.
+    """The unit's lists: read from ``store`` when it holds the unit (:func:`read_or_recompute`),
+    else computed (and saved; :func:`compute_unit`).
 
     Raises:
         AlgorithmFailed: as :func:`compute_unit`.
     """
     if store.has(unit.key, depth=unit.depth):
-        try:
-            return store.load(unit.key, unit.split.log)
-        except DamagedUnit as exc:
-            _log.warning("%s; computing it again", exc.what)
+        return read_or_recompute(unit, store, log_failure=log_failure)[0]
     return compute_unit(unit, store, log_failure=log_failure)
+
+
+def read_or_recompute(
+    unit: Unit, store: UnitStore, *, log_failure: bool = True
+) -> tuple[UnitLists, bool]:
+    """(lists, recomputed) of a unit the store holds: its stored lists and False; or, found
+    damaged as they are read (:class:`DamagedUnit`: unreadable, or changed in place since they
+    were written), the unit computed again with a warning, saved over the damaged files, and
+    True.
+
+    Raises:
+        AlgorithmFailed: as :func:`compute_unit`.
+    """
+    try:
+        return store.load(unit.key, unit.split.log), False
+    except DamagedUnit as exc:
+        _log.warning("%s; computing it again", exc.what)
+    return compute_unit(unit, store, log_failure=log_failure), True
 
 
 def describe(unit: Unit) -> dict[str, Any]:
