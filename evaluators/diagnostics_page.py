@@ -32,6 +32,8 @@ from sweval.evaluators.diagnostics import (
     top_item_popularity,
     window_activity,
 )
+from sweval.data.errors import SwevalError
+from sweval.evaluators.output_dir import claim, publish
 from sweval.evaluators.report import ReportFigure
 from sweval.evaluators.report_facts import PlainTable
 from sweval.evaluators.report_figures import DPI, figure_png
@@ -116,18 +118,16 @@ def _policy_counts(policy: np.ndarray, labels: np.ndarray, shown: int = 10) -> s
 
 def write_inspection(inspection: Inspection, directory: Path) -> list[Path]:
     """Write ``inspect.html``, the PNGs and ``inspect-windows.csv``; the paths, page first."""
-    directory.mkdir(parents=True, exist_ok=True)
-    page = directory / "inspect.html"
-    page.write_text(render(inspection), encoding="utf-8")
-    written = [page]
-    for fig in inspection.figures:
-        (directory / fig.file_name).write_bytes(fig.png)
-        written.append(directory / fig.file_name)
-    table = directory / "inspect-windows.csv"
+    claim(directory)
     windows = inspection.activity.assign(t_start=lambda f: _dates(f["t_start"]))
-    windows.to_csv(table, index=False)
-    written.append(table)
-    return written
+    files = {"inspect.html": render(inspection).encode("utf-8")} | {
+        fig.file_name: fig.png for fig in inspection.figures} | {
+        "inspect-windows.csv": windows.to_csv(index=False).encode()}
+    try:
+        publish(directory, files, run="", command="inspect")
+    except OSError as exc:
+        raise SwevalError(f"{directory}: cannot write the inspection ({exc}).") from exc
+    return [directory / name for name in files]
 
 
 def render(inspection: Inspection) -> str:

@@ -35,6 +35,7 @@ from sweval.evaluators.deployment_gap import VALIDATIONS, gap_notes
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.report_facts import PlainTable
 from sweval.evaluators.report_figures import ReportFigure, figure_png, legend_above
+from sweval.evaluators.report import REPORT_PAGE, publish_report, report_target
 from sweval.evaluators.report_html import environment
 
 PAGE_TEMPLATE = "gap.html.j2"
@@ -94,21 +95,21 @@ def write_gap_report(
     with_k = set(gap.loc[gap["k"].notna(), "metric"])  # R-Precision has none
     sections = [gap_section(gap, metric, shown if metric in with_k else None, algorithms)
                 for metric in chosen]
-    target = destination if destination is not None else directory
-    target.mkdir(parents=True, exist_ok=True)
-    page = target / "report.html"
-    page.write_text(environment().get_template(PAGE_TEMPLATE).render(
+    target = report_target(directory, destination)
+    page = environment().get_template(PAGE_TEMPLATE).render(
         title=f"Validation-to-deployment gap — {_source(record)}",
         generated=datetime.now(tz=UTC).strftime("%Y-%m-%d %H:%M UTC"),
         facts=gap_facts(record, results),
         sections=sections,
         notes=gap_notes(results),
-    ), encoding="utf-8")
-    written = [page]
-    for section in sections:
-        (target / section.figure.file_name).write_bytes(section.figure.png)
-        written.append(target / section.figure.file_name)
-    return written
+    )
+    files = {REPORT_PAGE: page.encode("utf-8")} | {
+        section.figure.file_name: section.figure.png for section in sections}
+    try:
+        publish_report(target, files, source=directory)
+    except OSError as exc:
+        raise SwevalError(f"{target}: cannot write the report ({exc}).") from exc
+    return [target / name for name in files]
 
 
 def _read(directory: Path) -> tuple[pd.DataFrame, dict, pd.DataFrame]:

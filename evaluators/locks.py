@@ -103,14 +103,13 @@ def output_lock(directory: str | Path, command: str = "run") -> Iterator[dict[st
     tables would replace some of the files and leave the others).
 
     Raises:
-        SwevalError: the directory cannot be created, another process holds its lock (the
+        SwevalError: the directory cannot be created, is not SW-EVAL's to write
+            (:func:`evaluators.output_dir.claim`), another process holds its lock (the
             message names that process), or it holds another command's output.
     """
-    directory = Path(directory)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SwevalError(f"{directory}: cannot prepare the output directory ({exc}).") from exc
+    from sweval.evaluators.output_dir import claim
+
+    directory = claim(directory)
     path = directory / OUTPUT_LOCK
     lock = FileLock(path, thread_local=False)
     try:

@@ -50,7 +50,8 @@ from sweval.evaluators.significance import (
     with_intervals,
 )
 from sweval.evaluators.splits import Split
-from sweval.evaluators.store import UnitStore, atomic_write_text
+from sweval.evaluators.output_dir import publish
+from sweval.evaluators.store import UnitStore
 from sweval.evaluators.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units import Unit, UnitFailure, compute_unit, read_or_recompute
@@ -303,21 +304,21 @@ def stratum_rows(
     return rows
 
 
-#: The tables only some runs write (--tune, --stratify-by, --per-user, ...).
-OPTIONAL_FILES = frozenset({
+#: The files an SW-EVAL before manifests wrote into a run directory that a run may not write
+#: again (the tables only some runs write, the report): deleted by the first run with a
+#: manifest when it does not write them itself.
+LEGACY_FILES = frozenset({
     "tuning.csv", "optimism.csv", "significance.csv", "significance_strata.csv",
-    PER_USER_FILE, OVERLAP_FILE,
+    PER_USER_FILE, OVERLAP_FILE, "report.html",
 })
 
 
 def write_outputs(plan: Plan, outputs: Outputs) -> None:
-    """Write ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv``, ``config.json`` and
-    the significance tables.
-
-    Each file is written whole or not at all (temporary name, then rename). An optional table
-    this run does not write (``tuning.csv`` of an earlier run with ``--tune``, say) is removed:
-    the directory's tables, its report and MLflow's artifacts are this run's alone. Units are
-    never removed.
+    """Publish ``results.csv``, ``summary.csv``, ``folds.csv``, ``units.csv``, ``config.json``,
+    the significance tables and the optional ones this run makes, as one set
+    (:func:`evaluators.output_dir.publish`): an earlier run's files that this one does not
+    write (``tuning.csv`` of a run with ``--tune``, its report) go, so the directory's tables,
+    its report and MLflow's artifacts are this run's alone. Units are never removed.
     """
     directory = outputs.directory
     tables = {
@@ -334,20 +335,14 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
                         ("significance_strata.csv", outputs.significance_strata)):
         if table is not None:
             tables[name] = table.to_csv(index=False, float_format="%.10g")
+    if outputs.overlap is not None and not outputs.overlap.empty:
+        tables[OVERLAP_FILE] = outputs.overlap.to_csv(index=False, float_format="%.10g")
+    files = {name: text.encode("utf-8") for name, text in tables.items()}
+    if outputs.per_user is not None:
+        files[PER_USER_FILE] = outputs.per_user.parquet_bytes()
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for name, text in tables.items():
-            atomic_write_text(directory / name, text)
-        written = set(tables)
-        if outputs.per_user is not None:
-            outputs.per_user.write(directory)
-            written.add(PER_USER_FILE)
-        if outputs.overlap is not None and not outputs.overlap.empty:
-            atomic_write_text(directory / OVERLAP_FILE,
-                              outputs.overlap.to_csv(index=False, float_format="%.10g"))
-            written.add(OVERLAP_FILE)
-        for name in OPTIONAL_FILES - written:  # an earlier run's, with other options: not ours
-            (directory / name).unlink(missing_ok=True)
+        publish(directory, files, run=plan.key, command="run", legacy=LEGACY_FILES)
     except OSError as exc:
         raise SwevalError(
             f"{directory}: cannot write the results ({exc}); finished units are kept, rerun the "

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
 from sweval.evaluators.engine import UnitResult
-from sweval.evaluators.store import atomic_write, id_array
+from sweval.evaluators.store import id_array
 
 FILE = "per_user.parquet"
 
@@ -91,7 +91,8 @@ class PerUser:
             "value": pa.array(column("value"), type=pa.float64()),
         })
 
-    def write(self, directory: Path) -> None:
-        """``per_user.parquet`` in ``directory``, whole or not at all."""
-        table = self.table()
-        atomic_write(directory / FILE, lambda handle: pq.write_table(table, handle))
+    def parquet_bytes(self) -> bytes:
+        """The table as the bytes of ``per_user.parquet``."""
+        stream = pa.BufferOutputStream()
+        pq.write_table(self.table(), stream)
+        return stream.getvalue().to_pybytes()

@@ -406,7 +406,7 @@ def run_protocol(
     if store is None:
         with tempfile.TemporaryDirectory(prefix="sweval-units-") as directory:
             return run_protocol(log, protocol, algorithms, ks=ks, params=params,
-                                config_hash=config_hash, store=UnitStore(directory),
+                                config_hash=config_hash, store=UnitStore(directory).prepare(),
                                 progress=progress)
     params = params or {}
     specs = [AlgorithmSpec.from_entry(entry, dict(params)) for entry in algorithms]

@@ -78,7 +78,7 @@ from sweval.evaluators.report_tables import (
     metric_table,
     protocol_groups,
 )
-from sweval.evaluators.store import atomic_write, atomic_write_text
+from sweval.evaluators.output_dir import add, claim, manifest, publish
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
@@ -232,11 +232,7 @@ def write_report(
             f"{', '.join(data.metrics)})."
         )
     k_time = {metric: _choose_k(data, metric, k) for metric in chosen}
-    target = Path(destination) if destination is not None else data.directory
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SwevalError(f"{target}: cannot create the report directory ({exc}).") from exc
+    target = report_target(data.directory, destination)
     source = data.config.get("data", {}).get("source") or data.directory.name
     title = title or f"SW-EVAL report — {source}"
     sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
@@ -260,12 +256,45 @@ def write_report(
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     figures += [overlap] if overlap is not None else []
     figures += [protocols.scatter] if protocols is not None and protocols.scatter else []
-    written = []
-    try:  # each file whole or not at all; the page last, once the figures it shows are there
-        for figure in figures:
-            atomic_write(target / figure.file_name, lambda handle, png=figure.png: handle.write(png))
-            written.append(target / figure.file_name)
-        atomic_write_text(target / "report.html", page)
+    files = {figure.file_name: figure.png for figure in figures} | {
+        REPORT_PAGE: page.encode("utf-8")}
+    try:
+        publish_report(target, files, source=data.directory)
     except OSError as exc:
         raise SwevalError(f"{target}: cannot write the report ({exc}).") from exc
-    return [target / "report.html", *written]
+    return [target / REPORT_PAGE, *(target / figure.file_name for figure in figures)]
+
+
+#: The report's page; its figures are ``report-*.png`` beside it.
+REPORT_PAGE = "report.html"
+
+
+def report_target(source: Path, destination: str | Path | None) -> Path:
+    """Where a report of ``source`` goes: ``source`` itself, else ``destination``, which must be
+    SW-EVAL's to write (:func:`~evaluators.output_dir.claim`) and hold no run's tables.
+
+    Raises:
+        SwevalError: a destination SW-EVAL may not write, or another run's output directory.
+    """
+    if destination is None or Path(destination).resolve() == source.resolve():
+        return source
+    target = claim(destination)
+    found = manifest(target)
+    if found is not None and found["files"] and found.get("command") != "report":
+        raise SwevalError(f"{target}: holds the output of `sweval {found.get('command')}`; a "
+                          "report of another directory would mix with it: choose another "
+                          "--output.")
+    return target
+
+
+def publish_report(target: Path, files: dict[str, bytes], *, source: Path) -> None:
+    """Write the report's files into ``target``: added to the run's published set (an earlier
+    report's figures dropped) when ``target`` is the run's directory, else published as a
+    report's own set."""
+    if target.resolve() == source.resolve():
+        earlier = manifest(target)
+        drop = [name for name in (earlier or {}).get("files", {})
+                if name == REPORT_PAGE or (name.startswith("report-") and name.endswith(".png"))]
+        add(target, files, drop=drop)
+    else:
+        publish(target, files, run=str(source.resolve()), command="report")

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.output_dir import verify
 from sweval.evaluators.results import summarise
 from sweval.evaluators.significance import Bootstrap, attach_intervals, with_intervals
 
@@ -129,7 +130,8 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
     they are not computed a second time.
 
     Raises:
-        SwevalError: no such directory, a ``sweval leakage`` output, or it holds neither
+        SwevalError: no such directory, a ``sweval leakage`` output, files that are not one
+            run's set (:func:`evaluators.output_dir.verify`), or it holds neither
             ``compare.csv`` nor ``results.csv``.
     """
     directory = Path(directory)
@@ -140,6 +142,7 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
             f"{directory}: a `sweval leakage` output, which has no report of its own: its figure "
             "is severity.png, its tables change.csv, ranking.csv and future_items.csv."
         )
+    verify(directory)
     for name in ("compare.csv", "results.csv"):
         if (directory / name).is_file():
             break

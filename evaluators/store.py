@@ -2,6 +2,9 @@
 
 Layout under the store's directory (``<output>/units`` by default, or a shared ``--cache``)::
 
+    CACHEDIR.TAG                says the directory is an SW-EVAL unit store, and its format
+                                (written when the store is created; the Cache Directory Tagging
+                                convention, so backup tools may skip it)
     3f/3f9c.../                 its modification time is the unit's last use: set when a file
                                 of it is written, and again each time a run finds it
                                 (:meth:`UnitStore.has`) or loads it (:meth:`UnitStore.load`);
@@ -24,6 +27,10 @@ series reuses every day stay however long ago they were computed. Prune keeps, b
 unit used since the earliest live run of the store began (:meth:`UnitStore.live_runs`): a run
 finds the units it will reuse when it plans (marking them used) and writes the ones it
 computes, so neither is deleted under it.
+
+The store owns only the names it creates: ``sweval cache`` refuses a directory without the tag
+that does not look like a store either, never follows a symbolic link, and deletes only the
+file names above (a unit's three files, their temporary files, a unit's lock file).
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import hashlib
 import json
 import logging
 import os
-import shutil
+import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +72,20 @@ LISTS_FILE = "lists.parquet"
 WARM_FILE = "warm.npz"
 #: The folder of the store's live runs (:func:`evaluators.locks.registered`).
 RUNS_FOLDER = ".runs"
+#: The file that makes a directory a unit store (https://bford.info/cachedir/).
+STORE_TAG = "CACHEDIR.TAG"
+#: The layout this code reads and writes (in the tag).
+STORE_FORMAT = 1
+_TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
+_TAG_TEXT = (f"{_TAG_SIGNATURE}\n"
+             f"# This directory is an SW-EVAL unit store (format {STORE_FORMAT}); "
+             "`sweval cache` lists and prunes it.\n"
+             "# For information about cache directory tags see https://bford.info/cachedir/\n")
+_TAG_FORMAT = re.compile(r"SW-EVAL unit store \(format (\d+)\)")
+#: The names the store creates: shard folders, unit folders (keys), a unit's files and lock.
+_SHARD = re.compile(r"[0-9a-f]{2}")
+_KEY = re.compile(r"[0-9a-f]{16,64}")
+_UNIT_FILES = frozenset({"unit.json", "lists.parquet", "warm.npz"})
 #: Seconds by which a file time may trail ``time.time()`` read before it was set (the kernel
 #: stamps files from a clock that advances once per scheduler tick): comparisons of a unit's
 #: last use with a moment are made that much earlier, so as to keep rather than delete.
@@ -124,17 +145,61 @@ class UnitStore:
         return self.directory / key[:2] / key
 
     def prepare(self) -> UnitStore:
-        """Create the store's directory now, so an unusable one fails before any work.
+        """Create the store now (its directory and tag), so an unusable one fails before any
+        work. An existing directory must be a store already (:meth:`check`), or empty.
 
         Raises:
-            SwevalError: the directory cannot be created (e.g. a file is in the way).
+            SwevalError: the directory cannot be created (e.g. a file is in the way), or it
+                holds files that are not a store's.
         """
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
+            tagged = (self.directory / STORE_TAG).is_file()
+            if tagged or any(self.directory.iterdir()):
+                self.check()
+            if not tagged:  # a new store, or an older one made before the tag
+                atomic_write_text(self.directory / STORE_TAG, _TAG_TEXT)
         except OSError as exc:
             raise SwevalError(
-                f"{self.directory}: cannot prepare the output directory ({exc})."
+                f"{self.directory}: cannot prepare the unit store ({exc})."
             ) from exc
+        return self
+
+    def check(self) -> UnitStore:
+        """Make sure the directory is a unit store this code can read: it has the store's tag,
+        or (a store made before the tag) holds nothing but shard folders of units and
+        ``.runs``.
+
+        Raises:
+            SwevalError: no such directory, a directory that is not a store (naming what does
+                not belong there), or a store of a newer format.
+        """
+        directory = self.directory
+        if directory.is_symlink() or not directory.is_dir():
+            raise SwevalError(f"{directory}: no unit store there.")
+        try:
+            tag = (directory / STORE_TAG).read_text(encoding="utf-8")
+        except OSError:
+            tag = None
+        if tag is not None:
+            found = _TAG_FORMAT.search(tag)
+            if found is None:
+                raise SwevalError(f"{directory}: its {STORE_TAG} is not an SW-EVAL unit "
+                                  "store's (another program's cache): choose another store.")
+            if int(found.group(1)) > STORE_FORMAT:
+                raise SwevalError(
+                    f"{directory}: a unit store of format {found.group(1)}, written by a newer "
+                    f"SW-EVAL (this one reads format {STORE_FORMAT}): upgrade, or choose "
+                    "another store.")
+            return self
+        foreign = _foreign_names(directory)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
+                                               if len(foreign) > 5 else "")
+            raise SwevalError(
+                f"{directory}: not an SW-EVAL unit store (no {STORE_TAG}, and it holds what a "
+                f"store never does: {shown}). Name a new or empty directory, or an existing "
+                "store, with --cache or $SWEVAL_CACHE.")
         return self
 
     def lock(self, key: str) -> contextlib.AbstractContextManager[None]:
@@ -252,29 +317,33 @@ class UnitStore:
             warm_state=warm,
         )
 
+    def unit_directories(self) -> Iterator[Path]:
+        """Every unit folder of the store, finished or not, in key order: folders named as a
+        key, in the shard folder its first two characters name; never a symbolic link."""
+        for shard in _own_dirs(self.directory, _SHARD):
+            for directory in _own_dirs(shard, _KEY):
+                if directory.name.startswith(shard.name):
+                    yield directory
+
     def records(self) -> Iterator[dict[str, Any]]:
-        """The record (``unit.json``) of every finished unit in the store, in no set order."""
-        if not self.directory.is_dir():
-            return
-        for record_path in self.directory.glob(f"??/*/{UNIT_FILE}"):
-            try:
-                yield json.loads(record_path.read_text())
-            except (OSError, ValueError):
-                continue
+        """The record (``unit.json``) of every finished unit in the store."""
+        for entry in self.entries():
+            yield entry.record
 
     def entries(self) -> Iterator[StoredUnit]:
         """Every finished unit in the store."""
-        if not self.directory.is_dir():
-            return
-        for record_path in sorted(self.directory.glob(f"??/*/{UNIT_FILE}")):
+        for directory in self.unit_directories():
+            record_path = directory / UNIT_FILE
             try:
+                if record_path.is_symlink():
+                    continue
                 record = json.loads(record_path.read_text())
-                stat = record_path.parent.stat()
-                size = sum(p.stat().st_size for p in record_path.parent.iterdir() if p.is_file())
+                stat = directory.stat()
+                size = sum(p.lstat().st_size for p in _own_files(directory))
             except (OSError, ValueError):
                 continue
             yield StoredUnit(
-                key=record_path.parent.name, path=record_path.parent, record=record,
+                key=directory.name, path=directory, record=record,
                 size_bytes=size, last_used=stat.st_mtime,
             )
 
@@ -286,6 +355,8 @@ class UnitStore:
 
         Under the lock, taken without waiting: the record first (so a half-deleted unit is
         never read), the unit's other files, then the lock file; the lock is released last.
+        Only the names the store writes are deleted (never through a symbolic link); a unit
+        folder holding anything else keeps it, and the folder stays.
 
         Unlinking a lock file that others may wait on is the classic race: a process that
         opened the old file before the unlink can lock it after the release while a newcomer
@@ -300,12 +371,25 @@ class UnitStore:
         """
         with unit_lock_if_free(self.directory, key) as held:
             directory = self._unit_dir(key)
-            if not held or (last_used is not None and _last_use(directory) != last_used):
+            if not held or (last_used is not None and _last_use(directory) != last_used) \
+                    or directory.is_symlink() or directory.parent.is_symlink():
                 return False
-            (directory / UNIT_FILE).unlink(missing_ok=True)
-            shutil.rmtree(directory, ignore_errors=True)
-            unit_lock_path(self.directory, key).unlink(missing_ok=True)
+            _unlink_own(directory / UNIT_FILE)
+            for path in _own_files(directory):
+                _unlink_own(path)
+            with contextlib.suppress(OSError):
+                directory.rmdir()
+            _unlink_own(unit_lock_path(self.directory, key))
         return True
+
+    def unit_paths(self, key: str) -> list[Path]:
+        """The paths :meth:`remove` deletes for unit ``key``: its files and its lock file."""
+        directory = self._unit_dir(key)
+        if directory.is_symlink() or directory.parent.is_symlink():
+            return []
+        lock = unit_lock_path(self.directory, key)
+        return sorted(_own_files(directory)) + (
+            [lock] if lock.is_file() and not lock.is_symlink() else [])
 
     def leftovers(self, before: float) -> list[Path]:
         """Files of killed writes last modified before ``before`` (epoch seconds): temporary
@@ -313,17 +397,13 @@ class UnitStore:
         every file of a unit directory that has no ``unit.json`` (a process killed between
         writing a unit's lists and its record). No run reads them; a run that computes such a
         unit again writes its files whole over them."""
-        if not self.directory.is_dir():
-            return []
         found = []
-        for directory in self.directory.glob("??/*"):
-            if not directory.is_dir():
-                continue
+        for directory in self.unit_directories():
             finished = (directory / UNIT_FILE).exists()
-            for path in directory.iterdir():
+            for path in _own_files(directory):
                 with contextlib.suppress(OSError):
-                    if (_is_temporary(path) or not finished) and path.is_file() \
-                            and path.stat().st_mtime < before:
+                    if (_is_temporary(path) or not finished) \
+                            and path.lstat().st_mtime < before:
                         found.append(path)
         return sorted(found)
 
@@ -343,20 +423,82 @@ class UnitStore:
                 finished = (directory / UNIT_FILE).exists()  # written since they were listed?
                 for path in files:
                     with contextlib.suppress(OSError):
-                        if (_is_temporary(path) or not finished) \
-                                and path.stat().st_mtime < before:
+                        if _is_own_file(path) and (_is_temporary(path) or not finished) \
+                                and path.lstat().st_mtime < before:
                             path.unlink()
                             deleted.append(path)
                 if not finished and not any(directory.iterdir()):
                     with contextlib.suppress(OSError):
                         directory.rmdir()
-                        unit_lock_path(self.directory, directory.name).unlink(missing_ok=True)
+                        _unlink_own(unit_lock_path(self.directory, directory.name))
         return deleted
 
 
 def _is_temporary(path: Path) -> bool:
-    """A temporary file of :func:`atomic_write` (``.<name>.<random>.tmp``)."""
-    return path.name.startswith(".") and path.name.endswith(".tmp")
+    """A temporary file of :func:`atomic_write` of a unit's file (``.<name>.<random>.tmp``)."""
+    found = _TEMPORARY.fullmatch(path.name)
+    return found is not None and found.group(1) in _UNIT_FILES
+
+
+#: :func:`atomic_write`'s temporary names (``tempfile``'s random part: letters, digits, _).
+_TEMPORARY = re.compile(r"\.(.+)\.[a-z0-9_]+\.tmp")
+
+
+def _is_own_file(path: Path) -> bool:
+    """A file of a unit folder that the store itself writes, not a symbolic link."""
+    return (path.name in _UNIT_FILES or _is_temporary(path)) and not path.is_symlink() \
+        and path.is_file()
+
+
+def _own_files(directory: Path) -> list[Path]:
+    """The store's own files in a unit folder (:func:`_is_own_file`)."""
+    try:
+        return [path for path in directory.iterdir() if _is_own_file(path)]
+    except OSError:
+        return []
+
+
+def _own_dirs(directory: Path, pattern: re.Pattern[str]) -> list[Path]:
+    """The sub-folders of ``directory`` named by ``pattern``, sorted, symbolic links left out."""
+    try:
+        return sorted(path for path in directory.iterdir() if pattern.fullmatch(path.name)
+                      and not path.is_symlink() and path.is_dir())
+    except OSError:
+        return []
+
+
+def _unlink_own(path: Path) -> None:
+    """Delete ``path`` if it is a regular file (never a link, nor what one points to)."""
+    with contextlib.suppress(OSError):
+        if not path.is_symlink() and path.is_file():
+            path.unlink()
+
+
+def _foreign_names(directory: Path) -> list[str]:
+    """What in ``directory`` a unit store never holds (paths relative to it, sorted): anything
+    at the top but shard folders and ``.runs``; in a shard, anything but unit folders of its
+    keys and their lock files; in a unit folder, anything but the unit's files. Symbolic links
+    are foreign wherever they are."""
+    foreign = []
+    for top in sorted(directory.iterdir()):
+        if top.is_symlink() or (top.name == RUNS_FOLDER and not top.is_dir()):
+            foreign.append(top.name)
+        elif top.name == RUNS_FOLDER:
+            continue
+        elif not (_SHARD.fullmatch(top.name) and top.is_dir()):
+            foreign.append(top.name)
+        else:
+            for entry in sorted(top.iterdir()):
+                lock = entry.name.startswith(".") and entry.name.endswith(".lock") \
+                    and _KEY.fullmatch(entry.name[1:-5])
+                unit = _KEY.fullmatch(entry.name) and entry.name.startswith(top.name)
+                if entry.is_symlink() or not ((lock and entry.is_file())
+                                              or (unit and entry.is_dir())):
+                    foreign.append(f"{top.name}/{entry.name}")
+                elif unit:
+                    foreign += [f"{top.name}/{entry.name}/{path.name}"
+                                for path in sorted(entry.iterdir()) if not _is_own_file(path)]
+    return foreign
 
 
 def _last_use(directory: Path) -> float:
@@ -373,8 +515,8 @@ def mark_used(directory: Path) -> None:
     (0.5–1.2 µs measured, against about 1.4 ms to load the unit); a store this process may
     not write (read-only, another user's) keeps its times, as does a unit deleted since it was
     read."""
-    with contextlib.suppress(OSError):
-        os.utime(directory)
+    with contextlib.suppress(OSError, NotImplementedError):
+        os.utime(directory, follow_symlinks=False)
 
 
 # ------------------------------------------------------------------------------ lists as ids

@@ -161,16 +161,18 @@ def _started_in(path: Path, output: str) -> Path | None:
 
 
 def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
-    """The store at ``directory``, which must exist (``origin``: how it was chosen, in words).
+    """The store at ``directory``, which must exist and be a unit store (``origin``: how it was
+    chosen, in words).
 
     Raises:
-        SwevalError: no directory there, naming it and how to name another store.
+        SwevalError: no directory there, naming it and how to name another store, or a
+            directory that is not a unit store (:meth:`UnitStore.check`).
     """
     from sweval.evaluators.store import UnitStore
 
     if not directory.is_dir():
         raise SwevalError(f"no unit store at {directory} ({origin}; {NAME_A_STORE}).")
-    return UnitStore(directory)
+    return UnitStore(directory).check()
 
 
 def _store(cache: str | None, output: str | None):  # noqa: ANN202 (lazy import of the store)
@@ -317,9 +319,13 @@ def prune(
     leftovers = store.leftovers(leftovers_before)
     sizes = {path: _file_size(path) for path in leftovers}
     if dry_run:
-        table_console().print(
+        console = table_console()
+        console.print(
             f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) from {store.directory}"
             + kept + _leftovers_text(leftovers, sizes, would=True), markup=False)
+        for path in sorted({*(p for entry in chosen for p in store.unit_paths(entry.key)),
+                            *leftovers}):
+            console.print(str(path), markup=False, highlight=False, soft_wrap=True)
         return
     deleted = [entry for entry in chosen if store.remove(entry.key, last_used=entry.last_used)]
     busy = len(chosen) - len(deleted)

@@ -111,10 +111,13 @@ def run(
     precheck(cfg)
 
     if prefect:
+        from sweval.evaluators.output_dir import claim
         from sweval.evaluators.run import unit_store
 
         # a live run of its store from here, not once the flow starts: Prefect's start-up takes
-        # seconds (9 s with the temporary server), in which `sweval cache prune` deleted units
+        # seconds (9 s with the temporary server), in which `sweval cache prune` deleted units;
+        # the output directory is claimed first (its units/ may be the store)
+        claim(cfg.output)
         with unit_store(cfg).in_use():
             outputs = _run_flow(cfg, rolling=rolling)
     else:

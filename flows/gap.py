@@ -50,6 +50,7 @@ from sweval.evaluators.deployment_gap import (
 )
 from sweval.evaluators.gap_page import write_gap_report
 from sweval.evaluators.locks import output_lock
+from sweval.evaluators.output_dir import publish
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store, window_spec
@@ -69,11 +70,12 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
     Raises:
         SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...).
     """
-    store = unit_store(config, default=output / "units")
     # one command at a time in `output`, and not into another command's output; prune keeps
     # this command's units, from its start
-    with output_lock(output, command="gap"), store.in_use():
-        return _run_gap(config, design, output, store, console)
+    with output_lock(output, command="gap"):
+        store = unit_store(config, default=output / "units")
+        with store.in_use():
+            return _run_gap(config, design, output, store, console)
 
 
 def _run_gap(config: EvalConfig, design: GapDesign, output: Path, store: UnitStore,
@@ -97,14 +99,15 @@ def _run_gap(config: EvalConfig, design: GapDesign, output: Path, store: UnitSto
     gap = gap_table({name: sets[name] for name in VALIDATIONS}, sets["test"])
     results = pd.concat([frame.assign(set=name) for name, frame in sets.items()],
                         ignore_index=True)
-    output.mkdir(parents=True, exist_ok=True)
-    gap.to_csv(output / "gap.csv", index=False, float_format="%.10g")
-    results.to_csv(output / "results.csv", index=False, float_format="%.10g")
     record = {"deploy_start": design.deploy_start, "window_s": design.width_s,
               "share": design.share, "seed": design.seed,
               "train_window_s": design.train_window_s, "relevance": design.relevance,
               "validations": VALIDATIONS, "config": config.model_dump(mode="json")}
-    (output / "gap.json").write_text(json.dumps(record, indent=2) + "\n")
+    publish(output, {
+        "gap.csv": gap.to_csv(index=False, float_format="%.10g").encode(),
+        "results.csv": results.to_csv(index=False, float_format="%.10g").encode(),
+        "gap.json": (json.dumps(record, indent=2) + "\n").encode(),
+    }, run=config.result_hash(), command="gap")
     return gap, results
 
 

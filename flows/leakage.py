@@ -54,6 +54,7 @@ from sweval.evaluators.leakage_severity import (
     with_intrinsic,
 )
 from sweval.evaluators.locks import output_lock
+from sweval.evaluators.output_dir import publish
 from sweval.evaluators.metric_set import LABELS, shown_k
 from sweval.evaluators.protocols import run_protocol
 from sweval.evaluators.run import load_data, unit_store
@@ -74,11 +75,12 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
         SwevalError: bad options or data (test period outside the log, J too large, fewer
             test users than u_min, ...).
     """
-    store = unit_store(config, default=output / "units")
     # one command at a time in `output`, and not into another command's output; prune keeps
     # this command's units, from its start
-    with output_lock(output, command="leakage"), store.in_use():
-        return _run_leakage(config, design, output, store, console)
+    with output_lock(output, command="leakage"):
+        store = unit_store(config, default=output / "units")
+        with store.in_use():
+            return _run_leakage(config, design, output, store, console)
 
 
 def _run_leakage(config: EvalConfig, design: SeverityDesign, output: Path, store: UnitStore,
@@ -125,20 +127,18 @@ def _write(output: Path, severity: Severity, design: SeverityDesign, config: Eva
     from sweval.evaluators.leakage_figures import severity_figure
     from sweval.evaluators.report_figures import figure_png
 
-    output.mkdir(parents=True, exist_ok=True)
-    severity.results.to_csv(output / "results.csv", index=False)
-    severity.splits.to_csv(output / "leakage_splits.csv", index=False)
-    severity.future.to_csv(output / "future_items.csv", index=False)
-    severity.change.to_csv(output / "change.csv", index=False)
-    severity.ranking.to_csv(output / "ranking.csv", index=False)
-    severity.overlap.to_csv(output / "overlap.csv", index=False)
+    tables = {"results.csv": severity.results, "leakage_splits.csv": severity.splits,
+              "future_items.csv": severity.future, "change.csv": severity.change,
+              "ranking.csv": severity.ranking, "overlap.csv": severity.overlap}
+    files = {name: frame.to_csv(index=False).encode() for name, frame in tables.items()}
     k = shown_k(config.k)
-    figure = severity_figure(severity.results, list(config.algorithms), k)
-    (output / "severity.png").write_bytes(figure_png(figure))
+    files["severity.png"] = figure_png(severity_figure(severity.results,
+                                                       list(config.algorithms), k))
     record = {"design": {"test_start": design.test_start, "test_end": design.test_end,
                          "period_s": design.period_s, "periods": design.periods},
               "config": config.model_dump(mode="json")}
-    (output / "leakage.json").write_text(json.dumps(record, indent=2) + "\n")
+    files["leakage.json"] = (json.dumps(record, indent=2) + "\n").encode()
+    publish(output, files, run=config.result_hash(), command="leakage")
 
 
 def print_severity(severity: Severity, algorithms: list[str], k: int,

@@ -530,14 +530,18 @@ def write_report_quietly(
     """Write ``report.html`` and its PNG figures (``intervals``: the run's summary, whose
     bootstrap intervals the report takes); a report problem never fails the run. A report that
     could not be written removes an earlier one, which would no longer match the tables."""
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.output_dir import discard, manifest
+    from sweval.evaluators.report import REPORT_PAGE, write_report
 
     try:
         return write_report(directory, intervals=intervals)
     except (SwevalError, OSError, ValueError) as exc:
         _log.warning("could not write the HTML report: %s", exc)
         with contextlib.suppress(OSError):
-            (Path(directory) / "report.html").unlink(missing_ok=True)
+            if manifest(directory) is not None:
+                discard(directory, [REPORT_PAGE])
+            else:  # written by an SW-EVAL before manifests
+                (Path(directory) / REPORT_PAGE).unlink(missing_ok=True)
         return []
 
 

@@ -603,32 +603,31 @@ def test_a_leakage_output_is_refused_with_what_it_has_instead(tmp_path):
 
 def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkeypatch):
     """QA, disk full while the report was written: a 98 KB half of report.html stayed, without
-    its figures, and the summary pointed at it. Each file is now written whole or not at all,
-    the page last, and a report that failed removes the earlier one (it would not match)."""
+    its figures, and the summary pointed at it. The report's files are staged whole before any
+    takes its place, so a full disk leaves none of them (and no temporary file), and a report
+    that failed removes the earlier one (it would not match)."""
+    import os
     import shutil
 
-    from sweval.evaluators import store
+    from sweval.evaluators import output_dir
     from sweval.flows.pipeline import write_report_quietly
 
     directory = write_output(tmp_path / "out", fake_results())
     (directory / "report.html").write_text("an earlier run's report")
-    real = store.atomic_write
+    real = os.fsync
     calls = []
 
-    def full_disk(path, write):
-        calls.append(path.name)
-        if len(calls) == 2:  # the second figure: the disk fills up in the middle of it
-            def half(handle):
-                handle.write(b"x" * 10)
-                raise OSError(28, "No space left on device")
-            return real(path, half)
-        return real(path, write)
+    def full_disk(handle):
+        calls.append(handle)
+        if len(calls) == 2:  # the second file: the disk fills up in the middle of it
+            raise OSError(28, "No space left on device")
+        return real(handle)
 
-    monkeypatch.setattr("sweval.evaluators.report.atomic_write", full_disk)
+    monkeypatch.setattr(output_dir.os, "fsync", full_disk)
     assert write_report_quietly(directory) == []
     assert not (directory / "report.html").exists()
     assert not [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
-    assert len([p for p in directory.iterdir() if p.suffix == ".png"]) == 1  # the first, whole
-    monkeypatch.setattr("sweval.evaluators.report.atomic_write", real)
+    assert not [p for p in directory.iterdir() if p.suffix == ".png"]
+    monkeypatch.setattr(output_dir.os, "fsync", real)
     assert write_report_quietly(directory)[0] == directory / "report.html"
     shutil.rmtree(directory)

@@ -1105,8 +1105,8 @@ CASES: list[Case] = [
     Case("folds-too-many", "--folds 1000000000 --window 1s",
          "error: at most 100,000 windows (instead of running out of memory)", PLAIN, via="run",
          options={"folds": 10**9, "window": "1s"}, error=r"--folds 1000000000: at most 100,000 windows"),
-    Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the output directory",
-         PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the output directory .*Not a directory"),
+    Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the unit store (not a directory)",
+         PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the unit store .*Not a directory"),
     # ---------------------------------------------------------------- experiments (issue 19)
     Case("leak-test-period-outside", "sweval leakage --leak-test-start 2030-01-01",
          "error: the test period holds no transaction, with the log's span", PLAIN, via="call",

@@ -171,7 +171,7 @@ def test_an_output_directory_takes_only_its_own_commands_output(tmp_path: Path):
         pass
     older = tmp_path / "older-gap"  # written before lock records named their command
     older.mkdir()
-    (older / "gap.json").write_text("{}")
+    (older / "gap.json").write_text('{"validations": {}}')
     with pytest.raises(SwevalError, match="holds the output of `sweval gap`"), \
             output_lock(older):
         pass
@@ -179,7 +179,7 @@ def test_an_output_directory_takes_only_its_own_commands_output(tmp_path: Path):
         pass
     older_run = tmp_path / "older-run"  # QA: a run's output from before the lock said so
     older_run.mkdir()
-    (older_run / "config.json").write_text("{}")
+    (older_run / "config.json").write_text("{}")  # a user's: the lock says SW-EVAL wrote here
     (older_run / OUTPUT_LOCK).write_text('{"pid": 1, "host": "h", "started": "s", "command": "c"}')
     with pytest.raises(SwevalError, match="holds the output of `sweval run`"), \
             output_lock(older_run, command="gap"):
@@ -191,7 +191,7 @@ def test_an_output_directory_takes_only_its_own_commands_output(tmp_path: Path):
 def test_an_output_path_that_is_a_file_is_a_clear_error(tmp_path: Path):
     path = tmp_path / "out"
     path.write_text("not a directory")
-    with pytest.raises(SwevalError, match="cannot prepare the output directory"), \
+    with pytest.raises(SwevalError, match="--output names a file, not a directory"), \
             output_lock(path):
         pass
 
