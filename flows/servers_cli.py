@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
 from sweval.data.errors import SwevalError
 from sweval.flows import servers
@@ -16,45 +14,21 @@ from sweval.flows.terminal import message_console
 _err = message_console(markup=False)
 _out = message_console(stderr=False, markup=False)
 
-_LABEL = {"prefect": "Prefect", "mlflow": "MLflow", "warm": "warm"}
+_LABEL = {"prefect": "Prefect", "mlflow": "MLflow"}
 
 
 def up(
     prefect_port: Annotated[int | None, typer.Option(help=f"Port of the Prefect server (UI and API) on 127.0.0.1. \\[default: {servers.DEFAULT_PREFECT_PORT}; after servers that died, the port they had]", show_default=False)] = None,
     mlflow_port: Annotated[int | None, typer.Option(help=f"Port of the MLflow server (UI and tracking) on 127.0.0.1. \\[default: {servers.DEFAULT_MLFLOW_PORT}; after servers that died, the port they had]", show_default=False)] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for both servers to answer.")] = servers.START_TIMEOUT_S,
-    warm: Annotated[bool, typer.Option("--warm/--no-warm", help="Also start the warm process (every sweval run, compare, leakage, gap and report then starts with its imports done); --no-warm stops a running one. SWEVAL_WARM=0 does the same.")] = True,
 ) -> None:
-    from sweval.flows import warm_client, warm_process
-
-    warm = warm and os.environ.get(warm_client.OPT_OUT_ENV, "").strip().lower() not in (
-        "0", "false", "no", "off")
-    starting = None
-    if not warm:
-        warm_process.stop()
-    elif warm_process.needs_start(say=lambda line: _err.print(line)):  # beside the servers
-        starting = warm_process.start()
-    try:
-        started, new = servers.up(prefect_port, mlflow_port, timeout=timeout,
-                                  say=lambda line: _err.print(line))
-        failed = warm_process.wait_ready(*starting, timeout) if starting else None
-    except BaseException:
-        if starting is not None:
-            warm_process.stop_process(starting[0])
-        raise
-    _err.print("started:" if new or starting else "already up (stop with `sweval down`):")
+    started, new = servers.up(prefect_port, mlflow_port, timeout=timeout,
+                              say=lambda line: _err.print(line))
+    _err.print("started:" if new else "already up (stop with `sweval down`):")
     if not new:
         _ports_ignored(started, {"prefect": prefect_port, "mlflow": mlflow_port})
     for server in started:
         _out.print(f"{_LABEL[server.name]:8} {server.url}   (pid {server.pid}, log {server.log})")
-    if failed:
-        _err.print(f"[yellow]warning[/yellow]: the warm process did not start "
-                   f"({escape(str(failed))}); commands start in-process, as without it.",
-                   markup=True)
-    elif warm:
-        server = warm_process.recorded()
-        if server is not None:
-            _out.print(f"{_LABEL['warm']:8} {server.url}   (pid {server.pid}, log {server.log})")
 
 
 def _ports_ignored(running: list[servers.Server], asked: dict[str, int | None]) -> None:
@@ -67,21 +41,18 @@ def _ports_ignored(running: list[servers.Server], asked: dict[str, int | None]) 
 
 
 def down(
-    force: Annotated[bool, typer.Option("--force", help="Stop them even while sweval commands use them: those commands then fail (or, run in the warm process, are interrupted); their finished units are kept.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Stop them even while sweval commands use them: those commands then fail; their finished units are kept.")] = False,
 ) -> None:
     from sweval.evaluators.locks import describe_registrants
-    from sweval.flows import warm_process
 
     users = servers.server_users()
-    up_now = servers.recorded_servers(servers.read_state()) or warm_process.recorded()
-    if users and up_now and not force:
+    if users and servers.recorded_servers(servers.read_state()) and not force:
         raise SwevalError(
             f"{len(users)} sweval command{'s are' if len(users) > 1 else ' is'} using the "
             f"servers: {describe_registrants(users)}. Stopping them now would fail "
             f"{'those commands' if len(users) > 1 else 'it'} (finished units are kept). Wait "
             "for them to finish or stop them, or `sweval down --force`.")
-    warm = warm_process.stop()  # first: its children may be using the servers
-    stopped = servers.down() + ([warm] if warm else [])
+    stopped = servers.down()
     if not stopped:
         _err.print("no servers of `sweval up` are recorded: nothing to stop.")
         return
@@ -91,11 +62,8 @@ def down(
 
 
 def status() -> None:
-    from sweval.flows import warm_process
-
     found = servers.status()
-    warm = warm_process.status()
-    if not found and warm is None:
+    if not found:
         _out.print("not up (start the servers with `sweval up`)")
         raise typer.Exit(1)
     for i, (server, alive, answering) in enumerate(found):
@@ -105,23 +73,12 @@ def status() -> None:
         else:
             state = "up" if answering else ("not answering" if alive else "down (process gone)")
         _out.print(f"{_LABEL[server.name]:8} {server.url}   pid {server.pid}   {state}")
-    if warm is not None:
-        server, alive, greeting = warm
-        if greeting is not None:
-            stale = warm_process.stale_reason(greeting)
-            state = "up" if stale is None else (f"up, but unused: {stale} (`sweval up` "
-                                                "restarts it)")
-        else:
-            state = "not answering" if alive else "down (process gone)"
-            found.append((server, alive, False))
-        _out.print(f"{_LABEL['warm']:8} {server.url}   pid {server.pid}   {state}")
     for user in servers.server_users():
         _out.print(f"in use by pid {user['pid']}: {user['command']} (started {user['started']})")
     if not all(answering for _, _, answering in found):
         _err.print("restart them with `sweval down` and `sweval up` (logs: "
                    + ", ".join(server.log for server, _, _ in found) + ")")
         raise typer.Exit(1)
-
 
 
 # Typer keeps a docstring's line breaks: the help texts are built from one-line paragraphs.
@@ -131,24 +88,16 @@ up.__doc__ = "\n\n".join([
     "They keep their data where a plain run does (Prefect's database in PREFECT_HOME, the MLflow "
     "store of MLFLOW_TRACKING_URI, else $SWEVAL_HOME/mlflow.db). An explicit PREFECT_API_URL, "
     "MLFLOW_TRACKING_URI or --tracking-uri still wins. Stop them with [bold]sweval down[/bold].",
-    "Next to them, the warm process: Python with a run's imports done (about 3.5 s of each "
-    "command), which forks a child for every [bold]sweval run[/bold], compare, leakage, gap and "
-    "report. A command runs in-process instead when the source changed since `sweval up` (rerun "
-    "it), when SWEVAL_WARM=0, or when one of the variables read only at start-up (PYTHON*, "
-    "LANG, LC_*, the OpenBLAS/OpenMP/MKL/numba thread variables, TERM, ...) differs from up's.",
 ])
 down.__doc__ = "\n\n".join([
-    "Stop the servers and the warm process of [bold]sweval up[/bold] (each process group: "
-    "SIGTERM, then SIGKILL after 10 s; the warm process's running commands first) and forget "
-    "them.",
+    "Stop the servers of [bold]sweval up[/bold] (each process group: SIGTERM, then SIGKILL "
+    "after 10 s) and forget them.",
     "While sweval commands use the servers (a run, a comparison, [bold]sweval serve[/bold]), "
     "it names them and stops nothing, unless --force.",
 ])
 status.__doc__ = (  # Typer keeps a docstring's line breaks: one-line paragraphs
-    "Show the servers and the warm process of [bold]sweval up[/bold]: URL, pid, and whether "
-    "each answers.\n\n"
-    "Exit status 0 when the recorded servers and warm process all answer (a warm process up "
-    "but unused counts; after `sweval up --no-warm`, the servers only); 1 when nothing is up, "
-    "or when one is down, gone or not answering: `sweval status >/dev/null || sweval up` starts "
-    "what is missing."
+    "Show the servers of [bold]sweval up[/bold]: URL, pid, and whether each answers.\n\n"
+    "Exit status 0 when the recorded servers all answer; 1 when nothing is up, or when one is "
+    "down, gone or not answering: `sweval status >/dev/null || sweval up` starts what is "
+    "missing."
 )

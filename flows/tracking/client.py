@@ -180,15 +180,6 @@ def _quiet_mlflow_logging() -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def reread_telemetry_setting() -> None:
-    """Decide again whether MLflow sends telemetry, from this process's environment as it is
-    now (MLflow decides once, at its import; the warm process's children take on their
-    client's environment after it, :mod:`flows.warm_server`)."""
-    from mlflow.telemetry import set_telemetry_client
-
-    set_telemetry_client()
-
-
 def get_run(client: Any, run_id: str) -> Any:
     """The run ``run_id`` (an ``mlflow.entities.Run``).
 

@@ -123,13 +123,13 @@ def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """`sweval` is flows.entry:entry_point: without a warm process it is flows.cli:entry_point,
-    which runs main() and then gc.freeze(), errors included, and exits with main's status."""
+    """`sweval` is flows.cli:entry_point, which runs main() and then gc.freeze(), errors
+    included, and exits with main's status."""
     import gc
     import tomllib
 
     from sweval.flows import cli
-    from sweval.flows.entry import entry_point
+    from sweval.flows.cli import entry_point
 
     def exits(status: int) -> None:  # the test's own process must not end
         raise SystemExit(status)
@@ -137,8 +137,8 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     monkeypatch.setattr(cli, "exit_without_teardown", exits)
 
     scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["sweval"] == "sweval.flows.entry:entry_point"
-    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))  # no warm process there
+    assert scripts["sweval"] == "sweval.flows.cli:entry_point"
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     monkeypatch.setattr(sys, "argv", ["sweval", "run", "--folds", "many"])

@@ -113,7 +113,6 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert started.returncode == 0, started.stderr
     prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
     assert prefect_url in started.stdout and mlflow_url in started.stdout
-    assert f"unix:{home.path / 'warm.sock'}" in started.stdout
     state = home.state()
     assert state is not None and state["mlflow_store"] == f"sqlite:///{home.path / 'mlflow.db'}"
 
@@ -129,7 +128,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
 
     status = home.sweval("status")
     assert status.returncode == 0, status.stdout + status.stderr
-    assert status.stdout.count(" up") == 3 and prefect_url in status.stdout  # and the warm one
+    assert status.stdout.count(" up") == 2 and prefect_url in status.stdout
 
     # a plain `sweval run` lands in both servers
     data = write_log(8)
@@ -182,7 +181,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
 
     stopped = home.sweval("down")
     assert stopped.returncode == 0, stopped.stderr
-    assert stopped.stdout.count("stopped") == 3  # both servers and the warm process
+    assert stopped.stdout.count("stopped") == 2  # both servers
     assert home.state() is None
     assert _leftovers(home.marker) == []
     assert home.sweval("status").returncode == 1
@@ -391,9 +390,8 @@ def test_status_exits_as_its_help_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """0 when what is recorded answers (here a server without a warm process, as after
-    `sweval up --no-warm`), 1 when nothing is up or one does not answer; the help said
-    only "0 when all answer, 1 otherwise", leaving out nothing-up and the warm process."""
+    """0 when what is recorded answers, 1 when nothing is up or one does not answer; the help
+    said only "0 when all answer, 1 otherwise", leaving out nothing-up."""
     import psutil
 
     from sweval.flows.cli import main
@@ -418,7 +416,7 @@ def test_status_exits_as_its_help_says(
 
     assert status("--help") == 0
     text = " ".join(capsys.readouterr().out.replace("│", " ").split())
-    assert "Exit status 0 when the recorded servers and warm process all answer" in text
+    assert "Exit status 0 when the recorded servers all answer" in text
     assert "1 when nothing is up, or when one is down, gone or not answering" in text
 
 

@@ -46,7 +46,7 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode().splitlines()
     assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "sweval = sweval.flows.entry:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "sweval = sweval.flows.cli:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path: Path) -> None:
