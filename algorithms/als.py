@@ -69,7 +69,7 @@ class ALS(OnDevice, Algorithm):
     ``warm_start`` (off by default) is a labelled deviation for speed: fold f starts from
     the factors of the previous fitted fold (rows matched by global user/item code, new ones
     drawn as implicit draws them) and runs ``warm_iterations`` sweeps. The engine keeps the
-    state with the fold's unit (:mod:`evaluators.store`), so folds then run in order.
+    state with the fold's unit (:mod:`evaluators.units.store`), so folds then run in order.
     """
 
     name: ClassVar[str] = "als"

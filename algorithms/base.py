@@ -86,7 +86,7 @@ class TrainData:
             :attr:`user_ids` / :attr:`item_ids` for the ids of rows and columns.
         cooccurrence: RᵀR off the diagonal and the users per item, in *global* item codes,
             when the data was advanced from the previous fold's with co-occurrences carried
-            (:mod:`evaluators.training_state`); None otherwise. A cache, never a different
+            (:mod:`evaluators.protocols.training_state`); None otherwise. A cache, never a different
             number: it equals what ``matrix`` gives (item-kNN reads its rows instead of
             walking the users' items).
         item_counts: training transactions per column, when whoever built the data had

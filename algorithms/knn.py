@@ -166,7 +166,7 @@ class ItemKNN(Algorithm):
     rows (:mod:`algorithms.neighbour_kernels`): a walk over j's users and their items
     (``cosine_neighbours``, after ``fit`` builds the item → users incidence), or, when the
     training data carries them (``train.cooccurrence``: folds advanced in order with item-kNN
-    in the run, :mod:`evaluators.training_state`), C's stored row
+    in the run, :mod:`evaluators.protocols.training_state`), C's stored row
     (``cooccurrence_neighbours``): no incidence to build, and a row costs its distinct
     co-occurring items instead of its users' items.
     """

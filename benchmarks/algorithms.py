@@ -13,7 +13,7 @@ Workloads:
                     the module is absent).
 
 Each fold's training data is built once and shared by the algorithms (as a run does); every
-(fold, algorithm) unit goes through ``evaluators.engine.evaluate_unit``. Memory is the peak of
+(fold, algorithm) unit goes through ``evaluators.units.engine.evaluate_unit``. Memory is the peak of
 ``tracemalloc`` over fit + recommend: every numpy/scipy/Python allocation, but not native buffers
 that bypass Python's allocators (implicit's C++/OpenMP work space), so ALS is under-counted.
 ``--no-memory`` turns tracing off (tracing slows allocation-heavy code a little).
@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 
 from sweval.algorithms.registry import ALGORITHMS, build_algorithm  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.engine import evaluate_unit  # noqa: E402
-from sweval.evaluators.folds import Fold, build_folds  # noqa: E402
-from sweval.evaluators.windows import WindowSpec  # noqa: E402
+from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
+from sweval.evaluators.protocols.folds import Fold, build_folds  # noqa: E402
+from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402
 
 DAY = 86_400
 ML100K = Path("/work/shared/data/movielens-100k/u.data.gz")

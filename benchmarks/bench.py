@@ -293,7 +293,7 @@ class Bench:
         out = self.results / "cli_imports.json"
         if self.args.reuse and out.exists():
             return
-        proc = run_child([self.python, "-c", "import sweval.flows.cli, sweval.evaluators.run, sweval.algorithms.registry"],
+        proc = run_child([self.python, "-c", "import sweval.flows.cli.app, sweval.evaluators.run.plan, sweval.algorithms.registry"],
                          log=out.with_suffix(".log"), timeout=120)
         out.write_text(json.dumps({"process": proc}, indent=1))
 
@@ -644,7 +644,7 @@ def machine() -> str:
 
 # ------------------------------------------------------------------------------ main
 def main() -> None:
-    from sweval.evaluators.config import ALL_ALGORITHMS
+    from sweval.evaluators.config.model import ALL_ALGORITHMS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="ml,gen")

@@ -16,7 +16,7 @@ windows. Per fold, in one process:
 
 - ``train_data``: the fold's :class:`TrainData` built three ways, in a rotating order: from
   scratch (:meth:`Fold.train_data`, a pass over the whole log), advanced from the previous
-  fold's (:class:`evaluators.training_state.IncrementalTraining`), and advanced carrying the
+  fold's (:class:`evaluators.protocols.training_state.IncrementalTraining`), and advanced carrying the
   item co-occurrences C = RᵀR (``cooccurrence=True``, what a run with item-kNN does;
   ``train_data.incremental+C`` includes C's upkeep); all three are checked equal;
 - ``fit`` and ``recommend`` of every algorithm on the fold's data, for the eligible users, on
@@ -55,9 +55,9 @@ import numpy as np  # noqa: E402
 from sweval.algorithms.registry import build_algorithm  # noqa: E402
 from sweval.algorithms.threads import unit_threads  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.folds import build_folds  # noqa: E402
-from sweval.evaluators.training_state import IncrementalTraining  # noqa: E402
-from sweval.evaluators.windows import WindowSpec  # noqa: E402
+from sweval.evaluators.protocols.folds import build_folds  # noqa: E402
+from sweval.evaluators.protocols.training_state import IncrementalTraining  # noqa: E402
+from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402
 
 DAY = 86_400
 

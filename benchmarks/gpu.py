@@ -8,7 +8,7 @@ from the repository root::
     python -m benchmarks.gpu --workload synthetic --cpu-set bpr.threads=16   # an extra CPU row
 
 Every (algorithm, device, seed) run goes over the same folds, each fold's training data built
-once and shared, each unit through ``evaluators.engine.evaluate_unit`` (what ``sweval run`` does
+once and shared, each unit through ``evaluators.units.engine.evaluate_unit`` (what ``sweval run`` does
 for a unit, without the store). The GPU's seed-0 run is done twice, to say whether the GPU gives
 the same lists again.
 
@@ -52,9 +52,9 @@ from sweval.algorithms.base import TrainData  # noqa: E402
 from sweval.algorithms.implicit_device import cuda_unavailable_reason  # noqa: E402
 from sweval.algorithms.registry import build_algorithm  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.engine import evaluate_unit  # noqa: E402
-from sweval.evaluators.folds import Fold, build_folds  # noqa: E402
-from sweval.evaluators.windows import WindowSpec  # noqa: E402
+from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
+from sweval.evaluators.protocols.folds import Fold, build_folds  # noqa: E402
+from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402
 
 DAY = 86_400
 K = 10

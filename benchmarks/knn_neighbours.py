@@ -28,8 +28,8 @@ import numpy as np
 
 from sweval.algorithms.knn import ItemKNN, RankedSets, UserKNN, top_cosines
 from sweval.data.loaders import load_log
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.windows import WindowSpec
 
 
 def walked(matrix, ranked: RankedSets, rows) -> tuple[int, int, int]:

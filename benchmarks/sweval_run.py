@@ -1,6 +1,6 @@
 """SW-EVAL stage by stage, in a child process of the driver (so its peak RSS is its own).
 
-Runs the same library functions as ``sweval run`` (``evaluators.run``): ``load_log`` →
+Runs the same library functions as ``sweval run`` (``evaluators.run.plan``): ``load_log`` →
 ``make_plan`` → ``run_fold`` per fold (each unit saved in a fresh unit store as it finishes) →
 ``collect`` (measuring every unit's lists) → ``write_outputs``, and times every stage:
 
@@ -45,10 +45,10 @@ import numpy as np  # noqa: E402
 from common import fold_parser, peak_rss_mb  # noqa: E402
 
 from sweval.data.loaders import load_log  # noqa: E402
-from sweval.evaluators import folds as folds_module  # noqa: E402
-from sweval.evaluators.config import EvalConfig  # noqa: E402
-from sweval.evaluators.outputs import collect, write_outputs  # noqa: E402
-from sweval.evaluators.run import make_plan, run_fold, unit_store  # noqa: E402
+from sweval.evaluators.protocols import folds as folds_module  # noqa: E402
+from sweval.evaluators.config.model import EvalConfig  # noqa: E402
+from sweval.evaluators.run.outputs import collect, write_outputs  # noqa: E402
+from sweval.evaluators.run.plan import make_plan, run_fold, unit_store  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 

@@ -5,7 +5,7 @@ tie-break order of the ids (numeric order when every id spells an integer, strin
 otherwise), so that "ties by item id ascending" is "ties by code ascending" downstream.
 
 The code order decides ties in every ranking, and the data fingerprints hash raw ids, not
-codes: this module is part of every unit's key (``evaluators/units.py`` ``CORE_MODULES``).
+codes: this module is part of every unit's key (``evaluators/units/unit.py`` ``CORE_MODULES``).
 """
 
 from __future__ import annotations

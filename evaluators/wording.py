@@ -1,7 +1,7 @@
 """Counts and missing statistics in words, for every text SW-EVAL prints or reports (the
 terminal summary, ``sweval compare``'s tables, the HTML report): ``1 fold`` but ``3 folds``, and
 ``n/a (one fold)`` where a bootstrap interval cannot be computed (one value has no spread to
-resample: :func:`~evaluators.significance.interval` gives none), never ``nan``."""
+resample: :func:`~evaluators.stats.significance.interval` gives none), never ``nan``."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 
     sweval compare --data u.data.gz --format movielens --protocols sw-eval,loocv,leave-last-one-out
 
-runs every algorithm under every protocol (:mod:`evaluators.protocols`), then prints
+runs every algorithm under every protocol (:mod:`evaluators.protocols.holdout`), then prints
 
 1. the paper's Table 2 layout per protocol: mean Recall@k per algorithm, Δ% to the best;
 2. the ranking of the algorithms under each protocol, and Kendall's τ between every pair of
@@ -24,13 +24,13 @@ Output directory (``--output``, default ``runs/compare``)::
     kendall_scatter.png    metric@k of every algorithm configuration, one panel per protocol
                            pair, with τ (papers/002 Fig. 2; --algorithms variants add points)
     significance.csv       per protocol, paired tests between algorithms over its splits
-                           (evaluators/significance.py: interval, Wilcoxon, t-test, Holm)
+                           (evaluators/stats/significance.py: interval, Wilcoxon, t-test, Holm)
     significance_protocols.csv  is a's lead over b different under one protocol than under
                            another? (unpaired: Mann-Whitney, Welch)
     leakage.csv            future items per protocol, algorithm and k, pooled over splits
     leakage_per_split.csv  the same per split (fold / repetition seed)
     overlap_protocols.csv  Jaccard of each protocol's top-k lists against SW-EVAL's for the same
-                           user and test instance (evaluators.protocol_overlap)
+                           user and test instance (evaluators.experiments.protocol_overlap)
     compare.txt            the printed tables
     compare.json           configuration, protocol parameters, data facts, timings
     sw-eval/               exactly what ``sweval run`` writes (results.csv, summary.csv, ...)
@@ -47,7 +47,7 @@ algorithm child also gets ``future_items_at_k`` and ``future_share_at_k``
 (:class:`flows.tracking.ComparisonTracker`).
 
 This module runs, assembles and writes the comparison and holds the typer command;
-:mod:`flows.compare_tables` prints it.
+:mod:`flows.cli.compare_tables` prints it.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from rich.console import Console
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.comparison import (
+from sweval.evaluators.experiments.compare import (
     COMPARE_COLUMNS,
     compare_summary,
     kendall_table,
@@ -75,12 +75,12 @@ from sweval.evaluators.comparison import (
     rank_shift,
     table2,
 )
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.locks import output_lock
-from sweval.evaluators.metric_set import DEFAULT_METRICS, shown_k
-from sweval.evaluators.outputs import collect, write_outputs
-from sweval.evaluators.protocol_overlap import protocol_overlap
-from sweval.evaluators.protocols import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.metrics.names import DEFAULT_METRICS, shown_k
+from sweval.evaluators.run.outputs import collect, write_outputs
+from sweval.evaluators.experiments.protocol_overlap import protocol_overlap
+from sweval.evaluators.protocols.holdout import (
     LOOCV,
     GivenSplits,
     LeaveLastBasket,
@@ -98,20 +98,20 @@ from sweval.evaluators.protocols import (
     parse_protocols,
     run_protocol,
 )
-from sweval.evaluators.run import Plan, make_plan, unit_store, window_spec
-from sweval.evaluators.significance import (
+from sweval.evaluators.run.plan import Plan, make_plan, unit_store, window_spec
+from sweval.evaluators.stats.significance import (
     Bootstrap,
     compare_algorithms_per_protocol,
     compare_protocols,
 )
-from sweval.evaluators.store import UnitStore
-from sweval.evaluators.tuning import Search, tune_comparison
-from sweval.flows.compare_tables import print_comparison
-from sweval.flows.options import command_output
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.stats.tuning import Search, tune_comparison
+from sweval.flows.cli.compare_tables import print_comparison
+from sweval.flows.cli.options import command_output
 from sweval.flows.pipeline import write_report_quietly
 from sweval.flows.processes import is_stop
-from sweval.flows.summary import check_something_scored, unit_progress
-from sweval.flows.terminal import PRINT_WIDTH, table_console
+from sweval.flows.cli.summary import check_something_scored, unit_progress
+from sweval.flows.cli.terminal import PRINT_WIDTH, table_console
 from sweval.flows.tracking import ComparisonTracker
 
 _log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class Comparison:
         config: the run's configuration (its ``output`` is the ``sw-eval`` sub-directory).
         directory: the comparison's output directory.
         protocols: the protocol names, in the order given.
-        runs: per protocol, its :class:`~evaluators.protocols.ProtocolRun`.
+        runs: per protocol, its :class:`~evaluators.protocols.holdout.ProtocolRun`.
         results: the long table of every protocol (``compare.csv``).
         summary: per protocol, the macro means with Δ% (``compare_summary.csv``).
         kendall: τ per protocol pair and k, on ``rank_metric`` (``kendall.csv``).
@@ -232,7 +232,7 @@ def run_compare(
     Args:
         config: the options of ``sweval run`` (its ``output`` is ignored: the SW-EVAL part goes
             to ``<output>/sw-eval``).
-        protocols: protocol names (:data:`evaluators.protocols.PROTOCOLS`).
+        protocols: protocol names (:data:`evaluators.protocols.holdout.PROTOCOLS`).
         output: the comparison's output directory.
         loocv_repeats: LOOCV repetitions (seeds 0..n−1).
         console: where the progress bar goes (none when ``config.progress`` is false).
@@ -243,7 +243,7 @@ def run_compare(
 
     Raises:
         SwevalError: bad options, data or protocol problems, tracking failures, or another
-            run writing to ``output`` (:func:`evaluators.locks.output_lock`).
+            run writing to ``output`` (:func:`evaluators.units.locks.output_lock`).
     """
     protocols = parse_protocols(protocols)
     check_loocv_repeats(loocv_repeats)  # before anything is fitted
@@ -363,7 +363,7 @@ OPTIONAL_TABLES = ("tuning.csv", "tuning_protocols.csv", "optimism.csv", "overla
 def _with_tuned(
     runs: dict[str, ProtocolRun], config: EvalConfig, directory: Path, searches: list[Search]
 ) -> ProtocolRun:
-    """SW-EVAL's run with the tuned series (:func:`evaluators.tuning.tune_comparison`); the
+    """SW-EVAL's run with the tuned series (:func:`evaluators.stats.tuning.tune_comparison`); the
     choices go to ``tuning.csv`` and ``tuning_protocols.csv``, tuned against oracle to
     ``optimism.csv``."""
     others = {name: run.results for name, run in runs.items() if name != "sw-eval"}
@@ -466,8 +466,8 @@ def write_comparison(comparison: Comparison) -> None:
 
 def _write_scatter(comparison: Comparison) -> None:
     """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared."""
-    from sweval.evaluators.comparison_figures import protocol_scatter
-    from sweval.evaluators.report_figures import figure_png
+    from sweval.evaluators.report.compare_figures import protocol_scatter
+    from sweval.evaluators.report.figures import figure_png
 
     if len(comparison.protocols) < 2:
         return
@@ -478,7 +478,7 @@ def _write_scatter(comparison: Comparison) -> None:
 
 
 def _write_record(comparison: Comparison) -> None:
-    from sweval.evaluators.run import algorithm_specs
+    from sweval.evaluators.run.plan import algorithm_specs
 
     log = comparison.log
     record = {
@@ -517,7 +517,7 @@ def compare_command(
     build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
     setup_logging: Callable[[bool], None],
 ) -> Callable[..., None]:
-    """The ``sweval compare`` command, for :mod:`flows.cli` to register with every option of
+    """The ``sweval compare`` command, for :mod:`flows.cli.app` to register with every option of
     ``sweval run``: the CLI passes its own config builder and logging set-up, so this module
     does not import the CLI."""
 

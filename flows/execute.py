@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.locks import output_lock
-from sweval.evaluators.outputs import Outputs
-from sweval.evaluators.run import unit_store
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.outputs import Outputs
+from sweval.evaluators.run.plan import unit_store
 from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
-from sweval.flows.summary import progress_bar
+from sweval.flows.cli.summary import progress_bar
 
 _log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
 
     Raises:
         SwevalError: any problem with the data or the options, or another run writing to
-            ``config.output`` (:func:`evaluators.locks.output_lock`).
+            ``config.output`` (:func:`evaluators.units.locks.output_lock`).
     """
     with output_lock(config.output), unit_store(config).in_use():
         return _execute(config, rolling=rolling, tracking=tracking)

@@ -6,7 +6,7 @@
 
 Validates every algorithm three ways on the data before T = ``--start`` (traditional random
 hold-out, proportional per-user temporal hold-out, a cut-off window [T − tΔ, T)), then deploys it:
-trains on everything before T and tests on [T, T + tΔ) (:mod:`evaluators.deployment_gap`).
+trains on everything before T and tests on [T, T + tΔ) (:mod:`evaluators.experiments.gap`).
 Without ``--start``, T is the start of the last ``--window`` window (aligned as ``sweval run``
 aligns its windows). Output directory (``--output``, default ``runs/gap``)::
 
@@ -16,7 +16,7 @@ aligns its windows). Output directory (``--output``, default ``runs/gap``)::
     gap.json           T, the window, the share, the configuration
     report.html        the Recall and NDCG tables at one k, a figure each
                        (report-gap-<metric>-at-<k>.png) and whether each validation ranks the
-                       algorithms as deployment does (:mod:`evaluators.gap_page`)
+                       algorithms as deployment does (:mod:`evaluators.report.gap_page`)
     units/             the computed units (a rerun reuses them)
 
 Runs in this process (no Prefect); not tracked in MLflow.
@@ -37,8 +37,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.deployment_gap import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.gap import (
     VALIDATIONS,
     GapDesign,
     deployment_protocol,
@@ -48,17 +48,17 @@ from sweval.evaluators.deployment_gap import (
     validation_log,
     validation_protocols,
 )
-from sweval.evaluators.gap_page import write_gap_report
-from sweval.evaluators.locks import output_lock
-from sweval.evaluators.output_dir import publish
-from sweval.evaluators.metric_set import LABELS, shown_k
-from sweval.evaluators.protocols import run_protocol
-from sweval.evaluators.run import load_data, unit_store, window_spec
-from sweval.evaluators.store import UnitStore
-from sweval.evaluators.windows import WindowSpec, parse_duration, parse_time
-from sweval.flows.options import command_output
-from sweval.flows.summary import unit_progress
-from sweval.flows.terminal import table_console
+from sweval.evaluators.report.gap_page import write_gap_report
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.metrics.names import LABELS, shown_k
+from sweval.evaluators.protocols.holdout import run_protocol
+from sweval.evaluators.run.plan import load_data, unit_store, window_spec
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+from sweval.flows.cli.options import command_output
+from sweval.flows.cli.summary import unit_progress
+from sweval.flows.cli.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/gap"
 
@@ -146,7 +146,7 @@ def gap_command(
     build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
     setup_logging: Callable[[bool], None],
 ) -> Callable[..., None]:
-    """The ``sweval gap`` command, registered by :mod:`flows.cli` with every option of
+    """The ``sweval gap`` command, registered by :mod:`flows.cli.app` with every option of
     ``sweval run`` (--start is T, --window the width of the deployment and cut-off windows)."""
 
     def gap(

@@ -7,7 +7,7 @@
 
 The test period P is ``[--leak-test-start, + --window)``; models train on everything before P's
 end (minus the test instances) plus j = 0..``--leak-periods`` later periods of the same width
-(:mod:`evaluators.leakage_severity`). Output directory (``--output``, default ``runs/leakage``)::
+(:mod:`evaluators.experiments.leakage`). Output directory (``--output``, default ``runs/leakage``)::
 
     results.csv        the long table (SPEC §8), fold = j
     leakage_splits.csv per j: training end, training transactions, test users
@@ -43,8 +43,8 @@ from rich.table import Table
 
 from sweval.data.errors import SwevalError
 from sweval.data.timestamps import minute_utc
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.leakage_severity import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.leakage import (
     LeakageSeverity,
     Severity,
     SeverityDesign,
@@ -53,16 +53,16 @@ from sweval.evaluators.leakage_severity import (
     severity_tables,
     with_intrinsic,
 )
-from sweval.evaluators.locks import output_lock
-from sweval.evaluators.output_dir import publish
-from sweval.evaluators.metric_set import LABELS, shown_k
-from sweval.evaluators.protocols import run_protocol
-from sweval.evaluators.run import load_data, unit_store
-from sweval.evaluators.store import UnitStore
-from sweval.evaluators.windows import parse_duration, parse_time
-from sweval.flows.options import command_output
-from sweval.flows.summary import unit_progress
-from sweval.flows.terminal import table_console
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.metrics.names import LABELS, shown_k
+from sweval.evaluators.protocols.holdout import run_protocol
+from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.protocols.windows import parse_duration, parse_time
+from sweval.flows.cli.options import command_output
+from sweval.flows.cli.summary import unit_progress
+from sweval.flows.cli.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/leakage"
 
@@ -124,8 +124,8 @@ def _run_leakage(config: EvalConfig, design: SeverityDesign, output: Path, store
 
 
 def _write(output: Path, severity: Severity, design: SeverityDesign, config: EvalConfig) -> None:
-    from sweval.evaluators.leakage_figures import severity_figure
-    from sweval.evaluators.report_figures import figure_png
+    from sweval.evaluators.report.leakage_figures import severity_figure
+    from sweval.evaluators.report.figures import figure_png
 
     tables = {"results.csv": severity.results, "leakage_splits.csv": severity.splits,
               "future_items.csv": severity.future, "change.csv": severity.change,
@@ -202,7 +202,7 @@ def leakage_command(
     build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
     setup_logging: Callable[[bool], None],
 ) -> Callable[..., None]:
-    """The ``sweval leakage`` command, registered by :mod:`flows.cli` with every option of
+    """The ``sweval leakage`` command, registered by :mod:`flows.cli.app` with every option of
     ``sweval run`` (data, --window as the period width, --k, --u-min, --algorithms, --set)."""
 
     def leakage(

@@ -12,7 +12,7 @@ its flow run ended, and the flow runs of ``sweval run`` send no heartbeats
             its own id and resumes A's units as usual
 
 The list outlives runs that do not settle it: ``--no-prefect`` runs and comparisons carry the
-lock record's additions over (:func:`evaluators.locks.output_lock`), and an id whose state cannot
+lock record's additions over (:func:`evaluators.units.locks.output_lock`), and an id whose state cannot
 be read (the API does not answer) stays for the next run. A flow run that Prefect does not know
 (another API, a deleted run) leaves the list.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from sweval.evaluators.locks import annotate_output_lock
+from sweval.evaluators.units.locks import annotate_output_lock
 
 _log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ FLOW_RUNS_FIELD = "flow_runs"
 
 def settle_flow_runs(output: str | Path, previous: dict[str, Any] | None, current: Any) -> list[str]:
     """Mark CRASHED the flow runs of ``previous`` (the output lock's last record, see
-    :func:`evaluators.locks.output_lock`) that Prefect still has RUNNING or PENDING, then record
+    :func:`evaluators.units.locks.output_lock`) that Prefect still has RUNNING or PENDING, then record
     the ones still unsettled and ``current`` (this run's flow run id) in the lock's record.
     Returns what was done, one line per crashed run."""
     said: list[str] = []

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import UnitResult
-from sweval.evaluators.outputs import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.engine import UnitResult
+from sweval.evaluators.run.outputs import (
     Measuring,
     Outputs,
     algorithm_rows,
@@ -45,12 +45,12 @@ from sweval.evaluators.outputs import (
     measure_computed,
     write_outputs,
 )
-from sweval.evaluators.run import Plan, make_plan, missing_units, run_fold, unit_store
-from sweval.evaluators.store import UnitFiles
-from sweval.evaluators.units import Unit, UnitFailure, describe, outdated_by_code
+from sweval.evaluators.run.plan import Plan, make_plan, missing_units, run_fold, unit_store
+from sweval.evaluators.units.store import UnitFiles
+from sweval.evaluators.units.unit import Unit, UnitFailure, describe, outdated_by_code
 from sweval.flows import rolling as rolling_mode
 from sweval.flows.processes import is_stop
-from sweval.flows.summary import units_line
+from sweval.flows.cli.summary import units_line
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -100,7 +100,7 @@ def _fingerprint_of(plan: Plan, expected: str) -> str:
 
 def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | None = None) -> Plan:
     """The plan of ``config`` in this process: cached, or (e.g. on a Dask worker) the flow's
-    plan on the log it shared (:mod:`flows.shared_log`, :mod:`flows.shared_plan`), else made
+    plan on the log it shared (:mod:`flows.dask.shared_log`, :mod:`flows.dask.shared_plan`), else made
     once here from the shared log, else (no shared log, or a worker that cannot see the flow's
     output directory) from the data file.
 
@@ -113,8 +113,8 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | N
         if plan is None:
             log = None
             if shared_log is not None and Path(shared_log, "ids.pkl").exists():
-                from sweval.flows.shared_log import read_shared
-                from sweval.flows.shared_plan import plan_path, read_plan
+                from sweval.flows.dask.shared_log import read_shared
+                from sweval.flows.dask.shared_plan import plan_path, read_plan
 
                 log = read_shared(shared_log)
                 plan = read_plan(plan_path(shared_log, cache_key), log)
@@ -134,7 +134,7 @@ def plan_for(config: EvalConfig, fingerprint: str, key: str, shared_log: str | N
 
 # ------------------------------------------------------------------------------------- preparing
 def precheck(config: EvalConfig) -> None:
-    """The cheap checks of :func:`evaluators.run.make_plan`, before any server or data load:
+    """The cheap checks of :func:`evaluators.run.plan.make_plan`, before any server or data load:
     algorithm names and parameters, durations and times, that the data file exists. The CLI runs
     them first, so a typo fails in a second, not after Prefect's temporary server started.
 
@@ -142,7 +142,7 @@ def precheck(config: EvalConfig) -> None:
         SwevalError: the first problem found.
     """
     from sweval.data.loaders import source_files
-    from sweval.evaluators.run import algorithm_specs, window_spec
+    from sweval.evaluators.run.plan import algorithm_specs, window_spec
 
     algorithm_specs(config)
     window_spec(config)
@@ -186,7 +186,7 @@ def prepare(
     """
     if rolling:
         if log is None:
-            from sweval.evaluators.run import load_data
+            from sweval.evaluators.run.plan import load_data
 
             log = load_data(config)
         step = rolling_mode.plan_rolling(config, log)
@@ -351,12 +351,12 @@ class Evaluation:
 
     def share_log(self) -> None:
         """Write the log and the plan once for fold tasks in other processes
-        (:mod:`flows.shared_log`, :mod:`flows.shared_plan`); batch runs only (a rolling run's
+        (:mod:`flows.dask.shared_log`, :mod:`flows.dask.shared_plan`); batch runs only (a rolling run's
         tasks check a prefix of a log that may grow)."""
         if self.prepared.mode != "batch":
             return
-        from sweval.flows.shared_log import shared_root, write_shared
-        from sweval.flows.shared_plan import plan_path, write_plan
+        from sweval.flows.dask.shared_log import shared_root, write_shared
+        from sweval.flows.dask.shared_plan import plan_path, write_plan
 
         folder = write_shared(self.plan.log, shared_root(self.config.output))
         write_plan(self.plan, plan_path(folder, _cache_key(self.config,
@@ -366,7 +366,7 @@ class Evaluation:
     def unshare_log(self) -> None:
         """Remove the shared log (the fold tasks are done)."""
         if self.shared_log is not None:
-            from sweval.flows.shared_log import remove_shared, shared_root
+            from sweval.flows.dask.shared_log import remove_shared, shared_root
 
             remove_shared(shared_root(self.config.output))
             self.shared_log = None
@@ -530,8 +530,8 @@ def write_report_quietly(
     """Write ``report.html`` and its PNG figures (``intervals``: the run's summary, whose
     bootstrap intervals the report takes); a report problem never fails the run. A report that
     could not be written removes an earlier one, which would no longer match the tables."""
-    from sweval.evaluators.output_dir import discard, manifest
-    from sweval.evaluators.report import REPORT_PAGE, write_report
+    from sweval.evaluators.run.output_dir import discard, manifest
+    from sweval.evaluators.report.page import REPORT_PAGE, write_report
 
     try:
         return write_report(directory, intervals=intervals)

@@ -11,7 +11,7 @@ events to arrive before a window is evaluated) that the series has not evaluated
     [  f0    )[  f1    )[  f2    )[  f3    )[  f4    )[  f5 ..│  run 2: only f4 is new
 
 After the first run ``--folds`` no longer matters: the number of folds grows with the data.
-Units are content-addressed (:mod:`evaluators.units`): a window's key covers only the
+Units are content-addressed (:mod:`evaluators.units.unit`): a window's key covers only the
 transactions before its end, so a run finds every earlier window's unit in the store and computes
 only the new windows. ``<output>/rolling.json`` records how far the series got::
 
@@ -46,10 +46,10 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.run import Plan, make_plan, window_spec
-from sweval.evaluators.store import atomic_write_text
-from sweval.evaluators.windows import parse_duration, parse_time
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.run.plan import Plan, make_plan, window_spec
+from sweval.evaluators.units.store import atomic_write_text
+from sweval.evaluators.protocols.windows import parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ STATE_FILE = "rolling.json"
 def rolling_key(config: EvalConfig) -> str:
     """The key of a rolling series (its MLflow parent run and ``rolling.json``): the result
     hash with the fold count left out, and the code of its algorithms."""
-    from sweval.evaluators.option_text import parse_variant
-    from sweval.evaluators.units import code_version
+    from sweval.evaluators.config.text import parse_variant
+    from sweval.evaluators.units.unit import code_version
 
     result_hash = config.model_copy(update={"folds": 1}).result_hash()
     names = [parse_variant(entry)[0] for entry in config.algorithms]

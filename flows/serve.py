@@ -21,7 +21,7 @@ from typing import Any
 from prefect.deployments.runner import EntrypointType
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 
 DEFAULT_NAME = "rolling"
 DEFAULT_CRON = "0 3 * * *"

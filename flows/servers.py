@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.locks import register_for_life, registrants
+from sweval.evaluators.units.locks import register_for_life, registrants
 from sweval.flows.server_state import (
     STATE_FILE,
     Server,
@@ -426,7 +426,7 @@ def use_local_servers(*, prefect: bool, say: Callable[[str], None]) -> None:
 
 
 def users_folder() -> Path:
-    """Where the commands using the servers register (:func:`evaluators.locks.registered`)."""
+    """Where the commands using the servers register (:func:`evaluators.units.locks.registered`)."""
     return sweval_home() / USERS_FOLDER
 
 

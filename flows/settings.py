@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweval.evaluators.units import UnitFailure
+    from sweval.evaluators.units.unit import UnitFailure
 
 #: Prefect settings SW-EVAL sets when the environment does not (measured on 2-core machines:
 #: the ephemeral API's 20 s default start timeout is too short there).
@@ -109,7 +109,7 @@ class HideReportedErrors(logging.Filter):
 
     A bad option or a missing file fails the flow with a SwevalError that the CLI prints as one
     line; Prefect's own "Finished in state Failed" lines and tracebacks would repeat it (the CLI
-    says an unreachable API in one line too: ``flows.cli.UnreachablePrefectApi``). A stop
+    says an unreachable API in one line too: ``flows.cli.app.UnreachablePrefectApi``). A stop
     signal (Ctrl-C) raises wherever the flow is, and Prefect logs the exception it surfaced as
     (a serialisation error, when it lands in a task's submission) with its traceback, while the
     CLI says in one line that the run was interrupted. The records still reach the Prefect API

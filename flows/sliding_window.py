@@ -22,10 +22,10 @@ Run it::
 The task runner comes from ``config.task_runner``: ``sequential`` (one thread), ``threads``
 (``config.workers`` threads) or ``dask`` (prefect-dask: a local cluster of ``config.workers``
 processes, started while the log loads and closed while the results are written
-(:mod:`flows.dask_cluster`), or the cluster at ``config.dask_address``). With dask the loaded
+(:mod:`flows.dask.cluster`), or the cluster at ``config.dask_address``). With dask the loaded
 log is written once as memory-mapped arrays that the workers map instead of loading the file
-(:mod:`flows.shared_log`), next to the flow's plan, which they load instead of planning again
-(:mod:`flows.shared_plan`).
+(:mod:`flows.dask.shared_log`), next to the flow's plan, which they load instead of planning again
+(:mod:`flows.dask.shared_plan`).
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from sweval.algorithms.threads import thread_budget, usable_cpus
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.locks import output_lock
-from sweval.evaluators.outputs import Outputs
-from sweval.evaluators.run import Plan, unit_store
-from sweval.flows.dask_cluster import LocalDask, worker_env
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.outputs import Outputs
+from sweval.evaluators.run.plan import Plan, unit_store
+from sweval.flows.dask.cluster import LocalDask, worker_env
 from sweval.flows.orphaned_runs import settle_flow_runs
 from sweval.flows.pipeline import (
     Evaluation,
@@ -63,7 +63,7 @@ from sweval.flows.pipeline import (
 )
 from sweval.flows.processes import is_stop
 from sweval.flows.settings import user_errors_without_traceback
-from sweval.flows.summary import progress_bar
+from sweval.flows.cli.summary import progress_bar
 
 _log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def _dask_task_runner_class() -> Any:
 def start_local_dask(config: EvalConfig) -> LocalDask | None:
     """Start the local Dask cluster of ``config`` in a helper thread (``--task-runner dask``
     without ``--dask-address``; None otherwise), so that its workers start and import the
-    fold task's modules while the flow loads the log (:mod:`flows.dask_cluster`).
+    fold task's modules while the flow loads the log (:mod:`flows.dask.cluster`).
 
     Raises:
         SwevalError: prefect-dask is not installed.
@@ -217,7 +217,7 @@ def threads_per_task(config: EvalConfig) -> int | None:
     concurrent ALS fits on two cores ran four OpenMP threads, and an idle OpenBLAS pool can spin
     against the other task (and before this, the default ``--workers`` set no limit at all).
     Dask workers are separate processes started with one thread each
-    (:func:`flows.dask_cluster.worker_env`); the sequential runner leaves the libraries their defaults. implicit's
+    (:func:`flows.dask.cluster.worker_env`); the sequential runner leaves the libraries their defaults. implicit's
     factors do not depend on it: each user's and item's solve is done whole by one thread
     (tested bit for bit).
     """

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 
 _log = logging.getLogger(__name__)
 
@@ -131,9 +131,9 @@ def _preload(config: EvalConfig) -> None:
             from sweval.flows.tracking import open_client, resolve_tracking_uri
 
             open_client(resolve_tracking_uri(config))
-        import scipy.stats  # noqa: F401  (evaluators.significance, at the end of the flow)
+        import scipy.stats  # noqa: F401  (evaluators.stats.significance, at the end of the flow)
 
-        import sweval.evaluators.report  # noqa: F401  (matplotlib: the report)
+        import sweval.evaluators.report.page  # noqa: F401  (matplotlib: the report)
     except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
         _log.debug("start-up: the background set-up failed: %s", exc)
 

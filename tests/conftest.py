@@ -60,17 +60,17 @@ def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """Record every (fold, algorithm) unit computed in this process, in order: wherever
     ``compute_unit`` is called from (a fold's run, a tuning objective or a comparison through
     ``stored_or_computed``, a unit recomputed while the tables are collected)."""
-    import sweval.evaluators.outputs
-    import sweval.evaluators.run
-    import sweval.evaluators.units
+    import sweval.evaluators.run.outputs
+    import sweval.evaluators.run.plan
+    import sweval.evaluators.units.unit
 
     computed: list[tuple[int, str]] = []
-    original = sweval.evaluators.units.compute_unit
+    original = sweval.evaluators.units.unit.compute_unit
 
     def counting(unit, store, **kwargs):  # noqa: ANN001, ANN003, ANN202
         computed.append((unit.split.index, unit.spec.name))
         return original(unit, store, **kwargs)
 
-    for module in (sweval.evaluators.run, sweval.evaluators.units, sweval.evaluators.outputs):
+    for module in (sweval.evaluators.run.plan, sweval.evaluators.units.unit, sweval.evaluators.run.outputs):
         monkeypatch.setattr(module, "compute_unit", counting)
     return computed

@@ -15,7 +15,7 @@ from sweval.data.log import InteractionLog
 
 
 REPO = Path(__file__).resolve().parents[1]
-#: The finished units of a unit store (evaluators/store.py: <2 hex>/<key>/unit.json).
+#: The finished units of a unit store (evaluators/units/store.py: <2 hex>/<key>/unit.json).
 UNITS_GLOB = "*/*/unit.json"
 DAY = 86_400
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
@@ -214,7 +214,7 @@ def line_colours(fig: Any, labels: list[str]) -> dict[str, tuple]:
 def assert_legend_inside(fig: Any) -> None:
     """Every legend of ``fig``, saved as the report saves it, lies within the saved image, and
     its panels are still plots (the legend took none's room)."""
-    from sweval.evaluators.report_figures import figure_png
+    from sweval.evaluators.report.figures import figure_png
 
     figure_png(fig)  # lays the figure out and draws it
     for legend in fig.legends:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.settings import default_tracking_uri, sweval_home
 
 _log = logging.getLogger(__name__)

@@ -14,9 +14,9 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.comparison import compare_summary, leakage_summary, table2
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.protocols import Protocol, ProtocolRun
+from sweval.evaluators.experiments.compare import compare_summary, leakage_summary, table2
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.protocols.holdout import Protocol, ProtocolRun
 from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 
 #: The context of the whole log on every run of an evaluation.
 LOG_CONTEXT = "evaluation"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.metrics import LABELS
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.metrics.ranking import LABELS
 
 #: The run tag MLflow's UI shows (and edits) as the run's description.
 NOTE_TAG = "mlflow.note.content"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 
 #: The run record in an output directory: tracking URI, experiment, parent (and child) run ids.
 STATE_FILE = "tracking.json"
@@ -27,7 +27,7 @@ def read_state(path: Path) -> dict[str, Any]:
 
 def write_state(path: Path, state: Mapping[str, Any]) -> None:
     """Replace the run record at ``path`` atomically."""
-    from sweval.evaluators.store import atomic_write_text
+    from sweval.evaluators.units.store import atomic_write_text
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
     """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``,
     then a variant's own), under its label."""
-    from sweval.evaluators.units import AlgorithmSpec
+    from sweval.evaluators.units.unit import AlgorithmSpec
 
     try:
         spec = AlgorithmSpec.from_entry(algorithm, config.params)

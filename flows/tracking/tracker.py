@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.client import (
     active_run,

@@ -37,7 +37,7 @@ name; the model is built as ``algorithm(**params)``, i.e. validated by its ``Con
   (how Dask ships them to workers) and give the same lists afterwards.
 
 The data are small synthetic logs (:func:`random_log`), evaluated through the engine exactly as
-``sweval run`` evaluates them (:func:`sweval.evaluators.engine.evaluate_unit`).
+``sweval run`` evaluates them (:func:`sweval.evaluators.units.engine.evaluate_unit`).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ import pandas as pd
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm
 from sweval.data.log import InteractionLog
-from sweval.evaluators.engine import evaluate_unit
-from sweval.evaluators.folds import Fold, build_folds
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.units.engine import evaluate_unit
+from sweval.evaluators.protocols.folds import Fold, build_folds
+from sweval.evaluators.protocols.windows import WindowSpec
 
 __all__ = [
     "CHECKS",

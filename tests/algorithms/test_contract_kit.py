@@ -10,7 +10,7 @@ import pytest
 from pydantic import Field
 
 from sweval.algorithms import Algorithm, AlgorithmConfig, TrainData
-from sweval.evaluators.folds import Fold
+from sweval.evaluators.protocols.folds import Fold
 from sweval.testing import (
     check_algorithm,
     check_deterministic,

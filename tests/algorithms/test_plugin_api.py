@@ -17,8 +17,8 @@ import sweval.algorithms as api
 from sweval.algorithms.registry import available, build_algorithm, resolve
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.windows import WindowSpec
 
 EXAMPLE = "sweval_recency.models:RecencyPop"
 
@@ -66,7 +66,7 @@ def test_entry_point_and_import_path_name_the_same_class(example):
 
 
 def test_a_plugins_unit_code_version_covers_its_package_version(tmp_path, monkeypatch):
-    from sweval.evaluators.units import code_version
+    from sweval.evaluators.units.unit import code_version
 
     site = tmp_path / "site"
     use_plugins(monkeypatch, *install_example_plugin(site))
@@ -204,7 +204,7 @@ class FailsInFit(api.Algorithm):
 def test_a_failing_plugin_stops_sweval_compare_with_a_clear_error(caplog):
     """Outside a run (sweval compare's protocols) a failing unit is a user error naming it, its
     traceback in the log."""
-    from sweval.evaluators.protocols import LeaveLastOneOut, run_protocol
+    from sweval.evaluators.protocols.holdout import LeaveLastOneOut, run_protocol
 
     log = InteractionLog.from_frame(log_frame(4))
     name = f"{__name__}:FailsInFit"
@@ -221,7 +221,7 @@ class RefusesItsData(api.Algorithm):
 def test_a_user_error_raised_by_a_plugin_names_the_plugin_and_the_fold():
     """A plugin's SwevalError is a user error like SW-EVAL's own, but the user must learn which
     algorithm said it."""
-    from sweval.evaluators.protocols import LeaveLastOneOut, run_protocol
+    from sweval.evaluators.protocols.holdout import LeaveLastOneOut, run_protocol
 
     name = f"{__name__}:RefusesItsData"
     with pytest.raises(SwevalError, match=rf"^{re.escape(name)} \(fold 0\): needs at least 1000"):
@@ -376,7 +376,7 @@ def test_a_plugin_extending_a_built_in_changes_version_with_the_built_ins_module
     """A plugin subclassing ItemKNN computes its units with knn.py's code: an upgrade that edits
     knn.py must not reuse its stored units; a plugin that does not inherit from it keeps its
     version."""
-    from sweval.evaluators import units
+    from sweval.evaluators.units import unit as units
 
     site = tmp_path / "site"
     use_plugins(monkeypatch, *install_example_plugin(site))

@@ -13,9 +13,9 @@ from sweval.algorithms.registry import build_algorithm
 from sweval_testing import DAY
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.engine import evaluate_unit
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.units.engine import evaluate_unit
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.windows import WindowSpec
 
 
 def reference_lists(log: InteractionLog, fold, algorithm: str, k: int, n_recent: int) -> dict:

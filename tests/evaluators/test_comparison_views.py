@@ -1,10 +1,10 @@
-"""The comparison's display tables (``evaluators.comparison_views``), on hand-made frames."""
+"""The comparison's display tables (``evaluators.experiments.compare_views``), on hand-made frames."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from sweval.evaluators.comparison_views import (
+from sweval.evaluators.experiments.compare_views import (
     LEAKAGE_BUG,
     kendall_view,
     leakage_view,

@@ -10,15 +10,15 @@ from sweval_testing import DAY
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.deployment_gap import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.gap import (
     GapDesign,
     gap_table,
     validation_log,
     validation_protocols,
 )
-from sweval.evaluators.protocols import RandomSplit, TemporalGlobal, TemporalUser, run_protocol
-from sweval.evaluators.run import run_local
+from sweval.evaluators.protocols.holdout import RandomSplit, TemporalGlobal, TemporalUser, run_protocol
+from sweval.evaluators.run.plan import run_local
 from sweval.flows.gap import run_gap
 
 
@@ -87,7 +87,7 @@ def test_the_command_passes_the_training_window_and_relevance(tmp_path):
     import json
     import sys
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     data = tmp_path / "log.csv"
     random_frame(0, n=1200).to_csv(data, index=False)
@@ -128,7 +128,7 @@ def test_a_skipped_set_is_said_and_a_skipped_deployment_is_an_error(tmp_path, ca
     columns are empty and a line says why; u_min above both: exit 2 naming the deployment."""
     import sys
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     data = tmp_path / "log.csv"
     random_frame(0).to_csv(data, index=False)
@@ -161,7 +161,7 @@ def test_an_algorithm_a_validation_does_not_define_is_said_with_its_reason(tmp_p
     """POP-N has no random-split value: its "—" cell gets a line saying why (it had none)."""
     import sys
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     data = tmp_path / "log.csv"
     random_frame(0).to_csv(data, index=False)
@@ -179,7 +179,7 @@ def test_a_typed_output_is_where_the_command_writes_even_run_s_default(tmp_path,
     sweval run's default" and replaced by runs/gap); without --output, runs/gap."""
     import sys
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.chdir(tmp_path)
     random_frame(0, n=1200).to_csv("log.csv", index=False)

@@ -8,14 +8,14 @@ import pytest
 from sweval_testing import DAY
 
 from sweval.data.log import InteractionLog
-from sweval.evaluators.diagnostics import (
+from sweval.evaluators.experiments.inspect import (
     active_time,
     covering_windows,
     eligibility_by_width,
     top_item_popularity,
     window_activity,
 )
-from sweval.evaluators.folds import build_folds
+from sweval.evaluators.protocols.folds import build_folds
 
 HOUR = 3600
 
@@ -115,7 +115,7 @@ def test_new_and_last_counts_equal_pandas(seed):
 def test_inspect_command_writes_the_page(tmp_path):
     from typer.testing import CliRunner
 
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     data = tmp_path / "log.csv"
     log = random_log(0)
@@ -133,7 +133,7 @@ def test_inspect_command_writes_the_page(tmp_path):
 def test_inspect_rejects_a_bad_width(tmp_path):
     import sys
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     argv = sys.argv
     sys.argv = ["sweval", "inspect", "--windows", "1D,soon", "--output", str(tmp_path)]
@@ -153,7 +153,7 @@ INSPECT_OWN = {"--windows", "--window", "--u-min", "--output", "--help"}
 def _params(command: str) -> list:
     import typer
 
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     return typer.main.get_command(app).commands[command].params
 
@@ -185,7 +185,7 @@ def test_inspect_takes_the_data_options_of_run():
 @pytest.mark.parametrize("bad", [["--format", "xml"], ["--sep", "#"], ["--time-unit", "h"],
                                  ["--dedup", "last"], ["--on-invalid", "skip"], ["--scale", "0"]])
 def test_inspect_validates_data_options_as_run_does(bad, tmp_path, monkeypatch, capsys):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     def error(*args: str) -> str:
         monkeypatch.setattr("sys.argv", ["sweval", *args, *bad, "--output", str(tmp_path)])
@@ -200,7 +200,7 @@ def test_inspect_validates_data_options_as_run_does(bad, tmp_path, monkeypatch, 
 def _inspect(*args: str):
     from typer.testing import CliRunner
 
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     return CliRunner().invoke(app, ["inspect", *map(str, args), "--windows", "1D,3D",
                                     "--window", "1D", "--u-min", "5"])

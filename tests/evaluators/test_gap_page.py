@@ -13,8 +13,8 @@ import pytest
 from sweval_testing import DAY
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.gap_page import gap_section, ranking_agreement, write_gap_report
-from sweval.flows.cli import main
+from sweval.evaluators.report.gap_page import gap_section, ranking_agreement, write_gap_report
+from sweval.flows.cli.app import main
 
 
 def _gap(rows: list[tuple[str, str, float, float]], metric: str = "recall", k: float = 10.0

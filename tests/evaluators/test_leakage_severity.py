@@ -11,9 +11,9 @@ from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.leakage_figures import severity_figure
-from sweval.evaluators.leakage_severity import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.report.leakage_figures import severity_figure
+from sweval.evaluators.experiments.leakage import (
     LeakageSeverity,
     SeverityDesign,
     held_out_positions,
@@ -146,7 +146,7 @@ def test_bad_designs_are_clear_errors(design, message):
 
 
 def test_the_command_exits_2_on_a_period_outside_the_log(tmp_path, monkeypatch, capsys):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     data = tmp_path / "hand.csv"
     frame_of(HAND).to_csv(data, index=False)
@@ -162,7 +162,7 @@ def test_the_command_exits_2_on_a_period_outside_the_log(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("option", [["--train-window", "30D"], ["--relevance", "first"]])
 def test_options_that_do_not_apply_are_refused(tmp_path, monkeypatch, capsys, option):
     """They were accepted, recorded in leakage.json and ignored by the numbers."""
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     data = tmp_path / "hand.csv"
     frame_of(HAND).to_csv(data, index=False)
@@ -177,7 +177,7 @@ def test_options_that_do_not_apply_are_refused(tmp_path, monkeypatch, capsys, op
 
 
 def test_seeded_models_get_a_reseeded_entry():
-    from sweval.evaluators.leakage_severity import reseeded_entry
+    from sweval.evaluators.experiments.leakage import reseeded_entry
 
     assert reseeded_entry("pop", {}) is None
     assert reseeded_entry("item-knn(n_neighbors=5)", {}) is None
@@ -197,9 +197,9 @@ def test_intrinsic_overlap_is_the_jaccard_between_seeds(tmp_path):
     assert len(set(als["intrinsic"])) == 1 and 0.0 <= als["intrinsic"].iloc[0] <= 1.0
     # the reference: the two seeds' j = 0 lists, fitted here directly
     from sweval.data.loaders import load_log
-    from sweval.evaluators.leakage_severity import LeakageSeverity, mean_jaccard
-    from sweval.evaluators.store import UnitStore
-    from sweval.evaluators.units import AlgorithmSpec, compute_unit, plan_units
+    from sweval.evaluators.experiments.leakage import LeakageSeverity, mean_jaccard
+    from sweval.evaluators.units.store import UnitStore
+    from sweval.evaluators.units.unit import AlgorithmSpec, compute_unit, plan_units
 
     log = load_log(data)
     split = next(LeakageSeverity(design).splits(log))

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from test_units import age_units, cache_command, config, stored_units
 
-from sweval.evaluators.locks import registrants
-from sweval.evaluators.run import run_local
-from sweval.evaluators.store import RUNS_FOLDER, UnitStore
+from sweval.evaluators.units.locks import registrants
+from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.units.store import RUNS_FOLDER, UnitStore
 
 
 @contextmanager
@@ -37,7 +37,7 @@ def holding(script: str, *args: str | Path) -> Iterator[subprocess.Popen[str]]:
 
 USES_THE_STORE = """
     import sys, time
-    from sweval.evaluators.store import UnitStore
+    from sweval.evaluators.units.store import UnitStore
     store = UnitStore(sys.argv[1])
     with store.in_use():
         if sys.argv[2:] != ["--planning"]:
@@ -124,7 +124,7 @@ def test_prune_run_of_a_run_still_writing_names_it(tmp_path, monkeypatch, capsys
     """It said "no units.csv with a unit_key column (not a run directory?)"."""
     script = """
         import sys, time
-        from sweval.evaluators.locks import output_lock
+        from sweval.evaluators.units.locks import output_lock
         with output_lock(sys.argv[1]):
             print("ready", flush=True)
             time.sleep(600)
@@ -145,7 +145,7 @@ def test_a_lifetime_registration_is_removed_when_its_process_exits(tmp_path):
     a later `status` or `down` cleared them)."""
     folder = tmp_path / "server-users"
     subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
-                    "from sweval.evaluators.locks import register_for_life; "
+                    "from sweval.evaluators.units.locks import register_for_life; "
                     "register_for_life(Path(sys.argv[1])); "
                     "assert len(list(Path(sys.argv[1]).glob('*.lock'))) == 1; "
                     "import gc; gc.freeze()",  # as the sweval command exits
@@ -163,8 +163,8 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
 ) -> None:
     """A prune while `compare`, `leakage` or `gap` loaded its log (seconds on a large one)
     deleted units it was about to reuse: they registered only once the log was loaded."""
-    from sweval.evaluators.deployment_gap import GapDesign
-    from sweval.evaluators.leakage_severity import SeverityDesign
+    from sweval.evaluators.experiments.gap import GapDesign
+    from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.flows import compare, gap, leakage
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
@@ -193,7 +193,7 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
 def test_a_lock_record_masks_the_password_in_its_command_line(monkeypatch):
     """The record of a lock's holder (read by other users, printed by `sweval status` and in
     'locked' errors) shows a --tracking-uri's password masked."""
-    from sweval.evaluators.locks import owner_record
+    from sweval.evaluators.units.locks import owner_record
 
     monkeypatch.delenv("PREFECT__FLOW_RUN_ID", raising=False)
     monkeypatch.setattr(sys, "argv", ["/venv/bin/sweval", "run", "--tracking-uri",

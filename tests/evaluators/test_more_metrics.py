@@ -11,12 +11,12 @@ import pytest
 from sweval_testing import make_log
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.exposure import ItemFacts, exposure_metrics, gini, recency
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.metric_set import ALL_METRICS, DEFAULT_METRICS, parse_metrics
-from sweval.evaluators.run import run_local, window_spec
-from sweval.evaluators.user_metrics import user_metrics
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, gini, recency
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
+from sweval.evaluators.run.plan import run_local, window_spec
+from sweval.evaluators.metrics.user_metrics import user_metrics
 
 F = 0.3 ** (17 / 12)  # f(c) of the tiny log below: s = 30/80, 0.3 ** ((0.8 - 0.375) * 10/3)
 
@@ -184,7 +184,7 @@ def test_metrics_selection_and_default(tmp_path):
 
 
 def test_tune_metric_must_be_measured():
-    from sweval.evaluators.tuning import tune_metric
+    from sweval.evaluators.stats.tuning import tune_metric
 
     config = EvalConfig.build(metrics=["precision"], tune={"item-knn": {"n_neighbors": [5, 10]}})
     with pytest.raises(SwevalError, match="--tune-metric.*add it to --metrics"):

@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.overlap import jaccard, list_overlap, overlap_matrix, overlap_means
-from sweval.evaluators.seeds import expand_seeds, seed_pairs
-from sweval.evaluators.tuning import ordered_labels
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.stats.overlap import jaccard, list_overlap, overlap_matrix, overlap_means
+from sweval.evaluators.config.seeds import expand_seeds, seed_pairs
+from sweval.evaluators.stats.tuning import ordered_labels
 
 
 def slow_jaccard(a, b, k):
@@ -106,7 +106,7 @@ def test_a_run_with_seeds_writes_intrinsic_overlap(tmp_path):
     from sweval_testing import log_frame
 
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.run import run_local
+    from sweval.evaluators.run.plan import run_local
 
     config = EvalConfig.build(
         window="1D", folds=3, u_min=3, algorithms=["pop", "als(factors=4,iterations=2)"],
@@ -123,7 +123,7 @@ def test_a_run_with_seeds_writes_intrinsic_overlap(tmp_path):
     evaluated = (~outputs.folds["skipped"]).sum()
     assert len(seeds) == evaluated * 2  # per fold and k
 
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.report.page import write_report
 
     written = write_report(tmp_path)
     assert tmp_path / "report-overlap-at-5.png" in written  # no k=10: the largest k

@@ -22,10 +22,10 @@ import pytest
 
 from sweval.data.log import InteractionLog
 from sweval.data.synthetic import generate_log
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.outputs import collect
-from sweval.evaluators.report_significance import stars
-from sweval.evaluators.run import make_plan, run_units, unit_store
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.run.outputs import collect
+from sweval.evaluators.report.significance import stars
+from sweval.evaluators.run.plan import make_plan, run_units, unit_store
 
 
 def effects(table: pd.DataFrame, folds: np.ndarray) -> tuple[float, float]:
@@ -70,8 +70,8 @@ def policy_effect(bias: float, tmp_path) -> pd.DataFrame:
     """significance_strata.csv of a run in mode ``test`` (every model trains on all of D_t, so
     only the presentation bias can make the strata differ), at Recall@10, Wilcoxon; and the
     report written from the same directory."""
-    from sweval.evaluators.outputs import write_outputs
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.run.outputs import write_outputs
+    from sweval.evaluators.report.page import write_report
 
     log = InteractionLog.from_frame(generate_log(scale=0.05, seed=0, bias=bias), policy_col="policy")
     config = EvalConfig.build(

@@ -8,11 +8,11 @@ import pytest
 from sweval_testing import DAY, T0, log_frame
 
 from sweval.data.log import InteractionLog
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.protocol_overlap import protocol_overlap
-from sweval.evaluators.protocols import LeaveLastOneOut, SlidingWindow, run_protocol
-from sweval.evaluators.store import UnitStore
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.experiments.protocol_overlap import protocol_overlap
+from sweval.evaluators.protocols.holdout import LeaveLastOneOut, SlidingWindow, run_protocol
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.protocols.windows import WindowSpec
 
 
 def raw_lists(store, key, log, k):
@@ -68,7 +68,7 @@ def test_the_printed_table_pools_the_paired_users_of_all_splits():
     import pandas as pd
     from rich.console import Console
 
-    from sweval.flows.compare_tables import overlap_rich
+    from sweval.flows.cli.compare_tables import overlap_rich
 
     frame = pd.DataFrame([
         ("loocv", 0, "pop", 10, 0.5, 2), ("loocv", 1, "pop", 10, 1.0, 6),

@@ -14,15 +14,15 @@ from sweval_testing import DAY, make_log, random_logs
 from sweval.algorithms.registry import ALGORITHMS
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.comparison import (
+from sweval.evaluators.experiments.compare import (
     compare_summary,
     kendall_table,
     kendall_tau,
     leakage_summary,
     rankings,
 )
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.protocols import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.protocols.holdout import (
     LOOCV,
     LeaveLastOneOut,
     SlidingWindow,
@@ -31,9 +31,9 @@ from sweval.evaluators.protocols import (
     parse_protocols,
     run_protocol,
 )
-from sweval.evaluators.run import make_plan, run_local
-from sweval.evaluators.splits import holdout_positions, item_first_seen
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.run.plan import make_plan, run_local
+from sweval.evaluators.protocols.splits import holdout_positions, item_first_seen
+from sweval.evaluators.protocols.windows import WindowSpec
 
 KS = [1, 2]
 
@@ -237,8 +237,8 @@ def naive_future_count(log: InteractionLog, run, k: int) -> int:
 @given(log=LOGS, seed=st.integers(0, 50))
 def test_holdout_leakage_matches_brute_force(log, seed):
     from sweval.algorithms.registry import build_algorithm
-    from sweval.evaluators.comparison import future_items
-    from sweval.evaluators.engine import compute_lists, list_length
+    from sweval.evaluators.experiments.compare import future_items
+    from sweval.evaluators.units.engine import compute_lists, list_length
 
     for protocol in (LeaveLastOneOut(), LOOCV(repeats=1)):
         for split in protocol.splits(log):

@@ -19,7 +19,7 @@ from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.report import (
+from sweval.evaluators.report.page import (
     figure_over_time,
     figure_vs_k,
     load,
@@ -27,8 +27,8 @@ from sweval.evaluators.report import (
     protocol_groups,
     write_report,
 )
-from sweval.evaluators.report_figures import _over_time_panels, series_colours
-from sweval.evaluators.results import results_frame
+from sweval.evaluators.report.figures import _over_time_panels, series_colours
+from sweval.evaluators.run.results import results_frame
 
 T0 = 1_600_000_000
 ALGORITHMS = ["pop", "pop-n", "item-knn"]
@@ -320,8 +320,8 @@ def test_compare_table_has_protocol_blocks(tmp_path):
 
 
 def test_report_of_a_real_run_matches_its_summary_csv(tmp_path):
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.run import run_local
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.run.plan import run_local
 
     config = EvalConfig.build(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, algorithms=["pop", "pop-n"],
@@ -353,7 +353,7 @@ def test_errors_name_the_problem(tmp_path, report_dir):
 
 
 def test_cli_report_of_a_directory(tmp_path, report_dir):
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     out = tmp_path / "copy"
     shutil.copytree(report_dir, out)
@@ -393,7 +393,7 @@ class FakeClient:
 
 
 def test_report_of_an_mlflow_child_run_uses_its_parent(tmp_path, report_dir, monkeypatch):
-    from sweval.flows import report_cli
+    from sweval.flows.cli import report as report_cli
 
     client = FakeClient(report_dir)
     monkeypatch.setattr(report_cli, "_client", lambda uri: client)
@@ -568,7 +568,7 @@ def test_who_beats_whom_matrix_matches_scipy_on_results_csv(report_dir):
 
 def test_a_lead_that_rounds_to_zero_prints_plus_zero_both_ways():
     """The who-beats-whom cell of a lead of -0.0002 printed -0.000, its mirror +0.000."""
-    from sweval.evaluators.report_significance import _matrix_cell
+    from sweval.evaluators.report.significance import _matrix_cell
 
     table = pd.DataFrame([{"algorithm_a": "a", "algorithm_b": "b", "mean_diff": -0.0002,
                            "ci_low": -0.001, "ci_high": 0.0, "n_folds": 6, "p_value": 0.8,
@@ -580,7 +580,7 @@ def test_a_lead_that_rounds_to_zero_prints_plus_zero_both_ways():
 
 def test_given_intervals_are_the_ones_shown(report_dir, tmp_path):
     """``write_report(intervals=...)`` shows the run's intervals instead of computing them."""
-    from sweval.evaluators.report_data import load
+    from sweval.evaluators.report.data import load
 
     summary = load(report_dir).summary.drop(columns="protocol")
     given = summary.assign(ci_low=0.5, ci_high=0.625)
@@ -609,7 +609,7 @@ def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkey
     import os
     import shutil
 
-    from sweval.evaluators import output_dir
+    from sweval.evaluators.run import output_dir
     from sweval.flows.pipeline import write_report_quietly
 
     directory = write_output(tmp_path / "out", fake_results())

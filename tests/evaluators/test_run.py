@@ -11,9 +11,9 @@ import pytest
 from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.outputs import collect, write_outputs
-from sweval.evaluators.run import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.run.outputs import collect, write_outputs
+from sweval.evaluators.run.plan import (
     make_plan,
     missing_units,
     run_fold,
@@ -109,7 +109,7 @@ def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
 def test_cli_errors_are_one_clear_line(args, message, tmp_path):
     # (the same through Prefect and MLflow: tests/flows/test_cli.py)
     result = subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli", "run", *args, "--output", str(tmp_path / "o"),
+        [sys.executable, "-m", "sweval.flows.cli.app", "run", *args, "--output", str(tmp_path / "o"),
          "--no-prefect", "--no-tracking"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )
@@ -176,7 +176,7 @@ def test_warm_start_refuses_what_it_cannot_chain(tmp_path, overrides, message):
 
 
 def test_units_of_other_code_are_recomputed_not_mixed_in(tmp_path, monkeypatch):
-    import sweval.evaluators.units as units
+    import sweval.evaluators.units.unit as units
 
     config = small_config(tmp_path)
     run_local(config)
@@ -191,7 +191,7 @@ def test_units_of_other_code_are_recomputed_not_mixed_in(tmp_path, monkeypatch):
 
 
 def test_stratify_mode_test_without_a_column_is_refused():
-    from sweval.evaluators.run import make_plan
+    from sweval.evaluators.run.plan import make_plan
 
     with pytest.raises(SwevalError, match="--stratify-mode test needs --stratify-by"):
         make_plan(EvalConfig.build(stratify_mode="test", tracking=False, progress=False))
@@ -199,7 +199,7 @@ def test_stratify_mode_test_without_a_column_is_refused():
 
 def test_a_policy_column_and_another_stratify_column_are_refused(tmp_path):
     """--policy-col policy --stratify-by bucket stratified by `policy` silently."""
-    from sweval.evaluators.run import load_data
+    from sweval.evaluators.run.plan import load_data
 
     data = tmp_path / "log.csv"
     pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "timestamp": [1, 2],
@@ -214,7 +214,7 @@ def test_a_policy_column_and_another_stratify_column_are_refused(tmp_path):
 def test_numeric_policy_labels_sort_as_numbers_in_the_tables():
     """Strata 1, 2, 10 (integer policy ids sort numerically, as every id does: protocol.md §1),
     not 1, 10, 2; text labels sort as text; ``all`` comes first."""
-    from sweval.evaluators.results import results_frame
+    from sweval.evaluators.run.results import results_frame
 
     rows = [{"fold": 0, "t_start": 0, "t_end": 1, "algorithm": "pop", "stratum": stratum,
              "metric": "recall", "k": 10, "value": 0.1, "n_users": 1, "n_eligible": 1,

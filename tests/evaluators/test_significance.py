@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.report_data import read_results
-from sweval.evaluators.run import run_local
-from sweval.evaluators.significance import (
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.report.data import read_results
+from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.stats.significance import (
     MIN_FOLDS,
     NO_POWER,
     SIGNIFICANCE_COLUMNS,
@@ -161,7 +161,7 @@ def test_float_noise_is_not_a_difference_and_a_constant_lead_has_no_t_test():
     """a − 0.01 leads by 0.01 on every fold up to float noise: the t-test read the noise as a
     variance (t = 4e15, p = 1e-77). Rounded, the differences are constant: no t-test (no
     variance, a note says so); Wilcoxon ranks them as ties. Noise alone is "identical"."""
-    from sweval.evaluators.significance import CONSTANT_DIFFERENCE
+    from sweval.evaluators.stats.significance import CONSTANT_DIFFERENCE
 
     values = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     assert len(set(values - (values - 0.01))) > 1  # the noise this is about
@@ -225,7 +225,7 @@ def test_algorithm_order_follows_the_configuration():
 
 
 def test_between_protocols_the_leads_are_compared_unpaired_as_scipy_does():
-    from sweval.evaluators.significance import NO_POWER_UNPAIRED, compare_protocols
+    from sweval.evaluators.stats.significance import NO_POWER_UNPAIRED, compare_protocols
 
     rng = np.random.default_rng(5)
     sizes = {"sw-eval": 7, "loocv": 6, "leave-last-one-out": 1}

@@ -12,9 +12,9 @@ from sweval_testing import DAY, make_log, random_logs
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.comparison import rank_shift
-from sweval.evaluators.protocols import RandomSplit, TemporalUser, parse_protocols
-from sweval.evaluators.splits import held_out_count, share_positions
+from sweval.evaluators.experiments.compare import rank_shift
+from sweval.evaluators.protocols.holdout import RandomSplit, TemporalUser, parse_protocols
+from sweval.evaluators.protocols.splits import held_out_count, share_positions
 
 #: u: 5 transactions (days 0..4), v: 2 (days 0 and 3), w: 1 (never evaluated), x: 3 at one time
 HAND = [("u", f"i{d}", d * DAY) for d in range(5)] + [
@@ -134,7 +134,7 @@ def test_rank_shift_by_hand():
 def test_equal_means_share_a_rank_and_move_no_place():
     """Under b, x and y tie (0.2 and 0.2 plus float noise): both rank 1 and z ranks 3
     (competition ranking); under a, x is 1st and y 2nd, so y moves up one place, x none."""
-    from sweval.flows.compare_tables import _ranking_text
+    from sweval.flows.cli.compare_tables import _ranking_text
 
     rows = []
     for protocol, means in {"a": {"x": 0.3, "y": 0.2, "z": 0.1},
@@ -145,13 +145,13 @@ def test_equal_means_share_a_rank_and_move_no_place():
     shift = rank_shift(summary, ["a", "b"])
     got = {(r.algorithm, r.protocol): (r.rank, r.shift) for r in shift.itertuples()}
     assert got["x", "b"] == (1, 0) and got["y", "b"] == (1, 1) and got["z", "b"] == (3, 0)
-    from sweval.evaluators.comparison import rankings, tied_ranks
+    from sweval.evaluators.experiments.compare import rankings, tied_ranks
 
     assert _ranking_text(rankings(summary, 10)["b"], tied_ranks(summary, 10)["b"]) == "x = y > z"
 
 
 def test_leave_last_basket_by_hand():
-    from sweval.evaluators.protocols import LeaveLastBasket
+    from sweval.evaluators.protocols.holdout import LeaveLastBasket
 
     rows = [("u", "a", 0, "o1"), ("u", "b", DAY, "o2"), ("u", "c", DAY, "o2"),
             ("u", "d", DAY + 5, "o1"),           # a late item of the first order: still o1
@@ -169,7 +169,7 @@ def test_leave_last_basket_by_hand():
 
 
 def test_leave_last_basket_needs_the_column():
-    from sweval.evaluators.protocols import LeaveLastBasket
+    from sweval.evaluators.protocols.holdout import LeaveLastBasket
 
     with pytest.raises(SwevalError, match="--basket-col"):
         next(LeaveLastBasket().splits(make_log(HAND)))
@@ -198,8 +198,8 @@ def basket_logs(draw) -> InteractionLog:
 @settings(max_examples=40, deadline=None)
 @given(log=basket_logs())
 def test_leave_last_basket_keeps_the_hold_out_invariants(log):
-    from sweval.evaluators.protocols import LeaveLastBasket
-    from sweval.evaluators.splits import last_basket_positions
+    from sweval.evaluators.protocols.holdout import LeaveLastBasket
+    from sweval.evaluators.protocols.splits import last_basket_positions
 
     split = next(LeaveLastBasket().splits(log))
     held = last_basket_positions(log)
@@ -225,7 +225,7 @@ def test_held_out_items_later_in_time_but_earlier_in_id_are_hits():
     """u holds out b (day 5) then a (day 6): in time order b, a; in item order a, b. POP's top-1
     for u is a (three other users took it), so Recall@1 = 1/2 and HitRate@1 = 1. Relevant
     items kept in time order made the binary search in hit_matrix miss a (Recall 0)."""
-    from sweval.evaluators.protocols import run_protocol
+    from sweval.evaluators.protocols.holdout import run_protocol
 
     rows = [("u", "x1", 0), ("u", "x2", DAY), ("u", "b", 5 * DAY), ("u", "a", 6 * DAY)]
     rows += [(f"v{i}", "a", 0) for i in range(3)]
@@ -241,9 +241,9 @@ def test_held_out_items_later_in_time_but_earlier_in_id_are_hits():
 def test_every_hold_out_protocol_scores_like_a_set_intersection(log, how):
     """Recall@k of POP under each multi-item hold-out protocol equals |top-k ∩ Rel_u| / |Rel_u|
     computed with Python sets from the split's lists (a slow, order-free reference)."""
-    from sweval.evaluators.engine import compute_lists, list_length, measure
-    from sweval.evaluators.protocols import LeaveLastBasket, RandomSplit
-    from sweval.evaluators.units import AlgorithmSpec
+    from sweval.evaluators.units.engine import compute_lists, list_length, measure
+    from sweval.evaluators.protocols.holdout import LeaveLastBasket, RandomSplit
+    from sweval.evaluators.units.unit import AlgorithmSpec
 
     if how == "basket":
         frame = log.to_frame().reset_index(drop=True)
@@ -268,7 +268,7 @@ def test_every_hold_out_protocol_scores_like_a_set_intersection(log, how):
 
 
 def test_relevant_sets_refuse_items_out_of_order():
-    from sweval.evaluators.metrics import RelevantSets
+    from sweval.evaluators.metrics.ranking import RelevantSets
 
     ok = RelevantSets(users=np.array([0, 1]), indptr=np.array([0, 2, 3]),
                       items=np.array([1, 5, 0]))  # 5 then 0: a new user starts
@@ -282,8 +282,8 @@ def test_relevant_sets_refuse_items_out_of_order():
 def test_a_negative_seed_and_absurd_repetitions_are_refused_before_any_fit(tmp_path):
     """numpy refuses negative seeds and range() huge counts with tracebacks; compare checks
     both before it fits SW-EVAL's units."""
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.protocols import LOOCV
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.protocols.holdout import LOOCV
     from sweval.flows.compare import run_compare
 
     with pytest.raises(SwevalError, match="--split-seed must be ≥ 0, got -1"):

@@ -8,11 +8,11 @@ from sweval_testing import DAY
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.run import run_local
-from sweval.evaluators.stratify import build_strata, groups_by_test_policy
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.protocols.stratify import build_strata, groups_by_test_policy
+from sweval.evaluators.protocols.windows import WindowSpec
 
 # Day 0 is history, day 1 is the test window.
 #   user 1: history A, tests A          -> stratum A (both modes)

@@ -13,9 +13,9 @@ from sweval_testing import DAY, make_log
 
 from sweval.algorithms.base import TrainData
 from sweval.data.log import InteractionLog
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.splits import holdout_positions, holdout_split
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.splits import holdout_positions, holdout_split
+from sweval.evaluators.protocols.windows import WindowSpec
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""Incremental folds (evaluators/training_state.py): every fold's training data advanced from the
+"""Incremental folds (evaluators/protocols/training_state.py): every fold's training data advanced from the
 previous fold's equals the one built from the whole log, array for array, and so do the units'
 lists, on random logs (ties in time, repeated pairs with each --dedup mode, ids that sort before
 the ones already seen, users and items appearing late, empty windows, folds left out). The item
@@ -23,13 +23,13 @@ from sweval.algorithms import cooccurrence as cooccurrence_module
 from sweval.algorithms.base import TrainData
 from sweval.algorithms.knn import ItemKNN
 from sweval.algorithms.registry import build_algorithm
-from sweval.evaluators import training_state
+from sweval.evaluators.protocols import training_state
 from sweval.data.log import InteractionLog
-from sweval.evaluators.engine import compute_lists, list_length
-from sweval.evaluators.folds import build_folds
-from sweval.evaluators.splits import fold_splits
-from sweval.evaluators.training_state import IncrementalTraining, TrainingState
-from sweval.evaluators.windows import WindowSpec
+from sweval.evaluators.units.engine import compute_lists, list_length
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.splits import fold_splits
+from sweval.evaluators.protocols.training_state import IncrementalTraining, TrainingState
+from sweval.evaluators.protocols.windows import WindowSpec
 
 
 @st.composite

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 import sweval.algorithms as api
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.results import results_frame
-from sweval.evaluators.run import run_local
-from sweval.evaluators.tuning import TUNED, optimism, tune, validation_folds
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.run.results import results_frame
+from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.stats.tuning import TUNED, optimism, tune, validation_folds
 
 GRID = {"item-knn": {"n_neighbors": [5, 50]}}
 A, B = "item-knn(n_neighbors=5)", "item-knn(n_neighbors=50)"
@@ -140,7 +140,7 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
         assert value == by.loc[fold, best]
     assert (Path(tuned.directory) / "tuning.csv").exists()
     assert (Path(tuned.directory) / "optimism.csv").exists()
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.report.page import write_report
 
     write_report(tuned.directory)
     page = (Path(tuned.directory) / "report.html").read_text()
@@ -170,14 +170,14 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
     ],
 )
 def test_bad_tuning_options_are_clear_errors(tmp_path, overrides, message):
-    from sweval.evaluators.run import make_plan
+    from sweval.evaluators.run.plan import make_plan
 
     with pytest.raises(SwevalError, match=message):
         make_plan(config(tmp_path, **overrides))
 
 
 def test_the_command_line_reports_a_bad_grid_with_exit_code_2(tmp_path, monkeypatch, capsys):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.setattr(sys, "argv", [
         "sweval", "run", "--no-prefect", "--no-tracking", "--data", "movielens-latest-small",
@@ -190,7 +190,7 @@ def test_the_command_line_reports_a_bad_grid_with_exit_code_2(tmp_path, monkeypa
 
 
 def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files(tmp_path):
-    from sweval.evaluators.option_text import parse_grids
+    from sweval.evaluators.config.text import parse_grids
 
     assert parse_grids(["als.factors=range(8,40,8)", "item-knn.n_neighbors=log_range(10,1000,5)",
                         "pop-n.n_recent=100,1000"]) == {
@@ -269,7 +269,7 @@ def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the
 
 
 def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
-    from sweval.evaluators.tuning import searches
+    from sweval.evaluators.stats.tuning import searches
 
     grid = {"item-knn": {"n_neighbors": [5, 10, 20, 40, 80, 160, 320, 640]}}
     draw = lambda seed: searches(config(  # noqa: E731
@@ -283,8 +283,8 @@ def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
 
 
 def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, count_units):
-    from sweval.evaluators.run import make_plan
-    from sweval.evaluators.tuning import Search, sample
+    from sweval.evaluators.run.plan import make_plan
+    from sweval.evaluators.stats.tuning import Search, sample
 
     cfg = config(tmp_path, tune={"item-knn": {"n_neighbors": [5, 20, 80, 320]}},
                  tune_sampler="tpe", tune_trials=4, tune_windows=2)
@@ -343,7 +343,7 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
 
 
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
-    from sweval.evaluators.tuning import searches
+    from sweval.evaluators.stats.tuning import searches
 
     repeated = {"item-knn": {"n_neighbors": [50.0, 5, 50, 5]}}
     found = searches(config(tmp_path, tune=repeated))[0]
@@ -363,7 +363,7 @@ def test_any_measured_metric_where_higher_is_better_can_be_tuned_for(tmp_path):
     """``--tune-metric precision@5`` with ``--metrics all``: every fold's choice is the candidate
     with the best mean Precision@5 on its validation window (the fold before), read here from
     results.csv."""
-    from sweval.evaluators.run import run_local
+    from sweval.evaluators.run.plan import run_local
 
     out = run_local(config(tmp_path, metrics=["all"], tune_metric="precision@5"))
     results = pd.read_csv(Path(out.directory) / "results.csv")
@@ -481,7 +481,7 @@ def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler,
     (TPE's draw on fold 0 computes it first, silently)."""
     name = f"{__name__}:Fragile"
     sound, *fragile = [f"{name}(fail_parity={p})" for p in (-1, 0, 1)]
-    with caplog.at_level("ERROR", logger="sweval.evaluators.units"):
+    with caplog.at_level("ERROR", logger="sweval.evaluators.units.unit"):
         out = run_local(config(tmp_path, algorithms=[name],
                                tune={name: {"fail_parity": [-1, 0, 1]}},
                                tune_sampler=sampler, tune_trials=6, tune_seed=1))
@@ -550,7 +550,7 @@ def test_per_user_values_of_a_stratums_tuned_series_are_its_own_choices(tmp_path
 def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_path):
     """One --output, a tuned run then a plain one: tuning.csv, optimism.csv and per_user.parquet
     of the first must not pass for the second's (its report, MLflow's artifacts)."""
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.report.page import write_report
 
     out = Path(tmp_path / "out")
     run_local(config(tmp_path, folds=3, per_user=True))
@@ -567,8 +567,8 @@ def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
     """`user-knn(weighting="cosine")` tuned over n_neighbors tunes cosine neighbours: the
     candidates were built from the defaults (count weighting) and the variant's own parameters
     were lost; listing the algorithm with two different fixed values is ambiguous."""
-    from sweval.evaluators.run import algorithm_specs
-    from sweval.evaluators.tuning import searches
+    from sweval.evaluators.run.plan import algorithm_specs
+    from sweval.evaluators.stats.tuning import searches
 
     grid = {"user-knn": {"n_neighbors": [10, 50]}}
     listed = ["pop", 'user-knn(weighting="cosine")']
@@ -592,9 +592,9 @@ def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
 
 def test_tuning_options_without_tune_are_said_to_have_no_effect(tmp_path, caplog):
     """--tune-windows 2 without --tune ran untuned without a word."""
-    from sweval.evaluators.run import make_plan
+    from sweval.evaluators.run.plan import make_plan
 
-    caplog.set_level("WARNING", logger="sweval.evaluators.run")
+    caplog.set_level("WARNING", logger="sweval.evaluators.run.plan")
     make_plan(config(tmp_path, tune={}, folds=2, tune_windows=2, tune_sampler="random"))
     assert ("--tune-windows, --tune-sampler have no effect without --tune."
             in caplog.messages)

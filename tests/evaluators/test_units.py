@@ -16,11 +16,11 @@ import pytest
 
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.engine import UnitLists
-from sweval.evaluators.run import make_plan, run_local, unit_store
-from sweval.evaluators.store import UnitStore
-from sweval.evaluators.units import AlgorithmSpec, source_version, unit_key
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.engine import UnitLists
+from sweval.evaluators.run.plan import make_plan, run_local, unit_store
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.units.unit import AlgorithmSpec, source_version, unit_key
 
 SPLIT = {"kind": "window", "t_start": 0, "t_end": 10, "data": "abc"}
 
@@ -62,8 +62,8 @@ def test_the_key_follows_the_code_but_not_its_comments_or_docstrings(tmp_path):
 
 
 def test_a_warm_unit_names_its_predecessor_and_hold_out_splits_are_cold(tmp_path):
-    from sweval.evaluators.protocols import LOOCV
-    from sweval.evaluators.units import plan_units
+    from sweval.evaluators.protocols.holdout import LOOCV
+    from sweval.evaluators.units.unit import plan_units
 
     warm = AlgorithmSpec.of("als", {"warm_start": True, "device": "cpu"})
     log = make_plan(config(tmp_path)).log
@@ -76,7 +76,7 @@ def test_a_warm_unit_names_its_predecessor_and_hold_out_splits_are_cold(tmp_path
 
 def test_every_algorithms_module_is_in_some_key_or_declared_outside_them():
     from sweval.algorithms.registry import ALGORITHMS
-    from sweval.evaluators.units import CORE_MODULES
+    from sweval.evaluators.units.unit import CORE_MODULES
 
     root = Path(__file__).resolve().parents[2]
     own = {f"algorithms/{cls.__module__.rsplit('.', 1)[1]}.py" for cls in ALGORITHMS.values()}
@@ -92,7 +92,7 @@ def test_every_algorithms_module_is_in_some_key_or_declared_outside_them():
 def test_adding_an_algorithm_a_k_and_a_fold_computes_only_the_new_units(
     tmp_path, fits, monkeypatch, capsys
 ):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     base = ["sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
             "--data", "movielens-latest-small", "--window", "7D", "--u-min", "3",
@@ -216,7 +216,7 @@ def test_concurrent_writers_of_one_unit_leave_it_whole(tmp_path):
 
 
 def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     out = config(tmp_path).output
     run_local(config(tmp_path))
@@ -239,7 +239,7 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
 
 def cache_command(monkeypatch, *argv: str | Path) -> int:
     """Run ``sweval cache ARGV`` in this process; its exit status."""
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["sweval", "cache", *map(str, argv)])
     try:
@@ -453,8 +453,8 @@ def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
     stored by the old code are recomputed, not reused, and the run says so; pop-n's are reused."""
     import logging
 
-    from sweval.evaluators import units
-    from sweval.flows.cli import main
+    from sweval.evaluators.units import unit as units
+    from sweval.flows.cli.app import main
 
     output = tmp_path / "x"
     base = ["sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
@@ -493,7 +493,7 @@ def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
 def test_a_rerun_after_the_upgrade_reuses_the_new_units_and_counts_no_code_change(
     tmp_path, fits, monkeypatch
 ):
-    from sweval.evaluators import units
+    from sweval.evaluators.units import unit as units
 
     run_local(config(tmp_path, folds=2))
     real = units.code_version
@@ -509,7 +509,7 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     """`sweval cache prune` beside a run deleted units the run had planned to reuse: reading them
     back at the end crashed the run (RuntimeError: has not been computed). They are computed
     again, to the same numbers."""
-    import sweval.evaluators.run as run_module
+    import sweval.evaluators.run.plan as run_module
 
     first = run_local(config(tmp_path)).results
     real_run_units = run_module.run_units
@@ -536,7 +536,7 @@ def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, cap
     lists[0].write_bytes(lists[0].read_bytes()[:100])  # cut short
     lists[1].write_bytes(b"")  # emptied
     before = (tmp_path / "out" / "results.csv").read_bytes()
-    with caplog.at_level("WARNING", logger="sweval.evaluators.store"):
+    with caplog.at_level("WARNING", logger="sweval.evaluators.units.store"):
         again = run_local(config(tmp_path))
     assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
     assert (tmp_path / "out" / "results.csv").read_bytes() == before

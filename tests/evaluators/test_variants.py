@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.option_text import parse_variant, split_top_level
-from sweval.evaluators.run import make_plan, run_local
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.config.text import parse_variant, split_top_level
+from sweval.evaluators.run.plan import make_plan, run_local
 
 
 def config(tmp_path: Path, **overrides) -> EvalConfig:
@@ -94,7 +94,7 @@ def test_a_configuration_file_takes_variants_as_strings_or_tables(tmp_path):
 
 
 def test_the_command_line_takes_variants_with_commas_inside(tmp_path, monkeypatch, capsys):
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.setattr(sys, "argv", [
         "sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",

@@ -17,7 +17,7 @@ import pytest
 from flow_logs import log_frame
 from sweval_testing import DAY, T0, session_directory
 
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 
 _SESSION_DIR = session_directory("flow-tests-")
 

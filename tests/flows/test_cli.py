@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import sweval.flows.serve
-from sweval.flows.cli import main
+from sweval.flows.cli.app import main
 
 
 def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
@@ -123,13 +123,13 @@ def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """`sweval` is flows.cli:entry_point, which runs main() and then gc.freeze(), errors
+    """`sweval` is flows.cli.app:entry_point, which runs main() and then gc.freeze(), errors
     included, and exits with main's status."""
     import gc
     import tomllib
 
-    from sweval.flows import cli
-    from sweval.flows.cli import entry_point
+    from sweval.flows.cli import app as cli
+    from sweval.flows.cli.app import entry_point
 
     def exits(status: int) -> None:  # the test's own process must not end
         raise SystemExit(status)
@@ -137,7 +137,7 @@ def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
     monkeypatch.setattr(cli, "exit_without_teardown", exits)
 
     scripts = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["sweval"] == "sweval.flows.cli:entry_point"
+    assert scripts["sweval"] == "sweval.flows.cli.app:entry_point"
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
@@ -179,7 +179,7 @@ def test_each_command_shows_its_own_default_output() -> None:
     runs/latest, sweval run's."""
     import typer.main
 
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     commands = dict(_commands(typer.main.get_command(app)))
     for name, default in {"run": "runs/latest", "compare": "runs/compare",
@@ -196,7 +196,7 @@ def test_every_command_help_is_made_of_paragraphs_that_rich_can_reflow() -> None
 
     import typer.main
 
-    from sweval.flows.cli import app
+    from sweval.flows.cli.app import app
 
     commands = _commands(typer.main.get_command(app))
     assert {"run", "serve", "algorithms", "ui", "cache prune"} <= {name for name, _ in commands}
@@ -230,7 +230,7 @@ def test_tables_off_a_terminal_are_not_squeezed_to_80_columns(
 ) -> None:
     from rich.table import Table
 
-    from sweval.flows.terminal import PRINT_WIDTH, table_console
+    from sweval.flows.cli.terminal import PRINT_WIDTH, table_console
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr("os.isatty", lambda fd: False)
@@ -263,7 +263,7 @@ def test_a_configuration_file_that_is_not_a_table_is_a_user_error(
 
 def test_configuration_files_take_lists_as_the_command_line_writes_them(tmp_path: Path) -> None:
     from sweval.data.errors import SwevalError
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
 
     toml = tmp_path / "run.toml"
     toml.write_text('k = "5,10"\nalgorithms = "pop,user-knn(n_neighbors=5,weighting=cosine),pop-n"\n'
@@ -281,7 +281,7 @@ def test_configuration_files_take_lists_as_the_command_line_writes_them(tmp_path
 
 def test_invalid_options_are_named_as_the_command_line_spells_them() -> None:
     from sweval.data.errors import SwevalError
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
 
     with pytest.raises(SwevalError) as error:
         EvalConfig.build(ci_method="xyz", tune_windows=0)
@@ -338,7 +338,7 @@ def test_a_prefect_api_that_does_not_answer_is_one_clear_error(
     env = os.environ | {"PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
                         "SWEVAL_PREFECT_API_TEST_ID": marker}
     done = subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli", *command, "--scale", "0.01", "--folds", "2",
+        [sys.executable, "-m", "sweval.flows.cli.app", *command, "--scale", "0.01", "--folds", "2",
          "--u-min", "3", "--algorithms", "pop", "--output", str(tmp_path / "out")],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )
@@ -450,7 +450,7 @@ def test_the_exit_without_teardown_keeps_what_the_interpreter_exit_does(tmp_path
     script = textwrap.dedent(f"""
         import atexit, threading, time
         from pathlib import Path
-        from sweval.flows.cli import exit_without_teardown
+        from sweval.flows.cli.app import exit_without_teardown
 
         out = Path({str(tmp_path)!r})
         def late():

@@ -15,10 +15,10 @@ from rich.console import Console
 from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.protocols import PROTOCOLS
-from sweval.evaluators.run import run_local
-from sweval.evaluators.store import RUNS_FOLDER, STORE_TAG
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.protocols.holdout import PROTOCOLS
+from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.units.store import RUNS_FOLDER, STORE_TAG
 from sweval.flows.compare import print_comparison, run_compare
 
 
@@ -170,7 +170,7 @@ def test_errors():
 
 
 def sweval(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "sweval.flows.cli.app", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -224,7 +224,7 @@ def test_bad_rank_metric_and_ratio(tmp_path, log):
 def test_stratified_hold_out_protocols_equal_their_runs_on_each_policys_log(tmp_path, log):
     """compare --stratify-by policy: each stratum's LOOCV and leave-last-one-out rows are the
     protocols run on that policy's sub-log; SW-EVAL's strata are those of sweval run."""
-    from sweval.evaluators.protocols import LOOCV, LeaveLastOneOut, run_protocol
+    from sweval.evaluators.protocols.holdout import LOOCV, LeaveLastOneOut, run_protocol
 
     config = small_config(tmp_path, stratify_by="policy", algorithms=["pop", "item-knn"],
                           params={})
@@ -253,7 +253,7 @@ def test_stratified_hold_out_protocols_equal_their_runs_on_each_policys_log(tmp_
 
 def test_stratify_mode_test_is_refused_with_a_reason(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli", "compare", "--stratify-by", "policy",
+        [sys.executable, "-m", "sweval.flows.cli.app", "compare", "--stratify-by", "policy",
          "--stratify-mode", "test", "--scale", "0.02", "--no-tracking", "--output",
          str(tmp_path)], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert result.returncode == 2
@@ -312,7 +312,7 @@ class PlainTables(HTMLParser):
 def test_report_of_a_comparison_shows_ranks_tau_leakage_and_overlap(tmp_path, log):
     """The page says what ``compare.txt`` says, checked against the CSVs and against ranks
     recomputed here from ``compare_summary.csv``."""
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.report.page import write_report
 
     protocols = ["sw-eval", "loocv", "leave-last-one-out"]
     config = small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"])
@@ -388,7 +388,7 @@ def test_the_loocv_title_counts_the_repetitions_run_and_says_how_many_were_skipp
 
     import pandas as pd
 
-    from sweval.flows.compare_tables import _protocol_title
+    from sweval.flows.cli.compare_tables import _protocol_title
 
     run = SimpleNamespace(splits=pd.DataFrame({"skipped": [True, True]}))
     comparison = SimpleNamespace(runs={"loocv": run}, loocv_repeats=2, split_ratio=0.2,
@@ -400,7 +400,7 @@ def test_skip_notes_count_the_splits_in_words():
     """"1 split", "2 splits": not "split(s)"."""
     from types import SimpleNamespace
 
-    from sweval.flows.compare_tables import skip_notes
+    from sweval.flows.cli.compare_tables import skip_notes
 
     results = pd.DataFrame({
         "fold": [0, 0, 1], "algorithm": ["pop-n", "als", "pop-n"], "skipped": True,

@@ -70,7 +70,7 @@ def _worker_processes() -> list[str]:
 
 
 def test_local_workers_share_the_cpus_as_kernel_threads(monkeypatch) -> None:
-    from sweval.flows import dask_cluster
+    from sweval.flows.dask import cluster as dask_cluster
 
     monkeypatch.delenv("SWEVAL_KERNEL_THREADS", raising=False)
     monkeypatch.setattr(dask_cluster, "usable_cpus", lambda: 8)
@@ -93,7 +93,7 @@ def _malloc_trim() -> str | None:
 def test_local_workers_keep_glibcs_own_malloc_thresholds(monkeypatch) -> None:
     from distributed import Client
 
-    from sweval.flows.dask_cluster import LocalDask, worker_env
+    from sweval.flows.dask.cluster import LocalDask, worker_env
 
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
     local = LocalDask(1, worker_env(1, None))
@@ -109,7 +109,7 @@ def test_a_local_cluster_that_cannot_start_is_a_clear_error(monkeypatch) -> None
     import distributed
 
     from sweval.data.errors import SwevalError
-    from sweval.flows.dask_cluster import LocalDask
+    from sweval.flows.dask.cluster import LocalDask
 
     def refuse(**_: object) -> None:
         raise OSError("no ports left")
@@ -125,7 +125,7 @@ def test_a_failed_heartbeat_is_one_warning_line_without_a_traceback() -> None:
     import io
     import logging
 
-    from sweval.flows.dask_worker import HeartbeatFailureInOneLine
+    from sweval.flows.dask.worker import HeartbeatFailureInOneLine
 
     logger = logging.getLogger("test.distributed.worker")
     stream = io.StringIO()
@@ -164,7 +164,7 @@ def test_local_dask_workers_each_take_a_chain_of_consecutive_folds(
     no task waits. Warm starts chain every fold."""
     from types import SimpleNamespace
 
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
     from sweval.flows.sliding_window import chain_starts
 
     config = EvalConfig(**options)

@@ -9,7 +9,7 @@ from sweval_testing import REPO
 import yaml
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.serve import build_deployment
 
 

@@ -40,8 +40,8 @@ def test_importing_the_flows_package_and_its_modules_leaves_the_environment_alon
     home = tmp_path / "home"
     code = (
         "import sweval.flows\n"
-        "import sweval.flows.cli, sweval.flows.compare, sweval.flows.compare_tables\n"
-        "import sweval.flows.tracking, sweval.flows.report_cli, sweval.flows.settings\n"
+        "import sweval.flows.cli.app, sweval.flows.compare, sweval.flows.cli.compare_tables\n"
+        "import sweval.flows.tracking, sweval.flows.cli.report, sweval.flows.settings\n"
     )
     assert _run(code, home) == {}
     assert not home.exists()  # nor creates PREFECT_HOME
@@ -51,7 +51,7 @@ def test_the_sweval_command_sets_the_defaults_before_prefect(tmp_path: Path) -> 
     home = tmp_path / "home"
     code = (
         "import sys\n"
-        "from sweval.flows.cli import main\n"
+        "from sweval.flows.cli.app import main\n"
         "sys.argv = ['sweval', 'generate', '--help']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "assert 'prefect' not in sys.modules\n"
@@ -107,8 +107,10 @@ def test_a_heartbeat_frequency_in_the_environment_wins(tmp_path: Path, monkeypat
 def test_sweval_run_calls_the_flow_inside_those_settings(monkeypatch) -> None:
     from prefect.settings import get_current_settings
 
-    from sweval.flows import cli, sliding_window, startup
+    from sweval.flows import sliding_window, startup
 
+
+    from sweval.flows.cli import app as cli
     seen: list[object] = []
     monkeypatch.setattr(startup, "prepare_side_by_side", lambda cfg: None)
     monkeypatch.setattr(sliding_window, "sliding_window_eval", lambda **kw: seen.append(

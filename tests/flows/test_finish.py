@@ -108,8 +108,8 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
     computed again, and the page is the one ``sweval report`` makes of the directory."""
     import re
 
-    from sweval.evaluators import significance
-    from sweval.evaluators.report import write_report
+    from sweval.evaluators.stats import significance
+    from sweval.evaluators.report.page import write_report
     from sweval.flows.pipeline import Evaluation, compute_fold, prepare
 
     prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
@@ -124,8 +124,8 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
         return with_intervals(*args, **kwargs)
 
     monkeypatch.setattr(significance, "with_intervals", counted)
-    monkeypatch.setattr("sweval.evaluators.outputs.with_intervals", counted)
-    monkeypatch.setattr("sweval.evaluators.report_data.with_intervals", counted)
+    monkeypatch.setattr("sweval.evaluators.run.outputs.with_intervals", counted)
+    monkeypatch.setattr("sweval.evaluators.report.data.with_intervals", counted)
     outputs = evaluation.outputs()
     evaluation.finish(outputs)
     assert len(computed) == 1  # the summary's; the report took them from it

@@ -152,7 +152,7 @@ def test_stratified_run_has_one_child_per_algorithm_and_stratum(
 
 
 def test_tracking_uri_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
     from sweval.flows.tracking import artifact_root, experiment_name, resolve_tracking_uri
 
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path / "home"))

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweval.evaluators.outputs import collect
-from sweval.evaluators.store import UnitStore
+from sweval.evaluators.run.outputs import collect
+from sweval.evaluators.units.store import UnitStore
 
 
 def _run(evaluation, compute_fold) -> list:  # type: ignore[no-untyped-def]

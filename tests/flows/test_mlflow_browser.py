@@ -60,7 +60,7 @@ def _stop_group(process: subprocess.Popen, grace: float = 20.0) -> None:
 
 
 def _sweval(*args: str, env: dict[str, str], cwd: Path) -> str:
-    done = subprocess.run([sys.executable, "-m", "sweval.flows.cli", *args], env=env, cwd=cwd,
+    done = subprocess.run([sys.executable, "-m", "sweval.flows.cli.app", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
@@ -113,7 +113,7 @@ def test_sweval_ui_opens_the_evaluation_in_a_browser(
     port = _free_port()
     log = open(tmp_path / "ui.log", "w")
     ui = subprocess.Popen(
-        [sys.executable, "-m", "sweval.flows.cli", "ui", "--port", str(port)],
+        [sys.executable, "-m", "sweval.flows.cli.app", "ui", "--port", str(port)],
         env=env | {"BROWSER": str(recorder)}, cwd=tmp_path, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )

@@ -15,7 +15,7 @@ import pytest
 from sweval_testing import experiment_runs
 
 from sweval.data.loaders import load_log
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.execute import execute
 from sweval.flows.tracking import latest_comparison_url, open_client
 from sweval.flows.tracking.note import summary_markdown

@@ -17,10 +17,10 @@ from rich.markup import escape
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config import _NON_RESULT_FIELDS, EvalConfig
-from sweval.evaluators.option_text import CommaList, Grids, Group, Settings
-from sweval.flows.cli import app, main
-from sweval.flows.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
+from sweval.evaluators.config.model import _NON_RESULT_FIELDS, EvalConfig
+from sweval.evaluators.config.text import CommaList, Grids, Group, Settings
+from sweval.flows.cli.app import app, main
+from sweval.flows.cli.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
 
 COMMANDS = ("run", "serve", "compare")
 

@@ -16,7 +16,7 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import REPO, experiment_runs, install_example_plugin, use_plugins
 
-from sweval.evaluators.run import make_plan, unit_store
+from sweval.evaluators.run.plan import make_plan, unit_store
 
 EXAMPLE = "sweval_recency.models:RecencyPop"
 
@@ -42,7 +42,7 @@ FAILING = ["failing_models:FailsInFit", "failing_models:FailsInScore"]
 def sweval(*args: str, pythonpath: list[Path]) -> subprocess.CompletedProcess:
     env = os.environ | {"PYTHONPATH": os.pathsep.join(map(str, pythonpath)), "COLUMNS": "200"}
     return subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO, env=env, text=True,
+        [sys.executable, "-m", "sweval.flows.cli.app", *args], cwd=REPO, env=env, text=True,
         capture_output=True, timeout=300, check=False,
     )
 
@@ -260,8 +260,8 @@ def test_a_plugin_cannot_change_the_data_the_other_algorithms_read(tmp_path, mon
     """Every algorithm of a fold reads one TrainData (and the next fold's is advanced from it):
     a plugin that wrote into it changed item-kNN's and user-kNN's numbers, and the units stored
     from them. Its writes now fail its own units; rebinding an array is its own business."""
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.run import run_local
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.run.plan import run_local
 
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "mutating.py").write_text(MUTATING_PLUGIN)
@@ -288,7 +288,7 @@ def test_a_traceback_is_shown_once_per_algorithm_and_place():
     is one line naming the fold shown; another label, or other frames, keep their traceback."""
     from dataclasses import replace
 
-    from sweval.evaluators.units import UnitFailure
+    from sweval.evaluators.units.unit import UnitFailure
     from sweval.flows.settings import RepeatedFailuresInOneLine
 
     def failure(fold: int, label: str, line: int) -> UnitFailure:
@@ -300,7 +300,7 @@ def test_a_traceback_is_shown_once_per_algorithm_and_place():
     shown = RepeatedFailuresInOneLine()
 
     def said(unit_failure: UnitFailure) -> str:
-        record = logging.LogRecord("sweval.evaluators.units", logging.ERROR, "", 0,
+        record = logging.LogRecord("sweval.evaluators.units.unit", logging.ERROR, "", 0,
                                    "unit failed: %s\n%s",
                                    (unit_failure.describe(), unit_failure.traceback), None)
         record.unit_failure = unit_failure

@@ -15,7 +15,7 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import UNITS_GLOB
 
-import sweval.evaluators.run
+import sweval.evaluators.run.plan
 from sweval.flows import pipeline
 from sweval.flows.sliding_window import sliding_window_eval
 
@@ -35,7 +35,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 ) -> None:
     data = write_log(8)
     config = make_config(data)
-    original = sweval.evaluators.run.compute_unit
+    original = sweval.evaluators.run.plan.compute_unit
 
     def failing(unit, store, **kwargs):
         if unit.split.index == 4:
@@ -43,7 +43,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
         return original(unit, store, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(sweval.evaluators.run, "compute_unit", failing)
+        patch.setattr(sweval.evaluators.run.plan, "compute_unit", failing)
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
     units = Path(config.output) / "units"
@@ -69,13 +69,13 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 
 _SLOW_RUN = """
 import sys, time
-import sweval.evaluators.run as run
+import sweval.evaluators.run.plan as run
 original = run.compute_unit
 def slow(*args, **kwargs):
     time.sleep(0.4)
     return original(*args, **kwargs)
 run.compute_unit = slow
-from sweval.flows.cli import main
+from sweval.flows.cli.app import main
 sys.argv = ["sweval", "run", "--config", sys.argv[1]]
 main()
 """
@@ -211,7 +211,7 @@ def test_only_flow_runs_left_running_are_marked_crashed_and_the_unsettled_stay_r
     from prefect.client.orchestration import get_client
     from prefect.states import Completed, Running
 
-    from sweval.evaluators.locks import output_lock
+    from sweval.evaluators.units.locks import output_lock
     from sweval.flows.orphaned_runs import FLOW_RUNS_FIELD, settle_flow_runs
 
     @flow

@@ -56,7 +56,7 @@ class Home:
         self, *args: str, timeout: float = 300, **env: str
     ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "sweval.flows.cli", *args], cwd=REPO, env=self.env | env,
+            [sys.executable, "-m", "sweval.flows.cli.app", *args], cwd=REPO, env=self.env | env,
             capture_output=True, text=True, timeout=timeout,
         )
 
@@ -250,7 +250,7 @@ def test_down_names_the_commands_using_the_servers_and_stops_nothing_unless_forc
                                      create_time)])
     script = ("import sys, time\n"
               "from pathlib import Path\n"
-              "from sweval.evaluators.locks import registered\n"
+              "from sweval.evaluators.units.locks import registered\n"
               "with registered(Path(sys.argv[1])):\n"
               "    print('ready', flush=True)\n"
               "    time.sleep(600)\n")
@@ -394,7 +394,7 @@ def test_status_exits_as_its_help_says(
     said only "0 when all answer, 1 otherwise", leaving out nothing-up."""
     import psutil
 
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     def status(*args: str) -> int:
         monkeypatch.setattr(sys, "argv", ["sweval", "status", *args])

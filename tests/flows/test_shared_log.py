@@ -1,4 +1,4 @@
-"""The log shipped once to fold tasks in other processes (flows/shared_log.py): the mapped log is
+"""The log shipped once to fold tasks in other processes (flows/dask/shared_log.py): the mapped log is
 the loaded log, and a fold task given it never reads the data file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.log import InteractionLog
-from sweval.flows.shared_log import read_shared, remove_shared, write_shared
+from sweval.flows.dask.shared_log import read_shared, remove_shared, write_shared
 
 
 def test_the_mapped_log_equals_the_loaded_one(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The flow's plan shipped next to the shared log (flows/shared_plan.py): a fold task in another
+"""The flow's plan shipped next to the shared log (flows/dask/shared_plan.py): a fold task in another
 process loads it onto the mapped log instead of planning the run again."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_a_plan_that_cannot_be_pickled_is_not_shared(tmp_path: Path, write_log,
     from dataclasses import replace
 
     from sweval.flows.pipeline import prepare
-    from sweval.flows.shared_plan import read_plan, write_plan
+    from sweval.flows.dask.shared_plan import read_plan, write_plan
 
     plan = prepare(make_config(write_log(8), tracking=False)).plan
     unpicklable = replace(plan, searches=[threading.Lock()])  # type: ignore[list-item]

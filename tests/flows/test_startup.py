@@ -76,7 +76,7 @@ def test_with_an_api_url_the_set_up_runs_in_a_background_thread_joined_at_exit(
     startup.finish_preloading()
     assert not thread.is_alive()
     assert store.exists()  # the MLflow client was opened there
-    assert "scipy.stats" in sys.modules and "sweval.evaluators.report" in sys.modules
+    assert "scipy.stats" in sys.modules and "sweval.evaluators.report.page" in sys.modules
 
 
 def test_a_failed_early_start_or_store_is_left_for_the_flow_to_report(
@@ -105,7 +105,7 @@ def test_the_default_command_runs_on_the_ephemeral_api_and_leaves_nothing_runnin
     env |= {"PREFECT_HOME": str(home), "COLUMNS": "200"}
     output = tmp_path / "out"
     process = subprocess.Popen(
-        [sys.executable, "-m", "sweval.flows.cli", "run", "--data", str(data), "--window", "1D",
+        [sys.executable, "-m", "sweval.flows.cli.app", "run", "--data", str(data), "--window", "1D",
          "--folds", "7", "--k", "5,10", "--u-min", "5", "--algorithms", "pop,pop-n",
          "--output", str(output), "--tracking-uri", mlflow_uri,
          "--experiment", "test/default-command", "--no-progress"],

@@ -50,7 +50,7 @@ def test_a_signal_that_lands_in_a_finaliser_still_stops_the_command() -> None:
 COMMAND = """
 import os, signal, sys
 import typer
-from sweval.flows import cli
+from sweval.flows.cli import app as cli
 from sweval.flows.processes import stop_children_on_signals
 
 stop_children_on_signals()

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from sweval.evaluators.significance import NO_POWER
-from sweval.flows.summary import summary_table
+from sweval.evaluators.stats.significance import NO_POWER
+from sweval.flows.cli.summary import summary_table
 
 
 def render(summary: pd.DataFrame) -> str:
@@ -57,8 +57,8 @@ def long_results(values: dict[str, list[float]]) -> pd.DataFrame:
 
 
 def summary_of(results: pd.DataFrame):
-    from sweval.evaluators.results import summarise
-    from sweval.evaluators.significance import Bootstrap, compare_algorithms, with_intervals
+    from sweval.evaluators.run.results import summarise
+    from sweval.evaluators.stats.significance import Bootstrap, compare_algorithms, with_intervals
 
     settings = Bootstrap(n_resamples=999)
     return (with_intervals(summarise(results), results, settings),
@@ -97,7 +97,7 @@ def test_fewer_than_five_folds_say_no_power():
 
 def test_no_power_advice_says_why_the_pairs_are_short():
     """QA: a run of 8 folds whose runner-up failed on 4 said "Evaluate more folds (--folds)"."""
-    from sweval.flows.summary import no_power_advice
+    from sweval.flows.cli.summary import no_power_advice
 
     eight = [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11]
     results = long_results({"a": eight, "b": [x + 0.05 for x in eight]})
@@ -114,7 +114,7 @@ def test_no_power_advice_says_why_the_pairs_are_short():
 
 
 def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
-    from sweval.flows.summary import MAX_OVERLAP_ALGORITHMS, overlap_table, shown_metric
+    from sweval.flows.cli.summary import MAX_OVERLAP_ALGORITHMS, overlap_table, shown_metric
 
     overlap = pd.DataFrame([
         ("algorithms", 0, 0, "pop", "als", 10, 0.25, 5),
@@ -140,7 +140,7 @@ def test_overlap_table_is_the_symmetric_matrix_with_stability_on_the_diagonal():
 def test_a_tuned_series_that_no_fold_scores_gets_a_line_saying_why():
     """With --tune-windows at least --folds every fold of ALG[tuned] is skipped: its column is
     all dashes and it has no optimism row, so the summary says why."""
-    from sweval.flows.summary import unscored_tuned_lines
+    from sweval.flows.cli.summary import unscored_tuned_lines
 
     reason = "no validation window before this fold (--tune-windows 10, --tune-mode rolling)"
     results = pd.DataFrame({
@@ -157,9 +157,9 @@ def test_a_series_with_fewer_folds_is_compared_on_its_own_folds_and_never_best_f
     everything scores higher. Means: A 0.25, B 0.2, T 0.3: by the means T would be best. The best
     is A, the highest mean on all 4 folds; T is compared with A on folds 2-3 (A: 0.35 there):
     0.3 / 0.35 − 1."""
-    from sweval.evaluators.report_tables import metric_table
-    from sweval.evaluators.significance import best_lead, ranked_algorithms
-    from sweval.flows.summary import common_folds_lines
+    from sweval.evaluators.report.tables import metric_table
+    from sweval.evaluators.stats.significance import best_lead, ranked_algorithms
+    from sweval.flows.cli.summary import common_folds_lines
 
     results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
     results = pd.concat([results, long_results({"T": [0.5, 0.1]}).assign(fold=[2, 3])])
@@ -185,9 +185,9 @@ def test_a_series_ahead_on_fewer_folds_is_the_runner_up_and_the_best_stays_the_s
     """T, scored on folds 2-3 only, beats A there (0.6 against A's 0.35): Δ% > 0 ranks it first,
     but the best is the summary's, A (the highest mean on all 4 folds, green in the tables);
     the lead row names T as the runner-up A is behind, not a significant lead of T's."""
-    from sweval.evaluators.report_tables import metric_table
-    from sweval.evaluators.significance import best_lead, ranked_algorithms
-    from sweval.flows.summary import lead_cell
+    from sweval.evaluators.report.tables import metric_table
+    from sweval.evaluators.stats.significance import best_lead, ranked_algorithms
+    from sweval.flows.cli.summary import lead_cell
 
     results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
     results = pd.concat([results, long_results({"T[tuned]": [0.5, 0.7]}).assign(fold=[2, 3])])
@@ -209,9 +209,9 @@ def test_a_series_equal_to_the_best_on_its_fewer_folds_is_not_marked_best():
     have, but the best is A, scored on all 4; F was shown bold green / "best" beside it."""
     from rich.console import Console
 
-    from sweval.evaluators.report_tables import metric_table
-    from sweval.evaluators.results import is_best
-    from sweval.evaluators.significance import best_lead
+    from sweval.evaluators.report.tables import metric_table
+    from sweval.evaluators.run.results import is_best
+    from sweval.evaluators.stats.significance import best_lead
 
     results = pd.concat([long_results({"F": [0.1, 0.2]}),
                          long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})])
@@ -243,9 +243,9 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     """Policy B's only transaction is before the folds: no fold has B data, also with u_min 0;
     the line gives the folds' reason, not "fewer than u_min=0"."""
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.run import run_local
-    from sweval.flows.summary import print_summary
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.run.plan import run_local
+    from sweval.flows.cli.summary import print_summary
 
     day = 86_400
     rows = [(u, f"i{(d + n) % 5}", d * day + n, "A") for n, u in enumerate("abc") for d in range(5)]
@@ -270,7 +270,7 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
 def test_the_folds_a_stratum_skips_are_counted_apart_from_all_users():
     """The folds line counts all users' folds; a stratum that skips some adds a line of its
     own (with 12 used for all users and 11 for a policy, the console said 12 used only)."""
-    from sweval.flows.summary import stratum_fold_counts
+    from sweval.flows.cli.summary import stratum_fold_counts
 
     def rows(stratum: str, skipped: list[bool]) -> list[dict]:
         return [{"fold": f, "stratum": stratum, "algorithm": a, "skipped": s}
@@ -352,10 +352,10 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
     import html
 
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.report import write_report
-    from sweval.evaluators.run import run_local
-    from sweval.flows.summary import print_summary
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.report.page import write_report
+    from sweval.evaluators.run.plan import run_local
+    from sweval.flows.cli.summary import print_summary
 
     day = 86_400
     rows = [(u, f"i{(d + n) % 5}", d * day + n) for n, u in enumerate("abcd") for d in range(5)]
@@ -378,7 +378,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
 
 
 def test_counts_of_one_are_singular():
-    from sweval.flows.summary import units_line
+    from sweval.flows.cli.summary import units_line
 
     assert units_line(1, 2, 0) == "reused 1 unit, computed 2"
     assert units_line(0, 1, 1) == "reused 0 units, computed 1 (1 because the code changed)"
@@ -394,9 +394,9 @@ def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
     with no count of the rest)."""
     from sweval.data.errors import SwevalError
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.config import EvalConfig
-    from sweval.evaluators.run import run_local
-    from sweval.flows.summary import check_something_scored, print_summary
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.run.plan import run_local
+    from sweval.flows.cli.summary import check_something_scored, print_summary
 
     day = 86_400
     users = "abcdefghij"  # user n starts on day n: fold d has d eligible users
@@ -418,7 +418,7 @@ def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
 
 
 def test_skip_reasons_count_the_rest_per_split_of_each_protocol():
-    from sweval.flows.summary import skip_reasons
+    from sweval.flows.cli.summary import skip_reasons
 
     rows = pd.DataFrame({
         "protocol": ["sw-eval"] * 6 + ["loocv"] * 2, "fold": [0, 1, 2, 3, 4, 5, 0, 0],
@@ -434,7 +434,7 @@ def test_skip_reasons_count_the_rest_per_split_of_each_protocol():
 def test_skip_reasons_count_the_folds_of_a_repeated_reason():
     """QA: 8 folds skipped for 3 distinct reasons printed the 3 reasons and no count, so the
     list read as 3 folds; each reason now says how many folds it skipped."""
-    from sweval.flows.summary import skip_reasons
+    from sweval.flows.cli.summary import skip_reasons
 
     rows = pd.DataFrame({"fold": [0, 0, 1, 2, 3, 4, 5, 6, 7],  # fold 0 twice: two metrics' rows
                          "skip_reason": ["r15", "r15", "r15", "r15", "r9", "r9", "r9", "r2", "r2"]})
@@ -446,7 +446,7 @@ def test_skip_reasons_count_the_folds_of_a_repeated_reason():
 def test_labels_of_one_configuration_are_said_to_be_one():
     """QA: with --tune pop-n.n_recent=100,1000 (1000 the default) the table showed pop-n and
     pop-n(n_recent=1000) as two rows of equal numbers, unexplained."""
-    from sweval.flows.summary import same_configuration_lines
+    from sweval.flows.cli.summary import same_configuration_lines
 
     units = pd.DataFrame({
         "fold": [1, 0, 0, 1, 0, 1, 0, 1],

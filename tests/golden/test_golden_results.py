@@ -112,7 +112,7 @@ def table_hash(path: Path) -> str:
 
 
 def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["sweval", *args])
     try:

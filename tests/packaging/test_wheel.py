@@ -46,7 +46,7 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode().splitlines()
     assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "sweval = sweval.flows.cli:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "sweval = sweval.flows.cli.app:entry_point" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path: Path) -> None:
@@ -60,8 +60,8 @@ def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path:
                     str(python), str(wheel)], check=True, capture_output=True, timeout=300)
     env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
     found = subprocess.run(
-        [str(python), "-c", "import sweval.flows.cli, sweval.testing, sweval.data.loaders as l;"
-         "print(sweval.flows.cli.__file__); print(l.BUNDLED)"],
+        [str(python), "-c", "import sweval.flows.cli.app, sweval.testing, sweval.data.loaders as l;"
+         "print(sweval.flows.cli.app.__file__); print(l.BUNDLED)"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )
     assert found.returncode == 0, found.stderr

@@ -33,7 +33,7 @@ if os.environ.get("SWEVAL_TEST_DISK_QUOTA"):  # a simulated full disk (see Small
     from fault_helpers import install_quota
     quota, root = os.environ["SWEVAL_TEST_DISK_QUOTA"].split(":", 1)
     install_quota(int(quota), root)
-import sweval.evaluators.run as run
+import sweval.evaluators.run.plan as run
 original = run.compute_unit
 
 def note(what, unit):
@@ -48,7 +48,7 @@ def traced(unit, store, **kwargs):
     return result
 
 run.compute_unit = traced
-from sweval.flows.cli import main
+from sweval.flows.cli.app import main
 sys.argv = ["sweval", "run", "--config", config, "--no-prefect", *sys.argv[4:]]
 main()
 """
@@ -284,7 +284,7 @@ class Relay:
 
 
 def write_config(path: Path, **values: Any) -> Path:
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
 
     path.write_text(EvalConfig.build(**values).to_json())
     return path
@@ -432,7 +432,7 @@ def base_options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
 
 def reference_results(options: dict[str, Any], output: Path) -> bytes:
     """results.csv of an uninterrupted in-process run (the same code path as --no-prefect)."""
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
     from sweval.flows.execute import execute
 
     execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False})))

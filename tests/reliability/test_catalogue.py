@@ -5,8 +5,8 @@ exit status 2) whose message names the file, the column and the rows where that 
 a documented behaviour that a check below verifies. None may raise anything else (a traceback)
 or produce a silently wrong number.
 
-Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.run_local``; a
-handful go through the real command line (``python -m sweval.flows.cli run --no-prefect``).
+Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.plan.run_local``; a
+handful go through the real command line (``python -m sweval.flows.cli.app run --no-prefect``).
 
 The table in docs/reliability.md is generated from ``CASES``::
 
@@ -36,9 +36,9 @@ from sweval_testing import DAY, REPO, T0, use_plugins, write_dist_info
 
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
-from sweval.evaluators.config import EvalConfig
-from sweval.evaluators.deployment_gap import GapDesign
-from sweval.evaluators.run import run_local
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.gap import GapDesign
+from sweval.evaluators.run.plan import run_local
 from sweval.flows.compare import run_compare
 from sweval.flows.gap import run_gap
 
@@ -191,7 +191,7 @@ def expected_full_list_recall(frame: pd.DataFrame, fold_start: int, width: int) 
 
 
 def check_no_p_value_below_five_folds(outputs: Any, ctx: Context) -> None:
-    from sweval.evaluators.significance import NO_POWER
+    from sweval.evaluators.stats.significance import NO_POWER
 
     table = outputs.significance
     assert len(table) and (table["n_folds"] < 5).all()
@@ -408,7 +408,7 @@ def check_warned(pattern: str) -> Callable[[list[str], Context], None]:
 
 
 def _leakage(ctx: Context, *, start: int, periods: int) -> Any:
-    from sweval.evaluators.leakage_severity import SeverityDesign
+    from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.flows.leakage import run_leakage
 
     return run_leakage(ctx.config(), SeverityDesign(test_start=start, period_s=DAY,
@@ -1239,7 +1239,7 @@ def _cli_argv(case: tuple, tmp: Path) -> list[str]:
         config.write_text(f'data = "{data}"\nbogus = 1\n')
         extra[extra.index("@config")] = str(config)
     return [
-        sys.executable, "-m", "sweval.flows.cli", "run", "--data", str(data), "--algorithms", "pop",
+        sys.executable, "-m", "sweval.flows.cli.app", "run", "--data", str(data), "--algorithms", "pop",
         "--window", "1D", "--folds", "4", "--k", "5", "--output", str(tmp / "out"),
         "--no-prefect", "--no-tracking", "--no-progress", *extra,
     ]

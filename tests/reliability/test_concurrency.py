@@ -8,7 +8,7 @@ down so the runs overlap) are started at once:
 - into two outputs sharing one ``--cache``: both complete, every unit is computed once between
   them (the driver's journal), and both ``results.csv`` are the uninterrupted run's.
 
-The lock itself (``evaluators/locks.py``) is checked in-process: the error's wording, and that a
+The lock itself (``evaluators/units/locks.py``) is checked in-process: the error's wording, and that a
 lock whose holder was killed does not block the next run.
 """
 
@@ -30,7 +30,7 @@ from fault_helpers import base_options, finish, reference_results, start_driver,
 from sweval_testing import log_frame
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.locks import OUTPUT_LOCK, output_lock
+from sweval.evaluators.units.locks import OUTPUT_LOCK, output_lock
 
 def reference(values: dict[str, Any], output: Path) -> bytes:
     """results.csv of one run alone, in this process, with its own unit store."""
@@ -118,7 +118,7 @@ def test_two_runs_sharing_a_unit_store_both_complete_and_share_units(
 # ------------------------------------------------------------------------------ the lock itself
 HOLDER = r"""
 import sys, time
-from sweval.evaluators.locks import output_lock
+from sweval.evaluators.units.locks import output_lock
 with output_lock(sys.argv[1]):
     print("locked", flush=True)
     time.sleep(120)
@@ -216,7 +216,7 @@ def test_a_deployment_s_flow_run_is_named_as_the_holder_of_an_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A served flow run's command line is Prefect's engine: the lock names its flow run."""
-    from sweval.evaluators.locks import describe_owner, output_lock
+    from sweval.evaluators.units.locks import describe_owner, output_lock
 
     monkeypatch.setenv("PREFECT__FLOW_RUN_ID", "0b7c3e2a-1111-4222-8333-944455556666")
     with output_lock(tmp_path):

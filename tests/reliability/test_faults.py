@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from fault_helpers import (
     ALGORITHMS,
     REPO as REPO_ROOT,
@@ -394,8 +394,8 @@ def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
 
     from sweval.data.errors import SwevalError
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.engine import UnitLists
-    from sweval.evaluators.store import UnitStore
+    from sweval.evaluators.units.engine import UnitLists
+    from sweval.evaluators.units.store import UnitStore
     from fault_helpers import install_quota
 
     store = UnitStore(small_disk.path / "out")
@@ -424,7 +424,7 @@ FLOW_DRIVER = r"""
 import json, os, sys
 from sweval.flows.settings import apply_env_defaults
 apply_env_defaults()
-from sweval.evaluators.config import EvalConfig
+from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.sliding_window import sliding_window_eval
 base = json.loads(open(sys.argv[1]).read())
 for spec in sys.argv[2:]:
@@ -448,7 +448,7 @@ ALL_SIX = {
 
 @pytest.mark.slow
 def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Path) -> None:
-    from sweval.evaluators.run import run_local
+    from sweval.evaluators.run.plan import run_local
     from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"

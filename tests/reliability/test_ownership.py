@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators import output_dir
-from sweval.evaluators.store import STORE_TAG, UnitFiles, UnitStore
+from sweval.evaluators.run import output_dir
+from sweval.evaluators.units.store import STORE_TAG, UnitFiles, UnitStore
 
 HOURS_AGO = time.time() - 7200
 
@@ -42,7 +42,7 @@ def snapshot(*roots: Path) -> dict[str, str]:
 
 def sweval(monkeypatch: pytest.MonkeyPatch, *argv: str | Path) -> int:
     """``sweval ARGV`` in this process; its exit status."""
-    from sweval.flows.cli import main
+    from sweval.flows.cli.app import main
 
     monkeypatch.setattr(sys, "argv", ["sweval", *map(str, argv)])
     try:

@@ -347,7 +347,7 @@ def dask_worker_command(scheduler_address: str) -> list[str]:
     """`dask-worker` service (entrypoint + command): one single-threaded worker process per
     container, warmed by SW-EVAL's preload; scale with more containers."""
     return ["dask", "worker", scheduler_address, "--nworkers", "1", "--nthreads", "1",
-            "--no-dashboard", "--preload", "sweval.flows.dask_worker"]
+            "--no-dashboard", "--preload", "sweval.flows.dask.worker"]
 
 
 def sweval_serve_command(

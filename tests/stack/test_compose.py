@@ -268,7 +268,7 @@ def test_serve_and_dask_commands_match_loopback(services: dict[str, dict[str, An
 
 def test_serve_default_config_is_valid(services: dict[str, dict[str, Any]]) -> None:
     """The evaluation the stack schedules out of the box (docker/serve.toml) validates."""
-    from sweval.evaluators.config import EvalConfig
+    from sweval.evaluators.config.model import EvalConfig
 
     mounts = services["sweval-serve"]["volumes"]
     assert "./docker/serve.toml:/etc/sweval/serve.toml:ro" in mounts

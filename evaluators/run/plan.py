@@ -1,0 +1,413 @@
+"""A whole sliding-window evaluation as a plan of units, as plain functions the flows compose.
+
+::
+
+    plan = make_plan(config)                  load + validate the log, cut folds, plan the units
+    store = unit_store(config)                <output>/units, or the shared --cache
+    for fold in plan.folds:                   (the Prefect flow fans these out as tasks)
+        run_fold(plan, fold.index, store)     compute the fold's units the store lacks
+        measure_computed(...)                 and measure them while their lists are at hand
+    outputs = collect(plan, store, results)   the tables: measured units, the others (reused
+                                              from the store) loaded and measured
+    write_outputs(plan, outputs)              results.csv, folds.csv, units.csv, config.json
+                                              (both in :mod:`evaluators.run.outputs`)
+
+A unit (one fold × one algorithm configuration, :mod:`evaluators.units.unit`) already in the store is
+never recomputed, whichever command or run computed it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sweval.data.errors import SwevalError
+from sweval.data.loaders import load_log
+from sweval.data.log import InteractionLog
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
+from sweval.evaluators.protocols.folds import Fold, build_folds
+from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.run.outputs import Outputs, collect, measure_computed, write_outputs
+from sweval.evaluators.protocols.splits import Split, fold_splits
+from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.protocols.stratify import Strata, build_strata
+from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.units.unit import (
+    AlgorithmFailed,
+    AlgorithmSpec,
+    Unit,
+    UnitFailure,
+    code_version,
+    compute_unit,
+    outdated_by_code,
+    plan_units,
+    stored_or_computed,
+    variant_label,
+)
+from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+
+_log = logging.getLogger(__name__)
+
+#: Where units go without --cache: the environment's shared store, else <output>/units.
+CACHE_ENV = "SWEVAL_CACHE"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything fixed before the first unit runs.
+
+    Attributes:
+        config: the validated configuration.
+        log: the loaded log.
+        folds: every fold, skipped ones included.
+        key: the run key (result-relevant options + data fingerprint + evaluation code), for
+            config.json, the results' ``config_hash`` column and MLflow.
+        strata: the policy strata when ``config.stratify_by`` is set.
+        specs: the algorithm configurations, in display order.
+        splits: one split per fold (the unstratified ``all`` stratum).
+        stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
+        units: every unit the run needs, fold by fold.
+        searches: the tuned algorithms and their candidates (``--tune``).
+    """
+
+    config: EvalConfig
+    log: InteractionLog
+    folds: list[Fold]
+    key: str
+    strata: Strata | None = None
+    specs: list[AlgorithmSpec] = field(default_factory=list)
+    splits: list[Split] = field(default_factory=list)
+    stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
+    units: list[Unit] = field(default_factory=list)
+    searches: list[Search] = field(default_factory=list)
+
+    def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
+        """The units of one fold (every stratum), optionally of some algorithms only."""
+        return [
+            unit for unit in self.units
+            if unit.split.index == fold and (names is None or unit.spec.label in names)
+        ]
+
+    def unit(self, split: Split, name: str) -> Unit:
+        """The unit of ``name`` on ``split`` (a split of this plan, not skipped)."""
+        return self._unit_index[(id(split), name)]
+
+    @cached_property
+    def _unit_index(self) -> dict[tuple[int, str], Unit]:
+        return {(id(unit.split), unit.spec.label): unit for unit in self.units}
+
+    @property
+    def warm_starts(self) -> bool:
+        """True when some algorithm warm-starts: then folds must be evaluated in order."""
+        return any(spec.warm_starts for spec in self.specs)
+
+
+def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
+    """The run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else ``default``
+    (``<output>/units``)."""
+    fallback = default if default is not None else Path(config.output) / "units"
+    directory = config.cache or os.environ.get(CACHE_ENV) or fallback
+    return UnitStore(Path(directory).expanduser()).prepare()
+
+
+def load_data(config: EvalConfig) -> InteractionLog:
+    """The run's log: the file or bundled dataset of ``config.data``, else a generated one.
+
+    Raises:
+        SwevalError: unreadable or invalid data, or ``--policy-col`` and ``--stratify-by``
+            naming different columns (the strata are the values of the one policy column).
+    """
+    if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
+        raise SwevalError(
+            f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
+            "different columns: the strata are the values of one policy column; give "
+            f"--stratify-by {config.stratify_by!r} alone (or both naming the same column)."
+        )
+    if config.data is None:
+        from sweval.data.synthetic import generate_log
+
+        if config.stratify_by not in (None, "policy"):
+            raise SwevalError(
+                f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
+            )
+        frame = generate_log(scale=config.scale, seed=config.seed)
+        return InteractionLog.from_frame(
+            frame, policy_col="policy", source=config.dataset_name, dedup=config.dedup
+        )
+    return load_log(
+        config.data,
+        fmt=config.format,
+        sep=config.sep,
+        user_col=config.user_col,
+        item_col=config.item_col,
+        time_col=config.time_col,
+        policy_col=config.policy_col or config.stratify_by,
+        time_unit=config.time_unit,
+        dedup=config.dedup,
+        on_invalid=config.on_invalid,
+        basket_col=config.basket_col,
+    )
+
+
+def window_spec(config: EvalConfig) -> WindowSpec:
+    """The :class:`WindowSpec` of the configuration's protocol options."""
+    return WindowSpec(
+        width_s=parse_duration(config.window, option="--window"),
+        n_folds=config.folds,
+        start=parse_time(config.start) if config.start is not None else None,
+        train_window_s=(
+            parse_duration(config.train_window, option="--train-window")
+            if config.train_window is not None
+            else None
+        ),
+    )
+
+
+def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> list[AlgorithmSpec]:
+    """The validated algorithm configurations of ``config``, ``--tune``'s candidates included
+    (``found``: the drawn candidates; without it, the whole grid stands in for ``tpe``'s).
+
+    Raises:
+        SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
+    """
+    unknown = set(config.params) - {parse_variant(entry)[0] for entry in config.algorithms}
+    if unknown:
+        raise SwevalError(
+            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
+        )
+    if found is None:
+        grid = config.tune_sampler == "tpe"  # its draws need the data: validate the grid now
+        found = searches(config.model_copy(update={"tune_sampler": "grid"}) if grid else config)
+    entries = with_candidates(config, found)
+    return [AlgorithmSpec.from_entry(entry, config.params) for entry in entries]
+
+
+def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
+    """``--tune-sampler tpe``'s objective: a candidate's mean ``--tune-metric`` over the first
+    ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series;
+    NaN when one of its units fails. Its units go to the run's store, where the run finds them
+    again."""
+
+    def objective(name: str, params: dict[str, Any]) -> float:
+        spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,
+                                label=variant_label(name, params))
+        windows = [split for split in splits[: config.tune_windows] if not split.skipped]
+        if not windows:
+            raise SwevalError(
+                f"--tune-sampler tpe: the first {config.tune_windows} fold(s) are all skipped; "
+                "no window to steer the draws by."
+            )
+        metric, k = tune_metric(config)
+        store = unit_store(config)
+        values = []
+        try:
+            for unit in plan_units(windows, [spec], config.k):
+                lists = stored_or_computed(unit, store, log_failure=False)
+                result = measure(lists, unit.split.relevant, config.k,
+                                 n_items=unit.split.log.n_items, index=unit.split.index,
+                                 algorithm=spec.label)
+                values.append(float(result.values[(metric, k)].mean()))
+        except AlgorithmFailed:  # a failed trial; the run fails this unit again and logs it
+            return float("nan")
+        finally:
+            for split in windows:
+                split.release()
+        return float(np.mean(values))
+
+    return objective
+
+
+def unused_tuning_options(config: EvalConfig) -> list[str]:
+    """The tuning options (``--tune-windows``, ``--tune-sampler``, ...) set to other than
+    their defaults, as the command line spells them."""
+    fields = type(config).model_fields
+    return [f"--{name.replace('_', '-')}" for name in fields
+            if name.startswith("tune_") and getattr(config, name) != fields[name].default]
+
+
+def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
+    """Validate everything that can be validated before computing, and plan the units.
+
+    Raises:
+        SwevalError: any problem with the data or the options.
+    """
+    if config.stratify_mode != "subset" and config.stratify_by is None:
+        raise SwevalError(
+            f"--stratify-mode {config.stratify_mode} needs --stratify-by (the policy column to "
+            "group the test users by)."
+        )
+    specs = algorithm_specs(config)
+    warm = [spec.label for spec in specs if spec.warm_starts]
+    if warm and config.stratify_by is not None:
+        raise SwevalError(
+            f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
+            "refit their models cold)."
+        )
+    if warm and config.task_runner == "dask":
+        raise SwevalError(
+            f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
+            "disk: use --task-runner sequential or threads."
+        )
+    spec = window_spec(config)
+    if log is None:
+        log = load_data(config)
+    folds = build_folds(log, spec, u_min=config.u_min)
+    # item-kNN reads the co-occurrences that advanced folds can carry; nothing else does
+    cooccurrence = any(spec.name == "item-knn" for spec in specs)
+    splits = fold_splits(log, folds, config.relevance, incremental=config.incremental,
+                         cooccurrence=cooccurrence)
+    found = searches(config, tpe_objective(config, splits))
+    unused = unused_tuning_options(config) if not found else []
+    if unused:
+        _log.warning("%s %s no effect without --tune.", ", ".join(unused),
+                     "has" if len(unused) == 1 else "have")
+    if config.tune_sampler != "grid":
+        specs = algorithm_specs(config, found)
+    units = plan_units(splits, specs, config.k)
+    strata = None
+    stratum_splits: dict[str, list[Split]] = {}
+    if config.stratify_by is not None:
+        strata = build_strata(
+            log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
+        )
+        for label in strata.logs:
+            stratum_splits[label] = fold_splits(
+                strata.logs[label], strata.folds[label], config.relevance,
+                stratum=label, stratify_mode="subset", incremental=config.incremental,
+                cooccurrence=cooccurrence,
+            )
+            units += plan_units(stratum_splits[label], specs, config.k)
+    key = run_key(config, log, specs)
+    return Plan(
+        config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
+        splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
+    )
+
+
+def run_key(config: EvalConfig, log: InteractionLog, specs: list[AlgorithmSpec]) -> str:
+    """The run's key: its result-relevant options, the data, and the code of its algorithms."""
+    import hashlib
+
+    code = hashlib.sha256(" ".join(code_version(s.name) for s in specs).encode()).hexdigest()
+    return f"{config.result_hash()}-{log.fingerprint()}-{code[:12]}"
+
+
+def run_fold(
+    plan: Plan,
+    fold: int,
+    store: UnitStore,
+    names: list[str] | None = None,
+    *,
+    on_unit: Callable[[Unit, UnitLists], None] | None = None,
+    failures: list[UnitFailure] | None = None,
+) -> dict[str, UnitLists]:
+    """Compute the units of one fold that ``store`` lacks, sharing the fold's training data.
+
+    Each unit is computed under its lock in the store (:func:`evaluators.units.locks.unit_lock`): a
+    unit another process is computing is waited for and then reused, not computed twice.
+
+    Args:
+        plan: the run plan.
+        fold: the fold's index.
+        store: where finished units are (and go, one by one, as soon as each is finished).
+        names: only these algorithms (default: all).
+        on_unit: called with each computed unit.
+        failures: where a unit whose algorithm raises goes (logged with the algorithm's name
+            and traceback; the fold's other units go on); None: the error is raised.
+
+    Returns:
+        ``{unit key: lists}`` of the units computed here.
+
+    Raises:
+        AlgorithmFailed: a unit's algorithm raised and ``failures`` is None.
+    """
+    computed: dict[str, UnitLists] = {}
+    units = plan.units_of(fold, names)
+    try:
+        for unit in units:
+            if store.has(unit.key, depth=unit.depth):
+                continue
+            with store.lock(unit.key):
+                if store.has(unit.key, depth=unit.depth):  # another process finished it meanwhile
+                    continue
+                try:
+                    computed[unit.key] = compute_unit(unit, store)
+                except AlgorithmFailed as exc:
+                    if failures is None:
+                        raise
+                    failures.append(exc.failure)  # logged with its traceback where it failed
+                    continue
+            if on_unit is not None:
+                on_unit(unit, computed[unit.key])
+    finally:
+        for unit in units:  # the fold's training data is not needed again
+            unit.split.release()
+    return computed
+
+
+def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
+    """The plan's units the store does not hold (or holds with too short lists), once per key
+    (a variant with default parameters is the plain algorithm's unit)."""
+    missing: dict[str, Unit] = {}
+    for unit in plan.units:
+        if unit.key not in missing and not store.has(unit.key, depth=unit.depth):
+            missing[unit.key] = unit
+    return list(missing.values())
+
+
+def run_units(
+    plan: Plan, store: UnitStore, *, progress: Any = None,
+    failures: list[UnitFailure] | None = None,
+    results: dict[str, UnitResult] | None = None,
+) -> int:
+    """Compute every unit not yet in ``store``, fold by fold; returns how many were computed.
+
+    Args:
+        plan: the run plan.
+        store: where finished units go (and which are already there).
+        progress: optional callable ``progress(n_done_now)`` called after each unit.
+        failures: collects the units whose algorithm raised (see :func:`run_fold`).
+        results: collects the computed units measured at the run's k, by key
+            (:func:`evaluators.run.outputs.measure_computed`), for :func:`collect`.
+    """
+    computed = 0
+    for fold in plan.folds:
+        done = run_fold(plan, fold.index, store,
+                        on_unit=None if progress is None else lambda *_: progress(1),
+                        failures=failures)
+        if results is not None:
+            results |= measure_computed(plan, store, plan.units_of(fold.index), done)
+        computed += len(done)
+    return computed
+
+
+def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:
+    """Plan, compute every missing unit and write the outputs, in this process (no Prefect).
+
+    A unit whose algorithm raises is left out of the outputs, which are written all the same;
+    the failures are in ``Outputs.failed``.
+    """
+    plan = make_plan(config, log)
+    store = unit_store(config)
+    missing = missing_units(plan, store)
+    code_changed = outdated_by_code(missing, store)
+    failures: list[UnitFailure] = []
+    results: dict[str, UnitResult] = {}
+    computed = run_units(plan, store, failures=failures, results=results)
+    n_units = len({unit.key for unit in plan.units})
+    outputs = collect(plan, store, failed=failures, results=results, computed=results.keys())
+    computed += outputs.n_recomputed
+    outputs = replace(
+        outputs, n_reused=n_units - computed - len({failure.key for failure in failures}),
+        n_computed=computed, n_code_changed=min(code_changed, computed),
+    )
+    write_outputs(plan, outputs)
+    return outputs

@@ -1,0 +1,457 @@
+"""The unit of work: one split × one algorithm configuration, and its content-addressed key.
+
+A unit's key hashes exactly what determines its numbers, and nothing else::
+
+    key = sha256({
+        "split":     the split's definition: protocol kind, window bounds, training window,
+                     relevance, stratum and stratify mode, hold-out seed, and the fingerprint
+                     of the data the split reads (for a window: the transactions before its end),
+        "algorithm": the registry name,
+        "params":    the validated hyper-parameters (defaults filled in, types normalised),
+        "code":      the version of the code that computes it (:func:`code_version`),
+        "warm_from": the key of the unit whose model it starts from (warm starts), or None,
+    })
+
+Not in the key: the list of k (a unit keeps its top-K lists; metrics are recomputed from them),
+the number of folds, the other algorithms, and where outputs, tracking and tasks go. So adding an
+algorithm, a k or a fold to a run costs only the new units.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import hashlib
+import inspect
+import json
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sweval.algorithms.base import Algorithm
+from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
+from sweval.data.errors import SwevalError
+from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
+from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.protocols.splits import Split
+from sweval.evaluators.units.store import DamagedUnit, UnitStore
+
+_log = logging.getLogger(__name__)
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+#: The shared code that computes every unit: the algorithms' common base, ranking, score
+#: rounding and kernels, the engine (fit, rank, measure) and the splits, folds and log it reads.
+#: An algorithm's own module is added per algorithm. Thread budgets (``algorithms/threads.py``:
+#: the factors are bit-identical for any count, or scores are snapped), where implicit's models
+#: run (``algorithms/implicit_device.py``: the resolved device is among the key's params), the
+#: registry, report, tracking and orchestration are not part of a key.
+CORE_MODULES = (
+    "algorithms/base.py",
+    "algorithms/cooccurrence.py",  # item-kNN's counts on folds advanced in order
+    "algorithms/neighbour_kernels.py",
+    "algorithms/ranking.py",
+    "algorithms/ranking_kernels.py",
+    "algorithms/row_chunks.py",
+    "algorithms/scores.py",
+    "data/ids.py",  # code order breaks ties; data fingerprints hash raw ids, not codes
+    "data/log.py",
+    "evaluators/units/engine.py",
+    "evaluators/protocols/folds.py",
+    "evaluators/metrics/ranking.py",
+    "evaluators/protocols/splits.py",
+    "evaluators/protocols/training_state.py",  # builds the folds' training data when they come in order
+)
+
+
+@functools.cache
+def source_version(path: Path) -> str:
+    """A hash of a module's code with comments, docstrings and formatting left out."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def code_version(algorithm: str) -> str:
+    """The version of the code that computes ``algorithm``'s units: the core modules and the
+    algorithm's own module; for a plugin (entry point or import path) also the modules of the
+    classes it and its ``Config`` inherit from (a plugin extending ``ItemKNN`` changes with
+    ``knn.py``), its class path and its package's version where installed, so a new release or
+    an edit of its modules is a new version (modules it merely imports are not hashed: bump the
+    package version)."""
+    cls, origin = resolve(algorithm)
+    own = {Path(inspect.getfile(cls)).resolve()}
+    if origin.kind != "built-in":
+        own |= _inherited_modules(cls) | _inherited_modules(cls.Config)
+    paths = sorted({_ROOT / name for name in CORE_MODULES} | own)
+    digest = hashlib.sha256()
+    for path in paths:
+        if path.exists():
+            digest.update(f"{path.name}:{source_version(path)}\0".encode())
+    if origin.kind != "built-in":
+        digest.update(f"plugin:{origin.target}:{origin.distribution}:{origin.version}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def _inherited_modules(cls: type) -> set[Path]:
+    """The source files of the classes in ``cls``'s method resolution order, outside the
+    standard library and pydantic's own base model."""
+    files = set()
+    for base in cls.__mro__:
+        top = base.__module__.partition(".")[0]
+        if top in sys.stdlib_module_names or top in {"builtins", "pydantic"}:
+            continue
+        with contextlib.suppress(TypeError, OSError):
+            files.add(Path(inspect.getfile(base)).resolve())
+    return files
+
+
+def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
+    """The validated hyper-parameters of ``name`` as JSON values, defaults filled in
+    (``factors=64`` given or not, as ``64`` or ``64.0``, is one set).
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    algorithm = build_algorithm(name, params)
+    return algorithm.key_params()
+
+
+def validated_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The given parameters with their validated values as JSON (``n_neighbors=50.0`` →
+    ``50``), as :func:`variant_label` writes them.
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    canonical = canonical_params(name, params)
+    return {key: canonical[key] for key in params}
+
+
+def variant_label(name: str, params: dict[str, Any]) -> str:
+    """The label of a variant: ``name(p=v,...)`` over the given parameters, sorted, with their
+    validated values as JSON (``n_neighbors=50.0`` → ``n_neighbors=50``).
+
+    Raises:
+        SwevalError: unknown algorithm or invalid parameters.
+    """
+    validated = validated_params(name, params)
+    inner = ",".join(f"{key}={json.dumps(validated[key])}" for key in sorted(validated))
+    return f"{name}({inner})"
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm configuration of a run: its label, registry name and validated parameters.
+
+    Attributes:
+        name: the registry name.
+        params: the parameters as given (validated again when the model is built).
+        canonical: the validated, normalised parameters that enter unit keys.
+        label: the name in every table, plot and MLflow run: the registry name, or a variant's
+            label (``item-knn(n_neighbors=50)``). Not part of unit keys: a variant with default
+            parameters shares its units with the plain algorithm.
+    """
+
+    name: str
+    params: dict[str, Any]
+    canonical: dict[str, Any]
+    label: str = ""
+
+    @classmethod
+    def of(
+        cls, name: str, params: dict[str, Any] | None = None, *, label: str | None = None
+    ) -> AlgorithmSpec:
+        given = dict(params or {})
+        return cls(name=name, params=given, canonical=canonical_params(name, given),
+                   label=label or name)
+
+    @classmethod
+    def from_entry(cls, entry: str, settings: dict[str, dict[str, Any]]) -> AlgorithmSpec:
+        """The configuration of one ``--algorithms`` entry: ``--set NAME.P=V`` applies to every
+        entry of NAME, a variant's own parameters win."""
+        name, own = parse_variant(entry)
+        return cls.of(name, dict(settings.get(name, {})) | own, label=entry)
+
+    def build(self) -> Algorithm:
+        """A fresh model of this configuration."""
+        return build_algorithm(self.name, self.params)
+
+    @property
+    def warm_starts(self) -> bool:
+        return bool(self.canonical.get("warm_start", False))
+
+    def cold(self) -> AlgorithmSpec:
+        """The same configuration fitted from scratch (hold-out splits have no previous fold)."""
+        if not self.warm_starts:
+            return self
+        return AlgorithmSpec.of(self.name, {**self.params, "warm_start": False}, label=self.label)
+
+
+def unit_key(
+    split: dict[str, Any], spec: AlgorithmSpec, *, warm_from: str | None = None
+) -> str:
+    """The content-addressed key of one unit (see the module docstring)."""
+    identity = {
+        "split": split,
+        "algorithm": spec.name,
+        "params": spec.canonical,
+        "code": code_version(spec.name),
+        "warm_from": warm_from,
+    }
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+# ------------------------------------------------------------------------------ planned units
+@dataclass(frozen=True)
+class Unit:
+    """One planned unit: a split, an algorithm configuration, and the key they make.
+
+    Attributes:
+        split: the split (not skipped).
+        spec: the algorithm configuration (cold for hold-out splits).
+        key: :func:`unit_key`.
+        depth: the list length this command needs (a stored unit with shorter lists is
+            recomputed).
+        warm_from: the key of the unit whose fitted model this one starts from, or None.
+    """
+
+    split: Split
+    spec: AlgorithmSpec
+    key: str
+    depth: int
+    warm_from: str | None = None
+
+
+def plan_units(
+    splits: Sequence[Split],
+    specs: Sequence[AlgorithmSpec],
+    ks: list[int],
+    *,
+    previous: dict[str, str | None] | None = None,
+) -> list[Unit]:
+    """Every unit of ``splits`` × ``specs``, split by split (skipped splits have none).
+
+    A warm-starting configuration chains its units over the window splits in order: each
+    starts from the previous evaluated split's model, and its key names that unit's key, so a
+    warm unit is never mistaken for a cold one. On its own the key of a warm unit then also
+    covers the whole log (the state carries the log's codes). Hold-out splits have no previous
+    fold: they are fitted cold, under a cold key.
+
+    ``previous`` (the last chained key per algorithm) carries the chains over several calls,
+    for callers that plan split by split.
+    """
+    units: list[Unit] = []
+    previous = {} if previous is None else previous
+    for split in splits:
+        if split.skipped:
+            continue
+        depth = list_length(ks, split.relevant.sizes)
+        for spec in specs:
+            chained = spec.warm_starts and split.definition.get("kind") == "window"
+            if not chained:
+                spec = spec.cold()
+                units.append(Unit(split, spec, unit_key(split.definition, spec), depth))
+                continue
+            definition = split.definition | {"log": split.log.fingerprint()}
+            warm_from = previous.get(spec.label)
+            key = unit_key(definition, spec, warm_from=warm_from)
+            units.append(Unit(split, spec, key, depth, warm_from=warm_from))
+            previous[spec.label] = key
+    return units
+
+
+@dataclass(frozen=True)
+class UnitFailure:
+    """A unit whose algorithm raised: the run goes on without it and reports it at the end.
+
+    Attributes:
+        fold: the split's index.
+        label: the algorithm configuration's label.
+        key: the unit's key.
+        stratum: the split's stratum (``all`` unless stratified).
+        error: ``ExceptionType: message``.
+        traceback: the formatted traceback, for the log.
+    """
+
+    fold: int
+    label: str
+    key: str
+    stratum: str
+    error: str
+    traceback: str
+
+    def describe(self) -> str:
+        stratum = "" if self.stratum == "all" else f", stratum {self.stratum}"
+        return f"fold {self.fold}{stratum}, {self.label}: {self.error}"
+
+
+class AlgorithmFailed(SwevalError):
+    """An algorithm raised while one unit was fitted or ranked (its :class:`UnitFailure`).
+
+    A run (:func:`evaluators.run.plan.run_fold`) records it and goes on; anywhere else (``sweval
+    compare``, ``--tune-sampler tpe``) it stops the command as a user error naming the unit.
+    """
+
+    def __init__(self, failure: UnitFailure) -> None:
+        super().__init__(failure)
+        self.failure = failure
+
+    def __str__(self) -> str:
+        return f"unit failed ({self.failure.describe()})"
+
+
+class UnitsFailed(SwevalError):
+    """A run that finished with some units failed: the others' results are written; the
+    command exits with status :attr:`exit_code` (3; user errors exit with 2). Its message
+    counts them: the summary above it lists them (``failed:``), the log has their tracebacks."""
+
+    exit_code = 3
+
+    def __init__(self, failures: Sequence[UnitFailure]) -> None:
+        self.failures = tuple(failures)
+        super().__init__(
+            f"{len(self.failures)} unit(s) failed and are left out of the results (listed "
+            "above; tracebacks in the log)."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.failures,))
+
+
+def code_free_identity(split: dict[str, Any], algorithm: str, params: dict[str, Any]) -> str:
+    """What a unit is apart from the code that computes it: its split, algorithm and validated
+    parameters (as JSON, the way a stored record holds them)."""
+    identity = {"split": split, "algorithm": algorithm, "params": params}
+    text = json.dumps(json.loads(json.dumps(identity, default=str)), sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def outdated_by_code(units: Sequence[Unit], store: UnitStore) -> int:
+    """How many of ``units`` (units to compute) ``store`` holds only as computed by other code.
+
+    Such a unit has a stored record with the same split, algorithm and parameters, whose
+    ``code`` (:func:`code_version` of the code that computed it) differs from this code's, and
+    none with this code's version: after an upgrade, its key changed with the code and it is
+    recomputed rather than mixed in. Reads every record of the store, so only when there are
+    units to compute.
+    """
+    if not units:
+        return 0
+    codes: dict[str, set[str]] = {}
+    for record in store.records():
+        try:
+            identity = code_free_identity(record["split"], record["algorithm"], record["params"])
+        except (KeyError, TypeError):
+            continue
+        codes.setdefault(identity, set()).add(str(record.get("code")))
+    outdated = 0
+    for unit in units:
+        stored = codes.get(code_free_identity(unit.split.definition, unit.spec.name,
+                                              unit.spec.canonical), set())
+        if stored and code_version(unit.spec.name) not in stored:
+            outdated += 1
+    return outdated
+
+
+def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
+    """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
+    and save it in ``store``. A failure is logged with its traceback unless ``log_failure`` is
+    False (a caller that knows the unit will be computed, and fail, again).
+
+    Raises:
+        AlgorithmFailed: fitting or ranking raised an exception other than a
+            :class:`SwevalError` (a bug or a crash in the model), or the warm-start predecessor
+            failed; its traceback is in the failure. Building the training data, a user error
+            (SwevalError, e.g. ``als.device=gpu`` without CUDA) and saving the unit pass through.
+    """
+    clock = time.perf_counter()
+    train = unit.split.train
+    timings = {"train_data": time.perf_counter() - clock}
+    algorithm = None
+    try:
+        algorithm = unit.spec.build()
+        if unit.warm_from is not None:
+            algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
+            if algorithm.warm_ is None:
+                raise RuntimeError(
+                    f"the warm-start state of unit {unit.warm_from} is missing (did its fold "
+                    "fail?); rerun to recompute the chain in order"
+                )
+        lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
+    except SwevalError as exc:
+        if algorithm is not None and is_plugin(algorithm):  # say whose error it is
+            raise SwevalError(f"{unit.spec.label} (fold {unit.split.index}): {exc}") from exc
+        raise
+    except Exception as exc:
+        failure = UnitFailure(
+            fold=unit.split.index, label=unit.spec.label, key=unit.key,
+            stratum=str(unit.split.definition.get("stratum", "all")),
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+        )
+        if log_failure:
+            _log.error("unit failed: %s\n%s", failure.describe(), failure.traceback,
+                       extra={"unit_failure": failure})
+        raise AlgorithmFailed(failure) from exc
+    store.save(unit.key, lists, unit.split.log, describe(unit))
+    return lists
+
+
+def stored_or_computed(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
+    """The unit's lists: read from ``store`` when it holds the unit (:func:`read_or_recompute`),
+    else computed (and saved; :func:`compute_unit`).
+
+    Raises:
+        AlgorithmFailed: as :func:`compute_unit`.
+    """
+    if store.has(unit.key, depth=unit.depth):
+        return read_or_recompute(unit, store, log_failure=log_failure)[0]
+    return compute_unit(unit, store, log_failure=log_failure)
+
+
+def read_or_recompute(
+    unit: Unit, store: UnitStore, *, log_failure: bool = True
+) -> tuple[UnitLists, bool]:
+    """(lists, recomputed) of a unit the store holds: its stored lists and False; or, found
+    damaged as they are read (:class:`DamagedUnit`: unreadable, or changed in place since they
+    were written), the unit computed again with a warning, saved over the damaged files, and
+    True.
+
+    Raises:
+        AlgorithmFailed: as :func:`compute_unit`.
+    """
+    try:
+        return store.load(unit.key, unit.split.log), False
+    except DamagedUnit as exc:
+        _log.warning("%s; computing it again", exc.what)
+    return compute_unit(unit, store, log_failure=log_failure), True
+
+
+def describe(unit: Unit) -> dict[str, Any]:
+    """What a stored unit records about itself (its key's inputs, in words and values)."""
+    return {
+        "split": unit.split.definition,
+        "split_index": unit.split.index,
+        "algorithm": unit.spec.name,
+        "label": unit.spec.label,
+        "params": unit.spec.canonical,
+        "code": code_version(unit.spec.name),
+        "warm_from": unit.warm_from,
+        "source": unit.split.log.source,
+    }

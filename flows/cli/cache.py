@@ -1,0 +1,371 @@
+"""``sweval cache``: look into the unit store and prune it, on request only.
+
+The store (``--cache``, else ``$SWEVAL_CACHE``, else ``<output>/units``) keeps every finished
+unit until the user says otherwise::
+
+    sweval cache list  [--cache DIR | --output DIR]       one line per unit
+    sweval cache size  [--cache DIR | --output DIR]       units and bytes per algorithm
+    sweval cache prune --older-than 30D [--dry-run]      units no run used for 30 days
+    sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
+
+``prune --run DIR`` without ``--cache`` or ``--output`` prunes the store that run used (see
+:func:`run_store_directory`). A store directory that does not exist is an error, not an empty
+store: a mistyped path must not look like a clean one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import pandas as pd
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from sweval.data.errors import SwevalError
+from sweval.flows.cli.terminal import table_console
+
+app = typer.Typer(help="List, size and prune the unit store (finished units are never deleted "
+                  "otherwise).", no_args_is_help=True)
+
+CacheOption = Annotated[str | None, typer.Option(
+    "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else <output>/units]")]
+OutputOption = Annotated[str | None, typer.Option(
+    "--output", help="The run directory whose units/ to use when no store is named. "
+    "\\[default: runs/latest]", show_default=False)]
+
+#: ``--output`` when none is given (``sweval run``'s default output directory).
+DEFAULT_OUTPUT = "runs/latest"
+#: How to name a store, for the error about a missing one.
+NAME_A_STORE = "name one with --cache DIR or --output RUN_DIR, or set $SWEVAL_CACHE"
+
+
+def _run_rule(
+    cache: str | None, cache_origin: str, fallback: Path, fallback_origin: str
+) -> tuple[Path, str]:
+    """``sweval run``'s choice of store (:func:`evaluators.run.plan.unit_store`): ``cache``, else
+    ``$SWEVAL_CACHE``, else ``fallback``; with which of them it is, in words (for messages)."""
+    from sweval.evaluators.run.plan import CACHE_ENV
+
+    if cache:
+        return Path(cache).expanduser(), cache_origin
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
+    return fallback, fallback_origin
+
+
+def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
+    """The store the cache commands act on (``--cache``, else ``$SWEVAL_CACHE``, else
+    ``<output>/units``), and which of them named it."""
+    if output:
+        fallback, origin = Path(output).expanduser() / "units", f"the units/ of --output {output}"
+    else:
+        fallback = Path(DEFAULT_OUTPUT) / "units"
+        origin = f"the units/ of the default --output {DEFAULT_OUTPUT}"
+    return _run_rule(cache, "named by --cache", fallback, origin)
+
+
+def run_home(run: Path) -> Path:
+    """The directory whose record and store a run directory shares: ``run`` itself, or, for a
+    comparison's protocol sub-directory (``sw-eval/``, ``loocv/``, ... without a ``units/`` of
+    its own), the comparison's directory."""
+    if not (run / "units").is_dir() and (run.parent / "compare.json").is_file():
+        return run.parent
+    return run
+
+
+def run_record(home: Path) -> tuple[dict[str, Any], Path] | None:
+    """The record of the run in ``home``, ``config.json`` (a comparison's: ``compare.json``),
+    and its path; None without one.
+
+    Raises:
+        SwevalError: the record exists but cannot be read.
+    """
+    for name in ("config.json", "compare.json"):
+        path = home / name
+        if not path.is_file():
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise SwevalError(f"{path}: unreadable run record ({exc}).") from exc
+        return (record if isinstance(record, dict) else {}), path
+    return None
+
+
+def run_store_directory(run: Path) -> tuple[Path, str]:
+    """The store the run in ``run`` used, and where that came from (for messages).
+
+    Its record's ``unit_store``: the absolute directory of the store the run used, whatever
+    named it. A record from before ``unit_store``: ``sweval run``'s rule applied to the run's
+    recorded options, its ``--cache`` (:func:`recorded_cache`), else ``$SWEVAL_CACHE`` (which
+    such a record does not hold), else the run's own ``units/`` (a comparison's, for one of its
+    protocol sub-directories).
+    """
+    home = run_home(run)
+    found = run_record(home)
+    if found is None:
+        return _run_rule(None, "", home / "units", f"the units/ of the run {home}")
+    record, path = found
+    if record.get("unit_store"):
+        return Path(record["unit_store"]), f"the unit store that {path} records"
+    return _run_rule(recorded_cache(record, path), f"the --cache that {path} records",
+                     home / "units", f"the units/ of the run {home}")
+
+
+def recorded_cache(record: dict[str, Any], path: Path) -> str | None:
+    """The ``--cache`` that an older run record (``path``) names, a relative one made absolute
+    against the directory the run was started in: that is what the run resolved it against,
+    whatever the current directory is now. None when the run was given no ``--cache``.
+
+    Raises:
+        SwevalError: a relative ``--cache`` with an ``--output`` that does not tell that
+            directory (an absolute one, or one that is not the tail of the record's directory).
+    """
+    config = record.get("config") if isinstance(record.get("config"), dict) else {}
+    cache = config.get("cache")
+    if not cache:
+        return None
+    if Path(cache).expanduser().is_absolute():
+        return str(Path(cache).expanduser())
+    started_in = _started_in(path, str(config.get("output") or ""))
+    if started_in is None:
+        raise SwevalError(
+            f"{path} records the relative --cache {cache!r} but not the directory the run was "
+            f"started in (its --output is {config.get('output')!r}): name the store with "
+            "--cache DIR.")
+    return str(started_in / cache)
+
+
+def _started_in(path: Path, output: str) -> Path | None:
+    """The directory a run was started in, from its record ``path`` and the ``--output`` the
+    record holds (relative to that directory): the record's directory less the output's parts.
+    A comparison records its ``sw-eval`` sub-directory as output, its record lies one up. None
+    when the output is absolute or does not end the record's directory."""
+    recorded = Path(output)
+    if path.name == "compare.json":
+        recorded = recorded.parent
+    if not output or recorded.is_absolute() or ".." in recorded.parts:
+        return None
+    here = path.parent.resolve()
+    parts = recorded.parts  # "." has none: the run's directory itself
+    if parts and here.parts[-len(parts):] != parts:
+        return None
+    return Path(*here.parts[:len(here.parts) - len(parts)])
+
+
+def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
+    """The store at ``directory``, which must exist and be a unit store (``origin``: how it was
+    chosen, in words).
+
+    Raises:
+        SwevalError: no directory there, naming it and how to name another store, or a
+            directory that is not a unit store (:meth:`UnitStore.check`).
+    """
+    from sweval.evaluators.units.store import UnitStore
+
+    if not directory.is_dir():
+        raise SwevalError(f"no unit store at {directory} ({origin}; {NAME_A_STORE}).")
+    return UnitStore(directory).check()
+
+
+def _store(cache: str | None, output: str | None):  # noqa: ANN202 (lazy import of the store)
+    """The store that ``--cache`` / ``$SWEVAL_CACHE`` / ``--output`` name, which must exist."""
+    return existing_store(*store_directory(cache, output))
+
+
+def _split_text(split: dict) -> str:
+    kind = split.get("kind", "?")
+    if kind == "window":
+        start = dt.datetime.fromtimestamp(int(split["t_start"]), dt.UTC).strftime("%Y-%m-%d %H:%M")
+        stratum = split.get("stratum", "all")
+        return f"window {start}" + ("" if stratum == "all" else f" [{stratum}]")
+    if "seed" in split:
+        return f"{kind} seed {split['seed']}"
+    return str(kind)
+
+
+def _changed_params(algorithm: str, params: dict) -> str:
+    """The parameters that differ from the algorithm's defaults, or ``defaults``."""
+    from sweval.evaluators.units.unit import canonical_params
+
+    try:
+        defaults = canonical_params(algorithm, {})
+    except SwevalError:  # an algorithm this version does not know
+        defaults = {}
+    changed = {k: v for k, v in sorted(params.items()) if defaults.get(k) != v}
+    return ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@app.command("list")
+def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
+    """One line per finished unit: algorithm, split, parameters, depth, users, size, last use."""
+    store = _store(cache, output)
+    table = Table(title=f"unit store {store.directory}")
+    for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "last used"):
+        table.add_column(column,
+                         justify="right" if column in ("depth", "users", "size") else "left")
+    n = 0
+    for entry in store.entries():
+        record = entry.record
+        params = _changed_params(record.get("algorithm", ""), record.get("params", {}))
+        table.add_row(
+            entry.key[:10], escape(str(record.get("algorithm", "?"))),
+            escape(_split_text(record.get("split", {}))), escape(params),
+            str(record.get("depth", "?")), str(record.get("n_users", "?")),
+            _size(entry.size_bytes),
+            dt.datetime.fromtimestamp(entry.last_used).strftime("%Y-%m-%d %H:%M"),
+        )
+        n += 1
+    table_console().print(table if n else escape(f"unit store {store.directory}: empty"))
+
+
+@app.command("size")
+def size(cache: CacheOption = None, output: OutputOption = None) -> None:
+    """How many units and bytes the store holds, per algorithm."""
+    store = _store(cache, output)
+    rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
+    frame = pd.DataFrame(rows, columns=["algorithm", "bytes"])
+    table = Table(title=f"unit store {store.directory}")
+    for column in ("algorithm", "units", "size"):
+        table.add_column(column, justify="left" if column == "algorithm" else "right")
+    for algorithm, group in frame.groupby("algorithm", sort=True):
+        table.add_row(escape(str(algorithm)), str(len(group)), _size(group["bytes"].sum()))
+    table.add_row("[bold]total[/bold]", str(len(frame)), _size(frame["bytes"].sum()))
+    table_console().print(table)
+
+
+def run_unit_keys(run: Path) -> set[str]:
+    """The unit keys a run directory's ``units.csv`` files name (a comparison has several).
+
+    Raises:
+        SwevalError: no units.csv with a ``unit_key`` column under ``run``.
+    """
+    keys: set[str] = set()
+    found = False
+    for path in [run / "units.csv", *sorted(run.glob("*/units.csv"))]:
+        if not path.exists():
+            continue
+        frame = pd.read_csv(path, dtype=str)
+        if "unit_key" in frame:
+            found = True
+            keys |= set(frame["unit_key"].dropna())
+    if not found:
+        from sweval.evaluators.units.locks import output_holder
+
+        holder = output_holder(run)
+        if holder is not None:
+            raise SwevalError(f"{run}: a sweval run is writing there ({holder}); its units.csv "
+                              "is written when it ends: prune its units then.")
+        raise SwevalError(f"{run}: no units.csv with a unit_key column (not a run directory?).")
+    return keys
+
+
+@app.command("prune")
+def prune(
+    older_than: Annotated[str | None, typer.Option(
+        help="Delete units that no run used for longer than this duration (30D, 12h, ...): "
+        "a unit is used when a run computes it or reuses it, so the units a rolling series "
+        "reuses every day stay.")] = None,
+    run: Annotated[Path | None, typer.Option(
+        help="Delete the units this run directory used (its units.csv) from the store it used "
+        "(the one its config.json records) unless --cache or --output names one.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Only say what would be deleted.")] = False,
+    cache: CacheOption = None,
+    output: OutputOption = None,
+) -> None:
+    """Delete units by last use or by run. Nothing else ever deletes a finished unit."""
+    from sweval.evaluators.units.locks import describe_registrants
+    from sweval.evaluators.units.store import MTIME_SLACK_S
+    from sweval.evaluators.protocols.windows import parse_duration
+
+    if older_than is None and run is None:
+        raise SwevalError("sweval cache prune: give --older-than DURATION and/or --run DIR.")
+    cutoff = time.time() - parse_duration(older_than, option="--older-than") \
+        if older_than is not None else None
+    keys = run_unit_keys(run) if run is not None else None
+    if run is not None and cache is None and output is None:
+        store = existing_store(*run_store_directory(run))
+    else:
+        store = _store(cache, output)
+    live = store.live_runs()
+    # a run that has not planned yet (or a comparison, which finds units as it goes) may still
+    # reach for any unit; one that has planned uses only what it used since it began
+    in_use_since = None if not live else (
+        live[0]["since"] - MTIME_SLACK_S if all(run.get("planned") for run in live) else -math.inf)
+    chosen, in_use = [], []
+    for entry in store.entries():
+        if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):
+            used_live = in_use_since is not None and entry.last_used >= in_use_since
+            (in_use if used_live else chosen).append(entry)
+    kept = (f"; kept {len(in_use)} that running sweval commands use or may use "
+            f"({describe_registrants(live)})" if in_use else "")
+    leftovers_before = time.time() - LEFTOVER_AGE_S
+    leftovers = store.leftovers(leftovers_before)
+    sizes = {path: _file_size(path) for path in leftovers}
+    if dry_run:
+        console = table_console()
+        console.print(
+            f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) from {store.directory}"
+            + kept + _leftovers_text(leftovers, sizes, would=True), markup=False)
+        for path in sorted({*(p for entry in chosen for p in store.unit_paths(entry.key)),
+                            *leftovers}):
+            console.print(str(path), markup=False, highlight=False, soft_wrap=True)
+        return
+    deleted = [entry for entry in chosen if store.remove(entry.key, last_used=entry.last_used)]
+    busy = len(chosen) - len(deleted)
+    removed = store.remove_leftovers(leftovers, leftovers_before)
+    table_console().print(
+        f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
+        + (f"; left {busy} that a running sweval is computing or has just used" if busy else "")
+        + kept + _leftovers_text(removed, sizes), markup=False
+    )
+
+
+prune.__doc__ = "\n\n".join([
+    "Delete units by last use or by run. Nothing else ever deletes a finished unit.",
+    "The units that running sweval commands have used since they began, or computed, stay.",
+    "Every prune also deletes the files that killed writes left in the store (temporary files, "
+    "units whose record was never written) once they are an hour old.",
+])
+
+
+#: Files of a killed write (:meth:`UnitStore.leftovers`) older than this are deleted by every
+#: prune: a unit's files are written within seconds, and under its lock.
+LEFTOVER_AGE_S = 3600.0
+
+
+def _leftovers_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
+    """``; (would) also delete(d) N file(s) left by killed writes (size)``, or nothing."""
+    if not paths:
+        return ""
+    verb = "would also delete" if would else "also deleted"
+    return (f"; {verb} {len(paths)} file(s) left by killed writes "
+            f"({_size(sum(sizes.get(path, 0) for path in paths))})")
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _bytes(entries: list) -> int:
+    """The size of ``entries`` (StoredUnit) together."""
+    return sum(entry.size_bytes for entry in entries)
