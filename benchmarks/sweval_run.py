@@ -1,8 +1,8 @@
 """SW-EVAL stage by stage, in a child process of the driver (so its peak RSS is its own).
 
-Runs the same library functions as ``sweval run`` (``evaluators.run.plan``): ``load_log`` →
-``make_plan`` → ``run_fold`` per fold (each unit saved in a fresh unit store as it finishes) →
-``collect`` (measuring every unit's lists) → ``write_outputs``, and times every stage:
+Runs the same library functions as ``sweval run``: ``load_log`` → ``make_plan`` → the driver
+(``evaluators.run.driver``: one job per fold, each unit saved in a fresh unit store as it
+finishes and measured) → ``tables`` → ``write_outputs``, and times every stage:
 
 - ``import_s``: importing SW-EVAL (from the first line of this script);
 - ``kernel_load_s``: numba's start-up and the loading of the compiled kernels from its disk
@@ -21,7 +21,7 @@ Runs the same library functions as ``sweval run`` (``evaluators.run.plan``): ``l
   (:func:`time_library_fits`): the floor measured without cross-process noise;
 - ``collect_s`` and ``write_s``: assembling and writing the result tables.
 
-``engine_s`` = plan + every run_fold (persisting included) + collect (the work after the data is loaded
+``engine_s`` = plan + every fold's job (persisting included) + collect (the work after the data is loaded
 and before files are written); ``engine_cpu_s`` is the process CPU time of the same span (the
 benchmark machine may be shared: CPU time is the contention-robust figure). Usage (from the repository root)::
 
@@ -47,8 +47,11 @@ from common import fold_parser, peak_rss_mb  # noqa: E402
 from sweval.data.loaders import load_log  # noqa: E402
 from sweval.evaluators.protocols import folds as folds_module  # noqa: E402
 from sweval.evaluators.config.model import EvalConfig  # noqa: E402
-from sweval.evaluators.run.outputs import collect, write_outputs  # noqa: E402
-from sweval.evaluators.run.plan import make_plan, run_fold, unit_store  # noqa: E402
+from sweval.evaluators.run import driver as driver_module  # noqa: E402
+from sweval.evaluators.run.driver import Driver, Hook  # noqa: E402
+from sweval.evaluators.run.evaluate import Prepared  # noqa: E402
+from sweval.evaluators.run.outputs import tables, write_outputs  # noqa: E402
+from sweval.evaluators.run.plan import make_plan, unit_store  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 
@@ -158,33 +161,49 @@ def main() -> None:
         per_algo = {n: {"fit": 0.0, "recommend": 0.0, "metrics": 0.0, "unit_wall": 0.0,
                         "unit_cpu": 0.0} for n in names}
         per_fold_wall = []
-        evaluate_total = 0.0
-        for fold in plan.folds:
-            if fold.skipped:
-                continue
-            train_before = list(train_clock)
-            marks = []
-            fold_clock = (time.perf_counter(), time.process_time())
-            computed = run_fold(
-                plan, fold.index, store,
-                on_unit=lambda unit, lists: marks.append(
-                    (time.perf_counter(), time.process_time(), unit.spec.label, lists.timings)
-                ),
-            )
-            assert len(computed) == len(names)
-            evaluate_total += time.perf_counter() - fold_clock[0]
-            fold_train = [train_clock[0] - train_before[0], train_clock[1] - train_before[1]]
-            starts = [fold_clock] + [mark[:2] for mark in marks[:-1]]
-            for start, (wall, cpu, name, timings) in zip(starts, marks):
-                first = name == names[0]
-                per_algo[name]["unit_wall"] += wall - start[0] - (fold_train[0] if first else 0)
-                per_algo[name]["unit_cpu"] += cpu - start[1] - (fold_train[1] if first else 0)
-                for stage in ("fit", "recommend"):
-                    per_algo[name][stage] += timings[stage]
-            per_fold_wall.append(marks[-1][0] - fold_clock[0])
+        marks: list[tuple[float, float, str, dict]] = []
+        compute_unit = driver_module.compute_unit
+
+        def marked(unit, store, **kwargs):  # noqa: ANN001, ANN003, ANN202
+            lists = compute_unit(unit, store, **kwargs)
+            marks.append((time.perf_counter(), time.process_time(), unit.spec.label,
+                          lists.timings))
+            return lists
+
+        class FoldClock(Hook):
+            """Per fold: its wall time, and each unit's wall and CPU time (between marks)."""
+
+            def started(self, driver):  # noqa: ANN001, ANN202
+                self.clock = (time.perf_counter(), time.process_time())
+                self.train = list(train_clock)
+
+            def job_done(self, driver, job, outcome):  # noqa: ANN001, ANN202
+                fold_train = [train_clock[0] - self.train[0], train_clock[1] - self.train[1]]
+                starts = [self.clock] + [mark[:2] for mark in marks[:-1]]
+                for start, (wall, cpu, name, timings) in zip(starts, marks):
+                    first = name == names[0]
+                    per_algo[name]["unit_wall"] += wall - start[0] - (fold_train[0] if first else 0)
+                    per_algo[name]["unit_cpu"] += cpu - start[1] - (fold_train[1] if first else 0)
+                    for stage in ("fit", "recommend"):
+                        per_algo[name][stage] += timings[stage]
+                per_fold_wall.append(time.perf_counter() - self.clock[0])
+                marks.clear()
+                self.started(driver)
+
+        driver_module.compute_unit = marked
+        work = Prepared(plan=plan).work
+        clock = time.perf_counter()
+        driver = Driver(work, store, hooks=[FoldClock()])
+        driver.hooks[0].started(driver)
+        for job, outcome in driver.executor.run(driver, driver.jobs()):
+            assert not isinstance(outcome, BaseException), outcome
+            driver.accept(job, outcome)
+        evaluate_total = time.perf_counter() - clock
+        driver_module.compute_unit = compute_unit
 
         clock = time.perf_counter()
-        outputs = collect(plan, store)
+        outputs = tables(plan, driver.collect(), work.measurer, directory=Path(config.output),
+                         unit_store=store.directory)
         record["collect_s"] = time.perf_counter() - clock
         for name, seconds in outputs.units.groupby("algorithm")["metrics_s"].sum().items():
             per_algo[name]["metrics"] = float(seconds)

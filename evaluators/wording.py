@@ -32,3 +32,16 @@ def shown_uri(text: str) -> str:
     the token's last ``@`` is masked (a host hidden with it is the safer error)."""
     text = re.sub(r"(://[^:/@\s]*):\S*@", r"\1:***@", text)
     return re.sub(r"([?&](?:password|passwd|pwd)=)[^&\s]*", r"\1***", text, flags=re.IGNORECASE)
+
+
+def units_line(reused: int, computed: int, code_changed: int, *, planned: bool = False,
+               failed: int = 0) -> str:
+    """``reused 10 units, computed 5 (3 because the code changed), 2 failed``: the part in
+    brackets only when some computed units were stored as computed by other code
+    (:func:`evaluators.units.unit.outdated_by_code`), the last only when some units' algorithms
+    raised (tried again on every run: they are never stored); ``planned``, before the work:
+    ``reusing 10 units, computing 5 (...)``."""
+    done, doing = ("reusing", "computing") if planned else ("reused", "computed")
+    line = f"{done} {plural(reused, 'unit')}, {doing} {computed}"
+    line += f" ({code_changed} because the code changed)" if code_changed else ""
+    return line + (f", {failed} failed" if failed else "")

@@ -1,22 +1,21 @@
 """Running a configured evaluation in this process, without Prefect (``sweval run --no-prefect``).
 
-The same driver as the flow (:mod:`flows.pipeline`): plan once, compute the folds that miss
-units (one after the other, with a progress bar), write the outputs, and optionally log to MLflow
-exactly as the flow does. Useful where no Prefect API can start, and in library-level tests.
+The same composition as the flow (:func:`evaluators.run.evaluate.evaluate_config`): the output
+directory locked, the jobs on the executor ``--task-runner`` asks for (one after the other,
+threads, or a Dask cluster: :mod:`flows.executors`), a progress bar, and MLflow exactly as the
+flow logs it. Useful where no Prefect API can start, and fast.
 """
 
 from __future__ import annotations
 
-import logging
-
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.driver import Hook
+from sweval.evaluators.run.evaluate import Prepared, evaluate_config
 from sweval.evaluators.run.outputs import Outputs
 from sweval.evaluators.run.plan import unit_store
-from sweval.flows.pipeline import Evaluation, compute_fold, open_tracker, prepare
-from sweval.flows.cli.summary import progress_bar
-
-_log = logging.getLogger(__name__)
+from sweval.evaluators.units.locks import output_lock
+from sweval.flows.cli.progress import ProgressHook
+from sweval.flows.executors import executor_for
 
 
 def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False) -> Outputs | None:
@@ -24,7 +23,8 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
 
     Args:
         config: the run's configuration.
-        rolling: evaluate only the complete windows not evaluated yet (see :mod:`flows.rolling`).
+        rolling: evaluate only the complete windows not evaluated yet
+            (:mod:`evaluators.run.rolling`).
         tracking: log to MLflow (when ``config.tracking`` is also true).
 
     Returns:
@@ -34,29 +34,18 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
         SwevalError: any problem with the data or the options, or another run writing to
             ``config.output`` (:func:`evaluators.units.locks.output_lock`).
     """
+    from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+
+    trackers: list[RunTracking] = []
+
+    def prepared(prepared: Prepared) -> list[Hook]:
+        tracker = open_tracker(prepared) if tracking else None
+        trackers.extend([RunTracking(prepared, tracker)] if tracker is not None else [])
+        return [*trackers, ProgressHook(prepared.plan.config)]
+
     with output_lock(config.output), unit_store(config).in_use():
-        return _execute(config, rolling=rolling, tracking=tracking)
-
-
-def _execute(config: EvalConfig, *, rolling: bool, tracking: bool) -> Outputs | None:
-    """:func:`execute`'s work, with the output directory locked."""
-    prepared = prepare(config, rolling=rolling)
-    if prepared is None:
-        return None
-    tracker = open_tracker(prepared) if tracking else None
-    evaluation = Evaluation(prepared, tracker=tracker)
-    try:
-        evaluation.start()
-        _log.info("%s", evaluation.log_line())
-        jobs = evaluation.jobs()
-        with progress_bar(config, sum(len(j.names) for j in jobs)) as advance:
-            evaluation.progress = advance
-            for job in jobs:
-                payloads = compute_fold(**evaluation.job_parameters(job))
-                evaluation.accept(job, payloads)
-        outputs = evaluation.outputs()
-        evaluation.finish(outputs)
-    except BaseException as exc:
-        evaluation.fail(exc)
-        raise
-    return outputs
+        return evaluate_config(
+            config, rolling=rolling, on_prepared=prepared,
+            executor=lambda prepared: executor_for(prepared.plan.config, prepared.recipe),
+            on_outputs=lambda outputs, report: [hook.finish(outputs, report) for hook in trackers],
+        )

@@ -40,7 +40,7 @@ def build_deployment(
     At most one run of the deployment runs at a time (runs of one output directory must not
     overlap); a run due while another is running waits. In rolling mode without ``start``, the
     series' first run fixes t_0 and records it in the output's ``rolling.json``
-    (:mod:`flows.rolling`), where every later run finds it.
+    (:mod:`evaluators.run.rolling`), where every later run finds it.
 
     Raises:
         SwevalError: an invalid cron expression.

@@ -1,4 +1,4 @@
-"""The Prefect flow ``sliding-window-eval``: a thin orchestration layer over :mod:`flows.pipeline`.
+"""The Prefect flow ``sliding-window-eval``: a thin adapter over :mod:`evaluators.run.evaluate`.
 
 ::
 
@@ -7,10 +7,8 @@
     ├── evaluate-fold[f]  one task per fold with missing units: every   tasks, fanned out on
     │                     missing algorithm of fold f on the fold's     the configured task
     │                     shared training matrix; each unit persisted   runner
-    │                     as soon as it is finished, then measured;
-    │                     the measured units are returned
+    │                     as soon as it is finished, then measured
     └── write-results     results.csv, summary.csv, folds.csv, ...      task, I/O retries
-                          from the measured units
     MLflow logging happens in the flow's thread as each fold's task completes.
 
 Run it::
@@ -24,15 +22,16 @@ The task runner comes from ``config.task_runner``: ``sequential`` (one thread), 
 processes, started while the log loads and closed while the results are written
 (:mod:`flows.dask.cluster`), or the cluster at ``config.dask_address``). With dask the loaded
 log is written once as memory-mapped arrays that the workers map instead of loading the file
-(:mod:`flows.dask.shared_log`), next to the flow's plan, which they load instead of planning again
-(:mod:`flows.dask.shared_plan`).
+(:mod:`data.shared`), next to the flow's plan, which they load instead of planning again
+(:mod:`evaluators.run.shared_plan`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 if __name__ == "__main__":  # `python -m sweval.flows.sliding_window`: Prefect reads these at import
@@ -45,25 +44,17 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from sweval.algorithms.threads import thread_budget, usable_cpus
-from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.run.driver import Done, Driver, Hook, Job, Outcome, Recipe
+from sweval.evaluators.run.evaluate import Prepared, evaluate_config, prepare
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.plan import Plan, unit_store
-from sweval.flows.dask.cluster import LocalDask, worker_env
+from sweval.evaluators.run.plan import unit_store
+from sweval.evaluators.units.locks import output_lock
+from sweval.flows.dask.cluster import LocalDask, require_dask, worker_env
+from sweval.flows.executors import chain_starts, compute_remote, threads_per_job, worker_count
 from sweval.flows.orphaned_runs import settle_flow_runs
-from sweval.flows.pipeline import (
-    Evaluation,
-    FoldOutcome,
-    Prepared,
-    compute_fold,
-    open_tracker,
-    prepare,
-)
 from sweval.flows.processes import is_stop
 from sweval.flows.settings import user_errors_without_traceback
-from sweval.flows.cli.summary import progress_bar
 
 _log = logging.getLogger(__name__)
 
@@ -95,34 +86,81 @@ _TASK_OPTIONS: dict[str, Any] = {
 
 
 @task(name="load-log", **_TASK_OPTIONS)
-def load_log(config: EvalConfig, rolling: bool = False) -> Prepared | None:
+def load_log(config: EvalConfig, rolling: bool, log: Any = None) -> Prepared | None:
     """Load and validate the log once, check the options and cut the folds."""
-    return prepare(config, rolling=rolling)
+    return prepare(config, rolling=rolling, log=log)
 
 
 @task(name="evaluate-fold", task_run_name="fold-{fold_index}", **_TASK_OPTIONS)
-def evaluate_fold(
-    config: EvalConfig,
-    fold_index: int,
-    names: list[str],
-    key: str,
-    fingerprint: str,
-    shared_log: str | None = None,
-    send_lists: bool = False,
-) -> FoldOutcome:
+def evaluate_fold(recipe: Recipe, fold_index: int, labels: tuple[str, ...],
+                  send_lists: bool = False, threads: int | None = None) -> Outcome:
     """Every missing algorithm of one fold (units are persisted one by one and measured; a
     unit whose algorithm raises is reported in the outcome, the others go on)."""
-    with thread_budget(threads_per_task(config)):
-        return compute_fold(
-            config, fold_index, names, key=key, fingerprint=fingerprint, shared_log=shared_log,
-            send_lists=send_lists,
-        )
+    return compute_remote(recipe, Job(fold_index, labels), send_lists, threads)
 
 
 @task(name="write-results", **_TASK_OPTIONS)
-def write_results(evaluation: Evaluation) -> Outputs:
+def write_results(function: Any, *args: Any) -> Outputs:
     """results.csv, summary.csv, folds.csv, units.csv and config.json in the output directory."""
-    return evaluation.outputs()
+    return function(*args)
+
+
+class TaskSteps:
+    """The evaluation's named steps as this flow's tasks."""
+
+    def __call__(self, name: str, function: Any, *args: Any) -> Any:
+        if name == "load-log":
+            return load_log(*args)
+        return write_results(function, *args)
+
+
+class PrefectTasks:
+    """The fold jobs as ``evaluate-fold`` tasks on a Prefect task runner (see
+    :mod:`flows.executors` for the chains and what a worker receives)."""
+
+    def __init__(self, config: EvalConfig, prepared: Prepared,
+                 local_dask: LocalDask | None) -> None:
+        self.config = config
+        self.prepared = prepared
+        self.local_dask = local_dask
+
+    def run(self, driver: Driver, jobs: Sequence[Job]) -> Iterator[Done]:
+        if not jobs:
+            return
+        config = self.config
+        get_run_logger().info("%d units to compute in %d fold tasks (%s task runner)",
+                              sum(len(job.labels) for job in jobs), len(jobs),
+                              config.task_runner)
+        recipe: Recipe = self.prepared.recipe
+        shared = None
+        if config.task_runner == "dask" and self.prepared.mode == "batch":
+            shared = self.prepared.share()  # workers map it instead of loading the file again
+            recipe = replace(self.prepared.recipe, shared_log=str(shared))
+        threads = threads_per_job(config)
+        starts = chain_starts(len(jobs), config, in_order=driver.work.in_order)
+        try:
+            with _blas_limits(threads), task_runner(config, self.local_dask) as runner:
+                futures: dict[Any, Job] = {}
+                previous: list[Any] = []
+                for index, job in enumerate(jobs):
+                    future = runner.submit(
+                        evaluate_fold,
+                        {"recipe": recipe, "fold_index": job.group, "labels": job.labels,
+                         "send_lists": bool(config.dask_address), "threads": threads},
+                        wait_for=[] if index in starts else previous,
+                    )
+                    futures[future] = job
+                    previous = [future]
+                for future in as_completed(list(futures)):
+                    try:
+                        yield futures[future], future.result()
+                    except Exception as exc:  # noqa: BLE001 (keep collecting the other folds)
+                        yield futures[future], exc
+            if self.local_dask is not None:
+                self.local_dask.close_in_background()  # its workers stop while tables are written
+        finally:
+            if shared is not None:
+                self.prepared.unshare()
 
 
 def task_runner(config: EvalConfig, local_dask: LocalDask | None = None) -> TaskRunner[Any]:
@@ -134,7 +172,8 @@ def task_runner(config: EvalConfig, local_dask: LocalDask | None = None) -> Task
             start.
     """
     if config.task_runner == "dask":
-        DaskTaskRunner = _dask_task_runner_class()
+        from prefect_dask import DaskTaskRunner
+
         if config.dask_address:
             # The cluster's workers must reach the Prefect API themselves (PREFECT_API_URL in
             # their environment) and read the data path and the output directory.
@@ -147,17 +186,6 @@ def task_runner(config: EvalConfig, local_dask: LocalDask | None = None) -> Task
     return ThreadPoolTaskRunner(max_workers=1)
 
 
-def _dask_task_runner_class() -> Any:
-    try:
-        from prefect_dask import DaskTaskRunner
-    except ImportError:
-        raise SwevalError(
-            "--task-runner dask needs the dask extra: pip install 'sweval[dask]' "
-            "(or: uv sync --extra dask)."
-        ) from None
-    return DaskTaskRunner
-
-
 def start_local_dask(config: EvalConfig) -> LocalDask | None:
     """Start the local Dask cluster of ``config`` in a helper thread (``--task-runner dask``
     without ``--dask-address``; None otherwise), so that its workers start and import the
@@ -168,7 +196,7 @@ def start_local_dask(config: EvalConfig) -> LocalDask | None:
     """
     if config.task_runner != "dask" or config.dask_address:
         return None
-    _dask_task_runner_class()  # the missing extra fails here, before the log is loaded
+    require_dask()  # the missing extra fails here, before the log is loaded
     workers = worker_count(config)
     return LocalDask(workers, worker_env(workers, _flow_api_url()))
 
@@ -183,59 +211,15 @@ def _flow_api_url() -> str | None:
     return None
 
 
-def chain_starts(n_jobs: int, plan: Plan) -> set[int]:
-    """The fold tasks that wait for no other; every other waits for the one before it.
-
-    Warm starts chain every fold (each starts from the last one's factors). A local Dask
-    cluster of W workers runs W chains of consecutive folds, one per worker (a task waiting
-    for another runs where that one's result is): each worker then advances its training data
-    one window at a time, as the sequential runner does, instead of every worker walking the
-    whole timeline in steps of W windows. A cluster of one's own (``--dask-address``) gets no
-    chains: how many workers it has is not known here, and too few chains would leave workers
-    idle. Otherwise no task waits either.
-    """
-    config = plan.config
-    if plan.warm_starts:
-        return {0}
-    if config.task_runner != "dask" or config.dask_address or not config.incremental:
-        return set(range(n_jobs))
-    chains = min(worker_count(config), n_jobs)
-    return {n_jobs * chain // chains for chain in range(chains)}
-
-
-def worker_count(config: EvalConfig) -> int:
-    """Fold tasks that run at once: ``--workers``, or the usable CPUs when it is not given
-    (``--workers 1`` is one: a one-worker Dask cluster is what fan-out is measured against)."""
-    return config.workers if config.workers is not None else usable_cpus()
-
-
-def threads_per_task(config: EvalConfig) -> int | None:
-    """BLAS and OpenMP threads each fold task may use, or None for the libraries' own defaults.
-
-    Only the threads runner puts several fold tasks in one process. Each then gets an equal
-    share of the CPUs (at least one): ``usable_cpus() // worker_count(config)``. Without it, two
-    concurrent ALS fits on two cores ran four OpenMP threads, and an idle OpenBLAS pool can spin
-    against the other task (and before this, the default ``--workers`` set no limit at all).
-    Dask workers are separate processes started with one thread each
-    (:func:`flows.dask.cluster.worker_env`); the sequential runner leaves the libraries their defaults. implicit's
-    factors do not depend on it: each user's and item's solve is done whole by one thread
-    (tested bit for bit).
-    """
-    if config.task_runner != "threads":
-        return None
-    return max(1, usable_cpus() // worker_count(config))
-
-
 @contextlib.contextmanager
-def _blas_limits(config: EvalConfig) -> Iterator[None]:
-    """Cap BLAS at :func:`threads_per_task` while fold tasks share this process.
+def _blas_limits(threads: int | None) -> Iterator[None]:
+    """Cap BLAS at ``threads`` while fold tasks share this process (the threads runner).
 
     OpenBLAS's thread count is process-wide, so it is set once, around all the tasks (a limit
     entered and restored by each task would be undone by the first to finish). The algorithms'
     own ``threadpool_limits(1, "blas")`` then nest inside it consistently. OpenMP's count is
     per thread and reaches the tasks through :data:`~algorithms.threads.unit_threads`.
     """
-    threads = threads_per_task(config)
     if threads is None:
         yield
         return
@@ -292,69 +276,34 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
     """The flow's work, with the output directory locked."""
     from prefect.runtime import flow_run
 
+    from sweval.flows.cli.progress import ProgressHook
+    from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+
     logger = get_run_logger()
-    prepared = load_log(config, rolling)
-    if prepared is None:
-        logger.info("no complete window since %s yet: nothing to evaluate", config.start)
-        return None
-    plan = prepared.plan
-    used = [fold for fold in plan.folds if not fold.skipped]
-    logger.info(
-        "%s: %d folds (%d skipped), %d algorithms, key %s",
-        plan.log.source, len(plan.folds), len(plan.folds) - len(used),
-        len(plan.config.algorithms), plan.key,
+    tracking: list[RunTracking] = []
+
+    def prepared(prepared: Prepared) -> list[Hook]:
+        plan = prepared.plan
+        used = [fold for fold in plan.folds if not fold.skipped]
+        logger.info("%s: %d folds (%d skipped), %d algorithms, key %s", plan.log.source,
+                    len(plan.folds), len(plan.folds) - len(used), len(plan.config.algorithms),
+                    plan.key)
+        tracker = open_tracker(prepared, flow_run_id=flow_run.id, flow_run_name=flow_run.name)
+        tracking.extend([RunTracking(prepared, tracker)] if tracker is not None else [])
+        return [*tracking, ProgressHook(plan.config)]
+
+    outputs = evaluate_config(
+        config, rolling=rolling, steps=TaskSteps(), on_prepared=prepared,
+        executor=lambda prepared: PrefectTasks(config, prepared, local_dask),
+        on_outputs=lambda outputs, report: [hook.finish(outputs, report) for hook in tracking],
     )
-    tracker = open_tracker(prepared, flow_run_id=flow_run.id, flow_run_name=flow_run.name)
-    evaluation = Evaluation(prepared, tracker=tracker)
-    try:
-        evaluation.start()
-        logger.info("%s", evaluation.log_line())
-        jobs = evaluation.jobs()
-        if jobs:
-            logger.info(
-                "%d units to compute in %d fold tasks (%s task runner)",
-                sum(len(job.names) for job in jobs), len(jobs), plan.config.task_runner,
-            )
-        errors: list[BaseException] = []
-        with progress_bar(plan.config, sum(len(job.names) for job in jobs)) as advance:
-            evaluation.progress = advance
-            if jobs and plan.config.task_runner == "dask":
-                evaluation.share_log()  # workers map it instead of loading the file again
-            if jobs:
-                with _blas_limits(plan.config), task_runner(plan.config, local_dask) as runner:
-                    futures: dict[Any, Any] = {}
-                    previous: list[Any] = []
-                    starts = chain_starts(len(jobs), plan)
-                    for index, job in enumerate(jobs):
-                        future = runner.submit(
-                            evaluate_fold, evaluation.job_parameters(job),
-                            wait_for=[] if index in starts else previous,
-                        )
-                        futures[future] = job
-                        previous = [future]
-                    for future in as_completed(list(futures)):
-                        try:
-                            payloads = future.result()
-                        except Exception as exc:  # keep collecting the other folds
-                            errors.append(exc)
-                            continue
-                        evaluation.accept(futures[future], payloads)
-        if local_dask is not None:
-            local_dask.close_in_background()  # its workers stop while the outputs are written
-        evaluation.unshare_log()
-        if errors:
-            raise errors[0]
-        outputs = write_results(evaluation)
-        evaluation.finish(outputs)
-    except BaseException as exc:
-        evaluation.unshare_log()
-        evaluation.fail(exc)
-        raise
-    if tracker is not None:
+    if outputs is None:
+        logger.info("no complete window since %s yet: nothing to evaluate", config.start)
+    for hook in tracking:
         from sweval.flows.tracking import shown_uri
 
-        logger.info("MLflow: %s %s (%.2f s logging)", shown_uri(tracker.uri), tracker.run_url_hint,
-                    tracker.seconds)
+        logger.info("MLflow: %s %s (%.2f s logging)", shown_uri(hook.tracker.uri),
+                    hook.tracker.run_url_hint, hook.tracker.seconds)
     return outputs
 
 

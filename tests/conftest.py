@@ -57,11 +57,10 @@ def rng() -> np.random.Generator:
 
 @pytest.fixture
 def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
-    """Record every (fold, algorithm) unit computed in this process, in order: wherever
-    ``compute_unit`` is called from (a fold's run, a tuning objective or a comparison through
-    ``stored_or_computed``, a unit recomputed while the tables are collected)."""
-    import sweval.evaluators.run.outputs
-    import sweval.evaluators.run.plan
+    """Record every (fold, algorithm) unit computed in this process, in order: every command
+    computes units through the driver (a job, or a unit recomputed while collecting), and
+    ``read_or_recompute`` (a damaged unit) calls it too."""
+    import sweval.evaluators.run.driver
     import sweval.evaluators.units.unit
 
     computed: list[tuple[int, str]] = []
@@ -71,6 +70,6 @@ def count_units(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
         computed.append((unit.split.index, unit.spec.name))
         return original(unit, store, **kwargs)
 
-    for module in (sweval.evaluators.run.plan, sweval.evaluators.units.unit, sweval.evaluators.run.outputs):
+    for module in (sweval.evaluators.run.driver, sweval.evaluators.units.unit):
         monkeypatch.setattr(module, "compute_unit", counting)
     return computed

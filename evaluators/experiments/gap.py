@@ -27,14 +27,30 @@ training), the other two sets follow 003.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import minute_utc
+from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.protocol_runs import (
+    ProtocolPlan,
+    plan_protocol,
+    protocol_work,
+    run_protocols,
+)
 from sweval.evaluators.metrics.ranking import Relevance
+from sweval.evaluators.run.driver import Executor, Hook, Work, remember
+from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.holdout import (
     Protocol,
     RandomSplit,
@@ -161,3 +177,100 @@ def gap_notes(results: pd.DataFrame) -> list[str]:
     notes += [f"{algorithm} under {'val ' if name != 'test' else ''}{name}: {reason}"
               for algorithm, name, reason in unsupported_cells(results)]
     return notes
+
+
+# ---------------------------------------------------------------------- the experiment
+@dataclass(frozen=True)
+class GapRecipe:
+    """The experiment's units, planned from the options and the data (here or on a worker):
+    each validation on the data before T, the deployment on [T, T + tΔ)."""
+
+    config: EvalConfig
+    design: GapDesign
+    output: str
+    fingerprint: str = ""
+
+    def plans(self, log: InteractionLog) -> dict[str, ProtocolPlan]:
+        """Per set (the validations, then ``test``), its plan."""
+        config = self.config
+        algorithms = list(config.algorithms)
+        plans = {name: plan_protocol(validation_log(log, self.design, name), protocol,
+                                     algorithms, ks=config.k, params=config.params)
+                 for name, protocol in validation_protocols(self.design,
+                                                            u_min=config.u_min).items()}
+        plans["test"] = plan_protocol(log, deployment_protocol(log, self.design,
+                                                               u_min=config.u_min),
+                                      algorithms, ks=config.k, params=config.params)
+        return plans
+
+    def cache_key(self) -> str:
+        text = json.dumps([self.config.model_dump_json(), repr(self.design), self.fingerprint])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def store(self) -> UnitStore:
+        return unit_store(self.config, default=Path(self.output) / "units")
+
+    def work(self) -> Work:
+        log = load_data(self.config)
+        if log.fingerprint() != self.fingerprint:
+            raise SwevalError(f"{self.config.data}: the data changed while the experiment ran; "
+                              "rerun to start over.")
+        return protocol_work(list(self.plans(log).values()), list(self.config.k))
+
+
+def run_gap(
+    config: EvalConfig,
+    design: GapDesign,
+    *,
+    output: str | Path,
+    log: InteractionLog | None = None,
+    executor: Callable[[GapRecipe], Executor] | None = None,
+    hooks: Sequence[Hook] = (),
+    publish_to: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Validate, deploy and publish the tables into ``output``: (gap table, long results of
+    the four sets, with a ``set`` column).
+
+    Raises:
+        SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...),
+            a unit that failed, or another command writing to ``output``.
+    """
+    output = Path(output)
+    # one command at a time in `output`, and not into another command's output; prune keeps
+    # this command's units, from its start
+    with output_lock(output, command="gap"):
+        recipe = GapRecipe(config, design, str(output))
+        store = recipe.store()
+        with store.in_use():
+            log = log if log is not None else load_data(config)
+            design.check(log)
+            recipe = replace(recipe, fingerprint=log.fingerprint())
+            plans = recipe.plans(log)
+            remember(recipe, protocol_work(list(plans.values()), list(config.k)))
+            runs = run_protocols(list(plans.values()), store, hooks=hooks,
+                                 executor=executor(recipe) if executor is not None else None)
+            sets = {name: run.results for name, run in zip(plans, runs, strict=True)}
+            gap = gap_table({name: sets[name] for name in VALIDATIONS}, sets["test"])
+            results = pd.concat([frame.assign(set=name) for name, frame in sets.items()],
+                                ignore_index=True)
+            if publish_to:
+                _write(output, gap, results, design, config, log.fingerprint())
+            return gap, results
+
+
+def _write(output: Path, gap: pd.DataFrame, results: pd.DataFrame, design: GapDesign,
+           config: EvalConfig, fingerprint: str) -> None:
+    """Publish ``gap.csv``, ``results.csv`` and ``gap.json`` as one set."""
+    record = {"deploy_start": design.deploy_start, "window_s": design.width_s,
+              "share": design.share, "seed": design.seed,
+              "train_window_s": design.train_window_s, "relevance": design.relevance,
+              "validations": VALIDATIONS, "config": config.model_dump(mode="json"),
+              "data_fingerprint": fingerprint}
+    try:
+        publish(output, {
+            "gap.csv": gap.to_csv(index=False, float_format="%.10g").encode(),
+            "results.csv": results.to_csv(index=False, float_format="%.10g").encode(),
+            "gap.json": (json.dumps(record, indent=2) + "\n").encode(),
+        }, run=config.result_hash(), command="gap")
+    except OSError as exc:
+        raise SwevalError(f"{output}: cannot write the tables ({exc}).") from exc

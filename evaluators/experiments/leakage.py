@@ -210,6 +210,7 @@ class Severity:
         change: 000 Table 5.
         ranking: 000 Table 6.
         overlap: per (j, algorithm, k): mean Jaccard of the top-k sets against j = 0.
+        fingerprint: the data fingerprint of the log.
     """
 
     results: pd.DataFrame
@@ -218,6 +219,7 @@ class Severity:
     change: pd.DataFrame
     ranking: pd.DataFrame
     overlap: pd.DataFrame
+    fingerprint: str = ""
 
 
 def severity_tables(
@@ -267,6 +269,7 @@ def severity_tables(
         change=change_table(results),
         ranking=ranking_table(results),
         overlap=pd.DataFrame(overlap_rows),
+        fingerprint=log.fingerprint(),
     )
 
 

@@ -27,7 +27,8 @@ from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
 from sweval.evaluators.stats.overlap import jaccard
-from sweval.evaluators.protocols.holdout import Protocol, ProtocolRun
+from sweval.evaluators.protocols.holdout import Protocol
+from sweval.evaluators.experiments.protocol_runs import ProtocolRun
 from sweval.evaluators.units.store import UnitStore
 
 COLUMNS = ["protocol", "split", "algorithm", "k", "jaccard", "n_users"]

@@ -50,33 +50,24 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
-import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.experiments.compare import LEAKAGE_COLUMNS, leakage_rows
-from sweval.evaluators.units.engine import measure
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.metrics.ranking import Relevance
-from sweval.evaluators.run.results import results_frame, skipped_rows, unit_rows
 from sweval.evaluators.protocols.splits import (
     Split,
     fold_splits,
     holdout_positions,
     holdout_split,
-    item_first_seen,
     last_basket_positions,
     share_positions,
 )
-from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.units.unit import AlgorithmSpec, plan_units, stored_or_computed
 from sweval.evaluators.protocols.windows import WindowSpec
 
 _log = logging.getLogger(__name__)
@@ -145,9 +136,19 @@ class SlidingWindow(_FoldProtocol):
 
     name: ClassVar[str] = "sw-eval"
 
-    def __init__(self, folds: Sequence[Fold], relevance: Relevance = "all") -> None:
+    def __init__(self, folds: Sequence[Fold], relevance: Relevance = "all", *,
+                 splits: Sequence[Split] | None = None) -> None:
         super().__init__(relevance)
         self._folds = list(folds)
+        self._splits = None if splits is None else list(splits)
+
+    def splits(self, log: InteractionLog) -> Iterator[Split]:
+        """The folds' splits: the ones given (a run's plan's: their units are the run's), else
+        cut from ``log``."""
+        if self._splits is not None:
+            yield from self._splits
+        else:
+            yield from super().splits(log)
 
     @classmethod
     def from_spec(cls, log: InteractionLog, spec: WindowSpec, *, u_min: int,
@@ -353,109 +354,6 @@ def parse_protocols(names: Sequence[str]) -> list[str]:
     if len(set(names)) != len(names):
         raise SwevalError(f"--protocols: a protocol is listed twice: {names}.")
     return names
-
-
-# ---------------------------------------------------------------------- evaluation
-@dataclass
-class ProtocolRun:
-    """What one protocol produced.
-
-    Attributes:
-        protocol: the protocol's name.
-        results: the long table (SPEC §8) with a leading ``protocol`` column.
-        leakage: one row per (split, algorithm, k), :data:`LEAKAGE_COLUMNS`.
-        splits: one row per split (label, span, users, skip reason).
-        units: one row per evaluated (split, algorithm): device and timings.
-        devices: the device each algorithm ran on.
-        params: the protocol's parameters.
-    """
-
-    protocol: str
-    results: pd.DataFrame
-    leakage: pd.DataFrame
-    splits: pd.DataFrame
-    units: pd.DataFrame
-    devices: dict[str, str] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-def run_protocol(
-    log: InteractionLog,
-    protocol: Protocol,
-    algorithms: list[str],
-    *,
-    ks: list[int],
-    params: Mapping[str, Mapping[str, Any]] | None = None,
-    config_hash: str = "",
-    store: UnitStore | None = None,
-    progress: Callable[[int], None] | None = None,
-) -> ProtocolRun:
-    """Evaluate every algorithm under ``protocol``: one unit per (split, algorithm).
-
-    Args:
-        log: the log.
-        protocol: the protocol.
-        algorithms: registry names, in display order.
-        ks: metric cut-offs.
-        params: hyper-parameters per algorithm.
-        config_hash: written to the ``config_hash`` column.
-        store: the unit store: units found there are not recomputed, new ones are saved (the
-            ``sw-eval`` units are those of ``sweval run``). Default: a temporary store.
-        progress: called with 1 after each unit.
-    """
-    if store is None:
-        with tempfile.TemporaryDirectory(prefix="sweval-units-") as directory:
-            return run_protocol(log, protocol, algorithms, ks=ks, params=params,
-                                config_hash=config_hash, store=UnitStore(directory).prepare(),
-                                progress=progress)
-    params = params or {}
-    specs = [AlgorithmSpec.from_entry(entry, dict(params)) for entry in algorithms]
-    first_seen = item_first_seen(log)
-    rows: list[dict[str, object]] = []
-    leaks: list[dict[str, object]] = []
-    units: list[dict[str, object]] = []
-    split_rows: list[dict[str, object]] = []
-    devices: dict[str, str] = {}
-    chains: dict[str, str | None] = {}
-    for split in protocol.splits(log):
-        split_rows.append(split.summary())
-        supported = [spec for spec in specs if protocol.unsupported(spec.name) is None]
-        planned = {unit.spec.label: unit
-                   for unit in plan_units([split], supported, ks, previous=chains)}
-        for spec in specs:
-            reason = split.skip_reason or protocol.unsupported(spec.name)
-            if reason is not None:
-                rows += skipped_rows(split, spec.label, ks, reason=reason,  # type: ignore[arg-type]
-                                     n_users=split.n_eligible, config_hash=config_hash)
-                continue
-            unit = planned[spec.label]
-            lists = stored_or_computed(unit, store)
-            result = measure(lists, split.relevant, ks, n_items=log.n_items, index=split.index,
-                             algorithm=spec.label)
-            rows += unit_rows(split, result, config_hash=config_hash)  # type: ignore[arg-type]
-            leaks += leakage_rows(protocol.name, split, result, ks, first_seen)
-            devices[spec.label] = result.device
-            units.append(
-                {"protocol": protocol.name, "fold": split.index, "algorithm": spec.label,
-                 "device": result.device}
-                | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
-                | {"unit_key": unit.key}
-            )
-            if progress is not None:
-                progress(1)
-        # the training data of a split is dropped with the split (memory stays bounded)
-    results = results_frame(rows, algorithms)
-    results.insert(0, "protocol", protocol.name)
-    leakage = pd.DataFrame(leaks, columns=LEAKAGE_COLUMNS)
-    return ProtocolRun(
-        protocol=protocol.name,
-        results=results,
-        leakage=leakage,
-        splits=pd.DataFrame(split_rows),
-        units=pd.DataFrame(units),
-        devices=devices,
-        params=protocol.describe(),
-    )
 
 
 def count_units(log: InteractionLog, protocol: Protocol, algorithms: list[str]) -> int:

@@ -1,32 +1,28 @@
-"""A run's outputs: the tables measured from the finished units, and the files they go to.
+"""A run's outputs: the tables measured from its collected units, and the files they go to.
 
 ::
 
-    measure_computed(...)        in the fold task, right after its units are computed: each
-                                 unit's per-user metrics at the run's k (small: no lists beyond
-                                 max k), sent back instead of the lists
-    collect(plan, store, results)
-                                 per (fold, algorithm): the unit's measured result, else (a unit
-                                 reused from the store, or measured on another log's codes) its
-                                 stored lists, loaded and measured here -> results rows (every
-                                 stratum), units.csv records; skipped folds keep empty rows
-                                 summary.csv: means with bootstrap intervals; significance.csv
-                                 (and significance_strata.csv with strata): paired tests
-    write_outputs(plan, outputs) results.csv, summary.csv, folds.csv, units.csv, config.json,
-                                 significance*.csv, overlap.csv (evaluators.stats.overlap),
-                                 per_user.parquet with --per-user; each written whole or not
-                                 at all
+    tables(plan, collected, measurer)
+                    per (fold, algorithm): the unit's result (evaluators.run.driver) -> results
+                    rows (every stratum), units.csv records; skipped folds keep empty rows;
+                    summary.csv: means with bootstrap intervals; significance.csv (and
+                    significance_strata.csv with strata): paired tests; tuning, overlap,
+                    per-user values
+    write_outputs(plan, outputs)
+                    results.csv, summary.csv, folds.csv, units.csv, config.json,
+                    significance*.csv, overlap.csv (evaluators.stats.overlap),
+                    per_user.parquet with --per-user; published as one set
 
-The metrics are ``--metrics`` (:mod:`evaluators.metrics.measures`); recency and the exposure metrics
-read the item facts of each split's training data, computed once per split.
+The metrics are ``--metrics`` (:mod:`evaluators.metrics.measures`); recency and the exposure
+metrics read the item facts of each split's training data, computed once per split.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,27 +30,25 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.units.engine import UnitLists, UnitResult
-from sweval.evaluators.metrics.exposure import ItemFacts
+from sweval.evaluators.config.seeds import seed_pairs
+from sweval.evaluators.metrics.measures import fold_level
 from sweval.evaluators.protocols.folds import Fold
-from sweval.evaluators.metrics.measures import fold_level, measure_chosen, needs_facts, split_facts
-from sweval.evaluators.stats.overlap import Lists, list_overlap
+from sweval.evaluators.protocols.stratify import group_rows, groups_by_test_policy
+from sweval.evaluators.run.driver import Collected, Measurer
+from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.run.per_user import PerUser
 from sweval.evaluators.run.results import results_frame, skipped_rows, summarise, unit_rows
-from sweval.evaluators.config.seeds import seed_pairs
+from sweval.evaluators.stats.overlap import Lists, list_overlap
 from sweval.evaluators.stats.significance import (
     Bootstrap,
     compare_algorithms,
     compare_strata,
     with_intervals,
 )
-from sweval.evaluators.protocols.splits import Split
-from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.protocols.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.stats.tuning import optimism, ordered_labels, tune
-from sweval.evaluators.units.unit import Unit, UnitFailure, compute_unit, read_or_recompute
+from sweval.evaluators.units.engine import UnitResult
+from sweval.evaluators.units.unit import Unit, UnitFailure
 
 _log = logging.getLogger(__name__)
 
@@ -66,7 +60,7 @@ OVERLAP_FILE = "overlap.csv"
 
 @dataclass(frozen=True)
 class Outputs:
-    """What a finished run wrote."""
+    """What a finished run produced (and wrote, unless it was asked not to)."""
 
     directory: Path
     #: the directory of the unit store the run used (config.json records it for cache prune)
@@ -93,53 +87,36 @@ class Outputs:
 
 
 @dataclass
-class Measuring:
-    """What measuring the units of a run shares: the splits' item facts (computed once per
-    split), the units already measured where they were computed and, with ``--per-user``, the
-    collected per-user values."""
+class Rows:
+    """What building a run's rows shares: where each unit's result comes from, the measurer
+    (its splits' item facts), and, with ``--per-user``, the collected per-user values and,
+    for the overlap, the unstratified units' top-max(k) lists."""
 
     plan: Plan
-    store: UnitStore
+    result_of: Callable[[Unit], UnitResult | None]
+    measurer: Measurer
     per_user: PerUser | None = None
-    facts: dict[int, ItemFacts] = field(default_factory=dict)
     #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
     lists: dict[tuple[int, str], Lists] | None = None
-    #: ``{unit key: result}`` measured by the fold tasks (:func:`measure_computed`), on this
-    #: plan's log codes; the other units are loaded from the store and measured here
-    results: dict[str, UnitResult] = field(default_factory=dict)
-    #: the keys of the units this run computed (``units.csv``'s ``reused`` is False for them)
-    computed: set[str] = field(default_factory=set)
-
-    def facts_of(self, split: Split) -> ItemFacts | None:
-        """The split's item facts, when the run's metrics need them."""
-        if not needs_facts(self.plan.config.metrics):
-            return None
-        if id(split) not in self.facts:
-            self.facts[id(split)] = split_facts(split)
-        return self.facts[id(split)]
+    failed: frozenset[str] = field(default_factory=frozenset)
 
 
-def collect(
-    plan: Plan, store: UnitStore, *, failed: Sequence[UnitFailure] = (),
-    results: Mapping[str, UnitResult] | None = None, computed: Iterable[str] = (),
-) -> Outputs:
-    """Assemble the tables from the finished units, measured at the run's k (every unit must
-    be in the store, except the ``failed`` ones, which have no rows). ``results``: the units
-    already measured where they were computed (:func:`measure_computed`), by key; the others
-    are loaded from the store and measured here. ``computed``: the keys of the units this run
-    computed (the others it reused)."""
+def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
+           directory: Path, unit_store: Path) -> Outputs:
+    """The run's tables from its collected units (see the module docstring); ``directory``
+    and ``unit_store`` are recorded (where the tables go, the store the units are in)."""
     rows: list[dict[str, Any]] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
-    skip = frozenset(failure.key for failure in failed)
-    computed = set(computed)
-    measuring = Measuring(plan, store, PerUser() if plan.config.per_user else None, lists={},
-                          results=dict(results or {}), computed=set(computed))
+    context = Rows(plan, collected.result, measurer,
+                   PerUser() if plan.config.per_user else None, lists={},
+                   failed=frozenset(failure.key for failure in collected.failed))
     for fold in plan.folds:
         for spec in plan.specs:
-            fold_rows, record = algorithm_rows(measuring, fold.index, spec.label, skip=skip)
+            fold_rows, record = algorithm_rows(context, fold.index, spec.label)
             rows += fold_rows
             if record is not None:
+                record["reused"] = record["unit_key"] not in collected.computed
                 devices[spec.label] = record["device"]
                 unit_records.append(record)
     labels = ordered_labels(plan.config, plan.searches)
@@ -149,30 +126,33 @@ def collect(
         tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
         optimism_table = optimism(results, plan.config, plan.searches)
-        if measuring.per_user is not None:
+        if context.per_user is not None:
             chosen = tuning[tuning["chosen"]]
-            measuring.per_user.add_relabelled({
+            context.per_user.add_relabelled({
                 (int(row.fold), row.stratum, row.candidate): row.algorithm
                 for row in chosen.itertuples()})
     settings = Bootstrap.of(plan.config)
     return Outputs(
-        directory=Path(plan.config.output),
-        unit_store=store.directory,
+        directory=directory,
+        unit_store=unit_store,
         results=results,
         summary=with_intervals(summarise(results), results, settings),
         folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
+        n_reused=collected.n_reused,
+        n_computed=collected.n_computed,
+        n_code_changed=collected.n_code_changed,
+        n_recomputed=collected.n_recomputed,
         tuning=tuning,
         optimism=optimism_table,
-        failed=tuple(failed),
+        failed=collected.failed,
         significance=compare_algorithms(results, settings, labels),
         significance_strata=(
             compare_strata(results, settings, labels) if plan.strata is not None else None
         ),
-        per_user=measuring.per_user,
-        overlap=run_overlap(plan, measuring.lists or {}),
-        n_recomputed=len(measuring.computed - computed),
+        per_user=context.per_user,
+        overlap=run_overlap(plan, context.lists or {}),
     )
 
 
@@ -184,12 +164,12 @@ def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame
 
 
 def algorithm_rows(
-    measuring: Measuring, fold_index: int, name: str, *, skip: frozenset[str] = frozenset()
+    context: Rows, fold_index: int, name: str
 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
-    (None for a skipped fold); none for a unit whose key is in ``skip`` (a failed unit), nor
-    for the strata of a (fold, algorithm) with one."""
-    plan = measuring.plan
+    (None for a skipped fold); none for a failed unit, nor for the strata of a
+    (fold, algorithm) with one."""
+    plan = context.plan
     config = plan.config
     fold = plan.folds[fold_index]
     if fold.skipped:
@@ -201,87 +181,45 @@ def algorithm_rows(
         ], None
     split = plan.splits[fold_index]
     unit = plan.unit(split, name)
-    if skip and (unit.key in skip or any(
-        other.key in skip for other in plan.units_of(fold_index, [name])
-    )):
+    if context.failed and any(other.key in context.failed
+                              for other in plan.units_of(fold_index, [name])):
         return [], None
-    result = measure_unit(measuring, unit)
-    facts = measuring.facts_of(split)
+    result = context.result_of(unit)
+    if result is None:
+        return [], None
+    facts = context.measurer.facts_of(split)
     rows = unit_rows(fold, result, config_hash=plan.key,
                      fold_level=fold_level(result, facts, config.k, config.metrics))
-    if measuring.per_user is not None:
-        measuring.per_user.add(result, split.log, stratum="all")
-    if measuring.lists is not None and result.recommended is not None:
-        measuring.lists[(fold.index, name)] = (result.users,
-                                               result.recommended[:, : max(config.k)])
+    if context.per_user is not None:
+        context.per_user.add(result, split.log, stratum="all")
+    if context.lists is not None and result.recommended is not None:
+        context.lists[(fold.index, name)] = (result.users,
+                                             result.recommended[:, : max(config.k)])
     if plan.strata is not None:
-        rows += stratum_rows(measuring, fold, result, name, facts)
+        rows += stratum_rows(context, fold, result, name, facts)
     record = (
         {"fold": fold.index, "algorithm": name, "device": result.device}
         | {f"{stage}_s": seconds for stage, seconds in result.timings.items()}
-        | {"unit_key": unit.key, "reused": unit.key not in measuring.computed}
+        | {"unit_key": unit.key, "reused": True}
     )
     return rows, record
 
 
-def measure_unit(measuring: Measuring, unit: Unit) -> UnitResult:
-    """A unit's per-user metrics at the run's k (``--metrics``): as its fold task measured
-    them, else from its stored lists, else (deleted from the store since the run was planned,
-    or found damaged as it is read) computed again."""
-    found = measuring.results.get(unit.key)
-    if found is not None:  # two labels may share a key: the rows carry this unit's label
-        return found if found.algorithm == unit.spec.label else replace(
-            found, algorithm=unit.spec.label)
-    store = measuring.store
-    if not store.has(unit.key, depth=unit.depth):
-        # planned as reused, deleted since (a `sweval cache prune` running beside this run)
-        _log.warning("unit (fold %d, %s) left the store while this run used it; computing it "
-                     "again", unit.split.index, unit.spec.label)
-        measuring.computed.add(unit.key)
-        return measure_lists(measuring, unit, compute_unit(unit, store))
-    lists, recomputed = read_or_recompute(unit, store)
-    if recomputed:
-        measuring.computed.add(unit.key)
-    return measure_lists(measuring, unit, lists)
-
-
-def measure_lists(measuring: Measuring, unit: Unit, lists: UnitLists) -> UnitResult:
-    """One unit's per-user metrics at the run's k (``--metrics``) from its lists, keeping of
-    the lists only the top max(k) that the tables read (exposure metrics, overlap)."""
-    config = measuring.plan.config
-    result = measure_chosen(lists, unit.split, config.k, config.metrics,
-                            algorithm=unit.spec.label, facts=measuring.facts_of(unit.split))
-    if result.recommended is not None:
-        result.recommended = np.ascontiguousarray(result.recommended[:, : max(config.k)])
-    return result
-
-
-def measure_computed(
-    plan: Plan, store: UnitStore, units: Sequence[Unit], computed: Mapping[str, UnitLists]
-) -> dict[str, UnitResult]:
-    """``{unit key: result}`` of the ``computed`` lists of ``units`` (one fold's), measured
-    where they were computed: a fold task sends these back, not the lists, and the run's tables
-    (:func:`collect`) and MLflow rows use them without reading the units back."""
-    measuring = Measuring(plan, store)
-    first = {unit.key: unit for unit in reversed(units)}  # a key's first label
-    return {key: measure_lists(measuring, first[key], lists) for key, lists in computed.items()}
-
-
 def stratum_rows(
-    measuring: Measuring, fold: Fold, result: UnitResult, name: str, facts: ItemFacts | None
+    context: Rows, fold: Fold, result: UnitResult, name: str, facts: Any
 ) -> list[dict[str, Any]]:
     """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
     (mode ``test``, exposure from the ``all`` fold's facts) or the stratum's own units (mode
     ``subset``)."""
-    plan = measuring.plan
+    plan = context.plan
     assert plan.strata is not None
     config = plan.config
     if plan.strata.mode == "test":
-        if measuring.per_user is not None:
+        if context.per_user is not None:
             groups = groups_by_test_policy(plan.log, fold, result.users, plan.strata.labels)
             for label, mask in groups.items():
                 if int(mask.sum()) >= config.u_min:
-                    measuring.per_user.add(result, plan.log, stratum=label, mask=mask)
+                    context.per_user.add(result, plan.log, stratum=label, mask=mask)
         return group_rows(
             plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
             config_hash=plan.key, metrics=config.metrics,
@@ -295,12 +233,14 @@ def stratum_rows(
             rows += skipped_rows(sub_fold, name, config.k, stratum=label, config_hash=plan.key,
                                  metrics=config.metrics)
             continue
-        sub_result = measure_unit(measuring, plan.unit(split, name))
-        sub_facts = measuring.facts_of(split)
+        sub_result = context.result_of(plan.unit(split, name))
+        if sub_result is None:
+            continue
+        sub_facts = context.measurer.facts_of(split)
         rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key,
                           fold_level=fold_level(sub_result, sub_facts, config.k, config.metrics))
-        if measuring.per_user is not None:
-            measuring.per_user.add(sub_result, split.log, stratum=label)
+        if context.per_user is not None:
+            context.per_user.add(sub_result, split.log, stratum=label)
     return rows
 
 

@@ -20,7 +20,6 @@ and are not in the file; skipped folds and groups have no rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa

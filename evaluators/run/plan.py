@@ -1,27 +1,20 @@
-"""A whole sliding-window evaluation as a plan of units, as plain functions the flows compose.
+"""A sliding-window evaluation's plan: the log, the folds, the splits and every unit to compute.
 
 ::
 
-    plan = make_plan(config)                  load + validate the log, cut folds, plan the units
-    store = unit_store(config)                <output>/units, or the shared --cache
-    for fold in plan.folds:                   (the Prefect flow fans these out as tasks)
-        run_fold(plan, fold.index, store)     compute the fold's units the store lacks
-        measure_computed(...)                 and measure them while their lists are at hand
-    outputs = collect(plan, store, results)   the tables: measured units, the others (reused
-                                              from the store) loaded and measured
-    write_outputs(plan, outputs)              results.csv, folds.csv, units.csv, config.json
-                                              (both in :mod:`evaluators.run.outputs`)
+    plan = make_plan(config)        validate the options, load the log, cut the folds and their
+                                    splits (every stratum), draw --tune's candidates, key the units
+    store = unit_store(config)      --cache, $SWEVAL_CACHE, else <output>/units
 
-A unit (one fold × one algorithm configuration, :mod:`evaluators.units.unit`) already in the store is
-never recomputed, whichever command or run computed it.
+The driver (:mod:`evaluators.run.driver`) computes the units the store lacks; a unit already in
+the store is never recomputed, whichever command or run computed it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -32,10 +25,8 @@ from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.config.text import parse_variant
-from sweval.evaluators.run.outputs import Outputs, collect, measure_computed, write_outputs
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.stratify import Strata, build_strata
@@ -44,12 +35,8 @@ from sweval.evaluators.units.unit import (
     AlgorithmFailed,
     AlgorithmSpec,
     Unit,
-    UnitFailure,
     code_version,
-    compute_unit,
-    outdated_by_code,
     plan_units,
-    stored_or_computed,
     variant_label,
 )
 from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
@@ -193,8 +180,9 @@ def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> li
 def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
     """``--tune-sampler tpe``'s objective: a candidate's mean ``--tune-metric`` over the first
     ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series;
-    NaN when one of its units fails. Its units go to the run's store, where the run finds them
-    again."""
+    NaN when one of its units fails. Its units go to the run's store (through the driver),
+    where the run finds them again."""
+    from sweval.evaluators.run.driver import Measurer, Work, compute, fail_on
 
     def objective(name: str, params: dict[str, Any]) -> float:
         spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,
@@ -206,21 +194,15 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
                 "no window to steer the draws by."
             )
         metric, k = tune_metric(config)
-        store = unit_store(config)
-        values = []
+        units = plan_units(windows, [spec], config.k)
+        work = Work(groups=[[unit] for unit in units], measurer=Measurer(list(config.k)),
+                    log_failures=False)
         try:
-            for unit in plan_units(windows, [spec], config.k):
-                lists = stored_or_computed(unit, store, log_failure=False)
-                result = measure(lists, unit.split.relevant, config.k,
-                                 n_items=unit.split.log.n_items, index=unit.split.index,
-                                 algorithm=spec.label)
-                values.append(float(result.values[(metric, k)].mean()))
+            collected = fail_on(compute(work, unit_store(config)))
         except AlgorithmFailed:  # a failed trial; the run fails this unit again and logs it
             return float("nan")
-        finally:
-            for split in windows:
-                split.release()
-        return float(np.mean(values))
+        return float(np.mean([collected.results[unit.key].values[(metric, k)].mean()
+                              for unit in units]))
 
     return objective
 
@@ -300,114 +282,17 @@ def run_key(config: EvalConfig, log: InteractionLog, specs: list[AlgorithmSpec])
     return f"{config.result_hash()}-{log.fingerprint()}-{code[:12]}"
 
 
-def run_fold(
-    plan: Plan,
-    fold: int,
-    store: UnitStore,
-    names: list[str] | None = None,
-    *,
-    on_unit: Callable[[Unit, UnitLists], None] | None = None,
-    failures: list[UnitFailure] | None = None,
-) -> dict[str, UnitLists]:
-    """Compute the units of one fold that ``store`` lacks, sharing the fold's training data.
-
-    Each unit is computed under its lock in the store (:func:`evaluators.units.locks.unit_lock`): a
-    unit another process is computing is waited for and then reused, not computed twice.
-
-    Args:
-        plan: the run plan.
-        fold: the fold's index.
-        store: where finished units are (and go, one by one, as soon as each is finished).
-        names: only these algorithms (default: all).
-        on_unit: called with each computed unit.
-        failures: where a unit whose algorithm raises goes (logged with the algorithm's name
-            and traceback; the fold's other units go on); None: the error is raised.
-
-    Returns:
-        ``{unit key: lists}`` of the units computed here.
+def precheck(config: EvalConfig) -> None:
+    """The cheap checks of :func:`make_plan`, before any server or data load: algorithm names
+    and parameters, durations and times, that the data file exists. Commands run them first, so
+    a typo fails in a second, not after Prefect's temporary server started.
 
     Raises:
-        AlgorithmFailed: a unit's algorithm raised and ``failures`` is None.
+        SwevalError: the first problem found.
     """
-    computed: dict[str, UnitLists] = {}
-    units = plan.units_of(fold, names)
-    try:
-        for unit in units:
-            if store.has(unit.key, depth=unit.depth):
-                continue
-            with store.lock(unit.key):
-                if store.has(unit.key, depth=unit.depth):  # another process finished it meanwhile
-                    continue
-                try:
-                    computed[unit.key] = compute_unit(unit, store)
-                except AlgorithmFailed as exc:
-                    if failures is None:
-                        raise
-                    failures.append(exc.failure)  # logged with its traceback where it failed
-                    continue
-            if on_unit is not None:
-                on_unit(unit, computed[unit.key])
-    finally:
-        for unit in units:  # the fold's training data is not needed again
-            unit.split.release()
-    return computed
+    from sweval.data.loaders import source_files
 
-
-def missing_units(plan: Plan, store: UnitStore) -> list[Unit]:
-    """The plan's units the store does not hold (or holds with too short lists), once per key
-    (a variant with default parameters is the plain algorithm's unit)."""
-    missing: dict[str, Unit] = {}
-    for unit in plan.units:
-        if unit.key not in missing and not store.has(unit.key, depth=unit.depth):
-            missing[unit.key] = unit
-    return list(missing.values())
-
-
-def run_units(
-    plan: Plan, store: UnitStore, *, progress: Any = None,
-    failures: list[UnitFailure] | None = None,
-    results: dict[str, UnitResult] | None = None,
-) -> int:
-    """Compute every unit not yet in ``store``, fold by fold; returns how many were computed.
-
-    Args:
-        plan: the run plan.
-        store: where finished units go (and which are already there).
-        progress: optional callable ``progress(n_done_now)`` called after each unit.
-        failures: collects the units whose algorithm raised (see :func:`run_fold`).
-        results: collects the computed units measured at the run's k, by key
-            (:func:`evaluators.run.outputs.measure_computed`), for :func:`collect`.
-    """
-    computed = 0
-    for fold in plan.folds:
-        done = run_fold(plan, fold.index, store,
-                        on_unit=None if progress is None else lambda *_: progress(1),
-                        failures=failures)
-        if results is not None:
-            results |= measure_computed(plan, store, plan.units_of(fold.index), done)
-        computed += len(done)
-    return computed
-
-
-def run_local(config: EvalConfig, *, log: InteractionLog | None = None) -> Outputs:
-    """Plan, compute every missing unit and write the outputs, in this process (no Prefect).
-
-    A unit whose algorithm raises is left out of the outputs, which are written all the same;
-    the failures are in ``Outputs.failed``.
-    """
-    plan = make_plan(config, log)
-    store = unit_store(config)
-    missing = missing_units(plan, store)
-    code_changed = outdated_by_code(missing, store)
-    failures: list[UnitFailure] = []
-    results: dict[str, UnitResult] = {}
-    computed = run_units(plan, store, failures=failures, results=results)
-    n_units = len({unit.key for unit in plan.units})
-    outputs = collect(plan, store, failed=failures, results=results, computed=results.keys())
-    computed += outputs.n_recomputed
-    outputs = replace(
-        outputs, n_reused=n_units - computed - len({failure.key for failure in failures}),
-        n_computed=computed, n_code_changed=min(code_changed, computed),
-    )
-    write_outputs(plan, outputs)
-    return outputs
+    algorithm_specs(config)
+    window_spec(config)
+    if config.data is not None:
+        source_files(config.data)

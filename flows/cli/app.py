@@ -105,7 +105,7 @@ def run(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-    from sweval.flows.pipeline import precheck
+    from sweval.evaluators.run.plan import precheck
     from sweval.flows.cli.summary import print_summary
 
     precheck(cfg)
@@ -132,7 +132,7 @@ def run(
         return
     print_summary(outputs, cfg)
     if rolling:
-        from sweval.flows.rolling import progress_line, read_state
+        from sweval.evaluators.run.rolling import progress_line, read_state
 
         state = read_state(Path(cfg.output))
         if "n_folds" in state:
@@ -243,7 +243,7 @@ def serve(
     _setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-    from sweval.flows.pipeline import precheck
+    from sweval.evaluators.run.plan import precheck
     from sweval.flows.serve import serve as serve_deployment
 
     precheck(cfg)
@@ -530,8 +530,8 @@ from sweval.flows.cli.report import report as _report  # noqa: E402
 
 app.command(name="report")(_report)
 
-from sweval.flows.compare import DEFAULT_OUTPUT as compare_output  # noqa: E402
-from sweval.flows.compare import compare_command  # noqa: E402
+from sweval.flows.cli.compare import DEFAULT_OUTPUT as compare_output  # noqa: E402
+from sweval.flows.cli.compare import compare_command  # noqa: E402
 
 #: Options of `sweval run` whose output an experiment command does not produce: not offered
 #: there ("No such option" rather than a silent no-op). Options about where and how a command
@@ -551,16 +551,16 @@ from sweval.flows.cli.inspect import inspect as _inspect  # noqa: E402
 
 app.command(name="inspect")(_inspect)
 
-from sweval.flows.leakage import DEFAULT_OUTPUT as leakage_output  # noqa: E402
-from sweval.flows.leakage import leakage_command  # noqa: E402
+from sweval.flows.cli.leakage import DEFAULT_OUTPUT as leakage_output  # noqa: E402
+from sweval.flows.cli.leakage import leakage_command  # noqa: E402
 
 app.command(name="leakage")(with_eval_options(
     leakage_command(build_config, _setup_logging),
     defaults={"output": leakage_output},
     omit=_SPLIT_ONLY | {"start"}))
 
-from sweval.flows.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
-from sweval.flows.gap import gap_command  # noqa: E402
+from sweval.flows.cli.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
+from sweval.flows.cli.gap import gap_command  # noqa: E402
 
 app.command(name="gap")(with_eval_options(
     gap_command(build_config, _setup_logging),

@@ -1,6 +1,6 @@
 """The printed tables of ``sweval compare`` (rich): Table 2 per protocol, the rankings, Kendall's
 τ, the leakage diagnostic and the lists' overlap with SW-EVAL's; :func:`print_comparison` prints
-them all (see :mod:`flows.compare`)."""
+them all (see :mod:`flows.cli.compare`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweval.evaluators.experiments.compare import rank_shift, rankings, table2, tied_ranks
+from sweval.evaluators.experiments.compare import tables_of
+from sweval.evaluators.experiments.compare_tables import rank_shift, rankings, table2, tied_ranks
 from sweval.evaluators.experiments.compare_views import (
     LEAKAGE_BUG,
     kendall_view,
@@ -28,7 +29,7 @@ from sweval.flows.cli.summary import lead_cell
 from sweval.flows.cli.terminal import folding_header, table_console
 
 if TYPE_CHECKING:
-    from sweval.flows.compare import Comparison
+    from sweval.evaluators.experiments.compare import Comparison
 
 COMPARE_TABLES = (
     "compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv", "rank_shift.csv",
@@ -296,7 +297,8 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     overlap = overlap_rich(comparison)
     if overlap is not None:
         console.print(overlap)
-    written = [name for name in COMPARE_TABLES if (comparison.directory / name).exists()]
+    published = set(tables_of(comparison))
+    written = [name for name in COMPARE_TABLES if name in published]
     written += ["compare.txt", "compare.json"]
     run = f"; MLflow run {comparison.mlflow_run_id}" if comparison.mlflow_run_id else ""
     console.print(f"files: {comparison.directory}/{', '.join(written)}{run}", markup=False,

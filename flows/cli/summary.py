@@ -25,7 +25,7 @@ from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
-from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural
+from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_line
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
@@ -335,19 +335,6 @@ def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
             reason = str(rows["skip_reason"].iloc[-1])
             lines.append(f"{algorithm}: no fold scored: {reason}")
     return lines
-
-
-def units_line(reused: int, computed: int, code_changed: int, *, planned: bool = False,
-               failed: int = 0) -> str:
-    """``reused 10 units, computed 5 (3 because the code changed), 2 failed``: the part in
-    brackets only when some computed units were stored as computed by other code
-    (:func:`evaluators.units.unit.outdated_by_code`), the last only when some units' algorithms
-    raised (tried again on every run: they are never stored); ``planned``, before the work:
-    ``reusing 10 units, computing 5 (...)``."""
-    done, doing = ("reusing", "computing") if planned else ("reused", "computed")
-    line = f"{done} {plural(reused, 'unit')}, {doing} {computed}"
-    line += f" ({code_changed} because the code changed)" if code_changed else ""
-    return line + (f", {failed} failed" if failed else "")
 
 
 def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.DataFrame) -> str:

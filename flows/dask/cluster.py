@@ -66,6 +66,22 @@ def worker_env(workers: int, api_url: str | None) -> dict[str, str]:
     return env
 
 
+def require_dask() -> None:
+    """Make sure Dask is installed (the ``dask`` extra).
+
+    Raises:
+        SwevalError: it is not, saying how to install it.
+    """
+    try:
+        import distributed  # noqa: F401
+        import prefect_dask  # noqa: F401
+    except ImportError:
+        raise SwevalError(
+            "--task-runner dask needs the dask extra: pip install 'sweval[dask]' "
+            "(or: uv sync --extra dask)."
+        ) from None
+
+
 class LocalDask:
     """A local Dask cluster being started in a helper thread (see the module docstring).
 
@@ -100,6 +116,19 @@ class LocalDask:
                 )
         except BaseException as exc:  # noqa: BLE001  (raised in the flow's thread by task_runner)
             self._error = exc
+
+    def address(self) -> str:
+        """The scheduler's address, once the workers are up.
+
+        Raises:
+            SwevalError: the cluster could not start.
+        """
+        self._started.join()
+        if self._cluster is None:
+            raise SwevalError(
+                f"--task-runner dask: the local Dask cluster did not start: {self._error}"
+            ) from self._error
+        return str(self._cluster.scheduler_address)
 
     def task_runner(self) -> Any:
         """prefect-dask's runner on this cluster, once its workers are up (the runner closes

@@ -1,6 +1,6 @@
 """The MLflow runs of ``sweval compare``: a parent run per comparison, and under it each protocol
 logged by a :class:`~flows.tracking.tracker.Tracker` exactly as ``sweval run`` logs an evaluation
-(see :mod:`flows.compare`)."""
+(see :mod:`flows.cli.compare`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.experiments.compare import compare_summary, leakage_summary, table2
+from sweval.evaluators.experiments.compare_tables import compare_summary, leakage_summary, table2
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.protocols.holdout import Protocol, ProtocolRun
+from sweval.evaluators.protocols.holdout import Protocol
+from sweval.evaluators.experiments.protocol_runs import ProtocolRun
 from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key
@@ -24,7 +25,7 @@ from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.tracker import Tracker
 
 if TYPE_CHECKING:
-    from sweval.flows.compare import Comparison
+    from sweval.evaluators.experiments.compare import Comparison
 
 _log = logging.getLogger(__name__)
 

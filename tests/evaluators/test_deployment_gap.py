@@ -17,9 +17,10 @@ from sweval.evaluators.experiments.gap import (
     validation_log,
     validation_protocols,
 )
-from sweval.evaluators.protocols.holdout import RandomSplit, TemporalGlobal, TemporalUser, run_protocol
-from sweval.evaluators.run.plan import run_local
-from sweval.flows.gap import run_gap
+from sweval.evaluators.protocols.holdout import RandomSplit, TemporalGlobal, TemporalUser
+from sweval.evaluators.experiments.protocol_runs import run_protocol
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.flows.cli.gap import run_gap
 
 
 def random_frame(seed: int, n: int = 600) -> pd.DataFrame:
@@ -72,7 +73,7 @@ def test_the_sets_are_their_protocols_and_validation_never_sees_t(tmp_path, trai
         got = results[results["set"] == name]
         pd.testing.assert_frame_equal(got[columns].reset_index(drop=True),
                                       want[columns].reset_index(drop=True))
-    deployed = run_local(config.model_copy(update={
+    deployed = evaluate_config(config.model_copy(update={
         "window": "2D", "folds": 1, "start": str(9 * DAY), "output": str(tmp_path / "run")}),
         log=log).results
     got = results[results["set"] == "test"]

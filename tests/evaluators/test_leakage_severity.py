@@ -19,7 +19,7 @@ from sweval.evaluators.experiments.leakage import (
     held_out_positions,
     mean_jaccard,
 )
-from sweval.flows.leakage import run_leakage
+from sweval.flows.cli.leakage import run_leakage
 
 HOUR = 3600
 #: P = [2D, 3D). Test users: a (z), b (y), c (x); e has no transaction before P. Day 3 brings

@@ -17,7 +17,7 @@ import pytest
 from test_units import age_units, cache_command, config, stored_units
 
 from sweval.evaluators.units.locks import registrants
-from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.units.store import RUNS_FOLDER, UnitStore
 
 
@@ -72,7 +72,7 @@ def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch
     computed; a run that had planned to reuse a unit then failed to load it."""
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     store = out / "units"
     age_units(store, 2)
     pop = [path.parent.name for path in stored_units(store) if '"pop"' in path.read_text()]
@@ -96,7 +96,7 @@ def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monke
     deleted 396 units the run then recomputed; a comparison finds its units as it goes."""
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     store = out / "units"
     age_units(store, 2)
     n_units = len(stored_units(store))
@@ -109,7 +109,7 @@ def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monke
 
 def test_a_unit_found_after_prune_chose_it_is_not_deleted(tmp_path, monkeypatch):
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     store_path = Path(config(tmp_path).output) / "units"
     age_units(store_path, 2)
     store = UnitStore(store_path)
@@ -165,7 +165,10 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
     deleted units it was about to reuse: they registered only once the log was loaded."""
     from sweval.evaluators.experiments.gap import GapDesign
     from sweval.evaluators.experiments.leakage import SeverityDesign
-    from sweval.flows import compare, gap, leakage
+    from sweval.evaluators.experiments import compare as compare_library
+    from sweval.evaluators.experiments import gap as gap_library
+    from sweval.evaluators.experiments import leakage_run
+    from sweval.flows.cli import compare, gap, leakage
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     store = UnitStore(tmp_path / command / "units")
@@ -176,15 +179,15 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
 
     with pytest.raises(_LoadingTheLog):
         if command == "compare":
-            monkeypatch.setattr(compare, "make_plan", loading)
+            monkeypatch.setattr(compare_library, "load_data", loading)
             compare.run_compare(config(tmp_path), ["sw-eval"], output=tmp_path / command)
         elif command == "leakage":
-            monkeypatch.setattr(leakage, "load_data", loading)
+            monkeypatch.setattr(leakage_run, "load_data", loading)
             leakage.run_leakage(config(tmp_path), SeverityDesign(test_start=0, period_s=86400,
                                                                  periods=1),
                                 output=tmp_path / command)
         else:
-            monkeypatch.setattr(gap, "load_data", loading)
+            monkeypatch.setattr(gap_library, "load_data", loading)
             gap.run_gap(config(tmp_path), GapDesign(deploy_start=0, width_s=86400),
                         output=tmp_path / command)
     assert store.live_runs() == []

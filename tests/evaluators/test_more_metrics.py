@@ -15,7 +15,8 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, gini, recency
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
-from sweval.evaluators.run.plan import run_local, window_spec
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.plan import window_spec
 from sweval.evaluators.metrics.user_metrics import user_metrics
 
 F = 0.3 ** (17 / 12)  # f(c) of the tiny log below: s = 30/80, 0.3 ** ((0.8 - 0.375) * 10/3)
@@ -111,7 +112,7 @@ def tiny_run(tmp_path, rows=ROWS, **options):
         window="100s", folds=1, start="100", u_min=1, algorithms=["pop"], k=[1, 2],
         output=str(tmp_path / "out"), progress=False, tracking=False, **options,
     )
-    return run_local(config, log=make_log(rows))
+    return evaluate_config(config, log=make_log(rows))
 
 
 def values_of(results: pd.DataFrame) -> dict[tuple[str, int], float]:

@@ -106,13 +106,13 @@ def test_a_run_with_seeds_writes_intrinsic_overlap(tmp_path):
     from sweval_testing import log_frame
 
     from sweval.data.log import InteractionLog
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
 
     config = EvalConfig.build(
         window="1D", folds=3, u_min=3, algorithms=["pop", "als(factors=4,iterations=2)"],
         seeds=[0, 1], k=[3, 5], output=str(tmp_path), progress=False, tracking=False,
     )
-    outputs = run_local(config, log=InteractionLog.from_frame(log_frame()))
+    outputs = evaluate_config(config, log=InteractionLog.from_frame(log_frame()))
     frame = pd.read_csv(tmp_path / "overlap.csv")
     pd.testing.assert_frame_equal(frame, outputs.overlap, check_exact=False, rtol=1e-9)
     a, b = "als(factors=4,iterations=2,seed=0)", "als(factors=4,iterations=2,seed=1)"

@@ -23,9 +23,8 @@ import pytest
 from sweval.data.log import InteractionLog
 from sweval.data.synthetic import generate_log
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.outputs import collect
 from sweval.evaluators.report.significance import stars
-from sweval.evaluators.run.plan import make_plan, run_units, unit_store
+from sweval.evaluators.run.evaluate import evaluate_config
 
 
 def effects(table: pd.DataFrame, folds: np.ndarray) -> tuple[float, float]:
@@ -45,10 +44,7 @@ def measure(bias: float, tmp_path) -> tuple[np.ndarray, np.ndarray]:
         algorithms=["pop", "pop-n", "item-knn"], folds=20, u_min=5, stratify_by="policy",
         output=str(tmp_path / f"bias{bias}"), progress=False,
     )
-    plan = make_plan(config, log)
-    store = unit_store(config)
-    run_units(plan, store)
-    results = collect(plan, store).results
+    results = evaluate_config(config, log=log).results
     recall = results[(results["metric"] == "recall") & (results["k"] == 10) & ~results["skipped"]]
     table = recall.pivot_table(index=["stratum", "fold"], columns="algorithm", values="value")
     folds = table.index.get_level_values("fold").unique().to_numpy()
@@ -70,7 +66,6 @@ def policy_effect(bias: float, tmp_path) -> pd.DataFrame:
     """significance_strata.csv of a run in mode ``test`` (every model trains on all of D_t, so
     only the presentation bias can make the strata differ), at Recall@10, Wilcoxon; and the
     report written from the same directory."""
-    from sweval.evaluators.run.outputs import write_outputs
     from sweval.evaluators.report.page import write_report
 
     log = InteractionLog.from_frame(generate_log(scale=0.05, seed=0, bias=bias), policy_col="policy")
@@ -78,10 +73,7 @@ def policy_effect(bias: float, tmp_path) -> pd.DataFrame:
         algorithms=["pop", "pop-n", "item-knn"], folds=20, u_min=5, stratify_by="policy",
         stratify_mode="test", output=str(tmp_path / f"test-bias{bias}"), progress=False,
     )
-    plan = make_plan(config, log)
-    store = unit_store(config)
-    run_units(plan, store)
-    write_outputs(plan, collect(plan, store))
+    evaluate_config(config, log=log)
     write_report(config.output)
     table = pd.read_csv(tmp_path / f"test-bias{bias}" / "significance_strata.csv")
     table = table[(table["metric"] == "recall") & (table["k"] == 10)

@@ -14,7 +14,7 @@ from sweval_testing import DAY, make_log, random_logs
 from sweval.algorithms.registry import ALGORITHMS
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.experiments.compare import (
+from sweval.evaluators.experiments.compare_tables import (
     compare_summary,
     kendall_table,
     kendall_tau,
@@ -29,9 +29,10 @@ from sweval.evaluators.protocols.holdout import (
     TemporalGlobal,
     default_cutoff,
     parse_protocols,
-    run_protocol,
 )
-from sweval.evaluators.run.plan import make_plan, run_local
+from sweval.evaluators.experiments.protocol_runs import run_protocol
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.plan import make_plan
 from sweval.evaluators.protocols.splits import holdout_positions, item_first_seen
 from sweval.evaluators.protocols.windows import WindowSpec
 
@@ -237,7 +238,7 @@ def naive_future_count(log: InteractionLog, run, k: int) -> int:
 @given(log=LOGS, seed=st.integers(0, 50))
 def test_holdout_leakage_matches_brute_force(log, seed):
     from sweval.algorithms.registry import build_algorithm
-    from sweval.evaluators.experiments.compare import future_items
+    from sweval.evaluators.experiments.compare_tables import future_items
     from sweval.evaluators.units.engine import compute_lists, list_length
 
     for protocol in (LeaveLastOneOut(), LOOCV(repeats=1)):
@@ -318,7 +319,7 @@ def test_sw_eval_rows_equal_sweval_run(tmp_path):
         algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 500}},
         output=str(tmp_path / "run"), progress=False, tracking=False,
     )
-    reference = run_local(config).results
+    reference = evaluate_config(config).results
     plan = make_plan(config)
     run = run_protocol(plan.log, SlidingWindow(plan.folds, config.relevance), config.algorithms,
                        ks=config.k, params=config.params, config_hash=plan.key)

@@ -321,13 +321,13 @@ def test_compare_table_has_protocol_blocks(tmp_path):
 
 def test_report_of_a_real_run_matches_its_summary_csv(tmp_path):
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
 
     config = EvalConfig.build(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, algorithms=["pop", "pop-n"],
         params={"pop-n": {"n_recent": 500}}, output=str(tmp_path / "run"), progress=False,
     )
-    run_local(config)
+    evaluate_config(config)
     write_report(config.output, destination=tmp_path / "rep")
     summary = pd.read_csv(Path(config.output) / "summary.csv")
     cells = parse_report(tmp_path / "rep" / "report.html").cells
@@ -610,7 +610,7 @@ def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkey
     import shutil
 
     from sweval.evaluators.run import output_dir
-    from sweval.flows.pipeline import write_report_quietly
+    from sweval.evaluators.run.evaluate import write_report_quietly
 
     directory = write_output(tmp_path / "out", fake_results())
     (directory / "report.html").write_text("an earlier run's report")

@@ -12,15 +12,9 @@ from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.outputs import collect, write_outputs
-from sweval.evaluators.run.plan import (
-    make_plan,
-    missing_units,
-    run_fold,
-    run_local,
-    run_units,
-    unit_store,
-)
+from sweval.evaluators.run.driver import Driver, Job, compute, compute_group
+from sweval.evaluators.run.evaluate import Prepared, evaluate_config
+from sweval.evaluators.run.plan import make_plan, unit_store
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:
@@ -35,7 +29,7 @@ def small_config(tmp_path: Path, **overrides) -> EvalConfig:
 
 def test_outputs_and_byte_identical_rerun(tmp_path):
     config = small_config(tmp_path)
-    outputs = run_local(config)
+    outputs = evaluate_config(config)
     out = Path(config.output)
     for name in ("results.csv", "folds.csv", "summary.csv", "units.csv", "config.json"):
         assert (out / name).exists()
@@ -50,7 +44,7 @@ def test_outputs_and_byte_identical_rerun(tmp_path):
     assert len(results) == 6 * 2 * 13
     assert outputs.summary["n_folds"].max() + outputs.summary["n_skipped"].max() == 6
     first = (out / "results.csv").read_bytes()
-    run_local(small_config(tmp_path, output=str(tmp_path / "again")))
+    evaluate_config(small_config(tmp_path, output=str(tmp_path / "again")))
     assert (tmp_path / "again" / "results.csv").read_bytes() == first
 
 
@@ -60,34 +54,33 @@ def test_resume_recomputes_only_missing_units(tmp_path):
     store = unit_store(config)
     # "crash" after the first fold's units
     first_fold = next(f for f in plan.folds if not f.skipped)
-    run_fold(plan, first_fold.index, store)
+    work = Prepared(plan=plan).work
+    compute_group(work, Job(first_fold.index, tuple(config.algorithms)), store)
     before = {p: p.stat().st_mtime_ns for p in store.directory.glob("*/*/unit.json")}
     assert len(before) == len(config.algorithms)
-    computed = run_units(make_plan(config), unit_store(config))
-    assert computed == len(plan.units) - len(config.algorithms)
+    resumed = evaluate_config(config)
+    assert resumed.n_computed == len(plan.units) - len(config.algorithms)
     after = {p: p.stat().st_mtime_ns for p in store.directory.glob("*/*/unit.json")}
     assert all(after[path] == mtime for path, mtime in before.items())  # not rewritten
-    resumed = collect(plan, store)
-    write_outputs(plan, resumed)
-    fresh = run_local(small_config(tmp_path, output=str(tmp_path / "fresh")))
+    fresh = evaluate_config(small_config(tmp_path, output=str(tmp_path / "fresh")))
     pd.testing.assert_frame_equal(resumed.results, fresh.results)
 
 
 def test_a_changed_configuration_keeps_every_unit_and_reuses_what_it_can(tmp_path):
-    first = run_local(small_config(tmp_path))
+    first = evaluate_config(small_config(tmp_path))
     assert first.n_computed == len(make_plan(small_config(tmp_path)).units)
     units = sorted(unit_store(small_config(tmp_path)).directory.glob("*/*/unit.json"))
     # fewer k: every unit is reused, nothing is deleted
-    again = run_local(small_config(tmp_path, k=[3]))
+    again = evaluate_config(small_config(tmp_path, k=[3]))
     assert (again.n_reused, again.n_computed) == (first.n_computed, 0)
     assert sorted(unit_store(small_config(tmp_path)).directory.glob("*/*/unit.json")) == units
     # one more algorithm: only its units are computed
-    more = run_local(small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"]))
+    more = evaluate_config(small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"]))
     assert more.n_computed == len(units) // 2 and more.n_reused == len(units)
 
 
 def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
-    outputs = run_local(small_config(tmp_path, relevance="first", u_min=40))
+    outputs = evaluate_config(small_config(tmp_path, relevance="first", u_min=40))
     skipped = outputs.results[outputs.results["skipped"]]
     assert not skipped.empty and skipped["value"].isna().all()
     assert (skipped["skip_reason"].str.contains("u_min=40")).all()
@@ -135,9 +128,9 @@ def warm_config(tmp_path: Path, name: str, **overrides) -> EvalConfig:
 
 def test_warm_start_chains_folds_and_a_resumed_run_matches(tmp_path):
     config = warm_config(tmp_path, "warm")
-    warm = run_local(config).results
+    warm = evaluate_config(config).results
     cold_params = {"als": {"factors": 8, "iterations": 6, "device": "cpu"}}
-    cold = run_local(small_config(
+    cold = evaluate_config(small_config(
         tmp_path, output=str(tmp_path / "cold"), algorithms=["als"], folds=5, u_min=2,
         params=cold_params,
     )).results
@@ -160,7 +153,7 @@ def test_warm_start_chains_folds_and_a_resumed_run_matches(tmp_path):
     # predecessor's stored state again and computes the same numbers.
     store.remove(plan.units[-1].key)
     (Path(config.output) / "results.csv").unlink()
-    resumed = run_local(config)
+    resumed = evaluate_config(config)
     assert resumed.n_computed == 1
     pd.testing.assert_frame_equal(resumed.results, warm)
 
@@ -179,15 +172,16 @@ def test_units_of_other_code_are_recomputed_not_mixed_in(tmp_path, monkeypatch):
     import sweval.evaluators.units.unit as units
 
     config = small_config(tmp_path)
-    run_local(config)
+    evaluate_config(config)
     plan = make_plan(config)
-    assert not missing_units(plan, unit_store(config))
+    assert not Driver(Prepared(plan=plan).work, unit_store(config)).missing
     monkeypatch.setattr(units, "code_version", lambda name: f"other-code-{name}")
     changed = make_plan(config)
-    assert len(missing_units(changed, unit_store(config))) == len(changed.units)
-    assert run_units(changed, unit_store(config)) == len(changed.units)
+    work = Prepared(plan=changed).work
+    assert len(Driver(work, unit_store(config)).missing) == len(changed.units)
+    assert compute(work, unit_store(config)).n_computed == len(changed.units)
     # the other code's units are still there
-    assert not missing_units(plan, unit_store(config))
+    assert not Driver(Prepared(plan=plan).work, unit_store(config)).missing
 
 
 def test_stratify_mode_test_without_a_column_is_refused():

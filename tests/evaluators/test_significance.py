@@ -13,7 +13,7 @@ from scipy import stats
 
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.report.data import read_results
-from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.stats.significance import (
     MIN_FOLDS,
     NO_POWER,
@@ -36,7 +36,7 @@ def run(tmp_path: Path, name: str, **overrides) -> Path:
         progress=False, bootstrap=B, bootstrap_seed=7,
     )
     values.update(overrides)
-    run_local(EvalConfig.build(**values))
+    evaluate_config(EvalConfig.build(**values))
     return tmp_path / name
 
 

@@ -12,7 +12,7 @@ from sweval_testing import DAY, make_log, random_logs
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.experiments.compare import rank_shift
+from sweval.evaluators.experiments.compare_tables import rank_shift
 from sweval.evaluators.protocols.holdout import RandomSplit, TemporalUser, parse_protocols
 from sweval.evaluators.protocols.splits import held_out_count, share_positions
 
@@ -145,7 +145,7 @@ def test_equal_means_share_a_rank_and_move_no_place():
     shift = rank_shift(summary, ["a", "b"])
     got = {(r.algorithm, r.protocol): (r.rank, r.shift) for r in shift.itertuples()}
     assert got["x", "b"] == (1, 0) and got["y", "b"] == (1, 1) and got["z", "b"] == (3, 0)
-    from sweval.evaluators.experiments.compare import rankings, tied_ranks
+    from sweval.evaluators.experiments.compare_tables import rankings, tied_ranks
 
     assert _ranking_text(rankings(summary, 10)["b"], tied_ranks(summary, 10)["b"]) == "x = y > z"
 
@@ -225,7 +225,7 @@ def test_held_out_items_later_in_time_but_earlier_in_id_are_hits():
     """u holds out b (day 5) then a (day 6): in time order b, a; in item order a, b. POP's top-1
     for u is a (three other users took it), so Recall@1 = 1/2 and HitRate@1 = 1. Relevant
     items kept in time order made the binary search in hit_matrix miss a (Recall 0)."""
-    from sweval.evaluators.protocols.holdout import run_protocol
+    from sweval.evaluators.experiments.protocol_runs import run_protocol
 
     rows = [("u", "x1", 0), ("u", "x2", DAY), ("u", "b", 5 * DAY), ("u", "a", 6 * DAY)]
     rows += [(f"v{i}", "a", 0) for i in range(3)]
@@ -284,7 +284,7 @@ def test_a_negative_seed_and_absurd_repetitions_are_refused_before_any_fit(tmp_p
     both before it fits SW-EVAL's units."""
     from sweval.evaluators.config.model import EvalConfig
     from sweval.evaluators.protocols.holdout import LOOCV
-    from sweval.flows.compare import run_compare
+    from sweval.flows.cli.compare import run_compare
 
     with pytest.raises(SwevalError, match="--split-seed must be ≥ 0, got -1"):
         RandomSplit(seed=-1)

@@ -10,7 +10,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.protocols.folds import build_folds
-from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.protocols.stratify import build_strata, groups_by_test_policy
 from sweval.evaluators.protocols.windows import WindowSpec
 
@@ -63,8 +63,8 @@ def test_u_min_applies_per_stratum_and_all_equals_unstratified(tmp_path, mode):
     pd.DataFrame(ROWS, columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
     base = dict(data=str(path), window="1D", folds=1, u_min=2, algorithms=["pop", "pop-n"],
                 progress=False)
-    plain = run_local(EvalConfig.build(**base, output=str(tmp_path / "plain"))).results
-    stratified = run_local(
+    plain = evaluate_config(EvalConfig.build(**base, output=str(tmp_path / "plain"))).results
+    stratified = evaluate_config(
         EvalConfig.build(**base, stratify_by="policy", stratify_mode=mode, output=str(tmp_path / mode))
     ).results
     every = stratified[stratified["stratum"] == "all"].drop(columns="config_hash").reset_index(drop=True)
@@ -90,13 +90,13 @@ def test_a_stratified_run_reuses_the_plain_runs_units_and_the_reverse(tmp_path, 
     pd.DataFrame(ROWS, columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
     base = dict(data=str(path), window="1D", folds=1, u_min=1, algorithms=["pop", "pop-n"],
                 progress=False, cache=str(tmp_path / "store"))
-    plain = run_local(EvalConfig.build(**base, output=str(tmp_path / "plain")))
+    plain = evaluate_config(EvalConfig.build(**base, output=str(tmp_path / "plain")))
     assert (plain.n_reused, plain.n_computed) == (0, 2)
-    stratified = run_local(EvalConfig.build(
+    stratified = evaluate_config(EvalConfig.build(
         **base, stratify_by="policy", stratify_mode=mode, output=str(tmp_path / mode)))
     strata_units = 4 if mode == "subset" else 0  # A and B, each pop and pop-n
     assert (stratified.n_reused, stratified.n_computed) == (2, strata_units)
-    again = run_local(EvalConfig.build(**base, output=str(tmp_path / "again")))
+    again = evaluate_config(EvalConfig.build(**base, output=str(tmp_path / "again")))
     assert (again.n_reused, again.n_computed) == (2, 0)
     every = stratified.results[stratified.results["stratum"] == "all"].reset_index(drop=True)
     pd.testing.assert_frame_equal(every.drop(columns="config_hash"),
@@ -107,7 +107,7 @@ def test_missing_policy_column_is_a_clear_error(tmp_path):
     path = tmp_path / "log.csv"
     pd.DataFrame([(1, 1, 0)], columns=["user", "item", "timestamp"]).to_csv(path, index=False)
     with pytest.raises(SwevalError, match="policy"):
-        run_local(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
+        evaluate_config(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
                                    output=str(tmp_path / "o"), progress=False))
 
 
@@ -115,5 +115,5 @@ def test_policy_column_with_missing_values_is_rejected_by_default(tmp_path):
     path = tmp_path / "log.csv"
     pd.DataFrame([(1, 1, 0, "A"), (2, 1, 1, None)], columns=["user", "item", "timestamp", "policy"]).to_csv(path, index=False)
     with pytest.raises(SwevalError, match="'policy'"):
-        run_local(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
+        evaluate_config(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
                                    output=str(tmp_path / "o"), progress=False))

@@ -15,7 +15,7 @@ import sweval.algorithms as api
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.results import results_frame
-from sweval.evaluators.run.plan import run_local
+from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.stats.tuning import TUNED, optimism, tune, validation_folds
 
 GRID = {"item-knn": {"n_neighbors": [5, 50]}}
@@ -121,11 +121,11 @@ def test_no_choice_reads_a_window_at_or_after_its_fold(n_folds, windows, mode, u
 def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_more(
     tmp_path, count_units
 ):
-    plain = run_local(config(tmp_path, tune={}, algorithms=["pop", "item-knn", A, B],
+    plain = evaluate_config(config(tmp_path, tune={}, algorithms=["pop", "item-knn", A, B],
                              output=str(tmp_path / "plain")))
     plain_fits = len(count_units)
     count_units.clear()
-    tuned = run_local(config(tmp_path))
+    tuned = evaluate_config(config(tmp_path))
     assert len(count_units) == plain_fits  # the same units (another store), no more
     recall = plain.results[(plain.results["metric"] == "recall") & (plain.results["k"] == 10)]
     by = recall.pivot_table(index="fold", columns="algorithm", values="value")
@@ -147,7 +147,7 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
     assert "Tuning on the timeline" in page and "item-knn[tuned]" in page
     # a rerun (after a kill, say) reuses every unit and writes the same table
     count_units.clear()
-    again = run_local(config(tmp_path))
+    again = evaluate_config(config(tmp_path))
     assert count_units == [] and again.results.equals(tuned.results)
 
 
@@ -233,7 +233,7 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
 def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the_timeline(
     tmp_path
 ):
-    from sweval.flows.compare import run_compare
+    from sweval.flows.cli.compare import run_compare
 
     cfg = config(tmp_path, folds=5, tune={"item-knn": {"n_neighbors": [5, 50]}})
     holdout = ["loocv", "leave-last-one-out", "temporal-user", "random-split"]
@@ -295,7 +295,7 @@ def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, cou
     assert len(count_units) <= 2 * len(plan.searches[0].candidates)
     assert make_plan(cfg).searches == plan.searches  # deterministic
     count_units.clear()
-    outputs = run_local(cfg)
+    outputs = evaluate_config(cfg)
     assert outputs.n_reused >= 2 * len(plan.searches[0].candidates)  # the windows' units
     with pytest.raises(SwevalError, match="tpe needs"):
         sample(Search("item-knn", [], [], {"n_neighbors": [5]}), cfg, None)
@@ -329,7 +329,7 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
         tune={"pop-n": {"n_recent": [1, 1000]}}, tune_metric="recall@1",
         output=str(tmp_path / "hand"), progress=False, tracking=False,
     )
-    outputs = run_local(cfg, log=log)
+    outputs = evaluate_config(cfg, log=log)
     recall = outputs.results[outputs.results["metric"] == "recall"].pivot_table(
         index="fold", columns="algorithm", values="value")
     assert list(recall["pop-n(n_recent=1)"]) == [1.0, 0.0, 0.0]
@@ -351,7 +351,7 @@ def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
                                                            {"n_neighbors": 5}]
     # the values as validated (50.0 → 50), like the labels
     assert [type(p["n_neighbors"]) for p in found.params] == [int, int]
-    run_local(config(tmp_path, tune=repeated, folds=4))
+    evaluate_config(config(tmp_path, tune=repeated, folds=4))
     out = tmp_path / "out"
     tuning = pd.read_csv(out / "tuning.csv")
     assert set(tuning["candidate"]) == {A, B}
@@ -363,9 +363,9 @@ def test_any_measured_metric_where_higher_is_better_can_be_tuned_for(tmp_path):
     """``--tune-metric precision@5`` with ``--metrics all``: every fold's choice is the candidate
     with the best mean Precision@5 on its validation window (the fold before), read here from
     results.csv."""
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
 
-    out = run_local(config(tmp_path, metrics=["all"], tune_metric="precision@5"))
+    out = evaluate_config(config(tmp_path, metrics=["all"], tune_metric="precision@5"))
     results = pd.read_csv(Path(out.directory) / "results.csv")
     tuning = pd.read_csv(Path(out.directory) / "tuning.csv")
     precision = results[(results["metric"] == "precision") & (results["k"] == 5)]
@@ -482,7 +482,7 @@ def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler,
     name = f"{__name__}:Fragile"
     sound, *fragile = [f"{name}(fail_parity={p})" for p in (-1, 0, 1)]
     with caplog.at_level("ERROR", logger="sweval.evaluators.units.unit"):
-        out = run_local(config(tmp_path, algorithms=[name],
+        out = evaluate_config(config(tmp_path, algorithms=[name],
                                tune={name: {"fail_parity": [-1, 0, 1]}},
                                tune_sampler=sampler, tune_trials=6, tune_seed=1))
     used = sorted(int(f) for f in out.folds.loc[~out.folds["skipped"], "fold"])
@@ -504,7 +504,7 @@ def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler,
 def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path):
     """per_user.parquet has ``item-knn[tuned]`` on every fold where it has a value: the chosen
     candidate's users and values, which average to its results.csv rows."""
-    out = run_local(config(tmp_path, per_user=True, folds=4))
+    out = evaluate_config(config(tmp_path, per_user=True, folds=4))
     table = pd.read_parquet(Path(out.directory) / "per_user.parquet")
     tuned_label = TUNED.format("item-knn")
     mine = table[table["algorithm"] == tuned_label]
@@ -526,7 +526,7 @@ def test_per_user_values_of_a_stratums_tuned_series_are_its_own_choices(tmp_path
     """With --stratify-by each stratum chooses its candidate: per_user.parquet copies, per
     (stratum, fold), that stratum's chosen candidate's users (it copied every stratum's rows of
     the candidate chosen on all users)."""
-    out = run_local(config(tmp_path, data=None, scale=0.05, folds=5, u_min=10, per_user=True,
+    out = evaluate_config(config(tmp_path, data=None, scale=0.05, folds=5, u_min=10, per_user=True,
                            stratify_by="policy", algorithms=["pop", "pop-n"],
                            tune={"pop-n": {"n_recent": [10, 100, 1000]}}))
     table = pd.read_parquet(Path(out.directory) / "per_user.parquet")
@@ -553,9 +553,9 @@ def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_p
     from sweval.evaluators.report.page import write_report
 
     out = Path(tmp_path / "out")
-    run_local(config(tmp_path, folds=3, per_user=True))
+    evaluate_config(config(tmp_path, folds=3, per_user=True))
     assert (out / "tuning.csv").exists() and (out / "per_user.parquet").exists()
-    run_local(config(tmp_path, folds=3, tune={}))
+    evaluate_config(config(tmp_path, folds=3, tune={}))
     for name in ("tuning.csv", "optimism.csv", "per_user.parquet"):
         assert not (out / name).exists(), name
     assert (out / "units").is_dir() and any((out / "units").iterdir())  # units stay

@@ -18,7 +18,8 @@ from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.units.engine import UnitLists
-from sweval.evaluators.run.plan import make_plan, run_local, unit_store
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.plan import make_plan, unit_store
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import AlgorithmSpec, source_version, unit_key
 
@@ -121,28 +122,28 @@ def test_parameter_spellings_share_units_and_a_changed_parameter_recomputes_only
     tmp_path, fits
 ):
     algorithms = ["pop", "item-knn"]
-    run_local(config(tmp_path, algorithms=algorithms))
+    evaluate_config(config(tmp_path, algorithms=algorithms))
     n_folds = len(fits) // 2
     for params in ({"item-knn": {"n_neighbors": 100.0}}, {"item-knn": {"n_neighbors": 100}}):
         fits.clear()
-        default = run_local(config(tmp_path, algorithms=algorithms, params=params))
+        default = evaluate_config(config(tmp_path, algorithms=algorithms, params=params))
         assert fits == [] and default.n_computed == 0
-    changed = run_local(config(tmp_path, algorithms=algorithms,
+    changed = evaluate_config(config(tmp_path, algorithms=algorithms,
                                params={"item-knn": {"n_neighbors": 7}}))
     assert sorted(set(name for _, name in fits)) == ["item-knn"]
     assert changed.n_computed == n_folds and changed.n_reused == n_folds
 
 
 def test_a_larger_k_than_the_stored_lists_recomputes_only_the_units_it_outgrows(tmp_path, fits):
-    first = run_local(config(tmp_path, k=[5, 10]))
+    first = evaluate_config(config(tmp_path, k=[5, 10]))
     fits.clear()
-    again = run_local(config(tmp_path, k=[5, 10, 500]))
+    again = evaluate_config(config(tmp_path, k=[5, 10, 500]))
     assert again.n_computed == len(fits) == first.n_computed  # 500 outgrows every list
-    fresh = run_local(config(tmp_path, k=[5, 10, 500], output=str(tmp_path / "fresh")))
+    fresh = evaluate_config(config(tmp_path, k=[5, 10, 500], output=str(tmp_path / "fresh")))
     pd.testing.assert_frame_equal(again.results.drop(columns="config_hash"),
                                   fresh.results.drop(columns="config_hash"))
     fits.clear()
-    smaller = run_local(config(tmp_path, k=[3]))
+    smaller = evaluate_config(config(tmp_path, k=[3]))
     assert fits == [] and smaller.n_computed == 0
 
 
@@ -152,9 +153,9 @@ def test_the_same_windows_of_a_grown_log_reuse_their_units(tmp_path, fits):
     cut = full.t_max - 6 * 7 * 86400
     shorter = InteractionLog.from_frame(frame[frame["timestamp"] < cut])
     start = str(cut - 4 * 7 * 86400)
-    early = run_local(config(tmp_path, start=start, folds=4), log=shorter)
+    early = evaluate_config(config(tmp_path, start=start, folds=4), log=shorter)
     fits.clear()
-    grown = run_local(config(tmp_path, start=start, folds=10), log=full)
+    grown = evaluate_config(config(tmp_path, start=start, folds=10), log=full)
     assert grown.n_reused == early.n_computed > 0
     assert {fold for fold, _ in fits} <= set(range(4, 10))
     columns = ["fold", "algorithm", "metric", "k", "value", "n_eligible"]
@@ -165,9 +166,9 @@ def test_the_same_windows_of_a_grown_log_reuse_their_units(tmp_path, fits):
 
 def test_a_shared_cache_serves_another_output_directory(tmp_path, fits):
     cache = str(tmp_path / "cache")
-    run_local(config(tmp_path, cache=cache))
+    evaluate_config(config(tmp_path, cache=cache))
     fits.clear()
-    other = run_local(config(tmp_path, cache=cache, output=str(tmp_path / "other")))
+    other = evaluate_config(config(tmp_path, cache=cache, output=str(tmp_path / "other")))
     assert fits == [] and other.n_computed == 0
     assert not (tmp_path / "other" / "units").exists()
     assert unit_store(config(tmp_path, cache=cache)).directory == Path(cache)
@@ -219,9 +220,9 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
     from sweval.flows.cli.app import main
 
     out = config(tmp_path).output
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     n = len(list(Path(out, "units").glob("*/*/unit.json")))
-    run_local(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "pop-only"),
+    evaluate_config(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "pop-only"),
                      cache=str(Path(out, "units"))))
     assert len(list(Path(out, "units").glob("*/*/unit.json"))) == n
     for argv, remaining in (
@@ -266,13 +267,13 @@ def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, c
     records, and for a comparison (several units.csv) the comparison's units/. Before, the
     store was runs/latest/units, which did not even exist: 'would delete 0 units'."""
     from sweval.data.synthetic import generate_log
-    from sweval.flows.compare import run_compare
+    from sweval.flows.cli.compare import run_compare
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)  # no runs/latest here
     own, shared = tmp_path / "own", tmp_path / "shared"
-    run_local(config(tmp_path, output=str(own)))
-    run_local(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "b"), cache=str(shared)))
+    evaluate_config(config(tmp_path, output=str(own)))
+    evaluate_config(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "b"), cache=str(shared)))
     n_own, n_shared = len(stored_units(own / "units")), len(stored_units(shared))
     assert n_own > n_shared > 0
 
@@ -305,11 +306,11 @@ def test_cache_prune_older_than_goes_by_last_use_not_by_write_time(tmp_path, mon
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     n_units = len(stored_units(out / "units"))
     age_units(out / "units", 2)  # every unit written two days ago
     written = {path: path.stat().st_mtime_ns for path in stored_units(out / "units")}
-    reused = run_local(config(tmp_path, algorithms=["pop"]))
+    reused = evaluate_config(config(tmp_path, algorithms=["pop"]))
     assert reused.n_reused == n_units // 2 and reused.n_computed == 0
     assert {path: path.stat().st_mtime_ns for path in written} == written  # files not rewritten
     assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
@@ -328,14 +329,14 @@ def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
     import json
 
     from sweval.data.synthetic import generate_log
-    from sweval.flows.compare import run_compare
+    from sweval.flows.cli.compare import run_compare
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
     project.mkdir()
     elsewhere.mkdir()
     monkeypatch.chdir(project)
-    run_local(config(tmp_path, algorithms=["pop"], output="runs/a", cache="shared"))
+    evaluate_config(config(tmp_path, algorithms=["pop"], output="runs/a", cache="shared"))
     n_units = len(stored_units(project / "shared"))
 
     log = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30), source="small")
@@ -409,7 +410,7 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
-    run_local(config(tmp_path))
+    evaluate_config(config(tmp_path))
     store = out / "units"
     keys = [path.parent.name for path in stored_units(store)]
     assert sorted(store.glob("*/.*.lock")) == sorted(unit_lock_path(store, k) for k in keys)
@@ -470,7 +471,7 @@ def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
                         lambda name: "0123456789abcdef" if name == "pop" else real(name))
     fits.clear()
     monkeypatch.setattr(sys, "argv", [*base, "--folds", "4"])
-    with caplog.at_level(logging.INFO, logger="sweval.flows.execute"):
+    with caplog.at_level(logging.INFO, logger="sweval.evaluators.run.evaluate"):
         main()
     # pop: 4 units (3 were the old code's), pop-n: the new earliest fold only
     assert sorted(fits) == [(0, "pop"), (0, "pop-n"), (1, "pop"), (2, "pop"), (3, "pop")]
@@ -495,13 +496,13 @@ def test_a_rerun_after_the_upgrade_reuses_the_new_units_and_counts_no_code_chang
 ):
     from sweval.evaluators.units import unit as units
 
-    run_local(config(tmp_path, folds=2))
+    evaluate_config(config(tmp_path, folds=2))
     real = units.code_version
     monkeypatch.setattr(units, "code_version", lambda name: real(name)[::-1])
-    upgraded = run_local(config(tmp_path, folds=2))
+    upgraded = evaluate_config(config(tmp_path, folds=2))
     assert (upgraded.n_reused, upgraded.n_computed, upgraded.n_code_changed) == (0, 4, 4)
     fits.clear()
-    again = run_local(config(tmp_path, folds=2))
+    again = evaluate_config(config(tmp_path, folds=2))
     assert fits == [] and (again.n_reused, again.n_computed, again.n_code_changed) == (4, 0, 0)
 
 
@@ -509,18 +510,17 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     """`sweval cache prune` beside a run deleted units the run had planned to reuse: reading them
     back at the end crashed the run (RuntimeError: has not been computed). They are computed
     again, to the same numbers."""
-    import sweval.evaluators.run.plan as run_module
+    from sweval.evaluators.run.driver import Driver
 
-    first = run_local(config(tmp_path)).results
-    real_run_units = run_module.run_units
+    first = evaluate_config(config(tmp_path)).results
+    real_collect = Driver.collect
 
-    def then_prune(plan, store, **kwargs):
-        done = real_run_units(plan, store, **kwargs)
-        assert store.remove(plan.units[0].key)  # what a concurrent prune does
-        return done
+    def then_prune(driver):
+        assert driver.store.remove(driver.work.units[0].key)  # what a concurrent prune does
+        return real_collect(driver)
 
-    monkeypatch.setattr(run_module, "run_units", then_prune)
-    again = run_local(config(tmp_path))
+    monkeypatch.setattr(Driver, "collect", then_prune)
+    again = evaluate_config(config(tmp_path))
     pd.testing.assert_frame_equal(again.results, first)
     assert again.units["reused"].tolist() == [False] + [True] * (len(again.units) - 1)
     assert (again.n_computed, again.n_reused) == (1, len(again.units) - 1)  # the summary's count
@@ -530,14 +530,14 @@ def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, cap
     """QA: a truncated or emptied lists.parquet stopped every run ("delete that directory to
     recompute it"), one damaged unit per attempt; it is now found at planning and recomputed,
     with a warning, and the tables are the same."""
-    first = run_local(config(tmp_path))
+    first = evaluate_config(config(tmp_path))
     lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
     assert len(lists) == first.n_computed >= 2
     lists[0].write_bytes(lists[0].read_bytes()[:100])  # cut short
     lists[1].write_bytes(b"")  # emptied
     before = (tmp_path / "out" / "results.csv").read_bytes()
     with caplog.at_level("WARNING", logger="sweval.evaluators.units.store"):
-        again = run_local(config(tmp_path))
+        again = evaluate_config(config(tmp_path))
     assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
     assert (tmp_path / "out" / "results.csv").read_bytes() == before
     assert caplog.text.count("is missing or cut short; computing it again") == 2
@@ -548,7 +548,7 @@ def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, c
     or copied over from another unit stopped the run, one unit per attempt, or were reused as
     they were: each unit's record holds its lists' SHA-256, checked as they are read; such a
     unit is computed again, with a warning, to the same tables."""
-    first = run_local(config(tmp_path))
+    first = evaluate_config(config(tmp_path))
     lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
     assert len(lists) == first.n_computed >= 3
     flipped = bytearray(lists[0].read_bytes())
@@ -558,7 +558,7 @@ def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, c
     lists[1].write_bytes(lists[2].read_bytes())  # another unit's (whole, readable) lists
     before = (tmp_path / "out" / "results.csv").read_bytes()
     with caplog.at_level("WARNING"):
-        again = run_local(config(tmp_path))
+        again = evaluate_config(config(tmp_path))
     assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
     assert (tmp_path / "out" / "results.csv").read_bytes() == before
     damaged = {str(path.parent) for path in lists[:2]}
@@ -569,20 +569,20 @@ def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, c
     # the units were saved again, whole: a third run reuses every one, silently
     caplog.clear()
     with caplog.at_level("WARNING"):
-        third = run_local(config(tmp_path))
+        third = evaluate_config(config(tmp_path))
     assert third.n_computed == 0 and "computing it again" not in caplog.text
     assert (tmp_path / "out" / "results.csv").read_bytes() == before
 
 
 def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path) -> None:
     """Units stored before records held the lists' SHA-256 are reused as they are."""
-    first = run_local(config(tmp_path))
+    first = evaluate_config(config(tmp_path))
     records = sorted((tmp_path / "out" / "units").glob("*/*/unit.json"))
     for path in records:
         record = json.loads(path.read_text())
         assert len(record.pop("lists_sha256")) == 64
         path.write_text(json.dumps(record))
-    again = run_local(config(tmp_path))
+    again = evaluate_config(config(tmp_path))
     assert again.n_computed == 0 and again.n_reused == first.n_computed
 
 
@@ -595,7 +595,7 @@ def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
     finished units and younger leftovers stay, and --dry-run only counts them."""
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
-    first = run_local(config(tmp_path))
+    first = evaluate_config(config(tmp_path))
     store = out / "units"
     records = stored_units(store)
     finished_dir = records[0].parent
@@ -624,5 +624,5 @@ def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
     assert not (store / "ab" / f".{unfinished.name}.lock").exists()
     assert fresh_tmp.exists()  # younger than an hour: kept
     assert stored_units(store) == records  # every finished unit stays, and is reused whole
-    again = run_local(config(tmp_path))
+    again = evaluate_config(config(tmp_path))
     assert again.n_computed == 0 and again.n_reused == first.n_computed

@@ -12,7 +12,8 @@ import pytest
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant, split_top_level
-from sweval.evaluators.run.plan import make_plan, run_local
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.plan import make_plan
 
 
 def config(tmp_path: Path, **overrides) -> EvalConfig:
@@ -60,7 +61,7 @@ def test_variants_are_algorithms_of_their_own_and_share_units_with_equal_configu
     tmp_path, count_units
 ):
     labels = ["pop", "item-knn(n_neighbors=5)", "item-knn(n_neighbors=100)", "item-knn"]
-    outputs = run_local(config(tmp_path, algorithms=labels))
+    outputs = evaluate_config(config(tmp_path, algorithms=labels))
     results = outputs.results
     assert list(dict.fromkeys(results["algorithm"])) == labels
     recall = results[(results["metric"] == "recall") & (results["k"] == 10)]

@@ -162,11 +162,9 @@ def test_local_dask_workers_each_take_a_chain_of_consecutive_folds(
     window at a time. A cluster of one's own (how many workers it has is not known here: too
     few chains would leave workers idle), no incremental training data and the other runners:
     no task waits. Warm starts chain every fold."""
-    from types import SimpleNamespace
-
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.flows.sliding_window import chain_starts
+    from sweval.flows.executors import chain_starts
 
     config = EvalConfig(**options)
-    assert chain_starts(n_jobs, SimpleNamespace(config=config, warm_starts=False)) == starts
-    assert chain_starts(n_jobs, SimpleNamespace(config=config, warm_starts=True)) == {0}
+    assert chain_starts(n_jobs, config, in_order=False) == starts
+    assert chain_starts(n_jobs, config, in_order=True) == {0}

@@ -45,7 +45,7 @@ def test_deployment_rejects_a_bad_cron_and_needs_no_start(write_log, make_config
     config = make_config(write_log(8))
     with pytest.raises(SwevalError, match="--cron"):
         build_deployment(config, cron="every night")
-    # without --start, a rolling series' first run fixes t_0 (flows/rolling.py), as with
+    # without --start, a rolling series' first run fixes t_0 (evaluators/run/rolling.py), as with
     # `sweval run --rolling`; full runs place their folds at the end of the log
     for rolling in (True, False):
         deployment = build_deployment(config.model_copy(update={"start": None}), rolling=rolling)

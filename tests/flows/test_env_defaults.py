@@ -40,7 +40,7 @@ def test_importing_the_flows_package_and_its_modules_leaves_the_environment_alon
     home = tmp_path / "home"
     code = (
         "import sweval.flows\n"
-        "import sweval.flows.cli.app, sweval.flows.compare, sweval.flows.cli.compare_tables\n"
+        "import sweval.flows.cli.app, sweval.flows.cli.compare, sweval.flows.cli.compare_tables\n"
         "import sweval.flows.tracking, sweval.flows.cli.report, sweval.flows.settings\n"
     )
     assert _run(code, home) == {}

@@ -1,4 +1,4 @@
-"""How a run ends (flows/pipeline.py): the report is written in a thread of its own while
+"""How a run ends (evaluators/run/evaluate.py): the report is written in a thread of its own while
 MLflow's final logging runs, and its files are logged once written."""
 
 from __future__ import annotations
@@ -32,14 +32,28 @@ class FinishingTracker:
         return lambda *args, **kwargs: None
 
 
+def tracked_run(prepared_config: Any, tracker: Any) -> Any:
+    """``evaluate_config`` with ``tracker`` standing in for MLflow's (through the run hook)."""
+    from sweval.evaluators.run.evaluate import evaluate_config
+    from sweval.flows.tracking.run_hook import RunTracking
+
+    hooks: list[RunTracking] = []
+
+    def prepared(prepared: Any) -> list[RunTracking]:
+        hooks.append(RunTracking(prepared, tracker))
+        return hooks
+
+    return evaluate_config(prepared_config, on_prepared=prepared,
+                           on_outputs=lambda outputs, report: hooks[0].finish(outputs, report))
+
+
 def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
     write_log, make_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sweval.flows import pipeline
-    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+    from sweval.evaluators.run import evaluate
 
     started = threading.Event()
-    write_report = pipeline.write_report_quietly
+    write_report = evaluate.write_report_quietly
 
     def report_once_mlflow_is_finishing(directory: str | Path, **kwargs: Any) -> list[Path]:
         # Written before the tracker's finish began (in line with the tables), it would wait
@@ -47,14 +61,9 @@ def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
         assert started.wait(timeout=10), "the report did not run while MLflow was finishing"
         return write_report(directory, **kwargs)
 
-    monkeypatch.setattr(pipeline, "write_report_quietly", report_once_mlflow_is_finishing)
-    prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
+    monkeypatch.setattr(evaluate, "write_report_quietly", report_once_mlflow_is_finishing)
     tracker = FinishingTracker(started)
-    evaluation = Evaluation(prepared, tracker=tracker)
-    for job in evaluation.jobs():
-        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
-    outputs = evaluation.outputs()
-    evaluation.finish(outputs)
+    outputs = tracked_run(make_config(write_log(8), tracking=False, k=[10]), tracker)
 
     assert tracker.written_when_asked is True
     assert REPORT_FILES <= set(tracker.logged)
@@ -65,20 +74,14 @@ def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
 
 def test_a_report_error_is_the_runs_error(write_log, make_config, monkeypatch) -> None:
     """An unexpected error in the report's thread reaches the run, as it did in line."""
-    from sweval.flows import pipeline
-    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+    from sweval.evaluators.run import evaluate
 
     def broken(directory: str | Path, **kwargs: Any) -> list[Path]:
         raise RuntimeError("the report broke")
 
-    monkeypatch.setattr(pipeline, "write_report_quietly", broken)
-    prepared = prepare(make_config(write_log(8), tracking=False))
-    evaluation = Evaluation(prepared)
-    for job in evaluation.jobs():
-        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
-    outputs = evaluation.outputs()
+    monkeypatch.setattr(evaluate, "write_report_quietly", broken)
     with pytest.raises(RuntimeError, match="the report broke"):
-        evaluation.finish(outputs)
+        evaluate.evaluate_config(make_config(write_log(8), tracking=False))
 
 
 def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
@@ -86,14 +89,14 @@ def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
 ) -> None:
     """The report's own error, raised after MLflow's final logging: not wrapped as an MLflow
     tracking error, and the MLflow run is marked FAILED."""
-    from sweval.flows import pipeline
+    from sweval.evaluators.run import evaluate
     from sweval.flows.execute import execute
     from sweval_testing import experiment_runs
 
     def broken(directory: str | Path, **kwargs: Any) -> list[Path]:
         raise RuntimeError("the report broke")
 
-    monkeypatch.setattr(pipeline, "write_report_quietly", broken)
+    monkeypatch.setattr(evaluate, "write_report_quietly", broken)
     config = make_config(write_log(8))
     with pytest.raises(RuntimeError, match="the report broke"):
         execute(config, tracking=True)
@@ -110,12 +113,8 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
 
     from sweval.evaluators.stats import significance
     from sweval.evaluators.report.page import write_report
-    from sweval.flows.pipeline import Evaluation, compute_fold, prepare
+    from sweval.evaluators.run.evaluate import evaluate_config
 
-    prepared = prepare(make_config(write_log(8), tracking=False, k=[10]))
-    evaluation = Evaluation(prepared, tracker=None)
-    for job in evaluation.jobs():
-        evaluation.accept(job, compute_fold(**evaluation.job_parameters(job)))
     computed: list[int] = []
     with_intervals = significance.with_intervals
 
@@ -126,8 +125,7 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
     monkeypatch.setattr(significance, "with_intervals", counted)
     monkeypatch.setattr("sweval.evaluators.run.outputs.with_intervals", counted)
     monkeypatch.setattr("sweval.evaluators.report.data.with_intervals", counted)
-    outputs = evaluation.outputs()
-    evaluation.finish(outputs)
+    outputs = evaluate_config(make_config(write_log(8), tracking=False, k=[10]))
     assert len(computed) == 1  # the summary's; the report took them from it
     directory = Path(outputs.directory)
     write_report(directory, destination=tmp_path / "again")

@@ -175,13 +175,15 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
 
     The budget is set inside the task (OpenMP's thread count is per thread) and removed after it.
     """
-    import sweval.flows.sliding_window as module
+    import sweval.flows.executors as module
     from sweval.algorithms.threads import unit_threads
+    from sweval.evaluators.run import driver
+    from sweval.evaluators.run.evaluate import prepare
 
     data = write_log(8)
     monkeypatch.setattr(module, "usable_cpus", lambda: 8)
     budgets = {
-        (runner, workers): module.threads_per_task(
+        (runner, workers): module.threads_per_job(
             make_config(data, task_runner=runner, workers=workers)
         )
         for runner in ("sequential", "threads", "dask")
@@ -198,10 +200,17 @@ def test_fold_tasks_sharing_a_process_share_its_cores(
     }
 
     seen = []
-    monkeypatch.setattr(module, "compute_fold", lambda *a, **k: seen.append(unit_threads.get()))
-    config = make_config(data, task_runner="threads", workers=3)
-    module.evaluate_fold.fn(config, 1, ["pop"], key="k", fingerprint="f")
-    assert seen == [2]
+    original = driver.compute_unit
+
+    def recording(unit, store, **kwargs):
+        seen.append(unit_threads.get())
+        return original(unit, store, **kwargs)
+
+    monkeypatch.setattr(driver, "compute_unit", recording)
+    prepared = prepare(make_config(data, task_runner="threads", workers=3, tracking=False))
+    job = driver.Driver(prepared.work, prepared.recipe.store()).jobs()[0]
+    driver.compute_group(prepared.work, job, prepared.recipe.store(), threads=2)
+    assert seen and set(seen) == {2}
     assert unit_threads.get() is None
 
 

@@ -175,7 +175,7 @@ def test_mlflows_retries_are_said_once():
     assert first.getMessage() == ("127.0.0.1:5471 does not answer: retrying (MLflow's client; "
                                   "further retries are not shown)")
     assert not retries.filter(record(1)) and not retries.filter(record(0))
-    other = logging.LogRecord("sweval.flows.pipeline", logging.WARNING, "", 0,
+    other = logging.LogRecord("sweval.evaluators.run.driver", logging.WARNING, "", 0,
                               "Retrying (not urllib3)", (), None)
     assert retries.filter(other) and other.getMessage() == "Retrying (not urllib3)"
 

@@ -261,15 +261,15 @@ def test_a_plugin_cannot_change_the_data_the_other_algorithms_read(tmp_path, mon
     a plugin that wrote into it changed item-kNN's and user-kNN's numbers, and the units stored
     from them. Its writes now fail its own units; rebinding an array is its own business."""
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
 
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "mutating.py").write_text(MUTATING_PLUGIN)
     use_plugins(monkeypatch, tmp_path / "plugins")
     base = dict(data=str(write_log(8)), window="1D", folds=4, k=[5, 10], u_min=5, progress=False)
     others = ["pop", "item-knn", "user-knn"]
-    clean = run_local(EvalConfig.build(**base, algorithms=others, output=str(tmp_path / "clean")))
-    mixed = run_local(EvalConfig.build(
+    clean = evaluate_config(EvalConfig.build(**base, algorithms=others, output=str(tmp_path / "clean")))
+    mixed = evaluate_config(EvalConfig.build(
         **base, algorithms=["mutating:WritesInPlace", "mutating:ReplacesTheMatrix", *others],
         output=str(tmp_path / "mixed"), cache=str(tmp_path / "store")))
     assert {f.label for f in mixed.failed} == {"mutating:WritesInPlace"}

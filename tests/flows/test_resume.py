@@ -15,9 +15,9 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import UNITS_GLOB
 
-import sweval.evaluators.run.plan
-from sweval.flows import pipeline
+import sweval.evaluators.run.driver
 from sweval.flows.sliding_window import sliding_window_eval
+from sweval.flows.tracking import run_hook
 
 def stored_units(units: Path) -> dict[tuple[int, str], int]:
     """(fold, algorithm) -> mtime of every finished unit in a unit store."""
@@ -35,7 +35,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 ) -> None:
     data = write_log(8)
     config = make_config(data)
-    original = sweval.evaluators.run.plan.compute_unit
+    original = sweval.evaluators.run.driver.compute_unit
 
     def failing(unit, store, **kwargs):
         if unit.split.index == 4:
@@ -43,7 +43,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
         return original(unit, store, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(sweval.evaluators.run.plan, "compute_unit", failing)
+        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing)
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
     units = Path(config.output) / "units"
@@ -69,7 +69,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 
 _SLOW_RUN = """
 import sys, time
-import sweval.evaluators.run.plan as run
+import sweval.evaluators.run.driver as run
 original = run.compute_unit
 def slow(*args, **kwargs):
     time.sleep(0.4)
@@ -168,7 +168,7 @@ def test_mlflow_outage_during_the_run_is_caught_up_at_the_end(
         return original(self, rows)
 
     monkeypatch.setattr(Tracker, "log_rows", flaky)
-    monkeypatch.setattr(pipeline, "TRACKING_INTERVAL_S", 0.0)  # every fold logged as it ends
+    monkeypatch.setattr(run_hook, "TRACKING_INTERVAL_S", 0.0)  # every fold logged as it ends
     config = make_config(write_log(8))
     sliding_window_eval(config=config)
     assert len(count_units) == 12  # every unit computed once, none lost
@@ -191,7 +191,7 @@ def test_finished_folds_reach_mlflow_whatever_the_logging_interval(
         return original(self, rows)
 
     monkeypatch.setattr(Tracker, "log_rows", counted)
-    monkeypatch.setattr(pipeline, "TRACKING_INTERVAL_S", interval)
+    monkeypatch.setattr(run_hook, "TRACKING_INTERVAL_S", interval)
     config = make_config(write_log(8))
     sliding_window_eval(config=config)
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))

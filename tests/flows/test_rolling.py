@@ -13,7 +13,7 @@ from flow_helpers import check_mlflow_matches_results
 from sweval_testing import DAY, T0, experiment_runs
 
 from sweval.data.timestamps import iso_utc
-from sweval.flows.rolling import progress_line
+from sweval.evaluators.run.rolling import progress_line
 from sweval.flows.sliding_window import sliding_window_eval
 
 
@@ -84,7 +84,7 @@ def test_rolling_series_restarts_when_history_changes(
     edited = frame.copy()
     edited.loc[0, "item"] = "i29"  # rewrite history before the horizon
     write_log(frame=edited)
-    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+    with caplog.at_level("WARNING", logger="sweval.evaluators.run.rolling"):
         sliding_window_eval(config=config, rolling=True)
     horizon = iso_utc(state["horizon"])  # the warning gives the horizon as a date, not seconds
     assert f"rolling: the data before {horizon} changed" in caplog.text
@@ -101,7 +101,7 @@ def test_a_series_restarted_by_a_new_configuration_keeps_its_windows(
     """QA: adding an algorithm restarted the series from --folds' last windows: its earlier
     windows dropped out of results.csv and MLflow. The new series keeps t_0 and every window."""
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling
+    from sweval.evaluators.run.rolling import plan_rolling
 
     frame = log_frame(8.5)
     early = frame[frame["timestamp"] < T0 + int(6.5 * DAY)]
@@ -120,13 +120,13 @@ def test_a_series_whose_state_file_is_gone_starts_a_new_parent_run(
     """QA: with rolling.json deleted (or emptied), the next run chose its windows afresh but
     reopened the series' MLflow parent, whose steps were other windows."""
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling, rolling_key
+    from sweval.evaluators.run.rolling import plan_rolling, rolling_key
 
     config, _ = _recorded_series(write_log, make_config, log_frame(6.5))
     output = Path(config.output)
     (output / "tracking.json").write_text(json.dumps({"key": rolling_key(config)}))
     (output / "rolling.json").write_text("")
-    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+    with caplog.at_level("WARNING", logger="sweval.evaluators.run.rolling"):
         assert plan_rolling(config, load_data(config)) is not None
     assert "rolling.json is missing or unreadable; starting a new series" in caplog.text
     assert not (output / "tracking.json").exists()
@@ -136,7 +136,7 @@ def test_a_run_without_rolling_into_a_series_is_refused(write_log, make_config) 
     """QA: a run without --rolling into a series' output replaced its MLflow record, and the
     series' next run logged every window again under a new parent run."""
     from sweval.data.errors import SwevalError
-    from sweval.flows.pipeline import prepare
+    from sweval.evaluators.run.evaluate import prepare
 
     config, _ = _recorded_series(write_log, make_config, log_frame(6.5))
     with pytest.raises(SwevalError, match="holds a rolling series .*Pass --rolling"):
@@ -156,33 +156,35 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     """A Dask worker loads the log itself: in rolling mode, events appended after the plan's
     horizon do not matter; in batch mode any change is refused."""
     from sweval.data.errors import SwevalError
-    from sweval.flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+    from sweval.evaluators.run import driver
+    from sweval.evaluators.run.driver import Driver
+    from sweval.evaluators.run.evaluate import prepare
+    from sweval.flows.executors import compute_remote
 
     full = log_frame(8.5)
     data = write_log(frame=full[full["timestamp"] < T0 + int(5.5 * DAY)])
     rolling = prepare(make_config(data, tracking=False), rolling=True)
     batch = prepare(make_config(data, tracking=False, folds=4, output=str(data.parent / "b")))
-    evaluation = Evaluation(rolling)
-    first = evaluation.jobs()[0]
-    rolling_job = evaluation.job_parameters(first)
-    batch_job = Evaluation(batch).job_parameters(Evaluation(batch).jobs()[0])
+    run = Driver(rolling.work, rolling.recipe.store())
+    first = run.jobs()[0]
+    batch_job = Driver(batch.work, batch.recipe.store()).jobs()[0]
     write_log(frame=full)  # the log grows while the run is going
-    _PLANS.clear()  # as on a fresh worker process
-    outcome = compute_fold(**rolling_job)
+    driver._WORKS.clear()  # as on a fresh worker process
+    outcome = compute_remote(rolling.recipe, first)
     assert len(outcome.measured) == 2  # pop and pop-n of the first fold
-    # measured on the grown log's codes: the flow measures the stored units itself instead
-    assert outcome.log != rolling.plan.log.fingerprint()
-    evaluation.accept(first, outcome)
-    assert evaluation.computed == 2 and evaluation.measuring.results == {}
-    _PLANS.clear()
+    # measured on the grown log's codes: the command measures the stored units itself instead
+    assert outcome.codes != rolling.plan.log.fingerprint()
+    run.accept(first, outcome)
+    assert len(run.computed) == 2 and run.measured == {}
+    driver._WORKS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
-        compute_fold(**batch_job)
+        compute_remote(batch.recipe, batch_job)
 
 
 def _recorded_series(write_log, make_config, frame: pd.DataFrame):
     """A rolling series of 3 daily windows recorded over ``frame`` (no flow run needed)."""
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling, record
+    from sweval.evaluators.run.rolling import plan_rolling, record
 
     config = make_config(write_log(frame=frame), start=None, folds=3, tracking=False)
     Path(config.output).mkdir(parents=True)
@@ -209,7 +211,7 @@ def test_a_log_that_lost_transactions_or_gained_some_before_its_start_stops_the_
     next complete export split the MLflow history again."""
     from sweval.data.errors import SwevalError
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling
+    from sweval.evaluators.run.rolling import plan_rolling
 
     frame = log_frame(6.5)
     config, state = _recorded_series(write_log, make_config, frame)
@@ -238,13 +240,13 @@ def test_late_events_restart_the_series_and_say_how_many_transactions_changed(
     write_log, make_config, caplog: pytest.LogCaptureFixture
 ) -> None:
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling
+    from sweval.evaluators.run.rolling import plan_rolling
 
     frame = log_frame(6.5)
     config, state = _recorded_series(write_log, make_config, frame)
     late = pd.DataFrame({"user": ["u1"], "item": ["i2"], "timestamp": [state["horizon"] - 60]})
     write_log(frame=pd.concat([frame, late]))
-    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+    with caplog.at_level("WARNING", logger="sweval.evaluators.run.rolling"):
         assert plan_rolling(config, load_data(config)) is not None
     n = state["prefix_rows"]
     assert (f"changed ({n + 1:,} transactions before it now, {n:,} at the last run); "
@@ -257,7 +259,7 @@ def test_a_lag_evaluates_a_window_once_the_log_is_that_far_past_its_end(
     """QA: an export that runs a day late split the series at every window (its late events
     landed in a window already evaluated). With --lag 1D they land before it is evaluated."""
     from sweval.evaluators.run.plan import load_data
-    from sweval.flows.rolling import plan_rolling, record
+    from sweval.evaluators.run.rolling import plan_rolling, record
 
     full = log_frame(6.5)
     config = make_config(write_log(frame=full[full["timestamp"] < T0 + int(4.5 * DAY)]),
@@ -268,7 +270,7 @@ def test_a_lag_evaluates_a_window_once_the_log_is_that_far_past_its_end(
     record(step)
     late = pd.DataFrame({"user": ["u1"], "item": ["i2"], "timestamp": [T0 + 3 * DAY + 60]})
     write_log(frame=pd.concat([full, late]))  # day 3's late event, and the log reached day 6.5
-    with caplog.at_level("WARNING", logger="sweval.flows.rolling"):
+    with caplog.at_level("WARNING", logger="sweval.evaluators.run.rolling"):
         step = plan_rolling(config, load_data(config))
     assert "changed" not in caplog.text  # the same series: the late event is in a new window
     assert step is not None and step.previous_folds == 2 and step.new_folds == [2, 3]

@@ -1,4 +1,4 @@
-"""The log shipped once to fold tasks in other processes (flows/dask/shared_log.py): the mapped log is
+"""The log shipped once to fold tasks in other processes (data/shared.py): the mapped log is
 the loaded log, and a fold task given it never reads the data file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.log import InteractionLog
-from sweval.flows.dask.shared_log import read_shared, remove_shared, write_shared
+from sweval.data.shared import read_shared, remove_shared, write_shared
 
 
 def test_the_mapped_log_equals_the_loaded_one(tmp_path: Path) -> None:
@@ -41,16 +41,18 @@ def test_the_mapped_log_equals_the_loaded_one(tmp_path: Path) -> None:
 
 
 def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_config) -> None:
-    from sweval.flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+    from dataclasses import replace
+
+    from sweval.evaluators.run import driver
+    from sweval.evaluators.run.driver import Driver
+    from sweval.evaluators.run.evaluate import prepare
+    from sweval.flows.executors import compute_remote
 
     data = write_log(8)
     prepared = prepare(make_config(data, tracking=False))
-    evaluation = Evaluation(prepared)
-    job = evaluation.jobs()[0]
-    reference = compute_fold(**evaluation.job_parameters(job))  # the flow's own plan
-    evaluation.share_log()
-    shared = evaluation.job_parameters(job)
-    assert shared["shared_log"] is not None
+    job = Driver(prepared.work, prepared.recipe.store()).jobs()[0]
+    reference = compute_remote(prepared.recipe, job)  # the command's own work
+    shared = replace(prepared.recipe, shared_log=str(prepared.share()))
     data.rename(data.with_suffix(".gone"))  # a worker that read the file would fail now
     for unit in Path(prepared.plan.config.output, "units").glob("*/*"):
         if not unit.is_dir():  # a unit's lock file
@@ -58,9 +60,9 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
         for file in unit.iterdir():
             file.unlink()
         unit.rmdir()  # nothing to reuse: the task computes every unit again
-    _PLANS.clear()  # as on a fresh worker process
-    outcome = compute_fold(**shared)
-    assert outcome.log == reference.log == prepared.plan.log.fingerprint()
+    driver._WORKS.clear()  # as on a fresh worker process
+    outcome = compute_remote(shared, job)
+    assert outcome.codes == reference.codes == prepared.plan.log.fingerprint()
     assert outcome.measured and outcome.measured.keys() == reference.measured.keys()
     for key, result in outcome.measured.items():
         expected = reference.measured[key]
@@ -69,17 +71,22 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
         assert result.values.keys() == expected.values.keys()
         for metric, values in result.values.items():
             np.testing.assert_array_equal(values, expected.values[metric])
-    evaluation.unshare_log()
-    assert evaluation.shared_log is None
+    prepared.unshare()
     assert not Path(prepared.plan.config.output, "shared-log").exists()
 
 
 def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_config) -> None:
-    from sweval.flows.pipeline import _PLANS, Evaluation, compute_fold, prepare
+    from dataclasses import replace
+
+    from sweval.evaluators.run import driver
+    from sweval.evaluators.run.driver import Driver
+    from sweval.evaluators.run.evaluate import prepare
+    from sweval.flows.executors import compute_remote
 
     data = write_log(8)
-    evaluation = Evaluation(prepare(make_config(data, tracking=False)))
-    job = evaluation.job_parameters(evaluation.jobs()[0])
-    _PLANS.clear()
-    outcome = compute_fold(**(job | {"shared_log": str(data.parent / "elsewhere")}))
+    prepared = prepare(make_config(data, tracking=False))
+    job = Driver(prepared.work, prepared.recipe.store()).jobs()[0]
+    driver._WORKS.clear()
+    outcome = compute_remote(replace(prepared.recipe, shared_log=str(data.parent / "elsewhere")),
+                             job)
     assert outcome.measured  # planned from the data file, fingerprint checked

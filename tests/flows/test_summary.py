@@ -244,7 +244,7 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     the line gives the folds' reason, not "fewer than u_min=0"."""
     from sweval.data.log import InteractionLog
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
     from sweval.flows.cli.summary import print_summary
 
     day = 86_400
@@ -255,7 +255,7 @@ def test_a_stratum_that_no_fold_scores_says_why(tmp_path):
     config = EvalConfig.build(window="1D", folds=3, start=str(2 * day), u_min=0, k=[1],
                               algorithms=["pop"], stratify_by="policy", progress=False,
                               tracking=False, output=str(tmp_path / "out"))
-    outputs = run_local(config, log=log)
+    outputs = evaluate_config(config, log=log)
     console = Console(width=200, record=True)
     print_summary(outputs, config, console)
     text = console.export_text()
@@ -354,7 +354,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
     from sweval.data.log import InteractionLog
     from sweval.evaluators.config.model import EvalConfig
     from sweval.evaluators.report.page import write_report
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
     from sweval.flows.cli.summary import print_summary
 
     day = 86_400
@@ -363,7 +363,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
     config = EvalConfig.build(window="1D", folds=1, start=str(4 * day), u_min=0, k=[1, 2],
                               algorithms=["pop", "pop-n"], progress=False, tracking=False,
                               output=str(tmp_path / "out"))
-    outputs = run_local(config, log=log)
+    outputs = evaluate_config(config, log=log)
     console = Console(width=200, record=True)
     print_summary(outputs, config, console)
     text = console.export_text()
@@ -378,7 +378,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
 
 
 def test_counts_of_one_are_singular():
-    from sweval.flows.cli.summary import units_line
+    from sweval.evaluators.wording import units_line
 
     assert units_line(1, 2, 0) == "reused 1 unit, computed 2"
     assert units_line(0, 1, 1) == "reused 0 units, computed 1 (1 because the code changed)"
@@ -395,7 +395,7 @@ def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
     from sweval.data.errors import SwevalError
     from sweval.data.log import InteractionLog
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
     from sweval.flows.cli.summary import check_something_scored, print_summary
 
     day = 86_400
@@ -405,7 +405,7 @@ def test_skip_reasons_list_five_then_say_how_many_more(tmp_path):
     config = EvalConfig.build(window="1D", folds=8, start=str(2 * day), u_min=100, k=[1],
                               algorithms=["pop"], progress=False, tracking=False,
                               output=str(tmp_path / "out"))
-    outputs = run_local(config, log=log)
+    outputs = evaluate_config(config, log=log)
     console = Console(width=300, record=True)
     print_summary(outputs, config, console)
     lines = console.export_text().splitlines()

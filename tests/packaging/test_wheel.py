@@ -38,7 +38,7 @@ def test_the_wheel_holds_only_sweval(wheel: Path) -> None:
         assert f"sweval/{package}/__init__.py" in names
     assert "sweval/testing.py" in names  # the contract kit users run on their models
     assert "sweval/data/bundled/movielens-latest-small/ratings.csv.gz" in names
-    assert "sweval/evaluators/templates/report.html.j2" in names  # the report's HTML
+    assert "sweval/evaluators/report/templates/report.html.j2" in names  # the report's HTML
     dist_info = next(n for n in top_level if n.endswith(".dist-info"))
     assert f"{dist_info}/licenses/LICENSE" in names
     shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode()

@@ -33,7 +33,7 @@ if os.environ.get("SWEVAL_TEST_DISK_QUOTA"):  # a simulated full disk (see Small
     from fault_helpers import install_quota
     quota, root = os.environ["SWEVAL_TEST_DISK_QUOTA"].split(":", 1)
     install_quota(int(quota), root)
-import sweval.evaluators.run.plan as run
+import sweval.evaluators.run.driver as run
 original = run.compute_unit
 
 def note(what, unit):

@@ -5,7 +5,7 @@ exit status 2) whose message names the file, the column and the rows where that 
 a documented behaviour that a check below verifies. None may raise anything else (a traceback)
 or produce a silently wrong number.
 
-Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.plan.run_local``; a
+Most cases run in-process through ``data.loaders.load_log`` or ``evaluators.run.plan.evaluate_config``; a
 handful go through the real command line (``python -m sweval.flows.cli.app run --no-prefect``).
 
 The table in docs/reliability.md is generated from ``CASES``::
@@ -38,9 +38,9 @@ from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.gap import GapDesign
-from sweval.evaluators.run.plan import run_local
-from sweval.flows.compare import run_compare
-from sweval.flows.gap import run_gap
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.flows.cli.compare import run_compare
+from sweval.flows.cli.gap import run_gap
 
 DOCS = REPO / "docs" / "reliability.md"
 #: The run options of every "run" case (a case's options override them).
@@ -243,7 +243,7 @@ def check_same_results_as_plain(variant: str) -> Callable[[Any, Context], None]:
     def check(outputs: Any, ctx: Context) -> None:
         plain = ctx.tmp / "plain.csv"
         small_frame().to_csv(plain, index=False)
-        reference = run_local(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
+        reference = evaluate_config(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
         ours = pd.read_csv(Path(ctx.output) / "results.csv", dtype=str, keep_default_na=False)
         ref = pd.read_csv(ctx.tmp / "plain-out" / "results.csv", dtype=str, keep_default_na=False)
         # config_hash = hash of the options (the data path differs) + the data's fingerprint
@@ -264,7 +264,7 @@ def check_negative_timestamps(outputs: Any, ctx: Context) -> None:
     shift = 20_000 * DAY  # a whole number of windows: same alignment, values unchanged
     plain = ctx.tmp / "plain.csv"
     small_frame().to_csv(plain, index=False)
-    reference = run_local(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
+    reference = evaluate_config(ctx.config(data=str(plain), output=str(ctx.tmp / "plain-out")))
     ours, ref = outputs.results, reference.results
     assert (ours["t_start"] < 0).all() and (ours["t_start"] % DAY == 0).all()
     assert (ours["t_start"] == ref["t_start"] - shift).all()
@@ -322,7 +322,7 @@ def check_policy_dropped(log: Any, ctx: Context) -> None:
 
 
 def check_train_window_longer_than_history(outputs: Any, ctx: Context) -> None:
-    reference = run_local(ctx.config(output=str(ctx.tmp / "expanding"), train_window=None))
+    reference = evaluate_config(ctx.config(output=str(ctx.tmp / "expanding"), train_window=None))
     pd.testing.assert_series_equal(outputs.results["value"], reference.results["value"])
 
 
@@ -409,7 +409,7 @@ def check_warned(pattern: str) -> Callable[[list[str], Context], None]:
 
 def _leakage(ctx: Context, *, start: int, periods: int) -> Any:
     from sweval.evaluators.experiments.leakage import SeverityDesign
-    from sweval.flows.leakage import run_leakage
+    from sweval.flows.cli.leakage import run_leakage
 
     return run_leakage(ctx.config(), SeverityDesign(test_start=start, period_s=DAY,
                                                     periods=periods), output=ctx.tmp / "leak")
@@ -436,7 +436,7 @@ class Case:
         behaviour: what SW-EVAL does (for the docs).
         build: writes the input under a temporary directory, returns the data path; builders
             taking a second argument get the test's monkeypatch.
-        via: ``load`` (load_log), ``run`` (run_local on an EvalConfig), ``config``
+        via: ``load`` (load_log), ``run`` (evaluate_config on an EvalConfig), ``config``
             (EvalConfig.build only) or ``call`` (``call(ctx)``: the experiments' commands).
         options: load_log keyword arguments, or EvalConfig fields over RUN_DEFAULTS.
         error: a regex the SwevalError message must match (``{file}`` = the data path).
@@ -1199,7 +1199,7 @@ def test_case(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         if case.via == "call":
             assert case.call is not None
             return case.call(ctx)
-        return run_local(ctx.config())
+        return evaluate_config(ctx.config())
 
     if case.error is not None:
         with pytest.raises(SwevalError) as caught:

@@ -448,7 +448,7 @@ ALL_SIX = {
 
 @pytest.mark.slow
 def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Path) -> None:
-    from sweval.evaluators.run.plan import run_local
+    from sweval.evaluators.run.evaluate import evaluate_config
     from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"
@@ -470,7 +470,7 @@ def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Pa
     )
     try:
         outputs = {}
-        for name, run in (("library-a", run_local), ("library-b", run_local),
+        for name, run in (("library-a", evaluate_config), ("library-b", evaluate_config),
                           ("no-prefect", execute)):
             run(EvalConfig.build(**(options | {"output": str(tmp_path / name)})))
             outputs[name] = tmp_path / name / "results.csv"

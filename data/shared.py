@@ -6,7 +6,7 @@ of them. Instead the flow writes the log's arrays once::
 
     <output>/shared-log/<fingerprint>/user.npy, item.npy, timestamp.npy[, policy.npy]
                                       ids.pkl   (raw ids, source, load counters, fingerprint)
-                                      plan-*.pkl (the run's plan: flows.dask.shared_plan)
+                                      plan-*.pkl (the run's plan: evaluators.run.shared_plan)
 
 and every worker maps them read-only (``np.load(mmap_mode="r")``): the operating system keeps
 one copy of the pages for all workers on a machine, and a worker reads only what it touches.

@@ -3,7 +3,7 @@
 A Dask worker used to plan the run again before its first fold task (cut the folds, build every
 split's relevant sets and data fingerprints, key the units): about 3 s at scale 10, on every
 worker, while the flow had made the same plan already. Instead the flow pickles its plan once
-into the shared log's folder (:mod:`flows.dask.shared_log`)::
+into the shared log's folder (:mod:`data.shared`)::
 
     <output>/shared-log/<fingerprint>/plan-<config hash>.pkl
 
@@ -35,9 +35,10 @@ _log = logging.getLogger(__name__)
 _LOG_ID = "log"
 
 
-def plan_path(folder: str | Path, cache_key: tuple[str, str]) -> Path:
-    """Where the plan of ``cache_key`` (configuration, data fingerprint) lies in ``folder``."""
-    digest = hashlib.sha256("\0".join(cache_key).encode()).hexdigest()[:16]
+def plan_path(folder: str | Path, cache_key: str) -> Path:
+    """Where the plan of ``cache_key`` (a run recipe's: configuration and data) lies in
+    ``folder``."""
+    digest = hashlib.sha256(cache_key.encode()).hexdigest()[:16]
     return Path(folder) / f"plan-{digest}.pkl"
 
 

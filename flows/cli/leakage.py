@@ -7,7 +7,8 @@
 
 The test period P is ``[--leak-test-start, + --window)``; models train on everything before P's
 end (minus the test instances) plus j = 0..``--leak-periods`` later periods of the same width
-(:mod:`evaluators.experiments.leakage`). Output directory (``--output``, default ``runs/leakage``)::
+(:mod:`evaluators.experiments.leakage`, run by :mod:`evaluators.experiments.leakage_run`).
+Output directory (``--output``, default ``runs/leakage``)::
 
     results.csv        the long table (SPEC §8), fold = j
     leakage_splits.csv per j: training end, training transactions, test users
@@ -19,24 +20,21 @@ end (minus the test instances) plus j = 0..``--leak-periods`` later periods of t
                        seed + 1 at j = 0
     severity.png       HR@k and NDCG@k against j (Fig. 8)
     leakage.json       the design and the configuration
-    units/             the computed units (a rerun reuses them)
 
-Runs in this process (no Prefect); not tracked in MLflow.
+The splits run side by side on ``--task-runner`` (threads, dask); MLflow (unless
+``--no-tracking``) gets one run with every metric at step j and the files
+(:mod:`flows.tracking.experiment_runs`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
 import typer
-from numpy.typing import NDArray
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -44,24 +42,13 @@ from rich.table import Table
 from sweval.data.errors import SwevalError
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.experiments.leakage import (
-    LeakageSeverity,
-    Severity,
-    SeverityDesign,
-    pivot_by_j,
-    reseeded_entry,
-    severity_tables,
-    with_intrinsic,
-)
-from sweval.evaluators.units.locks import output_lock
-from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.experiments.leakage import Severity, SeverityDesign, pivot_by_j
+from sweval.evaluators.experiments.leakage_run import FILES
+from sweval.evaluators.experiments.leakage_run import run_leakage as run_experiment
 from sweval.evaluators.metrics.names import LABELS, shown_k
-from sweval.evaluators.protocols.holdout import run_protocol
-from sweval.evaluators.run.plan import load_data, unit_store
-from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.windows import parse_duration, parse_time
 from sweval.flows.cli.options import command_output
-from sweval.flows.cli.summary import unit_progress
+from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.cli.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/leakage"
@@ -69,76 +56,35 @@ DEFAULT_OUTPUT = "runs/leakage"
 
 def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
                 console: Console | None = None) -> Severity:
-    """Run the experiment and write its tables into ``output``.
+    """The experiment as ``sweval leakage`` runs it: jobs on ``--task-runner``, a progress
+    bar, its tables, then MLflow when ``config.tracking``.
 
     Raises:
-        SwevalError: bad options or data (test period outside the log, J too large, fewer
-            test users than u_min, ...).
+        SwevalError: see :func:`evaluators.experiments.leakage_run.run_leakage`; MLflow's
+            errors come after the tables are written.
     """
-    # one command at a time in `output`, and not into another command's output; prune keeps
-    # this command's units, from its start
-    with output_lock(output, command="leakage"):
-        store = unit_store(config, default=output / "units")
-        with store.in_use():
-            return _run_leakage(config, design, output, store, console)
+    from sweval.flows.executors import executor_for
 
-
-def _run_leakage(config: EvalConfig, design: SeverityDesign, output: Path, store: UnitStore,
-                 console: Console | None) -> Severity:
-    """:func:`run_leakage`'s work, registered in ``store``."""
-    log = load_data(config)
-    protocol = LeakageSeverity(design, u_min=config.u_min)
-    design.check(log)
-    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
-                       console=console) as progress:
-        task = progress.add_task("leakage severity",
-                                 total=(design.periods + 1) * len(config.algorithms))
-        run = run_protocol(log, protocol, list(config.algorithms), ks=config.k,
-                           params=config.params, store=store,
-                           progress=partial(progress.advance, task))
-        reseeded = {entry: other for entry in config.algorithms
-                    if (other := reseeded_entry(entry, config.params)) is not None}
-        if reseeded:  # intrinsic overlap: the same model, another seed, at j = 0
-            task = progress.add_task("other seeds (j = 0)", total=len(reseeded))
-            seeds = run_protocol(log, LeakageSeverity(replace(design, periods=0)),
-                                 list(reseeded.values()), ks=config.k, params=config.params,
-                                 store=store, progress=partial(progress.advance, task))
-
-    if run.results["skipped"].all():  # the test users are the same for every j
-        reason = run.results["skip_reason"].iloc[0]
-        raise SwevalError(
-            f"every j is skipped ({reason}): the test period [{minute_utc(design.test_start)}, "
-            f"{minute_utc(design.test_end)}) has too few test users; lower --u-min or choose a "
-            "longer --window."
-        )
-
-    def lists_of(key: str) -> NDArray[np.int64]:
-        return store.load(key, log).items
-
-    severity = severity_tables(log, protocol, run.results, run.units, lists_of, config.k)
-    if reseeded:
-        severity.overlap = with_intrinsic(severity.overlap, seeds.units, reseeded, lists_of,
-                                          run.units, config.k)
-    _write(output, severity, design, config)
+    progress = ProgressHook(config, label="leakage severity",
+                            stream=console.file if console is not None else None)
+    severity = run_experiment(config, design, output=output, hooks=[progress],
+                              executor=lambda recipe: executor_for(config, recipe))
+    if config.tracking:
+        track(config, design, output, severity)
     return severity
 
 
-def _write(output: Path, severity: Severity, design: SeverityDesign, config: EvalConfig) -> None:
-    from sweval.evaluators.report.leakage_figures import severity_figure
-    from sweval.evaluators.report.figures import figure_png
+def track(config: EvalConfig, design: SeverityDesign, output: Path, severity: Severity) -> None:
+    """Log the experiment to MLflow: every metric per algorithm and k at step j, the files."""
+    from sweval.flows.tracking.experiment_runs import ExperimentTracker
+    from sweval.flows.tracking.metrics import key_part, metric_key
 
-    tables = {"results.csv": severity.results, "leakage_splits.csv": severity.splits,
-              "future_items.csv": severity.future, "change.csv": severity.change,
-              "ranking.csv": severity.ranking, "overlap.csv": severity.overlap}
-    files = {name: frame.to_csv(index=False).encode() for name, frame in tables.items()}
-    k = shown_k(config.k)
-    files["severity.png"] = figure_png(severity_figure(severity.results,
-                                                       list(config.algorithms), k))
-    record = {"design": {"test_start": design.test_start, "test_end": design.test_end,
-                         "period_s": design.period_s, "periods": design.periods},
-              "config": config.model_dump(mode="json")}
-    files["leakage.json"] = (json.dumps(record, indent=2) + "\n").encode()
-    publish(output, files, run=config.result_hash(), command="leakage")
+    rows = severity.results[(severity.results["stratum"] == "all") & ~severity.results["skipped"]]
+    metrics = [(f"{key_part(row.algorithm)}.{metric_key(row.metric, row.k)}", row.value,
+                int(row.fold)) for row in rows.itertuples() if not pd.isna(row.value)]
+    tracker = ExperimentTracker(config, "leakage", output, vars(design),
+                                severity.fingerprint)
+    tracker.start().finish(metrics, [output / name for name in FILES])
 
 
 def print_severity(severity: Severity, algorithms: list[str], k: int,

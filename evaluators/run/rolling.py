@@ -33,7 +33,6 @@ shows one growing time series per algorithm.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -48,12 +47,12 @@ from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.plan import Plan, make_plan, window_spec
-from sweval.evaluators.units.store import atomic_write_text
+from sweval.evaluators.state import ROLLING, TRACKING
 from sweval.evaluators.protocols.windows import parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 
-STATE_FILE = "rolling.json"
+STATE_FILE = ROLLING.name
 
 
 def rolling_key(config: EvalConfig) -> str:
@@ -192,10 +191,8 @@ def lost_or_corrupt(state: dict[str, Any], log: InteractionLog, reached: int,
       being written (``64,231,88974`` for ``...,889740880``) reads as an event in 1970.
     """
     horizon = int(state["horizon"])
-    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
-
-    remedy = (f" If the log is right as it is, delete {output / STATE_FILE} and "
-              f"{output / TRACKING_FILE} to start a new series on it (a new MLflow parent run; "
+    remedy = (f" If the log is right as it is, delete {ROLLING.path(output)} and "
+              f"{TRACKING.path(output)} to start a new series on it (a new MLflow parent run; "
               "no unit is deleted).")
     if reached < int(state.get("n_folds", 0)):
         return (f"the log now ends at {iso_utc(log.t_max)}, before the end of the windows the "
@@ -235,11 +232,7 @@ def record(step: RollingStep) -> None:
         "first_event": plan.log.t_min,
         "data_fingerprint": plan.log.fingerprint(),
     }
-    path = Path(plan.config.output) / STATE_FILE
-    try:
-        atomic_write_text(path, json.dumps(state, indent=2))  # no temporary file left on failure
-    except OSError as exc:
-        raise SwevalError(f"{path}: cannot record the rolling state ({exc}).") from exc
+    ROLLING.write(plan.config.output, state)
 
 
 def progress_line(state: dict[str, Any], skipped: Iterable[int] = ()) -> str:
@@ -263,28 +256,20 @@ def progress_line(state: dict[str, Any], skipped: Iterable[int] = ()) -> str:
 
 
 def read_state(output: Path) -> dict[str, Any]:
-    try:
-        return json.loads((output / STATE_FILE).read_text())
-    except (OSError, ValueError, KeyError):
-        return {}
+    """The series' ``rolling.json`` in ``output`` (empty without one)."""
+    return ROLLING.read(output)
 
 
 def _tracked_series(output: Path) -> str | None:
     """The key of the run whose MLflow record ``output`` holds (``tracking.json``), if any."""
-    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
-
-    try:
-        return json.loads((output / TRACKING_FILE).read_text()).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
+    key = TRACKING.read(output).get("key")
+    return key if isinstance(key, str) else None
 
 
 def reset(output: Path) -> None:
     """Forget a rolling series: its MLflow run record and its state (units stay in the store)."""
-    from sweval.flows.tracking import STATE_FILE as TRACKING_FILE
-
     try:
-        for name in (STATE_FILE, TRACKING_FILE):
-            (output / name).unlink(missing_ok=True)
+        ROLLING.remove(output)
+        TRACKING.remove(output)
     except OSError as exc:
         raise SwevalError(f"{output}: cannot reset the rolling series ({exc}).") from exc

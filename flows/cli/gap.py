@@ -13,20 +13,20 @@ aligns its windows). Output directory (``--output``, default ``runs/gap``)::
     gap.csv            per algorithm, metric, k and validation set: validation value, test value,
                        drop in % (papers/003 Table 2)
     results.csv        the long tables of the four sets, with a ``set`` column
-    gap.json           T, the window, the share, the configuration
+    gap.json           T, the window, the share, the configuration, the data's fingerprint
     report.html        the Recall and NDCG tables at one k, a figure each
                        (report-gap-<metric>-at-<k>.png) and whether each validation ranks the
                        algorithms as deployment does (:mod:`evaluators.report.gap_page`)
-    units/             the computed units (a rerun reuses them)
 
-Runs in this process (no Prefect); not tracked in MLflow.
+The sets' splits run side by side on ``--task-runner`` (threads, dask); MLflow (unless
+``--no-tracking``) gets one run with each set's metrics and the files
+(:mod:`flows.tracking.experiment_runs`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,23 +41,16 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.gap import (
     VALIDATIONS,
     GapDesign,
-    deployment_protocol,
     gap_notes,
-    gap_table,
     skipped_sets,
-    validation_log,
-    validation_protocols,
 )
-from sweval.evaluators.report.gap_page import write_gap_report
-from sweval.evaluators.units.locks import output_lock
-from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.experiments.gap import run_gap as run_experiment
 from sweval.evaluators.metrics.names import LABELS, shown_k
-from sweval.evaluators.protocols.holdout import run_protocol
-from sweval.evaluators.run.plan import load_data, unit_store, window_spec
-from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+from sweval.evaluators.report.gap_page import write_gap_report
+from sweval.evaluators.run.plan import load_data, window_spec
 from sweval.flows.cli.options import command_output
-from sweval.flows.cli.summary import unit_progress
+from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.cli.terminal import table_console
 
 DEFAULT_OUTPUT = "runs/gap"
@@ -65,50 +58,40 @@ DEFAULT_OUTPUT = "runs/gap"
 
 def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
             console: Console | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Validate, deploy and write the tables; returns (gap table, long results).
+    """The experiment as ``sweval gap`` runs it: jobs on ``--task-runner``, a progress bar, its
+    tables, then MLflow when ``config.tracking``; (gap table, long results).
 
     Raises:
-        SwevalError: bad options or data (windows outside the log, ratio outside (0, 1), ...).
+        SwevalError: see :func:`evaluators.experiments.gap.run_gap`; MLflow's errors come after
+            the tables are written.
     """
-    # one command at a time in `output`, and not into another command's output; prune keeps
-    # this command's units, from its start
-    with output_lock(output, command="gap"):
-        store = unit_store(config, default=output / "units")
-        with store.in_use():
-            return _run_gap(config, design, output, store, console)
+    from sweval.flows.executors import executor_for
 
-
-def _run_gap(config: EvalConfig, design: GapDesign, output: Path, store: UnitStore,
-             console: Console | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`run_gap`'s work, registered in ``store``."""
-    log = load_data(config)
-    design.check(log)
-    validations = validation_protocols(design, u_min=config.u_min)
-    sets: dict[str, pd.DataFrame] = {}
-    with unit_progress("[bold]{task.description}[/bold]", enabled=config.progress,
-                       console=console) as progress:
-        task = progress.add_task("validation and deployment", total=4 * len(config.algorithms))
-        advance = partial(progress.advance, task)
-        for name, protocol in validations.items():
-            sets[name] = run_protocol(validation_log(log, design, name), protocol,
-                                      list(config.algorithms), ks=config.k,
-                                      params=config.params, store=store, progress=advance).results
-        deploy = deployment_protocol(log, design, u_min=config.u_min)
-        sets["test"] = run_protocol(log, deploy, list(config.algorithms), ks=config.k,
-                                    params=config.params, store=store, progress=advance).results
-    gap = gap_table({name: sets[name] for name in VALIDATIONS}, sets["test"])
-    results = pd.concat([frame.assign(set=name) for name, frame in sets.items()],
-                        ignore_index=True)
-    record = {"deploy_start": design.deploy_start, "window_s": design.width_s,
-              "share": design.share, "seed": design.seed,
-              "train_window_s": design.train_window_s, "relevance": design.relevance,
-              "validations": VALIDATIONS, "config": config.model_dump(mode="json")}
-    publish(output, {
-        "gap.csv": gap.to_csv(index=False, float_format="%.10g").encode(),
-        "results.csv": results.to_csv(index=False, float_format="%.10g").encode(),
-        "gap.json": (json.dumps(record, indent=2) + "\n").encode(),
-    }, run=config.result_hash(), command="gap")
+    progress = ProgressHook(config, label="validation and deployment",
+                            stream=console.file if console is not None else None)
+    gap, results = run_experiment(config, design, output=output, hooks=[progress],
+                                  executor=lambda recipe: executor_for(config, recipe))
+    if config.tracking:
+        track(config, design, output, gap)
     return gap, results
+
+
+def track(config: EvalConfig, design: GapDesign, output: Path, gap: pd.DataFrame) -> None:
+    """Log the experiment to MLflow: each set's value per algorithm, metric and k; the files."""
+    from sweval.flows.tracking.experiment_runs import ExperimentTracker
+    from sweval.flows.tracking.metrics import key_part, metric_key
+
+    metrics = []
+    for row in gap.itertuples():
+        base = f"{key_part(row.algorithm)}.{{}}.{metric_key(row.metric, row.k)}"
+        if not pd.isna(row.validation_value):
+            metrics.append((base.format(key_part(row.validation)), row.validation_value, 0))
+        if not pd.isna(row.test_value):
+            metrics.append((base.format("test"), row.test_value, 0))
+    fingerprint = json.loads((output / "gap.json").read_text()).get("data_fingerprint", "")
+    tracker = ExperimentTracker(config, "gap", output, vars(design), fingerprint)
+    tracker.start().finish(list(dict.fromkeys(metrics)),
+                           [output / name for name in ("gap.csv", "results.csv", "gap.json")])
 
 
 def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "recall",
