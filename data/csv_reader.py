@@ -1,0 +1,165 @@
+"""Reading a CSV/TSV log file with a header line into a raw frame (see :mod:`data.readers`).
+
+Id columns keep the text written in their cells, stripped of the padding around it
+(:mod:`data.id_text`). Refused: a row with more fields than the header and an id spanning lines
+(a stray quote); a row with fewer fields is warned about.
+"""
+
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import logging
+import lzma
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missing
+
+from sweval.data.errors import SwevalError, first_rows
+from sweval.data.id_text import stripped_ids, warn_missing_markers
+from sweval.data.text_files import check_header, compression, file_separator, first_line, is_gzip
+
+_log = logging.getLogger(__name__)
+
+
+def read_csv_file(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:
+    """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
+    (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
+    with a warning (:func:`data.id_text.warn_missing_markers`). Other columns read pandas' missing markers
+    as missing. Refused: a row with more fields than the header (the values would shift
+    between columns) and an id spanning lines (a stray quote swallowing the rows after it); a
+    row with fewer fields is warned about (:func:`_warn_short_rows`)."""
+    header = first_line(path)
+    if not header.strip():
+        raise SwevalError(f"{path}: the file is empty.")
+    sep = file_separator(path, header, sep)
+    check_header(path, header, sep)
+    options: dict = {"sep": sep, "compression": compression(path), "encoding": "utf-8-sig"}
+    columns = pd.read_csv(path, nrows=0, **options).columns
+    frame = pd.read_csv(
+        path, **options, dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
+        na_values={column: [""] if column in text_columns else sorted(STR_NA_VALUES)
+                   for column in columns},
+    )  # fmt: skip
+    if not isinstance(frame.index, pd.RangeIndex):  # pandas took the surplus for an index
+        n_header = len(frame.columns)
+        raise ragged_row(path, 2, n_header + frame.index.nlevels, n_header)
+    if set(text_columns) <= set(frame.columns):  # else the missing-columns error says more
+        _warn_short_rows(path, sep, header, frame)
+    for column in text_columns:
+        if column in frame.columns:
+            frame[column] = stripped_ids(frame[column])
+            _check_single_line(path, frame[column], column)
+            warn_missing_markers(path, frame[column], column)
+    return frame
+
+
+def ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
+    """The error for a CSV line with more fields than the header. Pandas raises for such a line
+    after the first data line; on the first one it takes the surplus fields, silently, for the
+    row index (and every column shifts): both say the same here."""
+    return SwevalError(
+        f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
+        f"{expected}: a separator inside a value (quote it) or a stray column."
+    )
+
+
+#: Rows with fewer fields than the header named in :func:`_warn_short_rows`' warning.
+SHOWN_SHORT_ROWS = 3
+
+
+def _warn_short_rows(path: Path, sep: str, header: str, frame: pd.DataFrame) -> None:
+    """Warn about rows with fewer fields than the header, naming the first ones. Pandas fills a
+    short row's missing fields from the right: harmless when an optional last field was left
+    out, but when a value in the middle was, the values after it moved to other columns (a
+    timestamp read as an item). Which one it was cannot be told, so the rows are kept.
+
+    A header ending in a separator (an unnamed last column) expects one field less. The exact
+    count is a second pass over the file, with the same quoting rules as pandas, made only when
+    the last column's missing cells are not all explained by lines ending in a separator (an
+    empty last field): never for a file without missing last cells.
+    """
+    missing_last = int(frame[frame.columns[-1]].isna().sum())
+    if missing_last == 0:
+        return
+    expected = len(frame.columns) - (1 if header.rstrip("\r\n").endswith(sep) else 0)
+    opener = _TEXT_OPENERS.get(_compression_of(path))
+    if opener is None:
+        return  # zip, zstd, ...: pandas reads them, this check does not
+    if opener is open:
+        ended = _lines_ending_in(path, sep.encode())
+        if ended - int(header.rstrip("\r\n").endswith(sep)) == missing_last:
+            return  # every missing last cell is an empty last field
+    short: list[tuple[int, int, int]] = []
+    n_short = 0
+    limit = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)  # as pandas: no limit on a field's length
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(handle, delimiter=sep)
+            next(reader, None)  # the header
+            data_row = 0
+            for fields in reader:
+                if not fields or not "".join(fields).strip():  # blank: pandas skips it too
+                    continue
+                data_row += 1
+                if len(fields) < expected:
+                    n_short += 1
+                    if len(short) < SHOWN_SHORT_ROWS:
+                        short.append((reader.line_num, data_row, len(fields)))
+    finally:
+        csv.field_size_limit(limit)
+    if n_short:
+        where = "; ".join(f"line {line} (data row {row}): {saw} of {expected}"
+                          for line, row, saw in short)
+        _log.warning(
+            "%s: %d row(s) have fewer fields than the header (%s%s): pandas fills the missing "
+            "fields from the right, so if a value in the middle was left out, the values after "
+            "it moved to other columns. Check those rows.",
+            path, n_short, where, "; ..." if n_short > len(short) else "",
+        )
+
+
+def _lines_ending_in(path: Path, marker: bytes, chunk: int = 1 << 24) -> int:
+    """How many lines of the file end in ``marker`` (before ``\\n``, ``\\r\\n`` or the file's
+    end), read in chunks."""
+    count, tail = 0, b""
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            data = tail + block
+            count += data.count(marker + b"\n") + data.count(marker + b"\r\n")
+            tail = data[-len(marker) - 1:]  # a marker and its line end may straddle two chunks
+            count -= tail.count(marker + b"\n") + tail.count(marker + b"\r\n")
+    return count + tail.count(marker + b"\n") + tail.count(marker + b"\r\n") + int(
+        tail.endswith(marker))
+
+
+def _compression_of(path: Path) -> str:
+    """``gzip`` (by name or content), ``bz2``, ``xz``, another suffix pandas decompresses, or
+    ``none``."""
+    if is_gzip(path):
+        return "gzip"
+    return {".bz2": "bz2", ".xz": "xz", ".zip": "zip", ".zst": "zstd", ".tar": "tar"}.get(
+        path.suffix.lower(), "none")
+
+
+_TEXT_OPENERS = {"none": open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
+
+
+def _check_single_line(path: Path, values: pd.Series, column: str) -> None:
+    """Refuse ids that span lines: a quote opened and never closed on its line swallows every
+    row up to the next quote into one value."""
+    spans = values.str.contains("\n", regex=False, na=False).to_numpy()
+    if spans.any():
+        row = int(np.flatnonzero(spans)[0])
+        text = str(values.iloc[row])
+        raise SwevalError(
+            f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
+            f"(data rows {first_rows(np.flatnonzero(spans))}, starting {text[:30]!r}): a quote "
+            "opened in that row and closed only lines later read the rows in between into it. "
+            "Remove the stray quote, or close it."
+        )
