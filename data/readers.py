@@ -77,9 +77,10 @@ def read_file(
         fmt: its format (not ``auto``: see :func:`detect_format`).
         sep: the CSV/TSV separator (``--sep``); None sniffs it.
         text_columns: the id columns. In CSV/TSV files they are read as the text written in the
-            file, stripped of surrounding spaces: parsed as numbers, ``01`` and ``1`` would
-            become the same id. :func:`data.ids.encode_ids` still orders a column numerically
-            when every id spells an integer without padding.
+            file: parsed as numbers, ``01`` and ``1`` would become the same id.
+            :func:`data.ids.encode_ids` still orders a column numerically when every id spells
+            an integer without padding. In every format, text ids lose the white space and
+            invisible characters around them (:func:`data.id_text.with_stripped_ids`).
 
     Raises:
         SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, unparsable, or
@@ -96,7 +97,7 @@ def read_file(
             _check_parquet_columns(path)
             return with_stripped_ids(pd.read_parquet(path), text_columns)
         if fmt == "movielens":
-            return _read_movielens(path)
+            return with_stripped_ids(_read_movielens(path), text_columns)
         if fmt == "jsonl":
             return _read_jsonl(path, text_columns=text_columns)
         if fmt == "csv":

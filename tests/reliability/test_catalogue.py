@@ -575,6 +575,19 @@ def _fixed_offset_parquet(tmp: Path) -> Path:
     return path
 
 
+#: (before, after) an id: Unicode white space and invisible characters as web pages, spreadsheets
+#: and editors leave them around text.
+UNICODE_PADDING = [("", ""), ("\u00a0", ""), ("", "\u2007"), ("\u202f", "\u3000"), ("\u200b", ""),
+                   ("\ufeff", ""), ("", "\u200e"), (" \u200b", "\u00a0 ")]
+
+
+def _padded_rows() -> dict[str, list[Any]]:
+    """The user ``u1`` once with each padding of :data:`UNICODE_PADDING`, one row per padding."""
+    return {"user": [f"{pad}u1{end}" for pad, end in UNICODE_PADDING],
+            "item": [f"i{n}" for n in range(len(UNICODE_PADDING))],
+            "timestamp": [T0 + n for n in range(len(UNICODE_PADDING))]}
+
+
 #: A semicolon file whose last column name holds more commas than the header has semicolons.
 COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\nu2;i1;1704067201;5\n"
 
@@ -939,6 +952,22 @@ CASES: list[Case] = [
          text('{"user": " u1 ", "item": "i1", "timestamp": 1704067200}\n{"user": "u1", "item": "i2", "timestamp": 1704067201}\n',
               name="log.jsonl"),
          check=check_ids("user", ["u1"])),
+    Case("ids-unicode-padding-csv", "user ids padded with Unicode white space and invisible characters (NBSP U+00A0, "
+         "U+2007, U+202F, U+3000, zero-width space U+200B, BOM U+FEFF, a direction mark U+200E) in a CSV",
+         "one user, as with ASCII spaces: the white space and invisible characters around an id are padding, not part of it",
+         text(rows(*(f"{pad}u1{end},i{n},{T0 + n}" for n, (pad, end) in enumerate(UNICODE_PADDING)))),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-unicode-padding-jsonl", "the same ids in JSON Lines", "one user, as in CSV",
+         lambda tmp: text(pd.DataFrame(_padded_rows()).to_json(orient="records", lines=True,
+                                                                 force_ascii=False), name="log.jsonl")(tmp),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-unicode-padding-parquet", "the same ids in a Parquet string column", "one user, as in CSV",
+         lambda tmp: parquet(pd.DataFrame(_padded_rows()))(tmp),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-invisible-only", "a user cell holding only a zero-width space and a no-break space",
+         "missing, like an empty cell: error naming the column and the row",
+         text(rows("u1,i1,1704067200", "\u200b\u00a0,i1,1704067201")),
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
     Case("ids-zero-padded-text", "user ids `01` and `1` in a Parquet string column",
          "two distinct users, string order",
          parquet(pd.DataFrame({"user": ["01", "1"], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
