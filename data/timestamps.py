@@ -8,6 +8,7 @@ numbers that look like YYYYMMDD dates).
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import numpy as np
@@ -38,7 +39,8 @@ def normalise_timestamps(
     """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
 
     Accepts numeric epochs (seconds, or ``time_unit`` ms, us or ns; numbers written as text
-    too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
+    too), datetimes (naive ones are taken as UTC) and ISO-8601 strings, RFC 3339's lower-case
+    ``t`` and ``z`` and a decimal comma (``2024-01-01t10:00:00,5z``) included. Sub-second parts
     are floored.
 
     Raises:
@@ -56,10 +58,7 @@ def normalise_timestamps(
         stamps = values
     else:
         text = values.astype(str)
-        try:
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
-        except (ValueError, TypeError):
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
+        stamps = _parsed_dates(text)
         is_date = stamps.notna().to_numpy()
         if not is_date.all():  # epochs written as text (a Parquet string column)? mixed?
             numbers = pd.to_numeric(text.str.strip(), errors="coerce")
@@ -94,6 +93,46 @@ def normalise_timestamps(
     naive = stamps.dt.tz_localize(None).to_numpy()
     per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(naive.dtype)[0])
     return np.floor_divide(naive.view(np.int64), per_second).astype(np.int64)
+
+
+#: RFC 3339 date-times that pandas' ISO 8601 parser refuses: a lower-case ``t`` separator or
+#: ``z`` zone (RFC 3339 §5.6 allows both) and a comma before the fraction of a second (ISO 8601
+#: allows it, and prefers it): ``2024-01-01t10:00:00,5z``.
+_RFC3339_VARIANT = (r"^\s*(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}(?::\d{2})?)(?:[.,](\d+))?"
+                    r"([Zz]|[+-]\d{2}:\d{2})?\s*$")
+
+
+def _parsed_dates(text: pd.Series) -> pd.Series:
+    """ISO 8601 / RFC 3339 text as UTC datetimes; NaT where a value is not one.
+
+    The variants of :data:`_RFC3339_VARIANT` that pandas refuses are spelled as it reads them
+    (``T``, ``Z``, a decimal point) and parsed again; only values that failed the first parse
+    are looked at, so a column pandas reads whole costs nothing more.
+    """
+    stamps = _to_datetime(text)
+    unparsed = stamps.isna().to_numpy()
+    if unparsed.any():
+        variants = unparsed & text.str.match(_RFC3339_VARIANT).fillna(False).to_numpy(dtype=bool)
+        if variants.any():
+            respelled = text.astype(object)
+            respelled[variants] = text[variants].str.replace(
+                _RFC3339_VARIANT, _pandas_spelling, regex=True)
+            stamps = _to_datetime(respelled)
+    return stamps
+
+
+def _pandas_spelling(match: re.Match[str]) -> str:
+    """An :data:`_RFC3339_VARIANT` match as pandas reads it: ``2024-01-01T10:00:00.5Z``."""
+    date, time, fraction, zone = match.groups()
+    return f"{date}T{time}" + (f".{fraction}" if fraction else "") + (zone or "").upper()
+
+
+def _to_datetime(text: pd.Series) -> pd.Series:
+    """pandas' ISO 8601 parse of ``text`` (NaT where it fails), UTC."""
+    try:
+        return pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+    except (ValueError, TypeError):
+        return pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
 
 
 def _epoch_seconds(
