@@ -1,8 +1,9 @@
 """Reading a CSV/TSV log file with a header line into a raw frame (see :mod:`data.readers`).
 
 Id columns keep the text written in their cells, stripped of the padding around it
-(:mod:`data.id_text`). Refused: a row with more fields than the header and an id spanning lines
-(a stray quote); a row with fewer fields is warned about.
+(:mod:`data.id_text`). Quoting follows RFC 4180: a quoted field may hold separators, doubled
+quotes and line breaks. Refused: a row with more fields than the header and an id spanning lines
+where the quoting breaks RFC 4180 (a stray quote); a row with fewer fields is warned about.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import csv
 import gzip
 import logging
 import lzma
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,8 +34,9 @@ def read_csv_file(path: Path, *, sep: str | None, text_columns: Sequence[str]) -
     (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
     with a warning (:func:`data.id_text.warn_missing_markers`). Other columns read pandas' missing markers
     as missing. Refused: a row with more fields than the header (the values would shift
-    between columns) and an id spanning lines (a stray quote swallowing the rows after it); a
-    row with fewer fields is warned about (:func:`_warn_short_rows`)."""
+    between columns) and an id spanning lines in a file whose quoting breaks RFC 4180 (a stray
+    quote swallowing the rows after it: :func:`_check_quoted_lines`); a row with fewer fields is
+    warned about (:func:`_warn_short_rows`)."""
     header = first_line(path)
     if not header.strip():
         raise SwevalError(f"{path}: the file is empty.")
@@ -53,7 +57,7 @@ def read_csv_file(path: Path, *, sep: str | None, text_columns: Sequence[str]) -
     for column in text_columns:
         if column in frame.columns:
             frame[column] = stripped_ids(frame[column])
-            _check_single_line(path, frame[column], column)
+            _check_quoted_lines(path, sep, frame[column], column)
             warn_missing_markers(path, frame[column], column)
     return frame
 
@@ -87,32 +91,25 @@ def _warn_short_rows(path: Path, sep: str, header: str, frame: pd.DataFrame) -> 
     if missing_last == 0:
         return
     expected = len(frame.columns) - (1 if header.rstrip("\r\n").endswith(sep) else 0)
-    opener = _TEXT_OPENERS.get(_compression_of(path))
-    if opener is None:
-        return  # zip, zstd, ...: pandas reads them, this check does not
-    if opener is open:
+    if _compression_of(path) == "none":
         ended = _lines_ending_in(path, sep.encode())
         if ended - int(header.rstrip("\r\n").endswith(sep)) == missing_last:
             return  # every missing last cell is an empty last field
     short: list[tuple[int, int, int]] = []
     n_short = 0
-    limit = csv.field_size_limit()
-    csv.field_size_limit(2**31 - 1)  # as pandas: no limit on a field's length
-    try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle, delimiter=sep)
-            next(reader, None)  # the header
-            data_row = 0
-            for fields in reader:
-                if not fields or not "".join(fields).strip():  # blank: pandas skips it too
-                    continue
-                data_row += 1
-                if len(fields) < expected:
-                    n_short += 1
-                    if len(short) < SHOWN_SHORT_ROWS:
-                        short.append((reader.line_num, data_row, len(fields)))
-    finally:
-        csv.field_size_limit(limit)
+    with _csv_rows(path, sep) as reader:
+        if reader is None:
+            return  # zip, zstd, ...: pandas reads them, this check does not
+        next(reader, None)  # the header
+        data_row = 0
+        for fields in reader:
+            if not fields or not "".join(fields).strip():  # blank: pandas skips it too
+                continue
+            data_row += 1
+            if len(fields) < expected:
+                n_short += 1
+                if len(short) < SHOWN_SHORT_ROWS:
+                    short.append((reader.line_num, data_row, len(fields)))
     if n_short:
         where = "; ".join(f"line {line} (data row {row}): {saw} of {expected}"
                           for line, row, saw in short)
@@ -150,16 +147,64 @@ def _compression_of(path: Path) -> str:
 _TEXT_OPENERS = {"none": open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
 
 
-def _check_single_line(path: Path, values: pd.Series, column: str) -> None:
-    """Refuse ids that span lines: a quote opened and never closed on its line swallows every
-    row up to the next quote into one value."""
+def _check_quoted_lines(path: Path, sep: str, values: pd.Series, column: str) -> None:
+    """Ids that span lines: read as written when the file's quoting follows RFC 4180 (a quoted
+    field may hold line breaks; a warning names the rows, as such ids are rare), refused when
+    it does not: a quote opened and never closed on its line swallowed every row up to the next
+    quote into one value, and that quote is then followed by more text than a separator.
+
+    Raises:
+        SwevalError: naming the column, the rows, the value's start and where the quoting
+            breaks RFC 4180.
+    """
     spans = values.str.contains("\n", regex=False, na=False).to_numpy()
-    if spans.any():
-        row = int(np.flatnonzero(spans)[0])
-        text = str(values.iloc[row])
-        raise SwevalError(
-            f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
-            f"(data rows {first_rows(np.flatnonzero(spans))}, starting {text[:30]!r}): a quote "
-            "opened in that row and closed only lines later read the rows in between into it. "
-            "Remove the stray quote, or close it."
+    if not spans.any():
+        return
+    rows = np.flatnonzero(spans)
+    text = str(values.iloc[int(rows[0])])
+    problem = _quoting_problem(path, sep)
+    if problem is None:
+        _log.warning(
+            "%s: column %r holds %d id(s) spanning lines (data rows %s, starting %r): read as "
+            "written, quoted fields may hold line breaks (RFC 4180). If a quote was left open by "
+            "mistake, fix the file.", path, column, len(rows), first_rows(rows), text[:30],
         )
+        return
+    raise SwevalError(
+        f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
+        f"(data rows {first_rows(rows)}, starting {text[:30]!r}): a quote opened in that row "
+        f"and closed only lines later read the rows in between into it ({problem}). Remove the "
+        "stray quote, or close it."
+    )
+
+
+def _quoting_problem(path: Path, sep: str) -> str | None:
+    """Where the file's quoting breaks RFC 4180 (Python's csv module, strict: a closing quote
+    followed by more than a separator or a line end, a quote left open at the end), or None
+    when it does not. A compression this module cannot open counts as broken."""
+    with _csv_rows(path, sep, strict=True) as reader:
+        if reader is None:
+            return "a compressed file whose quoting is not checked"
+        try:
+            for _ in reader:
+                pass
+        except csv.Error as exc:
+            return f"line {reader.line_num}: {exc}"
+    return None
+
+
+@contextmanager
+def _csv_rows(path: Path, sep: str, *, strict: bool = False) -> Iterator[Any]:
+    """A :func:`csv.reader` over the decompressed file, with pandas' quoting and no limit on a
+    field's length, or None for a compression it cannot open (zip, zstd, ...)."""
+    opener = _TEXT_OPENERS.get(_compression_of(path))
+    if opener is None:
+        yield None
+        return
+    limit = csv.field_size_limit()
+    csv.field_size_limit(2**31 - 1)  # as pandas: no limit on a field's length
+    try:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+            yield csv.reader(handle, delimiter=sep, strict=strict)
+    finally:
+        csv.field_size_limit(limit)

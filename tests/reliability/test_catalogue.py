@@ -646,9 +646,21 @@ CASES: list[Case] = [
          _xz_short_row, via="call", call=lambda ctx: _load_warnings(ctx), check=check_warned(
              r"{file}: 1 row\(s\) have fewer fields than the header \(line 4 \(data row 3\): 3 of 4\)")),
     Case("text-stray-quote", "an item `\"12 inch` whose quote is never closed on its line",
-         "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it)",
+         "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it) "
+         "and the line where the quoting breaks RFC 4180 (the closing quote is followed by text, not a separator)",
          text(rows("u1,i1,1704067200", 'u1,"12 inch,1704067201', "u2,i2,1704067202", 'u3,"6 inch,1704067203', "u4,i1,1704067204")),
-         error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201"),
+         error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201.*"
+               r"\(line 5: ',' expected after '\"'\)"),
+    Case("text-quoted-line-break", "a quoted user id holding a line break (`\"ab<newline>cd\"`, RFC 4180), in a gzipped CSV",
+         "read as the standard says: the id `ab<newline>cd`, with a warning naming the column and the rows (a quote left "
+         "open by mistake would read the same way only if the file's quoting were otherwise valid)",
+         lambda tmp: text(gzip.compress(rows('"ab\ncd",i1,1704067200', 'u2,"i\n2",1704067201', "u3,i1,1704067202").encode()),
+                          name="log.csv.gz")(tmp),
+         via="call", call=lambda ctx: (_load_warnings(ctx), load_log(ctx.data).user_ids.tolist()),
+         check=lambda result, ctx: (
+             check_warned(r"{file}: column 'user' holds 1 id\(s\) spanning lines \(data rows 1, starting 'ab\\ncd'\): "
+                          r"read as written")(result[0], ctx),
+             _equal(result[1], ["ab\ncd", "u2", "u3"]))),
     Case("movielens-dat-three-fields", "a `ratings.dat` of `user::item::rating` lines (no timestamp)",
          "error: not the ratings.dat layout, named, with how to read the file as CSV instead",
          text("1::2::3\n4::5::6\n", name="ratings.dat"),
