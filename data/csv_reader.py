@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missing
 
+from sweval.data.epoch_precision import TimeUnit, check_scientific_epochs
 from sweval.data.errors import SwevalError, first_rows
 from sweval.data.id_text import stripped_ids, warn_missing_markers
 from sweval.data.text_files import check_header, compression, file_separator, first_line, is_gzip
@@ -29,14 +30,22 @@ from sweval.data.text_files import check_header, compression, file_separator, fi
 _log = logging.getLogger(__name__)
 
 
-def read_csv_file(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:
+def read_csv_file(
+    path: Path,
+    *,
+    sep: str | None,
+    text_columns: Sequence[str],
+    time_column: str | None = None,
+    time_unit: TimeUnit = "s",
+) -> pd.DataFrame:
     """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
     (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
     with a warning (:func:`data.id_text.warn_missing_markers`). Other columns read pandas' missing markers
     as missing. Refused: a row with more fields than the header (the values would shift
     between columns) and an id spanning lines in a file whose quoting breaks RFC 4180 (a stray
     quote swallowing the rows after it: :func:`_check_quoted_lines`); a row with fewer fields is
-    warned about (:func:`_warn_short_rows`)."""
+    warned about (:func:`_warn_short_rows`). A time column that pandas reads as floats is read
+    again as written (:func:`_epochs_as_written`)."""
     header = first_line(path)
     if not header.strip():
         raise SwevalError(f"{path}: the file is empty.")
@@ -59,7 +68,40 @@ def read_csv_file(path: Path, *, sep: str | None, text_columns: Sequence[str]) -
             frame[column] = stripped_ids(frame[column])
             _check_quoted_lines(path, sep, frame[column], column)
             warn_missing_markers(path, frame[column], column)
+    if time_column in frame.columns and pd.api.types.is_float_dtype(frame[time_column].dtype):
+        frame[time_column] = _epochs_as_written(path, options, frame[time_column], time_unit)
     return frame
+
+
+def _epochs_as_written(
+    path: Path, options: dict, values: pd.Series, time_unit: TimeUnit
+) -> pd.Series:
+    """A time column that pandas read as floats, from the text in the file: pandas reads numbers
+    in scientific notation and a column of whole numbers with a missing cell as floats, which
+    hides the digits a spreadsheet cut (``1.69E+09``) and rounds epoch nanoseconds to 256 ns.
+
+    The text is checked (:func:`data.epoch_precision.check_scientific_epochs`); when every value
+    spells a whole number, the column becomes those integers, exactly (pandas' nullable
+    ``Int64``); otherwise (decimal fractions) it stays as pandas read it. The file is read again
+    only when the floats may hide something: a missing (or infinite) value, or a multiple of ten
+    (cut digits leave zeros).
+
+    Raises:
+        SwevalError: scientific notation whose digits stop short of the time unit.
+    """
+    numbers = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    if np.isfinite(numbers).all() and not (np.fmod(numbers, 10) == 0).any():
+        return values
+    column = str(values.name)
+    text = pd.read_csv(path, **options, usecols=[column], dtype=str, keep_default_na=False,
+                       na_values=sorted(STR_NA_VALUES))[column].str.strip()
+    check_scientific_epochs(text, time_unit=time_unit, source=str(path), column=column)
+    if not (text.isna() | text.str.fullmatch(r"[+-]?\d+").fillna(False)).all():
+        return values  # fractions: the floats are what the text says
+    exact = pd.to_numeric(text, errors="coerce", dtype_backend="numpy_nullable")
+    if pd.api.types.is_integer_dtype(exact.dtype) and (exact.isna() == values.isna()).all():
+        return exact
+    return values
 
 
 def ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:

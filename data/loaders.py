@@ -97,32 +97,31 @@ def load_log(
         user_col = {"userId": "user"}.get(user_col, user_col)
         item_col = {"movieId": "item"}.get(item_col, item_col)
     id_cols = [user_col, item_col] + [col for col in (policy_col, basket_col) if col]
+    reading = {"sep": sep, "text_columns": id_cols, "time_column": time_col, "time_unit": time_unit}
     options = {
         "user_col": user_col, "item_col": item_col, "time_col": time_col,
         "policy_col": policy_col, "time_unit": time_unit, "dedup": dedup,
         "on_invalid": on_invalid, "basket_col": basket_col,
     }
     if files == [path]:
-        frame = read_file(path, detect_format(path) if fmt == "auto" else fmt,
-                          sep=sep, text_columns=id_cols)
+        frame = read_file(path, detect_format(path) if fmt == "auto" else fmt, **reading)
         return InteractionLog.from_frame(frame, source=source, **options)
     fmt = parts_format(source, files, fmt)
-    frame = read_parts(source, files, fmt, sep=sep, text_columns=id_cols)
+    frame = read_parts(source, files, fmt, **reading)
     try:
         return InteractionLog.from_frame(frame, source=source, **options)
     except SwevalError:
-        _blame_part(files, fmt, sep, id_cols, options)
+        _blame_part(files, fmt, reading, options)
         raise
 
 
-def _blame_part(
-    files: Sequence[Path], fmt: Format, sep: str | None, id_cols: list[str], options: dict
-) -> None:
+def _blame_part(files: Sequence[Path], fmt: Format, reading: dict, options: dict) -> None:
     """Raise the first part's own error, if a part alone fails: its message names that file and
-    counts rows in it (the combined log's rows count across the parts, in path order)."""
+    counts rows in it (the combined log's rows count across the parts, in path order).
+    ``reading`` holds :func:`read_parts`' options, ``options`` those of the log."""
     for path in files:
         try:
-            frame = read_parts(str(path), [path], fmt, sep=sep, text_columns=id_cols)
+            frame = read_parts(str(path), [path], fmt, **reading)
         except SwevalError:
             continue  # a part without data rows: nothing to blame
         InteractionLog.from_frame(frame, source=str(path), **options)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from sweval.data.csv_reader import ragged_row, read_csv_file
+from sweval.data.epoch_precision import TimeUnit
 from sweval.data.errors import SwevalError, first_rows
 from sweval.data.id_text import with_stripped_ids
 from sweval.data.text_files import check_file, compression, first_line, is_gzip, repeated_names
@@ -68,7 +69,13 @@ def _looks_like_movielens(path: Path) -> bool:
 
 
 def read_file(
-    path: Path, fmt: Format, *, sep: str | None = None, text_columns: Sequence[str] = ()
+    path: Path,
+    fmt: Format,
+    *,
+    sep: str | None = None,
+    text_columns: Sequence[str] = (),
+    time_column: str | None = None,
+    time_unit: TimeUnit = "s",
 ) -> pd.DataFrame:
     """Read the raw frame of one log file in the given format (no validation beyond parsing).
 
@@ -81,6 +88,9 @@ def read_file(
             :func:`data.ids.encode_ids` still orders a column numerically when every id spells
             an integer without padding. In every format, text ids lose the white space and
             invisible characters around them (:func:`data.id_text.with_stripped_ids`).
+        time_column: the timestamp column, and ``time_unit`` its unit: in CSV/TSV files, a
+            time column that pandas reads as floats is read again as written
+            (:func:`data.csv_reader.read_csv_file`), for the digits that floats hide.
 
     Raises:
         SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, unparsable, or
@@ -101,7 +111,8 @@ def read_file(
         if fmt == "jsonl":
             return _read_jsonl(path, text_columns=text_columns)
         if fmt == "csv":
-            return read_csv_file(path, sep=sep, text_columns=text_columns)
+            return read_csv_file(path, sep=sep, text_columns=text_columns,
+                                 time_column=time_column, time_unit=time_unit)
     except SwevalError:
         raise
     except pd.errors.EmptyDataError as exc:

@@ -3,18 +3,25 @@
 :func:`normalise_timestamps` reads numeric epochs (seconds, milliseconds, microseconds or
 nanoseconds, also written as text), datetimes and ISO-8601 strings, and rejects values whose
 range betrays the wrong unit (seconds that look like milliseconds and the reverse, units mixed,
-numbers that look like YYYYMMDD dates).
+numbers that look like YYYYMMDD dates) and numbers that cannot carry their unit (scientific
+notation cut short by a spreadsheet, floats beyond 2**53 units: :mod:`data.epoch_precision`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from sweval.data.epoch_precision import (
+    UNIT_NAMES,
+    UNIT_SECONDS,
+    TimeUnit,
+    check_float_epochs,
+    check_scientific_epochs,
+)
 from sweval.data.errors import SwevalError, file_rows, first_rows
 
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
@@ -27,10 +34,6 @@ _EPOCH_2100_S = 4_102_444_800
 #: has no values before 1973 but wrong ones (seconds among milliseconds, placeholders).
 _EPOCH_2000_S = 946_684_800
 
-TimeUnit = Literal["s", "ms", "us", "ns"]
-#: Units of numeric epochs (``--time-unit``) per second.
-UNIT_SECONDS: dict[str, int] = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
-_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 
 
 def normalise_timestamps(
@@ -44,9 +47,10 @@ def normalise_timestamps(
     are floored.
 
     Raises:
-        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), or an
+        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), an
             implausible epoch range: seconds that look like milliseconds, milliseconds that look
-            like seconds, or numbers that look like YYYYMMDD dates.
+            like seconds, or numbers that look like YYYYMMDD dates; or numbers that cannot carry
+            the unit (:mod:`data.epoch_precision`).
     """
     if time_unit not in UNIT_SECONDS:
         raise SwevalError(f"--time-unit must be s, ms, us or ns, not {time_unit!r}.")
@@ -64,6 +68,7 @@ def normalise_timestamps(
             numbers = pd.to_numeric(text.str.strip(), errors="coerce")
             is_number = numbers.notna().to_numpy()
             if is_number.all():
+                check_scientific_epochs(text, time_unit=time_unit, source=source, column=column)
                 return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
         else:
             is_number = np.zeros(len(text), dtype=bool)
@@ -169,8 +174,8 @@ def _epoch_seconds(
                       else f"use --time-unit {coarser}")
             raise SwevalError(
                 f"{source}: column {column!r} has values like {int(numbers[0])}, epoch "
-                f"{_UNIT_NAMES[coarser]} of {iso_utc(int(as_seconds[0]))}, but --time-unit "
-                f"{time_unit} reads them as {_UNIT_NAMES[time_unit]} in January or February "
+                f"{UNIT_NAMES[coarser]} of {iso_utc(int(as_seconds[0]))}, but --time-unit "
+                f"{time_unit} reads them as {UNIT_NAMES[time_unit]} in January or February "
                 f"1970: {remedy}."
             )
     seconds = numbers / per_second
@@ -178,11 +183,11 @@ def _epoch_seconds(
         bad = np.flatnonzero(np.abs(seconds) >= _MAX_PLAUSIBLE_SECONDS)
         fitting = [unit for unit in UNIT_SECONDS if UNIT_SECONDS[unit] > per_second
                    and np.abs(numbers).max() / UNIT_SECONDS[unit] < _MAX_PLAUSIBLE_SECONDS]
-        advice = (f"they look like {_UNIT_NAMES[fitting[0]]}: pass --time-unit {fitting[0]}"
+        advice = (f"they look like {UNIT_NAMES[fitting[0]]}: pass --time-unit {fitting[0]}"
                   if fitting else "they are not epoch time in any unit SW-EVAL reads")
         raise SwevalError(
             f"{source}: column {column!r} has epoch values too large for "
-            f"{_UNIT_NAMES[time_unit]} (data rows {first_rows(file_rows(values, bad))}, e.g. "
+            f"{UNIT_NAMES[time_unit]} (data rows {first_rows(file_rows(values, bad))}, e.g. "
             f"{int(numbers[bad[0]])}); {advice}."
         )
     if time_unit != "s":
@@ -202,6 +207,7 @@ def _epoch_seconds(
             f"YYYYMMDD dates, not epoch seconds (as seconds they would be {iso_utc(int(numbers[0]))}); "
             "write them as ISO dates (2015-08-01) or as epoch seconds."
         )
+    check_float_epochs(values, numbers, time_unit=time_unit, source=source, column=column)
     if pd.api.types.is_integer_dtype(values.dtype):  # exact: floats round ns epochs to 256 ns
         return np.floor_divide(values.to_numpy(dtype=np.int64), per_second)
     return np.floor(seconds).astype(np.int64)

@@ -920,6 +920,51 @@ CASES: list[Case] = [
          "read as numbers, exactly",
          parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": ["1704067200", "1704067201"]})),
          check=check_timestamps([T0, T0 + 1])),
+    Case("ts-scientific-cut", "epoch seconds saved by a spreadsheet in scientific notation (`1.69E+09`, `1.70E+09`)",
+         "error: their digits stop short of whole seconds (the time only to the nearest 10,000,000 seconds, 116 days): "
+         "names the rows and the precision left; save the column as whole numbers",
+         text(rows("u1,i1,1.69E+09", "u2,i1,1.70E+09", "u3,i1,1.70E+09")),
+         error=r"{file}: column 'timestamp' holds 3 epoch value\(s\) in scientific notation that stop short of whole "
+               r"seconds \(data rows 1, 2, 3, e\.g\. '1\.69E\+09', which gives the time only to the nearest "
+               r"10,000,000 seconds, 116 days; none of them reaches one second\)"),
+    Case("ts-scientific-cut-text", "the same values in a Parquet string column, read with --time-unit ms (`1.704e12`)",
+         "error: the same, in milliseconds (the time only to the nearest 1,000,000,000 milliseconds, 11.6 days)",
+         parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": ["1.704e12", "1.705e12"]})),
+         options={"time_unit": "ms"},
+         error=r"{file}: column 'timestamp' holds 2 epoch value\(s\) in scientific notation .*e\.g\. '1\.704e12', which "
+               r"gives the time only to the nearest 1,000,000,000 milliseconds, 11\.6 days"),
+    Case("ts-scientific-shortest-form", "epoch seconds as Java and Spark write doubles (`1.704067201E9`; `1.70406726E9` for "
+         "1704067260.0, which ends in a zero)",
+         "read exactly: a column where a value in scientific notation reaches whole seconds was written in a float's "
+         "shortest form, which drops only zeros",
+         text(rows("u1,i1,1.704067201E9", "u2,i1,1.70406726E9", "u3,i1,1.7040672E9")),
+         check=check_timestamps([T0, T0 + 1, T0 + 60])),
+    Case("ts-fractional-seconds", "float epoch seconds with fractions (`881250949.5`, as MovieLens-style exports write)",
+         "read, the fractions floored to whole seconds (SPEC §1)",
+         text(rows("u1,i1,881250949.5", "u2,i1,881250950.999", "u3,i1,881250951")),
+         check=check_timestamps([881_250_949, 881_250_950, 881_250_951])),
+    Case("ts-ns-with-missing-csv", "epoch nanoseconds in a CSV with an empty cell, --time-unit ns --on-invalid drop",
+         "exact: the column's text is read again as integers (pandas reads it as floats, which put "
+         "1704067199999999999 in the next second)",
+         text(rows("u1,i1,1704067199999999999", "u2,i1,", "u3,i1,1704067200000000000")),
+         options={"time_unit": "ns", "on_invalid": "drop"}, check=check_timestamps([T0 - 1, T0])),
+    Case("ts-ns-as-float", "epoch nanoseconds in a Parquet `double` column (a whole second: `1.7040672e18`), --time-unit ns",
+         "error: floats beyond 2**53 hold nanoseconds only to 256; at a second's edge the second is unknown: names "
+         "the rows; store integers",
+         parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"],
+                               "timestamp": [float(T0 * 10**9), (T0 + 0.5) * 10**9]})),
+         options={"time_unit": "ns"},
+         error=r"{file}: column 'timestamp' holds epoch nanoseconds as floating-point numbers beyond 2\*\*53, which "
+               r"floating point holds only to the nearest 256 nanoseconds; 1 of them lie that close to a whole second, "
+               r"so the second they fall in is unknown \(data rows 1, e\.g\. 1704067200000000000\)"),
+    Case("ts-ns-as-float-jsonl", "epoch nanoseconds in JSON Lines with a `null` (pandas reads the column as floats), "
+         "--time-unit ns --on-invalid drop",
+         "error: the same (the JSON text is not kept); drop the lines with a missing time first",
+         text('{"user": "u1", "item": "i1", "timestamp": 1704067199999999999}\n'
+              '{"user": "u2", "item": "i1", "timestamp": null}\n', name="log.jsonl"),
+         options={"time_unit": "ns", "on_invalid": "drop"},
+         error=r"{file}: column 'timestamp' holds epoch nanoseconds as floating-point numbers beyond 2\*\*53.*"
+               r"\(data rows 1, e\.g\. 1704067200000000000\).*drop those rows first"),
     Case("ts-missing", "an empty timestamp cell",
          "error: missing value in column 'timestamp', naming the row; --on-invalid drop drops it",
          text(rows("u1,i1,1704067200", "u2,i1,")),
