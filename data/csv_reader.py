@@ -25,6 +25,7 @@ from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missi
 from sweval.data.epoch_precision import TimeUnit, check_scientific_epochs
 from sweval.data.errors import SwevalError, first_rows
 from sweval.data.id_text import stripped_ids, warn_missing_markers
+from sweval.data.streams import shown
 from sweval.data.text_files import check_header, compression, file_separator, first_line, is_gzip
 
 _log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ def read_csv_file(
     again as written (:func:`_epochs_as_written`)."""
     header = first_line(path)
     if not header.strip():
-        raise SwevalError(f"{path}: the file is empty.")
+        raise SwevalError(f"{shown(path)}: the file is empty.")
     sep = file_separator(path, header, sep)
     check_header(path, header, sep)
     options: dict = {"sep": sep, "compression": compression(path), "encoding": "utf-8-sig"}
@@ -95,7 +96,7 @@ def _epochs_as_written(
     column = str(values.name)
     text = pd.read_csv(path, **options, usecols=[column], dtype=str, keep_default_na=False,
                        na_values=sorted(STR_NA_VALUES))[column].str.strip()
-    check_scientific_epochs(text, time_unit=time_unit, source=str(path), column=column)
+    check_scientific_epochs(text, time_unit=time_unit, source=shown(path), column=column)
     if not (text.isna() | text.str.fullmatch(r"[+-]?\d+").fillna(False)).all():
         return values  # fractions: the floats are what the text says
     exact = pd.to_numeric(text, errors="coerce", dtype_backend="numpy_nullable")
@@ -109,7 +110,7 @@ def ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
     after the first data line; on the first one it takes the surplus fields, silently, for the
     row index (and every column shifts): both say the same here."""
     return SwevalError(
-        f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
+        f"{shown(path)}: line {line} (data row {line - 1}) has {saw} fields where the header has "
         f"{expected}: a separator inside a value (quote it) or a stray column."
     )
 
@@ -159,7 +160,7 @@ def _warn_short_rows(path: Path, sep: str, header: str, frame: pd.DataFrame) -> 
             "%s: %d row(s) have fewer fields than the header (%s%s): pandas fills the missing "
             "fields from the right, so if a value in the middle was left out, the values after "
             "it moved to other columns. Check those rows.",
-            path, n_short, where, "; ..." if n_short > len(short) else "",
+            shown(path), n_short, where, "; ..." if n_short > len(short) else "",
         )
 
 
@@ -209,11 +210,11 @@ def _check_quoted_lines(path: Path, sep: str, values: pd.Series, column: str) ->
         _log.warning(
             "%s: column %r holds %d id(s) spanning lines (data rows %s, starting %r): read as "
             "written, quoted fields may hold line breaks (RFC 4180). If a quote was left open by "
-            "mistake, fix the file.", path, column, len(rows), first_rows(rows), text[:30],
+            "mistake, fix the file.", shown(path), column, len(rows), first_rows(rows), text[:30],
         )
         return
     raise SwevalError(
-        f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
+        f"{shown(path)}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
         f"(data rows {first_rows(rows)}, starting {text[:30]!r}): a quote opened in that row "
         f"and closed only lines later read the rows in between into it ({problem}). Remove the "
         "stray quote, or close it."

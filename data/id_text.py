@@ -20,6 +20,7 @@ import pandas as pd
 from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missing
 
 from sweval.data.errors import first_rows
+from sweval.data.streams import shown
 
 _log = logging.getLogger(__name__)
 
@@ -89,5 +90,5 @@ def warn_missing_markers(path: Path, values: pd.Series, column: str) -> None:
         _log.warning(
             "%s: column %r holds %s in %d row(s) (data rows %s): read as id(s), as written; if "
             "they mark missing values, remove those rows from the file.",
-            path, column, ", ".join(map(repr, spelled[:5])), len(rows), first_rows(rows),
+            shown(path), column, ", ".join(map(repr, spelled[:5])), len(rows), first_rows(rows),
         )

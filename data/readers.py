@@ -37,6 +37,7 @@ from sweval.data.csv_reader import ragged_row, read_csv_file
 from sweval.data.epoch_precision import TimeUnit
 from sweval.data.errors import SwevalError, first_rows
 from sweval.data.id_text import with_stripped_ids
+from sweval.data.streams import shown
 from sweval.data.text_files import check_file, compression, first_line, is_gzip, repeated_names
 
 Format = Literal["auto", "csv", "parquet", "jsonl", "movielens"]
@@ -58,6 +59,19 @@ def detect_format(path: Path) -> Format:
     if name.endswith(_JSONL_SUFFIXES):
         return "jsonl"
     return "csv"
+
+
+def detect_content_format(path: Path) -> Format:
+    """The format of a file whose name may say nothing (the copy of standard input or of a pipe,
+    :mod:`data.streams`): what :func:`detect_format` says, else Parquet by the first bytes, JSON
+    Lines when the first line opens an object, else CSV/TSV."""
+    named = detect_format(path)
+    if named != "csv":
+        return named
+    with open(path, "rb") as handle:
+        if handle.read(4) == b"PAR1":
+            return "parquet"
+    return "jsonl" if first_line(path).lstrip().startswith("{") else "csv"
 
 
 def _looks_like_movielens(path: Path) -> bool:
@@ -99,9 +113,9 @@ def read_file(
     check_file(path)
     hint = _content_hint(path, fmt)
     if hint:
-        raise SwevalError(f"{path}: cannot read as {fmt}: {hint}")
+        raise SwevalError(f"{shown(path)}: cannot read as {fmt}: {hint}")
     if sep is not None and fmt != "csv":
-        raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
+        raise SwevalError(f"{shown(path)}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
         if fmt == "parquet":
             _check_parquet_columns(path)
@@ -116,16 +130,16 @@ def read_file(
     except SwevalError:
         raise
     except pd.errors.EmptyDataError as exc:
-        raise SwevalError(f"{path}: the file is empty.") from exc
+        raise SwevalError(f"{shown(path)}: the file is empty.") from exc
     except PermissionError as exc:
-        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+        raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except UnicodeDecodeError as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
+            f"{shown(path)}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
         ) from exc
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
+            f"{shown(path)}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
             f"{exc})."
         ) from exc
     except pd.errors.ParserError as exc:
@@ -134,19 +148,19 @@ def read_file(
             expected, line, saw = map(int, fields.groups())
             raise ragged_row(path, line, saw, expected) from exc
         raise SwevalError(
-            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+            f"{shown(path)}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
     except OSError as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+            f"{shown(path)}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
     except ImportError as exc:  # pandas' optional decompressors (zstandard for .zst)
         raise SwevalError(
-            f"{path}: cannot read as {fmt}: its compression needs a package that is not "
+            f"{shown(path)}: cannot read as {fmt}: its compression needs a package that is not "
             f"installed ({str(exc).splitlines()[0]}); decompress the file first, or use gzip."
         ) from exc
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
-        raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
+        raise SwevalError(f"{shown(path)}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
 
 
@@ -165,7 +179,7 @@ def _check_parquet_columns(path: Path) -> None:
 
     listed = repeated_names(pq.read_schema(path).names)
     if listed:
-        raise SwevalError(f"{path}: the Parquet schema names a column twice: {listed}. Rename one.")
+        raise SwevalError(f"{shown(path)}: the Parquet schema names a column twice: {listed}. Rename one.")
 
 
 def _content_hint(path: Path, fmt: str) -> str:
@@ -196,9 +210,9 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     is a JSON object or array is refused: it names no user, item or policy by itself."""
     first = first_line(path).strip()
     if not first:
-        raise SwevalError(f"{path}: the file is empty.")
+        raise SwevalError(f"{shown(path)}: the file is empty.")
     if first.startswith("["):
-        raise SwevalError(f"{path}: {_json_array_problem(path, first)}")
+        raise SwevalError(f"{shown(path)}: {_json_array_problem(path, first)}")
     try:
         frame = pd.read_json(
             path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
@@ -206,13 +220,13 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise
-        raise SwevalError(f"{path}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
+        raise SwevalError(f"{shown(path)}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
     for column in text_columns:
         if column in frame.columns:
             nested = frame[column].map(lambda value: isinstance(value, dict | list)).to_numpy()
             if nested.any():
                 raise SwevalError(
-                    f"{path}: column {column!r} holds JSON objects or arrays (data rows "
+                    f"{shown(path)}: column {column!r} holds JSON objects or arrays (data rows "
                     f"{first_rows(np.flatnonzero(nested))}); ids must be strings or numbers: "
                     "flatten the field first."
                 )
@@ -267,7 +281,7 @@ def _read_movielens(path: Path) -> pd.DataFrame:
     name = path.name.lower().removesuffix(".gz")
     first = first_line(path)
     if not first.strip():
-        raise SwevalError(f"{path}: the file is empty.")
+        raise SwevalError(f"{shown(path)}: the file is empty.")
     if "::" in first or name == "ratings.dat":
         # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
         try:
@@ -279,7 +293,7 @@ def _read_movielens(path: Path) -> pd.DataFrame:
             if isinstance(exc, UnicodeDecodeError):
                 raise
             raise SwevalError(
-                f"{path}: not MovieLens' ratings.dat layout (user::item::rating::timestamp on "
+                f"{shown(path)}: not MovieLens' ratings.dat layout (user::item::rating::timestamp on "
                 f"every line; pandas: {str(exc).splitlines()[0]}); name the file otherwise to "
                 "read it as CSV."
             ) from exc

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import gzip
+import io
 import itertools
 import json
 import os
@@ -588,6 +589,50 @@ def _padded_rows() -> dict[str, list[Any]]:
             "timestamp": [T0 + n for n in range(len(UNICODE_PADDING))]}
 
 
+class _PipedStdin(io.TextIOWrapper):
+    """Standard input fed by a pipe (not a terminal), holding ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _stdin(data: bytes | Callable[[], bytes], *, tty: bool = False) -> Callable[[Path, pytest.MonkeyPatch], Path]:
+    """``--data -`` in a process that has read no stream yet, its standard input holding ``data``
+    (a terminal with ``tty``)."""
+
+    def build(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        from sweval.data import streams
+
+        monkeypatch.setattr(streams, "_COPIES", {})
+        monkeypatch.setattr(streams, "_NAMES", {})
+        stdin = _PipedStdin(data() if callable(data) else data)
+        if tty:
+            monkeypatch.setattr(stdin, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", stdin)
+        return Path("-")
+
+    return build
+
+
+def _process_substitution(tmp: Path) -> Path:
+    """A named pipe that a thread fills once with the gzipped log, as ``<(zcat log.csv.gz)``."""
+    import threading
+
+    fifo = tmp / "63"
+    os.mkfifo(fifo)
+    data = gzip.compress(small_frame().to_csv(index=False).encode())
+    threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True).start()
+    return fifo
+
+
+def check_read_from_stdin(log: Any, ctx: Context) -> None:
+    assert log.source == "<stdin>"
+    check_loads_like_plain(log, ctx)
+
+
 #: A semicolon file whose last column name holds more commas than the header has semicolons.
 COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\nu2;i1;1704067201;5\n"
 
@@ -619,6 +664,19 @@ CASES: list[Case] = [
          error=r"{file}: cannot parse as csv: corrupt or truncated gzip"),
     Case("gzip-without-suffix", "gzip data in a file named `.csv`",
          "recognised by its magic bytes and read like the plain file", _gzip_without_suffix,
+         check=check_loads_like_plain),
+    Case("stream-stdin-gzip", "`--data -` with a gzipped CSV piped in (`cat log.csv.gz | sweval run --data -`)",
+         "read once into a temporary copy, gzip known by content, like the file; the log's source is `<stdin>`",
+         _stdin(lambda: gzip.compress(small_frame().to_csv(index=False).encode())), check=check_read_from_stdin),
+    Case("stream-stdin-errors", "`--data -` with a row of more fields than the header piped in",
+         "error naming `<stdin>`, never the temporary copy",
+         _stdin(rows("u1,i1,1704067200,9", "u2,i1,1704067201").encode()),
+         error=r"^<stdin>: line 2 \(data row 1\) has 4 fields where the header has 3"),
+    Case("stream-stdin-terminal", "`--data -` typed at a terminal, nothing piped in",
+         "error at once (instead of waiting for the log to be typed): pipe the log in or pass its path",
+         _stdin(b"", tty=True), error=r"--data - reads the log from standard input, which is a terminal here"),
+    Case("stream-process-substitution", "a pipe such as `--data <(zcat log.csv.gz)` (`/dev/fd/63`) or a named pipe",
+         "read once into a temporary copy (a pipe cannot be read twice), like the file", _process_substitution,
          check=check_loads_like_plain),
     Case("text-not-utf8", "Latin-1 bytes in a CSV", "error: not UTF-8 text; convert the file",
          text("user,item,timestamp\nJos\xe9,i1,1704067200\n".encode("latin-1")),
