@@ -1261,6 +1261,13 @@ CASES: list[Case] = [
     Case("folds-too-many", "--folds 1000000000 --window 1s",
          "error: at most 100,000 windows (instead of running out of memory)", PLAIN, via="run",
          options={"folds": 10**9, "window": "1s"}, error=r"--folds 1000000000: at most 100,000 windows"),
+    Case("scale-huge", "the generated log (no --data) with --scale 1e6",
+         "error before anything is allocated (instead of a MemoryError): the interactions and memory it would take, "
+         "and the largest scale this machine's memory accepts",
+         None, via="run", options={"scale": 1e6},
+         error=r"--scale 1e\+06: the generated log would hold about 734,813,000,000 interactions and take about "
+               r"171,087 GiB while it is generated, more than 50% of this machine's [\d,.]+ GiB; the largest scale "
+               r"accepted here is [\d.]+ \(over 120 days\)"),
     Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the unit store (not a directory)",
          PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the unit store .*Not a directory"),
     # ---------------------------------------------------------------- experiments (issue 19)
