@@ -41,12 +41,12 @@ def read_csv_file(
 ) -> pd.DataFrame:
     """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
     (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
-    with a warning (:func:`data.id_text.warn_missing_markers`). Other columns read pandas' missing markers
-    as missing. Refused: a row with more fields than the header (the values would shift
-    between columns) and an id spanning lines in a file whose quoting breaks RFC 4180 (a stray
-    quote swallowing the rows after it: :func:`_check_quoted_lines`); a row with fewer fields is
-    warned about (:func:`_warn_short_rows`). A time column that pandas reads as floats is read
-    again as written (:func:`_epochs_as_written`)."""
+    with a warning (:func:`data.id_text.warn_missing_markers`). Other columns read pandas'
+    missing markers as missing. Refused: a row with more fields than the header (the values
+    would shift between columns) and an id spanning lines in a file whose quoting breaks RFC 4180
+    (a stray quote swallowing the rows after it: :func:`_check_quoted_lines`); a row with fewer
+    fields is warned about (:func:`_warn_short_rows`). A time column that pandas reads as floats
+    is read again as written (:func:`_epochs_as_written`)."""
     header = first_line(path)
     if not header.strip():
         raise SwevalError(f"{shown(path)}: the file is empty.")

@@ -95,10 +95,11 @@ def load_log(
             files that differ in format or columns.
     """
     source = str(path_or_name)
+    streamed = is_stream(source)
     files = source_files(source)
     path, suggested = resolve_source(source)
     detect = detect_format
-    if is_stream(source):  # files holds its copy, whose name may say nothing of its format
+    if streamed:  # files holds its copy, whose name may say nothing of its format
         path, source, detect = files[0], stream_name(source), detect_content_format
     fmt = suggested if fmt == "auto" and suggested != "auto" else fmt
     user_col, item_col, time_col = user_col or "user", item_col or "item", time_col or "timestamp"

@@ -115,7 +115,8 @@ def read_file(
     if hint:
         raise SwevalError(f"{shown(path)}: cannot read as {fmt}: {hint}")
     if sep is not None and fmt != "csv":
-        raise SwevalError(f"{shown(path)}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
+        raise SwevalError(
+            f"{shown(path)}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
         if fmt == "parquet":
             _check_parquet_columns(path)
@@ -135,12 +136,13 @@ def read_file(
         raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except UnicodeDecodeError as exc:
         raise SwevalError(
-            f"{shown(path)}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
+            f"{shown(path)}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to "
+            "UTF-8."
         ) from exc
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SwevalError(
-            f"{shown(path)}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
-            f"{exc})."
+            f"{shown(path)}: cannot parse as {fmt}: corrupt or truncated gzip "
+            f"({type(exc).__name__}: {exc})."
         ) from exc
     except pd.errors.ParserError as exc:
         fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
@@ -160,7 +162,8 @@ def read_file(
             f"installed ({str(exc).splitlines()[0]}); decompress the file first, or use gzip."
         ) from exc
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
-        raise SwevalError(f"{shown(path)}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
 
 
@@ -179,7 +182,8 @@ def _check_parquet_columns(path: Path) -> None:
 
     listed = repeated_names(pq.read_schema(path).names)
     if listed:
-        raise SwevalError(f"{shown(path)}: the Parquet schema names a column twice: {listed}. Rename one.")
+        raise SwevalError(
+            f"{shown(path)}: the Parquet schema names a column twice: {listed}. Rename one.")
 
 
 def _content_hint(path: Path, fmt: str) -> str:
@@ -220,7 +224,8 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise
-        raise SwevalError(f"{shown(path)}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
     for column in text_columns:
         if column in frame.columns:
             nested = frame[column].map(lambda value: isinstance(value, dict | list)).to_numpy()
@@ -293,9 +298,9 @@ def _read_movielens(path: Path) -> pd.DataFrame:
             if isinstance(exc, UnicodeDecodeError):
                 raise
             raise SwevalError(
-                f"{shown(path)}: not MovieLens' ratings.dat layout (user::item::rating::timestamp on "
-                f"every line; pandas: {str(exc).splitlines()[0]}); name the file otherwise to "
-                "read it as CSV."
+                f"{shown(path)}: not MovieLens' ratings.dat layout "
+                f"(user::item::rating::timestamp on every line; pandas: "
+                f"{str(exc).splitlines()[0]}); name the file otherwise to read it as CSV."
             ) from exc
         frame.columns = _MOVIELENS_COLUMNS
         return frame

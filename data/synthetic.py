@@ -108,7 +108,9 @@ BYTES_PER_INTERACTION = 250
 MEMORY_SHARE = 0.5
 
 
-def check_memory(scale: float, days: int, cfg: GeneratorConfig, *, total: int | None = None) -> None:
+def check_memory(
+    scale: float, days: int, cfg: GeneratorConfig, *, total: int | None = None
+) -> None:
     """Refuse a scale whose generation would take more than :data:`MEMORY_SHARE` of the
     machine's memory, before allocating anything (instead of a MemoryError part way).
 

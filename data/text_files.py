@@ -100,7 +100,8 @@ def first_line(path: Path) -> str:
     except PermissionError as exc:
         raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
-        raise SwevalError(f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
 
 
 def is_blank(path: Path, chunk: int = 1 << 16) -> bool:
@@ -120,7 +121,8 @@ def is_blank(path: Path, chunk: int = 1 << 16) -> bool:
     except PermissionError as exc:
         raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
-        raise SwevalError(f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
     return True
 
 

@@ -84,9 +84,11 @@ def test_a_file_whose_bytes_are_another_format_than_its_name_says(tmp_path: Path
 def test_a_quoted_line_break_is_part_of_the_id_in_a_windows_file(tmp_path: Path) -> None:
     """RFC 4180 with CRLF line ends: the quoted field keeps its line break; the rows stay rows."""
     path = tmp_path / "log.csv"
-    path.write_bytes(b'user,item,timestamp\r\n"ab\r\ncd",i1,1700000000\r\nu2,"say ""hi""",1700000001\r\n')
+    path.write_bytes(b'user,item,timestamp\r\n"ab\r\ncd",i1,1700000000\r\n'
+                     b'u2,"say ""hi""",1700000001\r\n')
     log = load_log(str(path))
-    assert log.user_ids.tolist() == ["ab\r\ncd", "u2"] and log.item_ids.tolist() == ["i1", 'say "hi"']
+    assert log.user_ids.tolist() == ["ab\r\ncd", "u2"]
+    assert log.item_ids.tolist() == ["i1", 'say "hi"']
 
 
 def test_a_quoted_line_break_is_read_in_a_bz2_file_too(tmp_path: Path) -> None:

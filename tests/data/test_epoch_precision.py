@@ -26,7 +26,8 @@ def _check_text(*values: str, unit: str = "s") -> None:
     ("169e7", "10,000,000 seconds"), (" +1.6941234E+09 ", "100 seconds"), ("1.7e9", "100,000,000"),
 ])
 def test_scientific_notation_short_of_a_second_is_refused(value: str, nearest: str) -> None:
-    with pytest.raises(SwevalError, match=rf"log\.csv: column 'timestamp' holds 1 epoch .*nearest {nearest}"):
+    pattern = rf"log\.csv: column 'timestamp' holds 1 epoch .*nearest {nearest}"
+    with pytest.raises(SwevalError, match=pattern):
         _check_text(value)
 
 
@@ -34,7 +35,9 @@ def test_scientific_notation_short_of_a_second_is_refused(value: str, nearest: s
     ("1.694123456e9",), ("1.6941234565E9",), ("1694123456", "1.69e9x"), ("881250949.5",),
     ("1.694E9", "1.694123457E9"),  # a float's shortest form: one value reaches the unit
 ])
-def test_scientific_notation_that_reaches_the_unit_or_plain_numbers_pass(values: tuple[str, ...]) -> None:
+def test_scientific_notation_reaching_the_unit_and_plain_numbers_pass(
+    values: tuple[str, ...],
+) -> None:
     _check_text(*values)
 
 

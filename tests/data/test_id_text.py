@@ -30,14 +30,15 @@ def test_padding_goes_and_what_lies_inside_an_id_stays(dtype: object) -> None:
 
 def test_emoji_sequences_keep_their_last_characters() -> None:
     """A variation selector (❤️) or the tag characters of a flag end an emoji: not padding."""
-    heart, flag = "\u2764\ufe0f", "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
+    heart = "\u2764\ufe0f"
+    flag = "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"
     assert stripped_ids(pd.Series([heart, flag, "\u2764"])).tolist() == [heart, flag, "\u2764"]
 
 
 def test_movielens_ids_lose_their_padding_too(tmp_path: Path) -> None:
     path = tmp_path / "ratings.csv"
-    path.write_text("userId,movieId,rating,timestamp\n1,10,4.0,1704067200\n1\u00a0,\u200b20,3.0,1704067201\n",
-                    encoding="utf-8")
+    path.write_text("userId,movieId,rating,timestamp\n1,10,4.0,1704067200\n"
+                    "1\u00a0,\u200b20,3.0,1704067201\n", encoding="utf-8")
     log = load_log(path)
     assert log.user_ids.tolist() == [1] and log.item_ids.tolist() == [10, 20]
 

@@ -105,7 +105,8 @@ def test_empty_standard_input_is_an_empty_file(monkeypatch: pytest.MonkeyPatch) 
 def test_a_named_pipe_is_read_once_and_its_name_gives_the_format(tmp_path: Path) -> None:
     fifo = tmp_path / "events.jsonl.gz"
     os.mkfifo(fifo)
-    data = gzip.compress(pd.read_csv(plain(tmp_path)).to_json(orient="records", lines=True).encode())
+    lines = pd.read_csv(plain(tmp_path)).to_json(orient="records", lines=True)
+    data = gzip.compress(lines.encode())
     threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True).start()
     found: list = []
     reader = threading.Thread(target=lambda: found.append(_load_or_error(fifo)), daemon=True)
@@ -129,8 +130,9 @@ def _load_or_error(path: Path) -> object:
 
 def _cli(data: str, output: Path, stdin: bytes = b"") -> tuple[int, str]:
     """``sweval run --data DATA`` through bash (for its process substitution): status, stderr."""
-    command = (f"{sys.executable} -m sweval.flows.cli run --data {data} --algorithms pop --window 1D "
-               f"--folds 2 --k 5 --u-min 1 --output {output} --no-prefect --no-tracking --no-progress")
+    command = (f"{sys.executable} -m sweval.flows.cli run --data {data} --algorithms pop "
+               f"--window 1D --folds 2 --k 5 --u-min 1 --output {output} --no-prefect "
+               "--no-tracking --no-progress")
     result = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, input=stdin,
                             timeout=180, check=False)
     return result.returncode, result.stderr.decode(errors="replace")

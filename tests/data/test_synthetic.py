@@ -122,10 +122,10 @@ def test_a_scale_beyond_memory_is_refused_naming_the_largest_accepted() -> None:
     """At 1 GiB, half of it holds floor(2**29 / (734,813 × 250 B) × 100) / 100 = 2.92 scales."""
     cfg = GeneratorConfig()
     check_memory(2.92, 120, cfg, total=2**30)
-    with pytest.raises(SwevalError, match=r"--scale 2\.93: the generated log would hold about "
-                                          r"2,153,002 interactions and take about 1 GiB .*more than "
-                                          r"50% of this machine's 1\.0 GiB; the largest scale "
-                                          r"accepted here is 2\.92 \(over 120 days\)"):
+    refused = (r"--scale 2\.93: the generated log would hold about 2,153,002 interactions and "
+               r"take about 1 GiB .*more than 50% of this machine's 1\.0 GiB; the largest scale "
+               r"accepted here is 2\.92 \(over 120 days\)")
+    with pytest.raises(SwevalError, match=refused):
         check_memory(2.93, 120, cfg, total=2**30)
     check_memory(11.68, 30, cfg, total=2**30)  # a quarter of the days: four times the scale
 
