@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from sweval.data.epoch_precision import TimeUnit
 from sweval.data.errors import SwevalError
 from sweval.data.readers import Format, detect_format, read_file
 from sweval.data.text_files import is_blank
@@ -91,8 +92,11 @@ def read_parts(
     *,
     sep: str | None = None,
     text_columns: Sequence[str] = (),
+    time_column: str | None = None,
+    time_unit: TimeUnit = "s",
 ) -> pd.DataFrame:
-    """Read every part (module docstring) and concatenate them in path order.
+    """Read every part (module docstring) and concatenate them in path order. The options are
+    :func:`data.readers.read_file`'s.
 
     Raises:
         SwevalError: a part that cannot be read (naming it), parts whose columns differ in
@@ -102,7 +106,8 @@ def read_parts(
     for path in files:
         if fmt != "parquet" and is_blank(path):
             continue  # an empty part (Spark writes them for empty partitions)
-        frame = _utc(read_file(path, fmt, sep=sep, text_columns=text_columns))
+        frame = _utc(read_file(path, fmt, sep=sep, text_columns=text_columns,
+                               time_column=time_column, time_unit=time_unit))
         frames.append((path, frame))
     check_same_schema(source, frames)
     with_rows = [frame for _, frame in frames if len(frame)]

@@ -13,7 +13,7 @@ file                                read as
 ``u.data``                          MovieLens 100K: ``user item rating timestamp``, tab, no header
 ``ratings.dat``                     MovieLens 1M/10M: ``user::item::rating::timestamp``, no header
 ``ratings.csv`` (``userId,movieId``) MovieLens 20M/25M/latest: ``userId,movieId,rating,timestamp``
-anything else                       CSV/TSV with a header line (:mod:`data.text_files`)
+anything else                       CSV/TSV with a header line (:mod:`data.csv_reader`)
 ==================================  =============================================================
 
 Text formats may be gzip-compressed (``.gz``, or gzip content under any name) and may start
@@ -22,12 +22,8 @@ with a UTF-8 byte-order mark.
 
 from __future__ import annotations
 
-import bz2
-import csv
 import gzip
 import json
-import logging
-import lzma
 import re
 import zlib
 from collections.abc import Sequence
@@ -36,20 +32,13 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from pandas._libs.parsers import STR_NA_VALUES  # the text pandas reads as missing
 
+from sweval.data.csv_reader import ragged_row, read_csv_file
+from sweval.data.epoch_precision import TimeUnit
 from sweval.data.errors import SwevalError, first_rows
-from sweval.data.text_files import (
-    check_file,
-    check_header,
-    compression,
-    file_separator,
-    first_line,
-    is_gzip,
-    repeated_names,
-)
-
-_log = logging.getLogger(__name__)
+from sweval.data.id_text import with_stripped_ids
+from sweval.data.streams import shown
+from sweval.data.text_files import check_file, compression, first_line, is_gzip, repeated_names
 
 Format = Literal["auto", "csv", "parquet", "jsonl", "movielens"]
 
@@ -72,6 +61,19 @@ def detect_format(path: Path) -> Format:
     return "csv"
 
 
+def detect_content_format(path: Path) -> Format:
+    """The format of a file whose name may say nothing (the copy of standard input or of a pipe,
+    :mod:`data.streams`): what :func:`detect_format` says, else Parquet by the first bytes, JSON
+    Lines when the first line opens an object, else CSV/TSV."""
+    named = detect_format(path)
+    if named != "csv":
+        return named
+    with open(path, "rb") as handle:
+        if handle.read(4) == b"PAR1":
+            return "parquet"
+    return "jsonl" if first_line(path).lstrip().startswith("{") else "csv"
+
+
 def _looks_like_movielens(path: Path) -> bool:
     try:
         header = first_line(path)
@@ -81,7 +83,13 @@ def _looks_like_movielens(path: Path) -> bool:
 
 
 def read_file(
-    path: Path, fmt: Format, *, sep: str | None = None, text_columns: Sequence[str] = ()
+    path: Path,
+    fmt: Format,
+    *,
+    sep: str | None = None,
+    text_columns: Sequence[str] = (),
+    time_column: str | None = None,
+    time_unit: TimeUnit = "s",
 ) -> pd.DataFrame:
     """Read the raw frame of one log file in the given format (no validation beyond parsing).
 
@@ -90,9 +98,13 @@ def read_file(
         fmt: its format (not ``auto``: see :func:`detect_format`).
         sep: the CSV/TSV separator (``--sep``); None sniffs it.
         text_columns: the id columns. In CSV/TSV files they are read as the text written in the
-            file, stripped of surrounding spaces: parsed as numbers, ``01`` and ``1`` would
-            become the same id. :func:`data.ids.encode_ids` still orders a column numerically
-            when every id spells an integer without padding.
+            file: parsed as numbers, ``01`` and ``1`` would become the same id.
+            :func:`data.ids.encode_ids` still orders a column numerically when every id spells
+            an integer without padding. In every format, text ids lose the white space and
+            invisible characters around them (:func:`data.id_text.with_stripped_ids`).
+        time_column: the timestamp column, and ``time_unit`` its unit: in CSV/TSV files, a
+            time column that pandas reads as floats is read again as written
+            (:func:`data.csv_reader.read_csv_file`), for the digits that floats hide.
 
     Raises:
         SwevalError: naming the file: unreadable, empty, corrupt, not UTF-8, unparsable, or
@@ -101,53 +113,57 @@ def read_file(
     check_file(path)
     hint = _content_hint(path, fmt)
     if hint:
-        raise SwevalError(f"{path}: cannot read as {fmt}: {hint}")
+        raise SwevalError(f"{shown(path)}: cannot read as {fmt}: {hint}")
     if sep is not None and fmt != "csv":
-        raise SwevalError(f"{path}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
+        raise SwevalError(
+            f"{shown(path)}: --sep applies to CSV/TSV files; this file is read as {fmt}.")
     try:
         if fmt == "parquet":
             _check_parquet_columns(path)
-            return _with_stripped_ids(pd.read_parquet(path), text_columns)
+            return with_stripped_ids(pd.read_parquet(path), text_columns)
         if fmt == "movielens":
-            return _read_movielens(path)
+            return with_stripped_ids(_read_movielens(path), text_columns)
         if fmt == "jsonl":
             return _read_jsonl(path, text_columns=text_columns)
         if fmt == "csv":
-            return _read_csv(path, sep=sep, text_columns=text_columns)
+            return read_csv_file(path, sep=sep, text_columns=text_columns,
+                                 time_column=time_column, time_unit=time_unit)
     except SwevalError:
         raise
     except pd.errors.EmptyDataError as exc:
-        raise SwevalError(f"{path}: the file is empty.") from exc
+        raise SwevalError(f"{shown(path)}: the file is empty.") from exc
     except PermissionError as exc:
-        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+        raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except UnicodeDecodeError as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to UTF-8."
+            f"{shown(path)}: cannot parse as {fmt}: not UTF-8 text ({exc}); convert the file to "
+            "UTF-8."
         ) from exc
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt}: corrupt or truncated gzip ({type(exc).__name__}: "
-            f"{exc})."
+            f"{shown(path)}: cannot parse as {fmt}: corrupt or truncated gzip "
+            f"({type(exc).__name__}: {exc})."
         ) from exc
     except pd.errors.ParserError as exc:
         fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
         if fields is not None:
             expected, line, saw = map(int, fields.groups())
-            raise _ragged_row(path, line, saw, expected) from exc
+            raise ragged_row(path, line, saw, expected) from exc
         raise SwevalError(
-            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+            f"{shown(path)}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
     except OSError as exc:
         raise SwevalError(
-            f"{path}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
+            f"{shown(path)}: cannot parse as {fmt} ({type(exc).__name__}: {str(exc).strip()})."
         ) from exc
     except ImportError as exc:  # pandas' optional decompressors (zstandard for .zst)
         raise SwevalError(
-            f"{path}: cannot read as {fmt}: its compression needs a package that is not "
+            f"{shown(path)}: cannot read as {fmt}: its compression needs a package that is not "
             f"installed ({str(exc).splitlines()[0]}); decompress the file first, or use gzip."
         ) from exc
     except Exception as exc:  # pyarrow raises its own types for corrupt parquet
-        raise SwevalError(f"{path}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read as {fmt} ({type(exc).__name__}: {exc}).") from exc
     raise SwevalError(f"unknown format {fmt!r}: use auto, csv, parquet, jsonl or movielens.")
 
 
@@ -166,7 +182,8 @@ def _check_parquet_columns(path: Path) -> None:
 
     listed = repeated_names(pq.read_schema(path).names)
     if listed:
-        raise SwevalError(f"{path}: the Parquet schema names a column twice: {listed}. Rename one.")
+        raise SwevalError(
+            f"{shown(path)}: the Parquet schema names a column twice: {listed}. Rename one.")
 
 
 def _content_hint(path: Path, fmt: str) -> str:
@@ -191,195 +208,15 @@ def _content_hint(path: Path, fmt: str) -> str:
     return "it is a zip archive: extract the log from it."
 
 
-def _read_csv(path: Path, *, sep: str | None, text_columns: Sequence[str]) -> pd.DataFrame:
-    """A CSV/TSV file with a header line. Id columns keep the text of their cells: only an empty
-    (or blank) cell is missing there, as in JSON Lines and Parquet; ``NA`` or ``None`` is an id,
-    with a warning (:func:`_warn_missing_markers`). Other columns read pandas' missing markers
-    as missing. Refused: a row with more fields than the header (the values would shift
-    between columns) and an id spanning lines (a stray quote swallowing the rows after it); a
-    row with fewer fields is warned about (:func:`_warn_short_rows`)."""
-    header = first_line(path)
-    if not header.strip():
-        raise SwevalError(f"{path}: the file is empty.")
-    sep = file_separator(path, header, sep)
-    check_header(path, header, sep)
-    options: dict = {"sep": sep, "compression": compression(path), "encoding": "utf-8-sig"}
-    columns = pd.read_csv(path, nrows=0, **options).columns
-    frame = pd.read_csv(
-        path, **options, dtype=dict.fromkeys(text_columns, str), keep_default_na=False,
-        na_values={column: [""] if column in text_columns else sorted(STR_NA_VALUES)
-                   for column in columns},
-    )  # fmt: skip
-    if not isinstance(frame.index, pd.RangeIndex):  # pandas took the surplus for an index
-        n_header = len(frame.columns)
-        raise _ragged_row(path, 2, n_header + frame.index.nlevels, n_header)
-    if set(text_columns) <= set(frame.columns):  # else the missing-columns error says more
-        _warn_short_rows(path, sep, header, frame)
-    for column in text_columns:
-        if column in frame.columns:
-            frame[column] = _stripped(frame[column])
-            _check_single_line(path, frame[column], column)
-            _warn_missing_markers(path, frame[column], column)
-    return frame
-
-
-def _ragged_row(path: Path, line: int, saw: int, expected: int) -> SwevalError:
-    """The error for a CSV line with more fields than the header. Pandas raises for such a line
-    after the first data line; on the first one it takes the surplus fields, silently, for the
-    row index (and every column shifts): both say the same here."""
-    return SwevalError(
-        f"{path}: line {line} (data row {line - 1}) has {saw} fields where the header has "
-        f"{expected}: a separator inside a value (quote it) or a stray column."
-    )
-
-
-#: Rows with fewer fields than the header named in :func:`_warn_short_rows`' warning.
-SHOWN_SHORT_ROWS = 3
-
-
-def _warn_short_rows(path: Path, sep: str, header: str, frame: pd.DataFrame) -> None:
-    """Warn about rows with fewer fields than the header, naming the first ones. Pandas fills a
-    short row's missing fields from the right: harmless when an optional last field was left
-    out, but when a value in the middle was, the values after it moved to other columns (a
-    timestamp read as an item). Which one it was cannot be told, so the rows are kept.
-
-    A header ending in a separator (an unnamed last column) expects one field less. The exact
-    count is a second pass over the file, with the same quoting rules as pandas, made only when
-    the last column's missing cells are not all explained by lines ending in a separator (an
-    empty last field): never for a file without missing last cells.
-    """
-    missing_last = int(frame[frame.columns[-1]].isna().sum())
-    if missing_last == 0:
-        return
-    expected = len(frame.columns) - (1 if header.rstrip("\r\n").endswith(sep) else 0)
-    opener = _TEXT_OPENERS.get(_compression_of(path))
-    if opener is None:
-        return  # zip, zstd, ...: pandas reads them, this check does not
-    if opener is open:
-        ended = _lines_ending_in(path, sep.encode())
-        if ended - int(header.rstrip("\r\n").endswith(sep)) == missing_last:
-            return  # every missing last cell is an empty last field
-    short: list[tuple[int, int, int]] = []
-    n_short = 0
-    limit = csv.field_size_limit()
-    csv.field_size_limit(2**31 - 1)  # as pandas: no limit on a field's length
-    try:
-        with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle, delimiter=sep)
-            next(reader, None)  # the header
-            data_row = 0
-            for fields in reader:
-                if not fields or not "".join(fields).strip():  # blank: pandas skips it too
-                    continue
-                data_row += 1
-                if len(fields) < expected:
-                    n_short += 1
-                    if len(short) < SHOWN_SHORT_ROWS:
-                        short.append((reader.line_num, data_row, len(fields)))
-    finally:
-        csv.field_size_limit(limit)
-    if n_short:
-        where = "; ".join(f"line {line} (data row {row}): {saw} of {expected}"
-                          for line, row, saw in short)
-        _log.warning(
-            "%s: %d row(s) have fewer fields than the header (%s%s): pandas fills the missing "
-            "fields from the right, so if a value in the middle was left out, the values after "
-            "it moved to other columns. Check those rows.",
-            path, n_short, where, "; ..." if n_short > len(short) else "",
-        )
-
-
-def _lines_ending_in(path: Path, marker: bytes, chunk: int = 1 << 24) -> int:
-    """How many lines of the file end in ``marker`` (before ``\\n``, ``\\r\\n`` or the file's
-    end), read in chunks."""
-    count, tail = 0, b""
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            data = tail + block
-            count += data.count(marker + b"\n") + data.count(marker + b"\r\n")
-            tail = data[-len(marker) - 1:]  # a marker and its line end may straddle two chunks
-            count -= tail.count(marker + b"\n") + tail.count(marker + b"\r\n")
-    return count + tail.count(marker + b"\n") + tail.count(marker + b"\r\n") + int(
-        tail.endswith(marker))
-
-
-def _compression_of(path: Path) -> str:
-    """``gzip`` (by name or content), ``bz2``, ``xz``, another suffix pandas decompresses, or
-    ``none``."""
-    if is_gzip(path):
-        return "gzip"
-    return {".bz2": "bz2", ".xz": "xz", ".zip": "zip", ".zst": "zstd", ".tar": "tar"}.get(
-        path.suffix.lower(), "none")
-
-
-_TEXT_OPENERS = {"none": open, "gzip": gzip.open, "bz2": bz2.open, "xz": lzma.open}
-
-
-def _check_single_line(path: Path, values: pd.Series, column: str) -> None:
-    """Refuse ids that span lines: a quote opened and never closed on its line swallows every
-    row up to the next quote into one value."""
-    spans = values.str.contains("\n", regex=False, na=False).to_numpy()
-    if spans.any():
-        row = int(np.flatnonzero(spans)[0])
-        text = str(values.iloc[row])
-        raise SwevalError(
-            f"{path}: column {column!r} holds a value spanning {text.count(chr(10)) + 1} lines "
-            f"(data rows {first_rows(np.flatnonzero(spans))}, starting {text[:30]!r}): a quote "
-            "opened in that row and closed only lines later read the rows in between into it. "
-            "Remove the stray quote, or close it."
-        )
-
-
-def _warn_missing_markers(path: Path, values: pd.Series, column: str) -> None:
-    """Warn when an id column holds text that pandas and R write for a missing value (``NA``,
-    ``None``, ``null``, ...): it is read as the id it spells."""
-    marked = values.isin(STR_NA_VALUES - {""}).to_numpy()
-    if marked.any():
-        rows = np.flatnonzero(marked)
-        spelled = sorted(set(values.iloc[rows].astype(str)))
-        _log.warning(
-            "%s: column %r holds %s in %d row(s) (data rows %s): read as id(s), as written; if "
-            "they mark missing values, remove those rows from the file.",
-            path, column, ", ".join(map(repr, spelled[:5])), len(rows), first_rows(rows),
-        )
-
-
-def _stripped(values: pd.Series) -> pd.Series:
-    """Text cells without their surrounding spaces; a cell of spaces only is missing, like an
-    empty one. Cells that are not text (numbers in JSON, missing values) are kept.
-
-    A text column is returned as it is when no cell changes; an object column (text mixed with
-    numbers, from JSON) is worked on its distinct values, which a column of ids repeats."""
-    if isinstance(values.dtype, pd.CategoricalDtype):
-        values = values.astype(object)
-    if isinstance(values.dtype, pd.StringDtype):  # vectorised (pyarrow's kernels)
-        stripped = values.str.strip()
-        blank = (stripped == "").fillna(False).to_numpy(dtype=bool)
-        return values if stripped.equals(values) and not blank.any() else stripped.mask(blank)
-    if values.dtype != object:
-        return values
-    codes, distinct = pd.factorize(values, use_na_sentinel=True)
-    distinct = pd.Series(distinct, dtype=object)
-    stripped = distinct.str.strip()  # missing for the values that are not text
-    is_text = stripped.notna()
-    new = distinct.where(~is_text, stripped).mask(is_text & (stripped == ""))
-    changed = ~(new.isna() & distinct.isna()) & (new.isna() | (new != distinct))
-    if not changed.any():
-        return values
-    taken = new.to_numpy(dtype=object)[codes]
-    taken[codes < 0] = None
-    return pd.Series(taken, index=values.index, name=values.name, dtype=object)
-
-
 def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     """JSON Lines: each non-blank line one object. Values keep their JSON types (ids written as
     strings stay text, ``"01"`` is not ``1``); nothing is converted to dates here. An id that
     is a JSON object or array is refused: it names no user, item or policy by itself."""
     first = first_line(path).strip()
     if not first:
-        raise SwevalError(f"{path}: the file is empty.")
+        raise SwevalError(f"{shown(path)}: the file is empty.")
     if first.startswith("["):
-        raise SwevalError(f"{path}: {_json_array_problem(path, first)}")
+        raise SwevalError(f"{shown(path)}: {_json_array_problem(path, first)}")
     try:
         frame = pd.read_json(
             path, lines=True, dtype=False, encoding="utf-8-sig", compression=compression(path)
@@ -387,26 +224,18 @@ def _read_jsonl(path: Path, *, text_columns: Sequence[str]) -> pd.DataFrame:
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
             raise
-        raise SwevalError(f"{path}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot parse as jsonl: {_jsonl_problem(path, exc)}.") from exc
     for column in text_columns:
         if column in frame.columns:
             nested = frame[column].map(lambda value: isinstance(value, dict | list)).to_numpy()
             if nested.any():
                 raise SwevalError(
-                    f"{path}: column {column!r} holds JSON objects or arrays (data rows "
+                    f"{shown(path)}: column {column!r} holds JSON objects or arrays (data rows "
                     f"{first_rows(np.flatnonzero(nested))}); ids must be strings or numbers: "
                     "flatten the field first."
                 )
-    return _with_stripped_ids(frame, text_columns)
-
-
-def _with_stripped_ids(frame: pd.DataFrame, text_columns: Sequence[str]) -> pd.DataFrame:
-    """The frame with its text ids stripped and blank ones missing (:func:`_stripped`), as CSV
-    cells are read: ``" 19 "`` is the id ``19``, ``""`` names no user."""
-    for column in text_columns:
-        if column in frame.columns:
-            frame[column] = _stripped(frame[column])
-    return frame
+    return with_stripped_ids(frame, text_columns)
 
 
 def _json_array_problem(path: Path, first: str) -> str:
@@ -457,7 +286,7 @@ def _read_movielens(path: Path) -> pd.DataFrame:
     name = path.name.lower().removesuffix(".gz")
     first = first_line(path)
     if not first.strip():
-        raise SwevalError(f"{path}: the file is empty.")
+        raise SwevalError(f"{shown(path)}: the file is empty.")
     if "::" in first or name == "ratings.dat":
         # ratings.dat: '::' separated; read as a one-character separator on a cleaned stream.
         try:
@@ -469,9 +298,9 @@ def _read_movielens(path: Path) -> pd.DataFrame:
             if isinstance(exc, UnicodeDecodeError):
                 raise
             raise SwevalError(
-                f"{path}: not MovieLens' ratings.dat layout (user::item::rating::timestamp on "
-                f"every line; pandas: {str(exc).splitlines()[0]}); name the file otherwise to "
-                "read it as CSV."
+                f"{shown(path)}: not MovieLens' ratings.dat layout "
+                f"(user::item::rating::timestamp on every line; pandas: "
+                f"{str(exc).splitlines()[0]}); name the file otherwise to read it as CSV."
             ) from exc
         frame.columns = _MOVIELENS_COLUMNS
         return frame

@@ -65,7 +65,8 @@ Scaling: ``scale`` multiplies the number of users and interactions linearly and 
 logs keep a catalogue whose density stays realistic (at scale 0.01, 1,892 users meet 1,070 items
 rather than 107).  The targets are per 120 days: for another ``days`` the user and interaction
 totals and the number of items released during the window scale with ``days / 120`` (constant
-daily traffic and release rate).
+daily traffic and release rate). A scale whose generation would take more than half the machine's
+memory is refused before anything is allocated (:func:`check_memory`).
 
 Generation is vectorised with numpy per (day, within-day rank) batch; only the duplicate check
 uses a Python set.  Scale 1 takes a few seconds.  Everything is drawn from one
@@ -80,17 +81,69 @@ in :mod:`sweval.data.synthetic_simulation`.
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pandas as pd
 
-from sweval.data.synthetic_config import POLICIES, SECONDS_PER_DAY, GeneratorConfig
+from sweval.data.errors import SwevalError
+from sweval.data.synthetic_config import (
+    POLICIES,
+    REFERENCE_DAYS,
+    SECONDS_PER_DAY,
+    GeneratorConfig,
+)
 from sweval.data.synthetic_population import Catalogue, Plan
 from sweval.data.synthetic_simulation import Simulation
 
-__all__ = ["generate_log"]
+__all__ = ["check_memory", "generate_log"]
 
 _log = logging.getLogger(__name__)
+
+#: Peak memory the generator takes per interaction, with a margin: 218-243 bytes measured at
+#: scales 0.5 to 4 (120 days) and at scale 1 over 480 days, plus about 20 MB.
+BYTES_PER_INTERACTION = 250
+#: The share of the machine's memory a generation may take; the evaluation that reads the log
+#: needs about as much again (benchmarks/RESULTS.md: 4.1 GB at scale 30).
+MEMORY_SHARE = 0.5
+
+
+def check_memory(
+    scale: float, days: int, cfg: GeneratorConfig, *, total: int | None = None
+) -> None:
+    """Refuse a scale whose generation would take more than :data:`MEMORY_SHARE` of the
+    machine's memory, before allocating anything (instead of a MemoryError part way).
+
+    Args:
+        scale, days, cfg: as :func:`generate_log` takes them.
+        total: the machine's memory in bytes; default: what psutil reports.
+
+    Raises:
+        SwevalError: naming the interactions and memory the scale needs, the memory there is,
+            and the largest scale accepted (for these ``days``).
+    """
+    per_scale = cfg.n_interactions * days / REFERENCE_DAYS * BYTES_PER_INTERACTION
+    if total is None:
+        import psutil
+
+        total = psutil.virtual_memory().total
+    budget = MEMORY_SHARE * total
+    if scale * per_scale <= budget:
+        return
+    largest = math.floor(budget / per_scale * 100) / 100
+    interactions = scale * cfg.n_interactions * days / REFERENCE_DAYS
+    raise SwevalError(
+        f"--scale {scale:g}: the generated log would hold about {_about(interactions)} "
+        f"interactions and take about {_about(scale * per_scale / 2**30)} GiB while it is "
+        f"generated, more than {MEMORY_SHARE:.0%} of this machine's {total / 2**30:,.1f} GiB; "
+        f"the largest scale accepted here is {largest:g} (over {days} days). Use a smaller "
+        "--scale, or --data."
+    )
+
+
+def _about(value: float) -> str:
+    """A large number for messages: with thousands separators, or as ``7.35e+17`` beyond."""
+    return f"{value:,.0f}" if value < 1e12 else f"{value:.3g}"
 
 
 def generate_log(
@@ -121,6 +174,7 @@ def generate_log(
 
     Raises:
         ValueError: On a non-positive scale or days, or a bias outside [0, 1].
+        SwevalError: A scale whose generation would not fit in memory (:func:`check_memory`).
     """
     if not scale > 0:
         raise ValueError(f"scale must be positive, got {scale}")
@@ -129,6 +183,7 @@ def generate_log(
     if not 0.0 <= bias <= 1.0:
         raise ValueError(f"bias must lie in [0, 1], got {bias}")
     cfg = config or GeneratorConfig()
+    check_memory(scale, days, cfg)
     rng = np.random.default_rng(seed)
     t0 = pd.Timestamp(start)
     t0 = t0.tz_localize("UTC") if t0.tzinfo is None else t0.tz_convert("UTC")

@@ -22,6 +22,7 @@ import zlib
 from pathlib import Path
 
 from sweval.data.errors import SwevalError
+from sweval.data.streams import shown
 
 #: Field separators a CSV header is checked for, the first of equal counts winning; the names
 #: ``--sep`` accepts for each.
@@ -60,13 +61,13 @@ def check_file(path: Path) -> None:
     try:
         info = path.stat()
     except (FileNotFoundError, NotADirectoryError):
-        raise SwevalError(f"{path}: no such file.") from None
+        raise SwevalError(f"{shown(path)}: no such file.") from None
     except OSError as exc:  # e.g. a parent directory that may not be entered
-        raise SwevalError(f"{path}: cannot access the file ({exc}).") from exc
+        raise SwevalError(f"{shown(path)}: cannot access the file ({exc}).") from exc
     if stat.S_ISDIR(info.st_mode):
-        raise SwevalError(f"{path}: is a directory; pass the log file itself.")
+        raise SwevalError(f"{shown(path)}: is a directory; pass the log file itself.")
     if not os.access(path, os.R_OK):
-        raise SwevalError(f"{path}: the file is not readable (permission denied).")
+        raise SwevalError(f"{shown(path)}: the file is not readable (permission denied).")
 
 
 def is_gzip(path: Path) -> bool:
@@ -97,9 +98,10 @@ def first_line(path: Path) -> str:
         with opener(path, "rt", encoding="utf-8-sig", errors="replace") as handle:
             return handle.readline()
     except PermissionError as exc:
-        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+        raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
-        raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
 
 
 def is_blank(path: Path, chunk: int = 1 << 16) -> bool:
@@ -117,9 +119,10 @@ def is_blank(path: Path, chunk: int = 1 << 16) -> bool:
                 if block.strip(_BLANK_BYTES):
                     return False
     except PermissionError as exc:
-        raise SwevalError(f"{path}: the file is not readable ({exc}).") from exc
+        raise SwevalError(f"{shown(path)}: the file is not readable ({exc}).") from exc
     except (OSError, EOFError, zlib.error) as exc:
-        raise SwevalError(f"{path}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
+        raise SwevalError(
+            f"{shown(path)}: cannot read the file ({exc}); is it a corrupt gzip?") from exc
     return True
 
 
@@ -144,7 +147,7 @@ def file_separator(path: Path, header: str, forced: str | None) -> str:
     found = header_separator(header)
     if forced not in header and found in header:
         raise SwevalError(
-            f"{path}: --sep {forced!r} does not occur in the header, which is separated by "
+            f"{shown(path)}: --sep {forced!r} does not occur in the header, which is separated by "
             f"{found!r} ({header.strip()!r}); drop --sep or pass --sep {found!r}."
         )
     return forced
@@ -160,7 +163,7 @@ def check_header(path: Path, header: str, sep: str) -> None:
     names = [name.strip() for name in next(csv.reader([header.rstrip("\r\n")], delimiter=sep))]
     listed = repeated_names(names)
     if listed:
-        raise SwevalError(f"{path}: the header names a column twice: {listed}. Rename one.")
+        raise SwevalError(f"{shown(path)}: the header names a column twice: {listed}. Rename one.")
 
 
 def repeated_names(names: list[str]) -> str | None:

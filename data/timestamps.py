@@ -3,17 +3,25 @@
 :func:`normalise_timestamps` reads numeric epochs (seconds, milliseconds, microseconds or
 nanoseconds, also written as text), datetimes and ISO-8601 strings, and rejects values whose
 range betrays the wrong unit (seconds that look like milliseconds and the reverse, units mixed,
-numbers that look like YYYYMMDD dates).
+numbers that look like YYYYMMDD dates) and numbers that cannot carry their unit (scientific
+notation cut short by a spreadsheet, floats beyond 2**53 units: :mod:`data.epoch_precision`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from sweval.data.epoch_precision import (
+    UNIT_NAMES,
+    UNIT_SECONDS,
+    TimeUnit,
+    check_float_epochs,
+    check_scientific_epochs,
+)
 from sweval.data.errors import SwevalError, file_rows, first_rows
 
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
@@ -26,10 +34,6 @@ _EPOCH_2100_S = 4_102_444_800
 #: has no values before 1973 but wrong ones (seconds among milliseconds, placeholders).
 _EPOCH_2000_S = 946_684_800
 
-TimeUnit = Literal["s", "ms", "us", "ns"]
-#: Units of numeric epochs (``--time-unit``) per second.
-UNIT_SECONDS: dict[str, int] = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
-_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
 
 
 def normalise_timestamps(
@@ -38,13 +42,15 @@ def normalise_timestamps(
     """Normalise timestamps to int64 epoch seconds, UTC (SPEC §1).
 
     Accepts numeric epochs (seconds, or ``time_unit`` ms, us or ns; numbers written as text
-    too), datetimes (naive ones are taken as UTC) and ISO-8601 strings. Sub-second parts
+    too), datetimes (naive ones are taken as UTC) and ISO-8601 strings, RFC 3339's lower-case
+    ``t`` and ``z`` and a decimal comma (``2024-01-01t10:00:00,5z``) included. Sub-second parts
     are floored.
 
     Raises:
-        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), or an
+        SwevalError: unparsable values or a column mixing numbers and dates (naming rows), an
             implausible epoch range: seconds that look like milliseconds, milliseconds that look
-            like seconds, or numbers that look like YYYYMMDD dates.
+            like seconds, or numbers that look like YYYYMMDD dates; or numbers that cannot carry
+            the unit (:mod:`data.epoch_precision`).
     """
     if time_unit not in UNIT_SECONDS:
         raise SwevalError(f"--time-unit must be s, ms, us or ns, not {time_unit!r}.")
@@ -56,15 +62,13 @@ def normalise_timestamps(
         stamps = values
     else:
         text = values.astype(str)
-        try:
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
-        except (ValueError, TypeError):
-            stamps = pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
+        stamps = _parsed_dates(text)
         is_date = stamps.notna().to_numpy()
         if not is_date.all():  # epochs written as text (a Parquet string column)? mixed?
             numbers = pd.to_numeric(text.str.strip(), errors="coerce")
             is_number = numbers.notna().to_numpy()
             if is_number.all():
+                check_scientific_epochs(text, time_unit=time_unit, source=source, column=column)
                 return _epoch_seconds(numbers, time_unit=time_unit, source=source, column=column)
         else:
             is_number = np.zeros(len(text), dtype=bool)
@@ -94,6 +98,46 @@ def normalise_timestamps(
     naive = stamps.dt.tz_localize(None).to_numpy()
     per_second = np.timedelta64(1, "s") // np.timedelta64(1, np.datetime_data(naive.dtype)[0])
     return np.floor_divide(naive.view(np.int64), per_second).astype(np.int64)
+
+
+#: RFC 3339 date-times that pandas' ISO 8601 parser refuses: a lower-case ``t`` separator or
+#: ``z`` zone (RFC 3339 §5.6 allows both) and a comma before the fraction of a second (ISO 8601
+#: allows it, and prefers it): ``2024-01-01t10:00:00,5z``.
+_RFC3339_VARIANT = (r"^\s*(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}(?::\d{2})?)(?:[.,](\d+))?"
+                    r"([Zz]|[+-]\d{2}:\d{2})?\s*$")
+
+
+def _parsed_dates(text: pd.Series) -> pd.Series:
+    """ISO 8601 / RFC 3339 text as UTC datetimes; NaT where a value is not one.
+
+    The variants of :data:`_RFC3339_VARIANT` that pandas refuses are spelled as it reads them
+    (``T``, ``Z``, a decimal point) and parsed again; only values that failed the first parse
+    are looked at, so a column pandas reads whole costs nothing more.
+    """
+    stamps = _to_datetime(text)
+    unparsed = stamps.isna().to_numpy()
+    if unparsed.any():
+        variants = unparsed & text.str.match(_RFC3339_VARIANT).fillna(False).to_numpy(dtype=bool)
+        if variants.any():
+            respelled = text.astype(object)
+            respelled[variants] = text[variants].str.replace(
+                _RFC3339_VARIANT, _pandas_spelling, regex=True)
+            stamps = _to_datetime(respelled)
+    return stamps
+
+
+def _pandas_spelling(match: re.Match[str]) -> str:
+    """An :data:`_RFC3339_VARIANT` match as pandas reads it: ``2024-01-01T10:00:00.5Z``."""
+    date, time, fraction, zone = match.groups()
+    return f"{date}T{time}" + (f".{fraction}" if fraction else "") + (zone or "").upper()
+
+
+def _to_datetime(text: pd.Series) -> pd.Series:
+    """pandas' ISO 8601 parse of ``text`` (NaT where it fails), UTC."""
+    try:
+        return pd.to_datetime(text, utc=True, errors="coerce", format="ISO8601")
+    except (ValueError, TypeError):
+        return pd.to_datetime(text, utc=True, errors="coerce", format="mixed")
 
 
 def _epoch_seconds(
@@ -130,8 +174,8 @@ def _epoch_seconds(
                       else f"use --time-unit {coarser}")
             raise SwevalError(
                 f"{source}: column {column!r} has values like {int(numbers[0])}, epoch "
-                f"{_UNIT_NAMES[coarser]} of {iso_utc(int(as_seconds[0]))}, but --time-unit "
-                f"{time_unit} reads them as {_UNIT_NAMES[time_unit]} in January or February "
+                f"{UNIT_NAMES[coarser]} of {iso_utc(int(as_seconds[0]))}, but --time-unit "
+                f"{time_unit} reads them as {UNIT_NAMES[time_unit]} in January or February "
                 f"1970: {remedy}."
             )
     seconds = numbers / per_second
@@ -139,11 +183,11 @@ def _epoch_seconds(
         bad = np.flatnonzero(np.abs(seconds) >= _MAX_PLAUSIBLE_SECONDS)
         fitting = [unit for unit in UNIT_SECONDS if UNIT_SECONDS[unit] > per_second
                    and np.abs(numbers).max() / UNIT_SECONDS[unit] < _MAX_PLAUSIBLE_SECONDS]
-        advice = (f"they look like {_UNIT_NAMES[fitting[0]]}: pass --time-unit {fitting[0]}"
+        advice = (f"they look like {UNIT_NAMES[fitting[0]]}: pass --time-unit {fitting[0]}"
                   if fitting else "they are not epoch time in any unit SW-EVAL reads")
         raise SwevalError(
             f"{source}: column {column!r} has epoch values too large for "
-            f"{_UNIT_NAMES[time_unit]} (data rows {first_rows(file_rows(values, bad))}, e.g. "
+            f"{UNIT_NAMES[time_unit]} (data rows {first_rows(file_rows(values, bad))}, e.g. "
             f"{int(numbers[bad[0]])}); {advice}."
         )
     if time_unit != "s":
@@ -163,6 +207,7 @@ def _epoch_seconds(
             f"YYYYMMDD dates, not epoch seconds (as seconds they would be {iso_utc(int(numbers[0]))}); "
             "write them as ISO dates (2015-08-01) or as epoch seconds."
         )
+    check_float_epochs(values, numbers, time_unit=time_unit, source=source, column=column)
     if pd.api.types.is_integer_dtype(values.dtype):  # exact: floats round ns epochs to 256 ns
         return np.floor_divide(values.to_numpy(dtype=np.int64), per_second)
     return np.floor(seconds).astype(np.int64)

@@ -79,3 +79,22 @@ def test_a_file_whose_bytes_are_another_format_than_its_name_says(tmp_path: Path
     text = tmp_path / "par1.csv"  # a CSV whose first column happens to be called PAR1
     text.write_text("PAR1,user,item,timestamp\nx,1,2,3\n")
     assert len(load_log(text).user) == 1
+
+
+def test_a_quoted_line_break_is_part_of_the_id_in_a_windows_file(tmp_path: Path) -> None:
+    """RFC 4180 with CRLF line ends: the quoted field keeps its line break; the rows stay rows."""
+    path = tmp_path / "log.csv"
+    path.write_bytes(b'user,item,timestamp\r\n"ab\r\ncd",i1,1700000000\r\n'
+                     b'u2,"say ""hi""",1700000001\r\n')
+    log = load_log(str(path))
+    assert log.user_ids.tolist() == ["ab\r\ncd", "u2"]
+    assert log.item_ids.tolist() == ["i1", 'say "hi"']
+
+
+def test_a_quoted_line_break_is_read_in_a_bz2_file_too(tmp_path: Path) -> None:
+    """The RFC 4180 check reads what pandas reads, decompressed."""
+    import bz2
+
+    path = tmp_path / "log.csv.bz2"
+    path.write_bytes(bz2.compress(b'user,item,timestamp\n"ab\ncd",i1,1700000000\n'))
+    assert load_log(str(path)).user_ids.tolist() == ["ab\ncd"]

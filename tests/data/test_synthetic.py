@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 from sweval_testing import DAY
 
-from sweval.data.synthetic import generate_log
-from sweval.data.synthetic_config import POLICIES
+from sweval.data.errors import SwevalError
+from sweval.data.synthetic import check_memory, generate_log
+from sweval.data.synthetic_config import POLICIES, GeneratorConfig
 
 SCALE = 0.02
 START = int(pd.Timestamp("2015-06-01", tz="UTC").timestamp())
@@ -115,3 +116,21 @@ def test_presentation_bias_is_visible_and_tunable(log: pd.DataFrame) -> None:
 def test_rejects_bad_arguments(kwargs: dict) -> None:
     with pytest.raises(ValueError):
         generate_log(**kwargs)
+
+
+def test_a_scale_beyond_memory_is_refused_naming_the_largest_accepted() -> None:
+    """At 1 GiB, half of it holds floor(2**29 / (734,813 × 250 B) × 100) / 100 = 2.92 scales."""
+    cfg = GeneratorConfig()
+    check_memory(2.92, 120, cfg, total=2**30)
+    refused = (r"--scale 2\.93: the generated log would hold about 2,153,002 interactions and "
+               r"take about 1 GiB .*more than 50% of this machine's 1\.0 GiB; the largest scale "
+               r"accepted here is 2\.92 \(over 120 days\)")
+    with pytest.raises(SwevalError, match=refused):
+        check_memory(2.93, 120, cfg, total=2**30)
+    check_memory(11.68, 30, cfg, total=2**30)  # a quarter of the days: four times the scale
+
+
+@pytest.mark.parametrize("scale", [1e6, float("inf")])
+def test_a_huge_scale_is_an_error_before_any_allocation(scale: float) -> None:
+    with pytest.raises(SwevalError, match=r"the largest scale accepted here is"):
+        generate_log(scale)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import gzip
+import io
 import itertools
 import json
 import os
@@ -575,6 +576,63 @@ def _fixed_offset_parquet(tmp: Path) -> Path:
     return path
 
 
+#: (before, after) an id: Unicode white space and invisible characters as web pages, spreadsheets
+#: and editors leave them around text.
+UNICODE_PADDING = [("", ""), ("\u00a0", ""), ("", "\u2007"), ("\u202f", "\u3000"), ("\u200b", ""),
+                   ("\ufeff", ""), ("", "\u200e"), (" \u200b", "\u00a0 ")]
+
+
+def _padded_rows() -> dict[str, list[Any]]:
+    """The user ``u1`` once with each padding of :data:`UNICODE_PADDING`, one row per padding."""
+    return {"user": [f"{pad}u1{end}" for pad, end in UNICODE_PADDING],
+            "item": [f"i{n}" for n in range(len(UNICODE_PADDING))],
+            "timestamp": [T0 + n for n in range(len(UNICODE_PADDING))]}
+
+
+class _PipedStdin(io.TextIOWrapper):
+    """Standard input fed by a pipe (not a terminal), holding ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(io.BytesIO(data))
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _stdin(data: bytes | Callable[[], bytes], *, tty: bool = False) -> Callable[[Path, pytest.MonkeyPatch], Path]:
+    """``--data -`` in a process that has read no stream yet, its standard input holding ``data``
+    (a terminal with ``tty``)."""
+
+    def build(tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        from sweval.data import streams
+
+        monkeypatch.setattr(streams, "_COPIES", {})
+        monkeypatch.setattr(streams, "_NAMES", {})
+        stdin = _PipedStdin(data() if callable(data) else data)
+        if tty:
+            monkeypatch.setattr(stdin, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", stdin)
+        return Path("-")
+
+    return build
+
+
+def _process_substitution(tmp: Path) -> Path:
+    """A named pipe that a thread fills once with the gzipped log, as ``<(zcat log.csv.gz)``."""
+    import threading
+
+    fifo = tmp / "63"
+    os.mkfifo(fifo)
+    data = gzip.compress(small_frame().to_csv(index=False).encode())
+    threading.Thread(target=fifo.write_bytes, args=(data,), daemon=True).start()
+    return fifo
+
+
+def check_read_from_stdin(log: Any, ctx: Context) -> None:
+    assert log.source == "<stdin>"
+    check_loads_like_plain(log, ctx)
+
+
 #: A semicolon file whose last column name holds more commas than the header has semicolons.
 COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\nu2;i1;1704067201;5\n"
 
@@ -607,6 +665,19 @@ CASES: list[Case] = [
     Case("gzip-without-suffix", "gzip data in a file named `.csv`",
          "recognised by its magic bytes and read like the plain file", _gzip_without_suffix,
          check=check_loads_like_plain),
+    Case("stream-stdin-gzip", "`--data -` with a gzipped CSV piped in (`cat log.csv.gz | sweval run --data -`)",
+         "read once into a temporary copy, gzip known by content, like the file; the log's source is `<stdin>`",
+         _stdin(lambda: gzip.compress(small_frame().to_csv(index=False).encode())), check=check_read_from_stdin),
+    Case("stream-stdin-errors", "`--data -` with a row of more fields than the header piped in",
+         "error naming `<stdin>`, never the temporary copy",
+         _stdin(rows("u1,i1,1704067200,9", "u2,i1,1704067201").encode()),
+         error=r"^<stdin>: line 2 \(data row 1\) has 4 fields where the header has 3"),
+    Case("stream-stdin-terminal", "`--data -` typed at a terminal, nothing piped in",
+         "error at once (instead of waiting for the log to be typed): pipe the log in or pass its path",
+         _stdin(b"", tty=True), error=r"--data - reads the log from standard input, which is a terminal here"),
+    Case("stream-process-substitution", "a pipe such as `--data <(zcat log.csv.gz)` (`/dev/fd/63`) or a named pipe",
+         "read once into a temporary copy (a pipe cannot be read twice), like the file", _process_substitution,
+         check=check_loads_like_plain),
     Case("text-not-utf8", "Latin-1 bytes in a CSV", "error: not UTF-8 text; convert the file",
          text("user,item,timestamp\nJos\xe9,i1,1704067200\n".encode("latin-1")),
          error=r"{file}: cannot parse as csv: not UTF-8 text"),
@@ -633,9 +704,21 @@ CASES: list[Case] = [
          _xz_short_row, via="call", call=lambda ctx: _load_warnings(ctx), check=check_warned(
              r"{file}: 1 row\(s\) have fewer fields than the header \(line 4 \(data row 3\): 3 of 4\)")),
     Case("text-stray-quote", "an item `\"12 inch` whose quote is never closed on its line",
-         "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it)",
+         "error: names the column and the data row of a value spanning lines (the rows up to the next quote were read into it) "
+         "and the line where the quoting breaks RFC 4180 (the closing quote is followed by text, not a separator)",
          text(rows("u1,i1,1704067200", 'u1,"12 inch,1704067201', "u2,i2,1704067202", 'u3,"6 inch,1704067203', "u4,i1,1704067204")),
-         error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201"),
+         error=r"{file}: column 'item' holds a value spanning 3 lines \(data rows 2, starting '12 inch,1704067201.*"
+               r"\(line 5: ',' expected after '\"'\)"),
+    Case("text-quoted-line-break", "a quoted user id holding a line break (`\"ab<newline>cd\"`, RFC 4180), in a gzipped CSV",
+         "read as the standard says: the id `ab<newline>cd`, with a warning naming the column and the rows (a quote left "
+         "open by mistake would read the same way only if the file's quoting were otherwise valid)",
+         lambda tmp: text(gzip.compress(rows('"ab\ncd",i1,1704067200', 'u2,"i\n2",1704067201', "u3,i1,1704067202").encode()),
+                          name="log.csv.gz")(tmp),
+         via="call", call=lambda ctx: (_load_warnings(ctx), load_log(ctx.data).user_ids.tolist()),
+         check=lambda result, ctx: (
+             check_warned(r"{file}: column 'user' holds 1 id\(s\) spanning lines \(data rows 1, starting 'ab\\ncd'\): "
+                          r"read as written")(result[0], ctx),
+             _equal(result[1], ["ab\ncd", "u2", "u3"]))),
     Case("movielens-dat-three-fields", "a `ratings.dat` of `user::item::rating` lines (no timestamp)",
          "error: not the ratings.dat layout, named, with how to read the file as CSV instead",
          text("1::2::3\n4::5::6\n", name="ratings.dat"),
@@ -792,6 +875,18 @@ CASES: list[Case] = [
          "each parsed exactly and converted to UTC epoch seconds",
          text(rows("u1,i1,2024-01-01", "u2,i1,2024-01-01T10:00:00Z", "u3,i1,2024-01-01 12:30:00+02:00")),
          check=check_timestamps([T0, T0 + 10 * 3600 + 0, T0 + 10 * 3600 + 30 * 60])),
+    Case("ts-rfc3339-lower-case", "RFC 3339 date-times with a lower-case `t` and `z` (`2024-01-01t10:00:00z`), one with an offset",
+         "read as RFC 3339 defines them (§5.6 allows lower case): exact UTC epoch seconds",
+         text(rows("u1,i1,2024-01-01t10:00:00z", "u2,i1,2024-01-01t12:30:00+02:00", "u3,i1,2024-01-01T10:00:01Z")),
+         check=check_timestamps([T0 + 10 * 3600, T0 + 10 * 3600 + 1, T0 + 10 * 3600 + 30 * 60])),
+    Case("ts-decimal-comma", "fractions of a second after a comma (`\"2024-01-01T10:00:00,5Z\"`, quoted in a CSV; a `;` or tab file needs no quotes)",
+         "read as ISO 8601 defines them (a comma is its decimal sign): the fraction floored, as with a point",
+         text(rows('u1,i1,"2024-01-01T10:00:00,5Z"', 'u2,i1,"2024-01-01t10:00:01,999z"', "u3,i1,2024-01-01T10:00:02.5Z")),
+         check=check_timestamps([T0 + 10 * 3600, T0 + 10 * 3600 + 1, T0 + 10 * 3600 + 2])),
+    Case("ts-decimal-comma-unquoted", "the same comma unquoted in a comma-separated file",
+         "error: the comma splits the field, so the row has a field more than the header (quote the value)",
+         text(rows("u1,i1,2024-01-01T10:00:00Z", "u2,i1,2024-01-01T10:00:00,5Z")),
+         error=r"{file}: line 3 \(data row 2\) has 4 fields where the header has 3: a separator inside a value \(quote it\)"),
     Case("ts-aware-and-naive", "`2024-01-01T02:00:00+02:00` next to naive `2024-01-01T00:00:00`",
          "naive times are UTC, aware ones converted: both are 2024-01-01T00:00:00Z",
          text(rows("u1,i1,2024-01-01T02:00:00+02:00", "u2,i1,2024-01-01T00:00:00")),
@@ -883,6 +978,51 @@ CASES: list[Case] = [
          "read as numbers, exactly",
          parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": ["1704067200", "1704067201"]})),
          check=check_timestamps([T0, T0 + 1])),
+    Case("ts-scientific-cut", "epoch seconds saved by a spreadsheet in scientific notation (`1.69E+09`, `1.70E+09`)",
+         "error: their digits stop short of whole seconds (the time only to the nearest 10,000,000 seconds, 116 days): "
+         "names the rows and the precision left; save the column as whole numbers",
+         text(rows("u1,i1,1.69E+09", "u2,i1,1.70E+09", "u3,i1,1.70E+09")),
+         error=r"{file}: column 'timestamp' holds 3 epoch value\(s\) in scientific notation that stop short of whole "
+               r"seconds \(data rows 1, 2, 3, e\.g\. '1\.69E\+09', which gives the time only to the nearest "
+               r"10,000,000 seconds, 116 days; none of them reaches one second\)"),
+    Case("ts-scientific-cut-text", "the same values in a Parquet string column, read with --time-unit ms (`1.704e12`)",
+         "error: the same, in milliseconds (the time only to the nearest 1,000,000,000 milliseconds, 11.6 days)",
+         parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"], "timestamp": ["1.704e12", "1.705e12"]})),
+         options={"time_unit": "ms"},
+         error=r"{file}: column 'timestamp' holds 2 epoch value\(s\) in scientific notation .*e\.g\. '1\.704e12', which "
+               r"gives the time only to the nearest 1,000,000,000 milliseconds, 11\.6 days"),
+    Case("ts-scientific-shortest-form", "epoch seconds as Java and Spark write doubles (`1.704067201E9`; `1.70406726E9` for "
+         "1704067260.0, which ends in a zero)",
+         "read exactly: a column where a value in scientific notation reaches whole seconds was written in a float's "
+         "shortest form, which drops only zeros",
+         text(rows("u1,i1,1.704067201E9", "u2,i1,1.70406726E9", "u3,i1,1.7040672E9")),
+         check=check_timestamps([T0, T0 + 1, T0 + 60])),
+    Case("ts-fractional-seconds", "float epoch seconds with fractions (`881250949.5`, as MovieLens-style exports write)",
+         "read, the fractions floored to whole seconds (SPEC §1)",
+         text(rows("u1,i1,881250949.5", "u2,i1,881250950.999", "u3,i1,881250951")),
+         check=check_timestamps([881_250_949, 881_250_950, 881_250_951])),
+    Case("ts-ns-with-missing-csv", "epoch nanoseconds in a CSV with an empty cell, --time-unit ns --on-invalid drop",
+         "exact: the column's text is read again as integers (pandas reads it as floats, which put "
+         "1704067199999999999 in the next second)",
+         text(rows("u1,i1,1704067199999999999", "u2,i1,", "u3,i1,1704067200000000000")),
+         options={"time_unit": "ns", "on_invalid": "drop"}, check=check_timestamps([T0 - 1, T0])),
+    Case("ts-ns-as-float", "epoch nanoseconds in a Parquet `double` column (a whole second: `1.7040672e18`), --time-unit ns",
+         "error: floats beyond 2**53 hold nanoseconds only to 256; at a second's edge the second is unknown: names "
+         "the rows; store integers",
+         parquet(pd.DataFrame({"user": ["u1", "u2"], "item": ["i1", "i1"],
+                               "timestamp": [float(T0 * 10**9), (T0 + 0.5) * 10**9]})),
+         options={"time_unit": "ns"},
+         error=r"{file}: column 'timestamp' holds epoch nanoseconds as floating-point numbers beyond 2\*\*53, which "
+               r"floating point holds only to the nearest 256 nanoseconds; 1 of them lie that close to a whole second, "
+               r"so the second they fall in is unknown \(data rows 1, e\.g\. 1704067200000000000\)"),
+    Case("ts-ns-as-float-jsonl", "epoch nanoseconds in JSON Lines with a `null` (pandas reads the column as floats), "
+         "--time-unit ns --on-invalid drop",
+         "error: the same (the JSON text is not kept); drop the lines with a missing time first",
+         text('{"user": "u1", "item": "i1", "timestamp": 1704067199999999999}\n'
+              '{"user": "u2", "item": "i1", "timestamp": null}\n', name="log.jsonl"),
+         options={"time_unit": "ns", "on_invalid": "drop"},
+         error=r"{file}: column 'timestamp' holds epoch nanoseconds as floating-point numbers beyond 2\*\*53.*"
+               r"\(data rows 1, e\.g\. 1704067200000000000\).*drop those rows first"),
     Case("ts-missing", "an empty timestamp cell",
          "error: missing value in column 'timestamp', naming the row; --on-invalid drop drops it",
          text(rows("u1,i1,1704067200", "u2,i1,")),
@@ -939,6 +1079,22 @@ CASES: list[Case] = [
          text('{"user": " u1 ", "item": "i1", "timestamp": 1704067200}\n{"user": "u1", "item": "i2", "timestamp": 1704067201}\n',
               name="log.jsonl"),
          check=check_ids("user", ["u1"])),
+    Case("ids-unicode-padding-csv", "user ids padded with Unicode white space and invisible characters (NBSP U+00A0, "
+         "U+2007, U+202F, U+3000, zero-width space U+200B, BOM U+FEFF, a direction mark U+200E) in a CSV",
+         "one user, as with ASCII spaces: the white space and invisible characters around an id are padding, not part of it",
+         text(rows(*(f"{pad}u1{end},i{n},{T0 + n}" for n, (pad, end) in enumerate(UNICODE_PADDING)))),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-unicode-padding-jsonl", "the same ids in JSON Lines", "one user, as in CSV",
+         lambda tmp: text(pd.DataFrame(_padded_rows()).to_json(orient="records", lines=True,
+                                                                 force_ascii=False), name="log.jsonl")(tmp),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-unicode-padding-parquet", "the same ids in a Parquet string column", "one user, as in CSV",
+         lambda tmp: parquet(pd.DataFrame(_padded_rows()))(tmp),
+         check=check_ids("user", ["u1"], n_rows=len(UNICODE_PADDING))),
+    Case("ids-invisible-only", "a user cell holding only a zero-width space and a no-break space",
+         "missing, like an empty cell: error naming the column and the row",
+         text(rows("u1,i1,1704067200", "\u200b\u00a0,i1,1704067201")),
+         error=r"{file}: 1 row\(s\) have a missing value in column\(s\) 'user' \(data rows 2\)"),
     Case("ids-zero-padded-text", "user ids `01` and `1` in a Parquet string column",
          "two distinct users, string order",
          parquet(pd.DataFrame({"user": ["01", "1"], "item": ["i1", "i1"], "timestamp": [T0, T0 + 1]})),
@@ -1105,6 +1261,13 @@ CASES: list[Case] = [
     Case("folds-too-many", "--folds 1000000000 --window 1s",
          "error: at most 100,000 windows (instead of running out of memory)", PLAIN, via="run",
          options={"folds": 10**9, "window": "1s"}, error=r"--folds 1000000000: at most 100,000 windows"),
+    Case("scale-huge", "the generated log (no --data) with --scale 1e6",
+         "error before anything is allocated (instead of a MemoryError): the interactions and memory it would take, "
+         "and the largest scale this machine's memory accepts",
+         None, via="run", options={"scale": 1e6},
+         error=r"--scale 1e\+06: the generated log would hold about 734,813,000,000 interactions and take about "
+               r"171,087 GiB while it is generated, more than 50% of this machine's [\d,.]+ GiB; the largest scale "
+               r"accepted here is [\d.]+ \(over 120 days\)"),
     Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the unit store (not a directory)",
          PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the unit store .*Not a directory"),
     # ---------------------------------------------------------------- experiments (issue 19)
