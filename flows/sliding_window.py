@@ -86,9 +86,10 @@ _TASK_OPTIONS: dict[str, Any] = {
 
 
 @task(name="load-log", **_TASK_OPTIONS)
-def load_log(config: EvalConfig, rolling: bool, log: Any = None) -> Prepared | None:
+def load_log(config: EvalConfig, rolling: bool, log: Any = None,
+             publish: bool = True) -> Prepared | None:
     """Load and validate the log once, check the options and cut the folds."""
-    return prepare(config, rolling=rolling, log=log)
+    return prepare(config, rolling=rolling, log=log, publish=publish)
 
 
 @task(name="evaluate-fold", task_run_name="fold-{fold_index}", **_TASK_OPTIONS)

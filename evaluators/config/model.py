@@ -41,8 +41,8 @@ from sweval.evaluators.config.text import (
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
 #: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
 _NON_RESULT_FIELDS = {
-    "output", "cache", "experiment", "tracking_uri", "task_runner", "dask_address", "workers",
-    "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
+    "output", "cache", "experiment", "tracking_uri", "data_name", "task_runner", "dask_address",
+    "workers", "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
     "system_metrics", "incremental",
     "sep",  # how a file is parsed: the data fingerprint covers what was read
     "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
@@ -66,6 +66,11 @@ class EvalConfig(BaseModel):
         description="Log file (CSV/TSV, JSON Lines, Parquet, MovieLens; gzip ok), a directory "
         "or glob of part files ('exports/part-*.parquet'), or a bundled dataset name "
         "(movielens-latest-small). Default: a generated log (--scale, --seed).",
+    )
+    data_name: Annotated[str | None, Cli(DATA)] = Field(
+        default=None,
+        description="A short name of the data for MLflow's experiment, run names and the "
+        "report. [default: from --data]",
     )
     format: Annotated[Literal["auto", "csv", "parquet", "jsonl", "movielens"], Cli(DATA)] = (
         Field(default="auto", description="auto | csv | parquet | jsonl | movielens.")
@@ -349,9 +354,14 @@ class EvalConfig(BaseModel):
 
     @property
     def dataset_name(self) -> str:
-        """A short name of the data, for experiment and run names."""
+        """A short name of the data, for experiment and run names: ``--data-name``, else made
+        from ``--data``."""
+        if self.data_name:
+            return self.data_name
         if self.data is None:
             return f"generated-s{self.scale:g}-seed{self.seed}"
+        if self.data == "-":
+            return "stdin"
         path = Path(self.data)
         name = path.parent.name if any(c in path.name for c in "*?[") else path.name
         for suffix in (".gz", ".csv", ".parquet", ".data", ".dat", ".tsv", ".jsonl"):

@@ -101,10 +101,11 @@ class Prepared:
 
 
 def prepare(
-    config: EvalConfig, *, rolling: bool = False, log: InteractionLog | None = None
+    config: EvalConfig, *, rolling: bool = False, log: InteractionLog | None = None,
+    publish: bool = True,
 ) -> Prepared | None:
     """Load and validate the log once and plan the run; None when a rolling run has no
-    complete window yet.
+    complete window yet. ``publish``: the run will write into ``config.output`` (checked).
 
     Raises:
         SwevalError: any problem with the data or the options, or a run without ``rolling``
@@ -117,7 +118,7 @@ def prepare(
         prepared = Prepared(plan=step.plan, mode="rolling", step=step)
     else:
         series = Path(config.output) / rolling_mode.STATE_FILE
-        if series.exists():
+        if publish and series.exists():
             raise SwevalError(
                 f"{config.output} holds a rolling series ({series.name}): a run without "
                 "--rolling would replace its MLflow record, and the series' next run would "
@@ -228,7 +229,7 @@ def evaluate_config(
         SwevalError: any problem with the data or the options.
     """
     steps = steps or Steps()
-    prepared = steps("load-log", _prepare, config, rolling, log)
+    prepared = steps("load-log", _prepare, config, rolling, log, publish)
     if prepared is None:
         return None
     plan = prepared.plan
@@ -271,8 +272,9 @@ def _written(report: Future[list[Path]] | None) -> list[Path]:
     return report.result()
 
 
-def _prepare(config: EvalConfig, rolling: bool, log: InteractionLog | None) -> Prepared | None:
-    return prepare(config, rolling=rolling, log=log)
+def _prepare(config: EvalConfig, rolling: bool, log: InteractionLog | None,
+             publish: bool = True) -> Prepared | None:
+    return prepare(config, rolling=rolling, log=log, publish=publish)
 
 
 def _write(prepared: Prepared, collected: Any, store: UnitStore, publish: bool) -> Outputs:

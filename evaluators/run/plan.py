@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -95,6 +96,21 @@ class Plan:
     def warm_starts(self) -> bool:
         """True when some algorithm warm-starts: then folds must be evaluated in order."""
         return any(spec.warm_starts for spec in self.specs)
+
+
+def user_store() -> Path:
+    """The unit store in the user's cache directory, by the platform's convention:
+    ``$XDG_CACHE_HOME/sweval/units`` (``~/.cache/sweval/units``) on Linux,
+    ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
+    Windows."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches" / "sweval"
+    elif sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / \
+            "sweval" / "Cache"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
+    return base / "units"
 
 
 def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:

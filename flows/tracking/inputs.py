@@ -58,6 +58,10 @@ def _source(config: EvalConfig, source: str) -> Any:
     if "://" in config.data:
         return resolve_dataset_source(config.data)
     from sweval.data.loaders import resolve_source
+    from sweval.data.streams import is_stream, stream_name
+
+    if is_stream(config.data):  # read once from a pipe: no path to name
+        return CodeDatasetSource({"stream": stream_name(config.data)})
 
     return LocalArtifactDatasetSource(str(Path(resolve_source(config.data)[0]).resolve()))
 

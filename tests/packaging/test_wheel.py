@@ -72,3 +72,41 @@ def test_the_installed_wheel_imports_without_the_checkout(wheel: Path, tmp_path:
                             capture_output=True, text=True, timeout=60)
     assert shadow.returncode != 0, "a top-level 'flows' package was installed"
     assert sys.version_info >= (3, 11)
+
+
+_API_AGAINST_CLI = """
+import sys
+from pathlib import Path
+
+import sweval
+from sweval.flows.cli.app import main
+
+options = dict(window="7D", folds=4, u_min=3, algorithms=["pop", "pop-n"])
+run = sweval.evaluate("movielens-latest-small", **options, cache=sys.argv[1] + "/api-units")
+sys.argv = ["sweval", "run", "--data", "movielens-latest-small", "--window", "7D", "--folds", "4",
+            "--u-min", "3", "--algorithms", "pop,pop-n", "--no-prefect", "--no-tracking",
+            "--no-progress", "--output", sys.argv[1] + "/cli"]
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+written = (Path(sys.argv[-1]) / "results.csv").read_text()
+assert run.results.to_csv(index=False, float_format="%.10g") == written
+print("same")
+"""
+
+
+def test_the_api_of_the_installed_wheel_gives_the_commands_results(wheel: Path,
+                                                                    tmp_path: Path) -> None:
+    """``sweval.evaluate`` from the installed wheel, on the bundled log, returns the very table
+    ``sweval run --no-prefect`` writes (results.csv, byte for byte once formatted alike)."""
+    target = tmp_path / "venv"
+    venv.create(target, with_pip=False)
+    python = target / "bin" / "python"
+    subprocess.run([shutil.which("uv") or "uv", "pip", "install", "--no-deps", "--python",
+                    str(python), str(wheel)], check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"])
+    found = subprocess.run([str(python), "-c", _API_AGAINST_CLI, str(tmp_path)], cwd=tmp_path,
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert found.returncode == 0, found.stderr[-3000:]
+    assert found.stdout.strip().endswith("same")
