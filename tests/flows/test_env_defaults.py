@@ -108,12 +108,11 @@ def test_sweval_run_calls_the_flow_inside_those_settings(monkeypatch) -> None:
     from prefect.settings import get_current_settings
 
     from sweval.flows import sliding_window, startup
+    from sweval.flows.cli import run as cli_run
 
-
-    from sweval.flows.cli import app as cli
     seen: list[object] = []
     monkeypatch.setattr(startup, "prepare_side_by_side", lambda cfg: None)
     monkeypatch.setattr(sliding_window, "sliding_window_eval", lambda **kw: seen.append(
         get_current_settings().flows.heartbeat_frequency))
-    cli._run_flow(None, rolling=False)  # type: ignore[arg-type]
+    cli_run.run_flow(None, rolling=False)  # type: ignore[arg-type]
     assert seen == [None]

@@ -135,7 +135,7 @@ def test_the_flow_engines_tracebacks_of_an_unreachable_api_stay_out_of_the_termi
 
 def test_verbose_keeps_the_http_clients_request_lines_off_the_terminal():
     """QA: `sweval run -v` printed a line per Prefect API request (56 lines for one fold)."""
-    from sweval.flows.cli.app import _setup_logging
+    from sweval.flows.cli.logs import setup_logging as _setup_logging
 
     root, httpx = logging.getLogger(), logging.getLogger("httpx")
     saved = root.handlers[:], root.level, httpx.level

@@ -1,0 +1,171 @@
+"""``sweval run``: evaluate algorithms with the sliding-window protocol, as the Prefect flow
+``sliding-window-eval`` (:mod:`flows.sliding_window`) or in this process (``--no-prefect``:
+:mod:`flows.execute`), and print the summary."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from sweval.data.errors import SwevalError
+from sweval.flows.cli.logs import setup_logging
+from sweval.flows.cli.options import build_config, with_eval_options
+from sweval.flows.cli.terminal import message_console
+from sweval.flows.settings import apply_env_defaults
+
+if TYPE_CHECKING:
+    from sweval.evaluators.config.model import EvalConfig
+
+console = message_console()
+
+
+def algorithm_help() -> str:
+    from sweval.algorithms.registry import ALGORITHMS
+
+    lines = []
+    for name, cls in ALGORITHMS.items():
+        fields = [
+            f"{param}={field.default!r}" + (f" ({field.description})" if field.description else "")
+            for param, field in cls.Config.model_fields.items()
+        ]
+        lines.append(f"{name}: " + ("; ".join(fields) if fields else "no parameters"))
+    return "\n\n".join(lines)
+
+
+@with_eval_options
+def run(
+    ctx: typer.Context,
+    rolling: Annotated[bool, typer.Option(help="Rolling mode: evaluate only the complete windows from --start that no earlier run into --output evaluated (what scheduled runs do).")] = False,
+    prefect: Annotated[bool, typer.Option("--prefect/--no-prefect", help="Run as the Prefect flow sliding-window-eval (ephemeral local API unless PREFECT_API_URL is set); --no-prefect computes in this process without Prefect.")] = True,
+    **options: Any,
+) -> None:
+    """Evaluate algorithms with the sliding-window protocol (SW-EVAL) and print the summary.
+
+    Runs the Prefect flow [bold]sliding-window-eval[/bold] and logs to MLflow. Rerunning the same command resumes: finished (fold, algorithm) units in --output are not recomputed."""
+    verbose = options["verbose"]
+    setup_logging(verbose)
+    apply_env_defaults(verbose=verbose)
+    cfg = build_config(ctx, options)
+    from sweval.evaluators.run.plan import precheck
+    from sweval.flows.cli.summary import print_summary
+
+    precheck(cfg)
+
+    if prefect:
+        from sweval.evaluators.run.output_dir import claim
+        from sweval.evaluators.run.plan import unit_store
+
+        # a live run of its store from here, not once the flow starts: Prefect's start-up takes
+        # seconds (9 s with the temporary server), in which `sweval cache prune` deleted units;
+        # the output directory is claimed first (its units/ may be the store)
+        claim(cfg.output)
+        with unit_store(cfg).in_use():
+            outputs = run_flow(cfg, rolling=rolling)
+    else:
+        from sweval.flows.execute import execute
+
+        outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
+    if outputs is None:
+        console.print(
+            f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
+            "nothing to evaluate.", markup=False
+        )
+        return
+    print_summary(outputs, cfg)
+    if rolling:
+        from sweval.evaluators.run.rolling import progress_line, read_state
+
+        state = read_state(Path(cfg.output))
+        if "n_folds" in state:
+            folds = outputs.folds
+            skipped = folds.loc[folds["skipped"].astype(bool), "fold"].astype(int)
+            console.print(progress_line(state, skipped), markup=False, highlight=False)
+    print_tracking(cfg)
+    if outputs.failed:
+        from sweval.evaluators.units.unit import UnitsFailed
+
+        raise UnitsFailed(outputs.failed)
+    if not rolling:  # a scheduled run's new window may be quiet; the next one is evaluated
+        from sweval.flows.cli.summary import check_something_scored
+
+        check_something_scored(outputs.results, u_min=cfg.u_min)
+
+
+def run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
+    """Call the flow, turning an unreachable Prefect API into one clear error."""
+    from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
+    from sweval.flows.sliding_window import sliding_window_eval
+    from sweval.flows.startup import finish_preloading, prepare_side_by_side
+
+    with reaching_prefect("Start it (`sweval up`, or `prefect server start`), unset "
+                           "PREFECT_API_URL to use a temporary local one, or run with "
+                           "--no-prefect."):
+        hide_reported_errors_in_terminal()
+        prepare_side_by_side(cfg)
+        try:
+            with flow_run_settings():
+                return sliding_window_eval(config=cfg, rolling=rolling)
+        finally:
+            finish_preloading()
+
+
+@contextmanager
+def reaching_prefect(remedy: str) -> Iterator[None]:
+    """Turn a Prefect API that does not answer, raised in the block (httpx's errors, or
+    Prefect's own "Failed to reach API"), into one SwevalError naming the API, then ``remedy``;
+    any other error passes through."""
+    try:
+        yield
+    except SwevalError:
+        raise
+    except Exception as exc:
+        import httpx
+
+        if not isinstance(exc, httpx.HTTPError) and not any(
+            text in str(exc) for text in ("Prefect API", "Failed to reach API")  # Prefect's own
+        ):
+            raise
+        from sweval.flows.serve import api_url
+        from sweval.flows.tracking import shown_uri
+
+        where = api_url() or (
+            f"the ephemeral API (PREFECT_HOME={os.environ.get('PREFECT_HOME', '?')})")
+        raise UnreachablePrefectApi(
+            shown_uri(f"cannot reach the Prefect API at {where}: {exc}. {remedy}")) from exc
+
+
+class UnreachablePrefectApi(SwevalError):
+    """The Prefect API did not answer: at the start, or gone in the middle of a run (``sweval
+    down``, a crash). The command's exit then leaves Prefect's queued logs and events behind
+    (:func:`entry_point`)."""
+
+
+def print_tracking(cfg: EvalConfig) -> None:
+    """Where the run is in MLflow (from the run record in the output directory)."""
+    if not cfg.tracking:
+        return
+    from sweval.flows.tracking import STATE_FILE, shown_uri
+
+    record = Path(cfg.output) / STATE_FILE
+    try:
+        state = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return
+    uri = state["tracking_uri"]
+    if uri.split(":", 1)[0] in ("http", "https"):  # a server (`sweval up`'s): its UI is there
+        from sweval.flows.tracking.view import comparison_url
+
+        browse = comparison_url(uri, state["experiment_id"], state["parent_run_id"])
+    else:
+        browse = "sweval ui" + (f" --tracking-uri {uri}" if cfg.tracking_uri else "")
+    message_console(stderr=False).print(  # stdout, under the summary's "results:" line
+        f"MLflow: experiment {state['experiment_id']}, parent run {state['parent_run_id']} "
+        f"in {shown_uri(uri)} (browse: {shown_uri(browse)})",
+        markup=False,
+    )
