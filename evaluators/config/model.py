@@ -39,15 +39,18 @@ from sweval.evaluators.config.text import (
 
 #: Every algorithm the project ships, in display order.
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
-#: Fields that do not change the numbers (where to write, how to orchestrate, where to track).
-_NON_RESULT_FIELDS = {
-    "output", "cache", "experiment", "tracking_uri", "data_name", "task_runner", "dask_address",
-    "workers", "progress", "tracking", "ci", "ci_method", "bootstrap", "bootstrap_seed", "per_user",
-    "system_metrics", "incremental",
-    "sep",  # how a file is parsed: the data fingerprint covers what was read
-    "basket_col",  # read by leave-last-basket only, whose split definitions hash the baskets
-    "lag",  # when a rolling run evaluates a window, not what it computes
-}
+
+
+class RunOnly:
+    """Marks a field that says where and how to run, never what a number is: left out of
+    :meth:`EvalConfig.result_hash` (so a unit or a tracked run is found again whatever it is
+    set to) and logged to MLflow as a tag, which a rerun may change, not as a param."""
+
+    def __repr__(self) -> str:
+        return "RUN_ONLY"
+
+
+RUN_ONLY = RunOnly()
 
 
 #: The longest list cut-off: users × max(k) item codes are kept per unit (10,000 lists of 10,000
@@ -67,7 +70,7 @@ class EvalConfig(BaseModel):
         "or glob of part files ('exports/part-*.parquet'), or a bundled dataset name "
         "(movielens-latest-small). Default: a generated log (--scale, --seed).",
     )
-    data_name: Annotated[str | None, Cli(DATA)] = Field(
+    data_name: Annotated[str | None, Cli(DATA), RUN_ONLY] = Field(
         default=None,
         description="A short name of the data for MLflow's experiment, run names and the "
         "report. [default: from --data]",
@@ -75,7 +78,7 @@ class EvalConfig(BaseModel):
     format: Annotated[Literal["auto", "csv", "parquet", "jsonl", "movielens"], Cli(DATA)] = (
         Field(default="auto", description="auto | csv | parquet | jsonl | movielens.")
     )
-    sep: Annotated[str | None, Cli(DATA)] = Field(
+    sep: Annotated[str | None, Cli(DATA), RUN_ONLY] = Field(
         default=None,
         description="CSV/TSV field separator: , tab ; | (or comma, tab, semicolon, pipe). "
         "[default: tab for .tsv, else the one the header uses most]",
@@ -92,7 +95,7 @@ class EvalConfig(BaseModel):
     policy_col: Annotated[str | None, Cli(DATA)] = Field(
         default=None, description="Logging-policy column (kept for stratification)."
     )
-    basket_col: Annotated[str | None, Cli(DATA)] = Field(
+    basket_col: Annotated[str | None, Cli(DATA), RUN_ONLY] = Field(
         default=None,
         description="Basket, order or session column (for compare's leave-last-basket).",
     )
@@ -123,7 +126,7 @@ class EvalConfig(BaseModel):
         description="Start of the first window (ISO date/time or epoch s). Default: windows "
         "aligned to end after the last event.",
     )
-    lag: Annotated[str | None, Cli(PROTOCOL)] = Field(
+    lag: Annotated[str | None, Cli(PROTOCOL), RUN_ONLY] = Field(
         default=None,
         description="Rolling mode: a window counts as complete once the log reaches this far "
         "past its end (e.g. 1D), so events that arrive up to this late are in it before it is "
@@ -202,70 +205,70 @@ class EvalConfig(BaseModel):
     )
 
     # statistics (summary.csv's intervals, significance.csv; docs/protocol.md §8)
-    ci: Annotated[float, Cli(STATISTICS)] = Field(
+    ci: Annotated[float, Cli(STATISTICS), RUN_ONLY] = Field(
         default=0.95, gt=0, lt=1,
         description="Confidence level of the bootstrap intervals over folds (summary.csv's "
         "ci_low, ci_high; significance.csv).",
     )
-    ci_method: Annotated[Literal["percentile", "bca"], Cli(STATISTICS)] = Field(
+    ci_method: Annotated[Literal["percentile", "bca"], Cli(STATISTICS), RUN_ONLY] = Field(
         default="percentile", description="Bootstrap interval: percentile | bca.",
     )
-    bootstrap: Annotated[int, Cli(STATISTICS)] = Field(
+    bootstrap: Annotated[int, Cli(STATISTICS), RUN_ONLY] = Field(
         default=9999, ge=100, description="Bootstrap resamples of the folds.",
     )
-    bootstrap_seed: Annotated[int, Cli(STATISTICS)] = Field(
+    bootstrap_seed: Annotated[int, Cli(STATISTICS), RUN_ONLY] = Field(
         default=0, description="Seed of the bootstrap (the same seed, the same intervals).",
     )
 
     # where and how
-    output: Annotated[str, Cli(RUN)] = Field(
+    output: Annotated[str, Cli(RUN), RUN_ONLY] = Field(
         default="runs/latest",
         description="Output directory (results.csv, folds.csv, config.json, ...). Rerunning "
         "into it resumes.",
     )
-    cache: Annotated[str | None, Cli(RUN)] = Field(
+    cache: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None,
         description="Unit store shared by runs and commands: a finished (fold, algorithm) unit "
         "is reused by every run that needs it. [default: $SWEVAL_CACHE, else <output>/units]",
     )
-    experiment: Annotated[str | None, Cli(RUN)] = Field(
+    experiment: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None, description="MLflow experiment. [default: sweval/<dataset>]"
     )
-    tracking_uri: Annotated[str | None, Cli(RUN)] = Field(
+    tracking_uri: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None,
         description="MLflow tracking URI. [default: $MLFLOW_TRACKING_URI, else "
         "sqlite:///$SWEVAL_HOME/mlflow.db, SWEVAL_HOME=~/.sweval]",
     )
-    task_runner: Annotated[Literal["sequential", "threads", "dask"], Cli(RUN)] = Field(
+    task_runner: Annotated[Literal["sequential", "threads", "dask"], Cli(RUN), RUN_ONLY] = Field(
         default="sequential",
         description="Where the fold tasks run: sequential | threads | dask.",
     )
-    dask_address: Annotated[str | None, Cli(RUN)] = Field(
+    dask_address: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None,
         description="Scheduler of an existing Dask cluster (tcp://host:8786) for --task-runner "
         "dask; its workers need this code and the data path. Default: a local cluster.",
     )
-    workers: Annotated[int | None, Cli(RUN)] = Field(
+    workers: Annotated[int | None, Cli(RUN), RUN_ONLY] = Field(
         default=None, ge=1,
         description="Threads (threads) or local Dask worker processes (dask). "
         "[default: the CPU count]",
     )
-    progress: Annotated[bool, Cli(RUN)] = Field(default=True, description="Show a progress bar.")
-    incremental: Annotated[bool, Cli(RUN)] = Field(
+    progress: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(default=True, description="Show a progress bar.")
+    incremental: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=True,
         description="Advance each fold's training data from the previous fold's by the window "
         "in between when folds run in order (expanding windows); the numbers are identical. "
         "--no-incremental builds every fold's from the whole log.",
     )
-    tracking: Annotated[bool, Cli(RUN)] = Field(
+    tracking: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=True, description="Log the run to MLflow."
     )
-    per_user: Annotated[bool, Cli(RUN)] = Field(
+    per_user: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=False,
         description="Also write per_user.parquet: every per-user metric value (fold, algorithm, "
         "stratum, user, metric, k, value), raw user ids.",
     )
-    system_metrics: Annotated[bool, Cli(RUN)] = Field(
+    system_metrics: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=False,
         description="Log CPU, memory, disk, network (and GPU) use to the MLflow run while it "
         "runs, every $MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default 10).",
@@ -371,7 +374,7 @@ class EvalConfig(BaseModel):
 
     def result_hash(self) -> str:
         """Hash of every field that can change a number in ``results.csv``."""
-        relevant = self.model_dump(exclude=_NON_RESULT_FIELDS)
+        relevant = self.model_dump(exclude=set(RUN_FIELDS))
         text = json.dumps(relevant, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -454,3 +457,9 @@ def _problem(error: Any) -> str:
         where = f"{flag} ({where})"
     return f"{where}: {message}"
 
+
+
+#: The fields that say where and how to run (:class:`RunOnly`); every other field can change
+#: a number.
+RUN_FIELDS: frozenset[str] = frozenset(
+    name for name, field in EvalConfig.model_fields.items() if RUN_ONLY in field.metadata)

@@ -68,7 +68,14 @@ from sweval.evaluators.protocols.holdout import Protocol as EvalProtocol
 from sweval.evaluators.run.driver import Executor, Hook, Work, compute, fail_on, remember
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.outputs import tables, write_outputs
-from sweval.evaluators.run.plan import Plan, load_data, make_plan, unit_store, window_spec
+from sweval.evaluators.run.plan import (
+    Plan,
+    load_data,
+    make_plan,
+    run_key,
+    unit_store,
+    window_spec,
+)
 from sweval.evaluators.stats.significance import (
     Bootstrap,
     compare_algorithms_per_protocol,
@@ -247,12 +254,13 @@ def build_protocol(name: str, config: EvalConfig, options: CompareOptions,
 
 
 def protocol_key(protocol: EvalProtocol, config: EvalConfig, fingerprint: str) -> str:
-    """A protocol's ``config_hash``: its parameters, the options that change results, the data."""
-    text = json.dumps(
-        {"protocol": protocol.name, "params": protocol.describe(), "config": config.result_hash()},
-        sort_keys=True, default=str,
-    )
-    return f"{protocol.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}-{fingerprint}"
+    """A protocol's ``config_hash``: its run key (:func:`~evaluators.run.plan.run_key`) with
+    the protocol's parameters."""
+    from sweval.evaluators.config.text import parse_variant
+
+    names = [parse_variant(entry)[0] for entry in config.algorithms]
+    return run_key(config, fingerprint, names, kind=protocol.name,
+                   extra={"params": protocol.describe()})
 
 
 def plan_compare(config: EvalConfig, options: CompareOptions,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -283,19 +284,34 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
                 cooccurrence=cooccurrence,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
-    key = run_key(config, log, specs)
+    key = run_key(config, log.fingerprint(), [spec.name for spec in specs])
     return Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
     )
 
 
-def run_key(config: EvalConfig, log: InteractionLog, specs: list[AlgorithmSpec]) -> str:
-    """The run's key: its result-relevant options, the data, and the code of its algorithms."""
-    import hashlib
+def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,
+            kind: str = "", extra: Mapping[str, Any] | None = None) -> str:
+    """The one key of a run, a series or an experiment: what it is (``kind``: none for a run,
+    ``rolling``, a protocol's or a command's name), the options that change its numbers (and
+    ``extra``: a protocol's or a design's parameters), the data (``fingerprint``; none for a
+    rolling series, whose data grows) and the code of its ``algorithms`` (registry names).
+    The same key, the same numbers: a rerun finds its MLflow runs and its table's
+    ``config_hash`` again.
 
-    code = hashlib.sha256(" ".join(code_version(s.name) for s in specs).encode()).hexdigest()
-    return f"{config.result_hash()}-{log.fingerprint()}-{code[:12]}"
+    ``<kind>-<options>-<fingerprint>-<code>``, the kind and fingerprint left out when empty.
+    """
+    import hashlib
+    import json
+
+    options = config.result_hash()
+    if extra:
+        text = json.dumps({"config": options, **extra}, sort_keys=True, default=str)
+        options = hashlib.sha256(text.encode()).hexdigest()[:16]
+    code = hashlib.sha256(" ".join(code_version(name) for name in algorithms).encode())
+    parts = [kind, options, fingerprint, code.hexdigest()[:12]]
+    return "-".join(part for part in parts if part)
 
 
 def precheck(config: EvalConfig) -> None:

@@ -46,7 +46,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.plan import Plan, make_plan, window_spec
+from sweval.evaluators.run.plan import Plan, make_plan, run_key, window_spec
 from sweval.evaluators.state import ROLLING, TRACKING
 from sweval.evaluators.protocols.windows import parse_duration, parse_time
 
@@ -56,15 +56,13 @@ STATE_FILE = ROLLING.name
 
 
 def rolling_key(config: EvalConfig) -> str:
-    """The key of a rolling series (its MLflow parent run and ``rolling.json``): the result
-    hash with the fold count left out, and the code of its algorithms."""
+    """The key of a rolling series (its MLflow parent run and ``rolling.json``): the run key
+    (:func:`~evaluators.run.plan.run_key`) with the fold count and the data left out: both
+    grow with the series."""
     from sweval.evaluators.config.text import parse_variant
-    from sweval.evaluators.units.unit import code_version
 
-    result_hash = config.model_copy(update={"folds": 1}).result_hash()
     names = [parse_variant(entry)[0] for entry in config.algorithms]
-    code = hashlib.sha256(" ".join(map(code_version, names)).encode()).hexdigest()
-    return f"rolling-{result_hash}-{code[:12]}"
+    return run_key(config.model_copy(update={"folds": 1}), "", names, kind="rolling")
 
 
 def prefix_fingerprint(log: InteractionLog, horizon: int) -> str:

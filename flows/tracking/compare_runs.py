@@ -51,11 +51,12 @@ class ComparisonTracker:
         return cls(config, directory, protocols, loocv_repeats, log)
 
     def _key(self) -> str:
-        import hashlib
+        from sweval.evaluators.config.text import parse_variant
+        from sweval.evaluators.run.plan import run_key
 
-        text = json.dumps({"protocols": self.protocols, "loocv_repeats": self.loocv_repeats,
-                           "config": self.config.result_hash()}, sort_keys=True)
-        return f"compare-{hashlib.sha256(text.encode()).hexdigest()[:12]}-{self.log.fingerprint()}"
+        names = [parse_variant(entry)[0] for entry in self.config.algorithms]
+        return run_key(self.config, self.log.fingerprint(), names, kind="compare",
+                       extra={"protocols": self.protocols, "loocv_repeats": self.loocv_repeats})
 
     def _ensure_parent(self, tracker: Any) -> str:
         """Create (or reopen, same key) the comparison's parent run in the tracker's experiment."""

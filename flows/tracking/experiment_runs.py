@@ -13,8 +13,6 @@ experiment of ``sweval run`` (``sweval/<dataset>``), reopened by a rerun of the 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -64,10 +62,12 @@ class ExperimentTracker:
 
     @property
     def key(self) -> str:
-        text = json.dumps({"command": self.command, "design": self.design,
-                           "config": self.config.result_hash()}, sort_keys=True, default=str)
-        return (f"{self.command}-{hashlib.sha256(text.encode()).hexdigest()[:12]}-"
-                f"{self.fingerprint}")
+        from sweval.evaluators.config.text import parse_variant
+        from sweval.evaluators.run.plan import run_key
+
+        names = [parse_variant(entry)[0] for entry in self.config.algorithms]
+        return run_key(self.config, self.fingerprint, names, kind=self.command,
+                       extra={"design": self.design})
 
     def start(self) -> ExperimentTracker:
         """Create the run, or reopen the one this output directory records.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.config.model import RUN_FIELDS, EvalConfig
 
 #: The run record in an output directory: tracking URI, experiment, parent (and child) run ids.
 STATE_FILE = "tracking.json"
@@ -90,12 +90,6 @@ def git_commit() -> tuple[str | None, bool]:
     return head or None, dirty
 
 
-#: Config fields that never change results: tags (mutable), not params (write-once).
-_ORCHESTRATION_FIELDS = (
-    "output", "experiment", "tracking_uri", "task_runner", "dask_address", "workers", "progress",
-    "tracking", "system_metrics",
-    "lag",  # when a rolling series evaluates a window: it may change within the series
-)
 
 
 def parent_params_and_tags(
@@ -110,7 +104,7 @@ def parent_params_and_tags(
 ) -> tuple[dict[str, str], dict[str, str]]:
     """A parent run's params (the result-relevant configuration, flattened; write-once) and
     tags (run key, data, provenance, orchestration fields, the Prefect flow run)."""
-    result_fields = config.model_dump(exclude=set(_ORCHESTRATION_FIELDS))
+    result_fields = config.model_dump(exclude=set(RUN_FIELDS))  # tags: a rerun may change them
     if mode == "rolling":
         result_fields.pop("folds")  # grows with the data; tag sweval.n_folds instead
     if config.data is not None:  # the generator's settings say nothing about a real log
@@ -128,7 +122,7 @@ def parent_params_and_tags(
         "sweval.version": package_version(),
         **{
             f"sweval.config.{name}": str(getattr(config, name))
-            for name in _ORCHESTRATION_FIELDS
+            for name in sorted(RUN_FIELDS)
         },
     }
     commit, dirty = git_commit()

@@ -17,7 +17,7 @@ from rich.markup import escape
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.model import _NON_RESULT_FIELDS, EvalConfig
+from sweval.evaluators.config.model import RUN_FIELDS, EvalConfig
 from sweval.evaluators.config.text import CommaList, Grids, Group, Settings
 from sweval.flows.cli.app import app, main
 from sweval.flows.cli.options import EXTRA_OPTIONS, build_config, option_specs, with_eval_options
@@ -220,9 +220,17 @@ def test_a_command_parameter_named_like_a_field_is_refused() -> None:
         with_eval_options(command)
 
 
-def test_extra_options_and_non_result_fields_name_no_unknown_field() -> None:
+def test_extra_options_name_no_field_and_run_fields_change_no_number() -> None:
+    """RUN_FIELDS are the fields marked as where and how to run: changing one leaves the
+    result hash (every unit and run key) as it is; changing any other field changes it."""
     assert not {p.name for p in EXTRA_OPTIONS} & set(EvalConfig.model_fields)
-    assert _NON_RESULT_FIELDS <= set(EvalConfig.model_fields)
+    assert RUN_FIELDS < set(EvalConfig.model_fields) and "output" in RUN_FIELDS
+    base = EvalConfig()
+    changed = {"output": "x", "cache": "c", "progress": False, "ci": 0.9, "workers": 2,
+               "window": "7D", "folds": 3, "k": [3], "algorithms": ["pop"], "u_min": 5}
+    for name, value in changed.items():
+        other = base.model_copy(update={name: value})
+        assert (other.result_hash() == base.result_hash()) == (name in RUN_FIELDS), name
 
 
 def test_list_option_errors_name_the_option() -> None:
