@@ -76,9 +76,8 @@ class ALS(OnDevice, Algorithm):
     Config: ClassVar[type[AlgorithmConfig]] = ALSConfig
 
     def _fit(self, train: TrainData) -> None:
-        from threadpoolctl import threadpool_limits
-
         import implicit.als
+        from threadpoolctl import threadpool_limits
 
         cfg = self.config
         warm = self.warm_ if cfg.warm_start else None

@@ -82,9 +82,8 @@ class BPR(OnDevice, Algorithm):
     Config: ClassVar[type[AlgorithmConfig]] = BPRConfig
 
     def _fit(self, train: TrainData) -> None:
-        from threadpoolctl import threadpool_limits
-
         import implicit.bpr
+        from threadpoolctl import threadpool_limits
 
         cfg = self.config
         on_gpu = self.resolved_device_ == "gpu"

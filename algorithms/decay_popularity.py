@@ -12,7 +12,7 @@ from pydantic import Field, field_validator
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
 from sweval.algorithms.scores import snap_scores
-from sweval.evaluators.protocols.windows import parse_duration
+from sweval.data.durations import parse_duration
 
 
 class DecayPopConfig(AlgorithmConfig):

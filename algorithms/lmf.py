@@ -71,9 +71,8 @@ class LMF(Algorithm):
     Config: ClassVar[type[AlgorithmConfig]] = LMFConfig
 
     def _fit(self, train: TrainData) -> None:
-        from threadpoolctl import threadpool_limits
-
         import implicit.lmf
+        from threadpoolctl import threadpool_limits
 
         cfg = self.config
         with threadpool_limits(1, "blas"):

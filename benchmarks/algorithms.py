@@ -39,9 +39,9 @@ import numpy as np  # noqa: E402
 
 from sweval.algorithms.registry import ALGORITHMS, build_algorithm  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
 from sweval.evaluators.protocols.folds import Fold, build_folds  # noqa: E402
 from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402
+from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
 
 DAY = 86_400
 ML100K = Path("/work/shared/data/movielens-100k/u.data.gz")

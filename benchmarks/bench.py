@@ -166,8 +166,8 @@ def prepare(work: Path, name: str, scale: float | None = None, n_folds: int | No
         import numpy as np
         import pandas as pd
 
-        from sweval.data.log import InteractionLog
         from sweval.data.loaders import load_log
+        from sweval.data.log import InteractionLog
 
         clock = time.perf_counter()
         if name == "ml":

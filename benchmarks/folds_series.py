@@ -43,12 +43,11 @@ if __package__ in (None, ""):  # run as a script: this folder must not shadow th
     sys.path.insert(0, str(_here.parent))
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
-
-import dataclasses  # noqa: E402
-import gc  # noqa: E402
 
 import numpy as np  # noqa: E402
 

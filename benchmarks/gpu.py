@@ -52,9 +52,9 @@ from sweval.algorithms.base import TrainData  # noqa: E402
 from sweval.algorithms.implicit_device import cuda_unavailable_reason  # noqa: E402
 from sweval.algorithms.registry import build_algorithm  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
-from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
 from sweval.evaluators.protocols.folds import Fold, build_folds  # noqa: E402
 from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402
+from sweval.evaluators.units.engine import evaluate_unit  # noqa: E402
 
 DAY = 86_400
 K = 10

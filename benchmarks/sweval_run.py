@@ -45,9 +45,8 @@ import numpy as np  # noqa: E402
 from common import fold_parser, peak_rss_mb  # noqa: E402
 
 from sweval.data.loaders import load_log  # noqa: E402
-from sweval.evaluators.protocols import folds as folds_module  # noqa: E402
 from sweval.evaluators.config.model import EvalConfig  # noqa: E402
-from sweval.evaluators.run import driver as driver_module  # noqa: E402
+from sweval.evaluators.protocols import folds as folds_module  # noqa: E402
 from sweval.evaluators.run.driver import Driver, Hook  # noqa: E402
 from sweval.evaluators.run.evaluate import Prepared  # noqa: E402
 from sweval.evaluators.run.outputs import tables, write_outputs  # noqa: E402
@@ -61,8 +60,8 @@ def load_kernels() -> None:
     same specialisations — index dtypes, array layouts — get loaded as in the run)."""
     import scipy.sparse as sp
 
-    from sweval.algorithms.ranking import top_k_of_product, top_k_unseen
     from sweval.algorithms.knn import top_cosines
+    from sweval.algorithms.ranking import top_k_of_product, top_k_unseen
 
     matrix = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 1]], dtype=np.float32))
     rows = np.arange(2, dtype=np.int64)
@@ -148,27 +147,25 @@ def main() -> None:
         save = store.save
         persist = 0.0
 
-        def timed_save(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        marks: list[tuple[float, float, str, dict]] = []
+
+        def timed_save(key, lists, log, record):  # noqa: ANN001, ANN202
+            """Save a unit, timed; its end marks the end of the unit (compute_unit saves it
+            last)."""
             nonlocal persist
             clock = time.perf_counter()
             try:
-                return save(*args, **kwargs)
+                return save(key, lists, log, record)
             finally:
                 persist += time.perf_counter() - clock
+                marks.append((time.perf_counter(), time.process_time(), record["label"],
+                              lists.timings))
 
         store.save = timed_save  # type: ignore[method-assign]
 
         per_algo = {n: {"fit": 0.0, "recommend": 0.0, "metrics": 0.0, "unit_wall": 0.0,
                         "unit_cpu": 0.0} for n in names}
         per_fold_wall = []
-        marks: list[tuple[float, float, str, dict]] = []
-        compute_unit = driver_module.compute_unit
-
-        def marked(unit, store, **kwargs):  # noqa: ANN001, ANN003, ANN202
-            lists = compute_unit(unit, store, **kwargs)
-            marks.append((time.perf_counter(), time.process_time(), unit.spec.label,
-                          lists.timings))
-            return lists
 
         class FoldClock(Hook):
             """Per fold: its wall time, and each unit's wall and CPU time (between marks)."""
@@ -190,7 +187,6 @@ def main() -> None:
                 marks.clear()
                 self.started(driver)
 
-        driver_module.compute_unit = marked
         work = Prepared(plan=plan).work
         clock = time.perf_counter()
         driver = Driver(work, store, hooks=[FoldClock()])
@@ -199,7 +195,6 @@ def main() -> None:
             assert not isinstance(outcome, BaseException), outcome
             driver.accept(job, outcome)
         evaluate_total = time.perf_counter() - clock
-        driver_module.compute_unit = compute_unit
 
         clock = time.perf_counter()
         outputs = tables(plan, driver.collect(), work.measurer, directory=Path(config.output),

@@ -13,7 +13,6 @@ import scipy.sparse as sp
 
 from sweval.data.log import InteractionLog
 
-
 REPO = Path(__file__).resolve().parents[1]
 #: The finished units of a unit store (evaluators/units/store.py: <2 hex>/<key>/unit.json).
 UNITS_GLOB = "*/*/unit.json"

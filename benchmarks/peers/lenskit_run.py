@@ -34,10 +34,9 @@ import datetime as dt  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 
+import lenskit  # noqa: E402
 import pandas as pd  # noqa: E402
 from common import KS, Canon, Run, bounds, guarded, parse_args, read_log  # noqa: E402
-
-import lenskit  # noqa: E402
 from lenskit import batch, topn_pipeline  # noqa: E402
 from lenskit.basic import PopScorer  # noqa: E402
 from lenskit.basic.popularity import TimeBoundedPopScore  # noqa: E402

@@ -35,7 +35,7 @@ warnings.filterwarnings("ignore")
 import recpack  # noqa: E402
 from recpack.algorithms import SVD, ItemKNN, Popularity, WeightedMatrixFactorization  # noqa: E402
 from recpack.matrix import InteractionMatrix  # noqa: E402
-from recpack.metrics import HitK, NDCGK, RecallK  # noqa: E402
+from recpack.metrics import NDCGK, HitK, RecallK  # noqa: E402
 from recpack.scenarios import Timed  # noqa: E402
 from recpack.util import get_top_K_ranks  # noqa: E402
 

@@ -30,9 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import json  # noqa: E402
 
 import pandas as pd  # noqa: E402
-from common import KS, Canon, Run, bounds, guarded, parse_args, read_log  # noqa: E402
-
 import rectools  # noqa: E402
+from common import KS, Canon, Run, bounds, guarded, parse_args, read_log  # noqa: E402
 from implicit.als import AlternatingLeastSquares  # noqa: E402
 from implicit.nearest_neighbours import CosineRecommender  # noqa: E402
 from rectools import Columns  # noqa: E402

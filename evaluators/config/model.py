@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sweval.data.errors import SwevalError
 from sweval.data.text_files import parse_separator
-from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
 from sweval.evaluators.config.text import (
     ALGORITHMS,
     DATA,
@@ -36,6 +35,7 @@ from sweval.evaluators.config.text import (
     grid_values,
     parse_variant,
 )
+from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
 
 #: Every algorithm the project ships, in display order.
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]

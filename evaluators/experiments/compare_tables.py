@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from sweval.evaluators.units.engine import UnitResult
+from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.run.results import COLUMNS, ranking_score, summarise
 from sweval.evaluators.stats.significance import ranked_algorithms
-from sweval.evaluators.protocols.splits import Split
+from sweval.evaluators.units.engine import UnitResult
 
 #: Columns of the leakage table.
 LEAKAGE_COLUMNS = [

@@ -46,11 +46,6 @@ from sweval.evaluators.experiments.protocol_runs import (
     run_protocols,
 )
 from sweval.evaluators.metrics.ranking import Relevance
-from sweval.evaluators.run.driver import Executor, Hook, Work, remember
-from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data, unit_store
-from sweval.evaluators.units.locks import output_lock
-from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.holdout import (
     Protocol,
     RandomSplit,
@@ -59,6 +54,11 @@ from sweval.evaluators.protocols.holdout import (
     TemporalUser,
 )
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.run.driver import Executor, Hook, Work, remember
+from sweval.evaluators.run.output_dir import publish
+from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.units.store import UnitStore
 
 #: The validation sets, in 003's order, with the protocol each one is.
 VALIDATIONS = {"traditional": "random-split", "proportional": "temporal-user",

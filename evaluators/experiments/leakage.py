@@ -46,9 +46,9 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.config.text import parse_variant
-from sweval.evaluators.stats.overlap import jaccard
 from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.protocols.splits import Split, holdout_split
+from sweval.evaluators.stats.overlap import jaccard
 from sweval.evaluators.units.unit import AlgorithmSpec, variant_label
 
 NAME = "leak-severity"

@@ -26,9 +26,9 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
-from sweval.evaluators.stats.overlap import jaccard
-from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.experiments.protocol_runs import ProtocolRun
+from sweval.evaluators.protocols.holdout import Protocol
+from sweval.evaluators.stats.overlap import jaccard
 from sweval.evaluators.units.store import UnitStore
 
 COLUMNS = ["protocol", "split", "algorithm", "k", "jaccard", "n_users"]

@@ -19,13 +19,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, recommended_recency
 from sweval.evaluators.metrics.names import DEFAULT_METRICS, PER_FOLD
 from sweval.evaluators.metrics.ranking import hit_matrix
-from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.metrics.user_metrics import NAMES as USER_METRICS
 from sweval.evaluators.metrics.user_metrics import user_metrics
+from sweval.evaluators.protocols.splits import Split
+from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
 
 #: ``{(metric, k): value}`` of a group of users (None: all of them), per fold.
 FoldLevel = Callable[[NDArray[np.bool_] | None], dict[tuple[str, int | None], float]]

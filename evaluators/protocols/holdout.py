@@ -58,8 +58,8 @@ import numpy as np
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.metrics.ranking import Relevance
+from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.splits import (
     Split,
     fold_splits,

@@ -31,8 +31,8 @@ from numpy.typing import NDArray
 from sweval.algorithms.base import TrainData
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.metrics.ranking import Relevance, RelevantSets, relevant_sets
+from sweval.evaluators.protocols.folds import Fold
 
 
 @dataclass(eq=False)

@@ -26,11 +26,11 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.units.engine import UnitResult
-from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.metrics.measures import FoldLevel
-from sweval.evaluators.run.results import skipped_rows, unit_rows
+from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.run.results import skipped_rows, unit_rows
+from sweval.evaluators.units.engine import UnitResult
 
 Mode = Literal["subset", "test"]
 

@@ -35,8 +35,8 @@ from sweval.evaluators.experiments.gap import VALIDATIONS, gap_notes
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.report.facts import PlainTable
 from sweval.evaluators.report.figures import ReportFigure, figure_png, legend_above
-from sweval.evaluators.report.page import REPORT_PAGE, publish_report, report_target
 from sweval.evaluators.report.html import environment
+from sweval.evaluators.report.page import REPORT_PAGE, publish_report, report_target
 
 PAGE_TEMPLATE = "gap.html.j2"
 #: The files of a ``sweval gap`` output that the page reads.

@@ -23,6 +23,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.experiments.inspect import (
@@ -32,12 +33,11 @@ from sweval.evaluators.experiments.inspect import (
     top_item_popularity,
     window_activity,
 )
-from sweval.data.errors import SwevalError
-from sweval.evaluators.run.output_dir import claim, publish
-from sweval.evaluators.report.page import ReportFigure
 from sweval.evaluators.report.facts import PlainTable
 from sweval.evaluators.report.figures import DPI, figure_png
 from sweval.evaluators.report.html import environment
+from sweval.evaluators.report.page import ReportFigure
+from sweval.evaluators.run.output_dir import claim, publish
 
 PAGE_TEMPLATE = "inspect.html.j2"
 

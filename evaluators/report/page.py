@@ -43,7 +43,6 @@ from pathlib import Path
 import pandas as pd
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.report.data import ReportData, load, read_results, summarise_protocols
 from sweval.evaluators.report.facts import (
     PlainTable,
@@ -79,6 +78,7 @@ from sweval.evaluators.report.tables import (
     protocol_groups,
 )
 from sweval.evaluators.run.output_dir import add, claim, manifest, publish
+from sweval.evaluators.stats.overlap import overlap_matrix
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweval.evaluators.report.compare_figures import protocol_scatter
 from sweval.evaluators.experiments.compare_views import (
     kendall_view,
     leakage_view,
@@ -30,6 +29,7 @@ from sweval.evaluators.experiments.compare_views import (
     rank_shift_view,
 )
 from sweval.evaluators.metrics.names import shown_k
+from sweval.evaluators.report.compare_figures import protocol_scatter
 from sweval.evaluators.report.data import ReportData
 from sweval.evaluators.report.facts import PlainTable
 from sweval.evaluators.report.figures import ReportFigure, figure_png

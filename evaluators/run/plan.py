@@ -23,16 +23,18 @@ from typing import Any
 
 import numpy as np
 
+from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.splits import Split, fold_splits
-from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.protocols.stratify import Strata, build_strata
+from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
     AlgorithmSpec,
@@ -41,7 +43,6 @@ from sweval.evaluators.units.unit import (
     plan_units,
     variant_label,
 )
-from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from sweval.evaluators.units.engine import UnitResult
-from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.metrics.measures import FoldLevel
 from sweval.evaluators.metrics.names import ORDER, UNRANKED, metric_keys
+from sweval.evaluators.protocols.folds import Fold
+from sweval.evaluators.units.engine import UnitResult
 
 COLUMNS = [
     "fold", "t_start", "t_end", "algorithm", "stratum", "metric", "k", "value",

@@ -42,13 +42,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.plan import Plan, make_plan, run_key, window_spec
 from sweval.evaluators.state import ROLLING, TRACKING
-from sweval.evaluators.protocols.windows import parse_duration, parse_time
 
 _log = logging.getLogger(__name__)
 

@@ -31,10 +31,10 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.metrics.names import ALL_METRICS, UNRANKED, WITHOUT_K
-from sweval.evaluators.config.text import parse_variant
-from sweval.evaluators.run.results import results_frame
 from sweval.evaluators.config.seeds import expand_seeds
+from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.metrics.names import ALL_METRICS, UNRANKED, WITHOUT_K
+from sweval.evaluators.run.results import results_frame
 
 #: ``objective(name, params)``: a candidate's mean metric on the windows before the first test
 #: fold (what ``--tune-sampler tpe`` steers by).

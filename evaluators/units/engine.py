@@ -22,7 +22,6 @@ from numpy.typing import NDArray
 
 from sweval.algorithms.base import Algorithm, TrainData, WarmState
 from sweval.data.log import InteractionLog
-from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.metrics.ranking import (
     Relevance,
     RelevantSets,
@@ -30,6 +29,7 @@ from sweval.evaluators.metrics.ranking import (
     per_user_metrics,
     relevant_sets,
 )
+from sweval.evaluators.protocols.folds import Fold
 
 
 @dataclass(slots=True)

@@ -37,9 +37,9 @@ from typing import Any
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
 from sweval.data.errors import SwevalError
-from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.config.text import parse_variant
 from sweval.evaluators.protocols.splits import Split
+from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.units.store import DamagedUnit, UnitStore
 
 _log = logging.getLogger(__name__)

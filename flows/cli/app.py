@@ -22,8 +22,8 @@ from rich.markup import escape
 
 from sweval.data.errors import SwevalError
 from sweval.flows.cli.options import build_config, with_eval_options
-from sweval.flows.settings import apply_env_defaults
 from sweval.flows.cli.terminal import message_console
+from sweval.flows.settings import apply_env_defaults
 
 app = typer.Typer(
     add_completion=False,

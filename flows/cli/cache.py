@@ -290,9 +290,9 @@ def prune(
     output: OutputOption = None,
 ) -> None:
     """Delete units by last use or by run. Nothing else ever deletes a finished unit."""
+    from sweval.data.durations import parse_duration
     from sweval.evaluators.units.locks import describe_registrants
     from sweval.evaluators.units.store import MTIME_SLACK_S
-    from sweval.evaluators.protocols.windows import parse_duration
 
     if older_than is None and run is None:
         raise SwevalError("sweval cache prune: give --older-than DURATION and/or --run DIR.")

@@ -34,9 +34,9 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.compare import (
-    Comparison,
     CompareOptions,
     CompareRecipe,
+    Comparison,
 )
 from sweval.evaluators.experiments.compare import run_compare as compare_protocols
 from sweval.evaluators.metrics.names import DEFAULT_METRICS

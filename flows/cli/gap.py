@@ -36,6 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.gap import (
@@ -46,7 +47,7 @@ from sweval.evaluators.experiments.gap import (
 )
 from sweval.evaluators.experiments.gap import run_gap as run_experiment
 from sweval.evaluators.metrics.names import LABELS, shown_k
-from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.report.gap_page import write_gap_report
 from sweval.evaluators.run.plan import load_data, window_spec
 from sweval.flows.cli.options import command_output

@@ -36,9 +36,9 @@ def inspect(
     **options: Any,
 ) -> None:
     """Dataset diagnostics: usable folds per window width, active time, new items per window."""
+    from sweval.data.durations import parse_duration
     from sweval.evaluators.report.inspect_page import format_frame, inspect_log, write_inspection
     from sweval.evaluators.run.plan import load_data
-    from sweval.evaluators.protocols.windows import parse_duration
 
     config = build_config(ctx, options, group=DATA)  # validated as `sweval run` validates them
     if u_min < 0:

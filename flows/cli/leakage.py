@@ -39,6 +39,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.config.model import EvalConfig
@@ -46,7 +47,6 @@ from sweval.evaluators.experiments.leakage import Severity, SeverityDesign, pivo
 from sweval.evaluators.experiments.leakage_run import FILES
 from sweval.evaluators.experiments.leakage_run import run_leakage as run_experiment
 from sweval.evaluators.metrics.names import LABELS, shown_k
-from sweval.evaluators.protocols.windows import parse_duration, parse_time
 from sweval.flows.cli.options import command_output
 from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.cli.terminal import table_console

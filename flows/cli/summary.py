@@ -21,8 +21,8 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.run.results import is_best
+from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
 from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_line

@@ -14,10 +14,10 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.experiments.compare_tables import compare_summary, leakage_summary, table2
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.protocols.holdout import Protocol
+from sweval.evaluators.experiments.compare_tables import compare_summary, leakage_summary, table2
 from sweval.evaluators.experiments.protocol_runs import ProtocolRun
+from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.inputs import log_profile
 from sweval.flows.tracking.metrics import MAX_BATCH, key_part, metric_key

@@ -301,9 +301,9 @@ def leakage(
     models trained with 0..``periods`` later periods of future data. Returns a
     :class:`~sweval.evaluators.experiments.leakage.Severity` (``.results``, ``.future``,
     ``.change``, ``.ranking``, ``.overlap``)."""
+    from sweval.data.durations import parse_duration, parse_time
     from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.evaluators.experiments.leakage_run import run_leakage
-    from sweval.evaluators.protocols.windows import parse_duration, parse_time
 
     def run(directory: Path, cfg: EvalConfig, log: InteractionLog | None) -> Any:
         design = SeverityDesign(test_start=parse_time(str(test_start)),
@@ -327,8 +327,9 @@ def gap(
     """The validation-to-deployment gap (``sweval gap``): each algorithm validated three ways
     before T (``start``, default the start of the last window), then deployed on
     [T, T + window). Returns (the gap table, the long results of the four sets)."""
+    from sweval.data.durations import parse_duration, parse_time
     from sweval.evaluators.experiments.gap import GapDesign, run_gap
-    from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+    from sweval.evaluators.protocols.windows import WindowSpec
     from sweval.evaluators.run.plan import load_data, window_spec
 
     def run(directory: Path, cfg: EvalConfig, log: InteractionLog | None) -> Any:
@@ -358,7 +359,7 @@ def inspect(
     """Dataset diagnostics (``sweval inspect``): usable folds per window width, users' and
     items' active time, new items per window. Returns the inspection (``.eligibility``,
     ``.active``, ``.activity``, ``.facts``); with ``output``, also ``inspect.html``."""
-    from sweval.evaluators.protocols.windows import parse_duration
+    from sweval.data.durations import parse_duration
     from sweval.evaluators.report.inspect_page import inspect_log, write_inspection
     from sweval.evaluators.run.plan import load_data
 

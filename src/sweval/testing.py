@@ -52,9 +52,9 @@ import pandas as pd
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm
 from sweval.data.log import InteractionLog
-from sweval.evaluators.units.engine import evaluate_unit
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.units.engine import evaluate_unit
 
 __all__ = [
     "CHECKS",

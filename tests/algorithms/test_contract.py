@@ -11,11 +11,10 @@ from sweval_testing import DAY
 from sweval.algorithms.registry import ALGORITHMS, build_algorithm
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.units.engine import evaluate_unit
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.units.engine import evaluate_unit
 from sweval.testing import CHECKS
-
 
 #: Small settings keep the suite fast. The checkerboard's known answer needs enough of a model
 #: to see it: every item-kNN neighbour of the colour (4), ALS regularised, BPR's 50 epochs of

@@ -204,8 +204,8 @@ class FailsInFit(api.Algorithm):
 def test_a_failing_plugin_stops_sweval_compare_with_a_clear_error(caplog):
     """Outside a run (sweval compare's protocols) a failing unit is a user error naming it, its
     traceback in the log."""
-    from sweval.evaluators.protocols.holdout import LeaveLastOneOut
     from sweval.evaluators.experiments.protocol_runs import run_protocol
+    from sweval.evaluators.protocols.holdout import LeaveLastOneOut
 
     log = InteractionLog.from_frame(log_frame(4))
     name = f"{__name__}:FailsInFit"
@@ -222,8 +222,8 @@ class RefusesItsData(api.Algorithm):
 def test_a_user_error_raised_by_a_plugin_names_the_plugin_and_the_fold():
     """A plugin's SwevalError is a user error like SW-EVAL's own, but the user must learn which
     algorithm said it."""
-    from sweval.evaluators.protocols.holdout import LeaveLastOneOut
     from sweval.evaluators.experiments.protocol_runs import run_protocol
+    from sweval.evaluators.protocols.holdout import LeaveLastOneOut
 
     name = f"{__name__}:RefusesItsData"
     with pytest.raises(SwevalError, match=rf"^{re.escape(name)} \(fold 0\): needs at least 1000"):

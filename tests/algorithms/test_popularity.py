@@ -7,15 +7,15 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sweval_testing import DAY
 
 from sweval.algorithms.ranking import top_k
 from sweval.algorithms.registry import build_algorithm
-from sweval_testing import DAY
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
-from sweval.evaluators.units.engine import evaluate_unit
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.units.engine import evaluate_unit
 
 
 def reference_lists(log: InteractionLog, fold, algorithm: str, k: int, n_recent: int) -> dict:
@@ -131,9 +131,9 @@ def test_unknown_parameter_is_rejected():
 def test_global_ranking_fast_path_equals_dense_top_k(item_scores, seen_pairs, rows, k):
     """Shared scores (ties, -inf and NaN included), any rows in any order, any k."""
     import scipy.sparse as sp
+    from sweval_testing import exclude_seen
 
     from sweval.algorithms.ranking import top_k_global
-    from sweval_testing import exclude_seen
 
     n_items = len(item_scores)
     pairs = [(u, i) for u, i in seen_pairs if i < n_items]

@@ -6,9 +6,9 @@ import numpy as np
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sweval_testing import exclude_seen
 
 from sweval.algorithms.ranking import top_k, top_k_of_product, top_k_unseen
-from sweval_testing import exclude_seen
 
 # Small value sets make ties the rule rather than the exception; 1e-300 and 1e300 probe the
 # float32 rounding (they round to 0 and inf), 1 + 2^-40 ties with 1 in float32 but not in fact.

@@ -7,8 +7,8 @@ import gzip
 import numpy as np
 import pandas as pd
 import pytest
-
 from sweval_testing import make_log
+
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog

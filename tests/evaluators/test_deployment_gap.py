@@ -17,8 +17,8 @@ from sweval.evaluators.experiments.gap import (
     validation_log,
     validation_protocols,
 )
-from sweval.evaluators.protocols.holdout import RandomSplit, TemporalGlobal, TemporalUser
 from sweval.evaluators.experiments.protocol_runs import run_protocol
+from sweval.evaluators.protocols.holdout import RandomSplit, TemporalGlobal, TemporalUser
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.flows.cli.gap import run_gap
 

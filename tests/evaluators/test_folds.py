@@ -8,9 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sweval_testing import DAY, make_log, random_logs
 
+from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.evaluators.protocols.folds import build_folds
-from sweval.evaluators.protocols.windows import WindowSpec, parse_duration, parse_time
+from sweval.evaluators.protocols.windows import WindowSpec
 
 #: Small random logs; the properties below hold on every one.
 LOGS = random_logs(sizes=(1, 120), users=15, items=25, days=10)

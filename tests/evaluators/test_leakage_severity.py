@@ -12,13 +12,13 @@ from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.report.leakage_figures import severity_figure
 from sweval.evaluators.experiments.leakage import (
     LeakageSeverity,
     SeverityDesign,
     held_out_positions,
     mean_jaccard,
 )
+from sweval.evaluators.report.leakage_figures import severity_figure
 from sweval.flows.cli.leakage import run_leakage
 
 HOUR = 3600

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from test_units import age_units, cache_command, config, stored_units
 
-from sweval.evaluators.units.locks import registrants
 from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.units.locks import registrants
 from sweval.evaluators.units.store import RUNS_FOLDER, UnitStore
 
 
@@ -163,11 +163,11 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
 ) -> None:
     """A prune while `compare`, `leakage` or `gap` loaded its log (seconds on a large one)
     deleted units it was about to reuse: they registered only once the log was loaded."""
-    from sweval.evaluators.experiments.gap import GapDesign
-    from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.evaluators.experiments import compare as compare_library
     from sweval.evaluators.experiments import gap as gap_library
     from sweval.evaluators.experiments import leakage_run
+    from sweval.evaluators.experiments.gap import GapDesign
+    from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.flows.cli import compare, gap, leakage
 
     monkeypatch.delenv("SWEVAL_CACHE", raising=False)

@@ -8,7 +8,12 @@ import numpy as np
 import pytest
 from sweval_testing import DAY, make_log
 
-from sweval.evaluators.metrics.ranking import RelevantSets, hit_matrix, per_user_metrics, relevant_sets
+from sweval.evaluators.metrics.ranking import (
+    RelevantSets,
+    hit_matrix,
+    per_user_metrics,
+    relevant_sets,
+)
 
 
 def lists(rows):

@@ -13,11 +13,11 @@ from sweval_testing import make_log
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, gini, recency
-from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
+from sweval.evaluators.metrics.user_metrics import user_metrics
+from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.run.plan import window_spec
-from sweval.evaluators.metrics.user_metrics import user_metrics
 
 F = 0.3 ** (17 / 12)  # f(c) of the tiny log below: s = 30/80, 0.3 ** ((0.8 - 0.375) * 10/3)
 

@@ -8,12 +8,12 @@ import pytest
 from sweval_testing import DAY, T0, log_frame
 
 from sweval.data.log import InteractionLog
-from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.experiments.protocol_overlap import protocol_overlap
-from sweval.evaluators.protocols.holdout import LeaveLastOneOut, SlidingWindow
 from sweval.evaluators.experiments.protocol_runs import run_protocol
-from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.protocols.folds import build_folds
+from sweval.evaluators.protocols.holdout import LeaveLastOneOut, SlidingWindow
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.units.store import UnitStore
 
 
 def raw_lists(store, key, log, k):

@@ -14,6 +14,7 @@ from sweval_testing import DAY, make_log, random_logs
 from sweval.algorithms.registry import ALGORITHMS
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
+from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.compare_tables import (
     compare_summary,
     kendall_table,
@@ -21,7 +22,7 @@ from sweval.evaluators.experiments.compare_tables import (
     leakage_summary,
     rankings,
 )
-from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.protocol_runs import run_protocol
 from sweval.evaluators.protocols.holdout import (
     LOOCV,
     LeaveLastOneOut,
@@ -30,11 +31,10 @@ from sweval.evaluators.protocols.holdout import (
     default_cutoff,
     parse_protocols,
 )
-from sweval.evaluators.experiments.protocol_runs import run_protocol
-from sweval.evaluators.run.evaluate import evaluate_config
-from sweval.evaluators.run.plan import make_plan
 from sweval.evaluators.protocols.splits import holdout_positions, item_first_seen
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.plan import make_plan
 
 KS = [1, 2]
 

@@ -19,6 +19,7 @@ from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.report.figures import _over_time_panels, series_colours
 from sweval.evaluators.report.page import (
     figure_over_time,
     figure_vs_k,
@@ -27,7 +28,6 @@ from sweval.evaluators.report.page import (
     protocol_groups,
     write_report,
 )
-from sweval.evaluators.report.figures import _over_time_panels, series_colours
 from sweval.evaluators.run.results import results_frame
 
 T0 = 1_600_000_000

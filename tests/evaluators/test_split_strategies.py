@@ -241,8 +241,8 @@ def test_held_out_items_later_in_time_but_earlier_in_id_are_hits():
 def test_every_hold_out_protocol_scores_like_a_set_intersection(log, how):
     """Recall@k of POP under each multi-item hold-out protocol equals |top-k ∩ Rel_u| / |Rel_u|
     computed with Python sets from the split's lists (a slow, order-free reference)."""
-    from sweval.evaluators.units.engine import compute_lists, list_length, measure
     from sweval.evaluators.protocols.holdout import LeaveLastBasket, RandomSplit
+    from sweval.evaluators.units.engine import compute_lists, list_length, measure
     from sweval.evaluators.units.unit import AlgorithmSpec
 
     if how == "basket":

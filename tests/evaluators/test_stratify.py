@@ -10,9 +10,9 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.protocols.folds import build_folds
-from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.protocols.stratify import build_strata, groups_by_test_policy
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.run.evaluate import evaluate_config
 
 # Day 0 is history, day 1 is the test window.
 #   user 1: history A, tests A          -> stratum A (both modes)

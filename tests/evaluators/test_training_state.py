@@ -23,13 +23,13 @@ from sweval.algorithms import cooccurrence as cooccurrence_module
 from sweval.algorithms.base import TrainData
 from sweval.algorithms.knn import ItemKNN
 from sweval.algorithms.registry import build_algorithm
-from sweval.evaluators.protocols import training_state
 from sweval.data.log import InteractionLog
-from sweval.evaluators.units.engine import compute_lists, list_length
+from sweval.evaluators.protocols import training_state
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.protocols.splits import fold_splits
 from sweval.evaluators.protocols.training_state import IncrementalTraining, TrainingState
 from sweval.evaluators.protocols.windows import WindowSpec
+from sweval.evaluators.units.engine import compute_lists, list_length
 
 
 @st.composite

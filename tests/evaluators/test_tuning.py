@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import sweval.algorithms as api
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.results import results_frame
 from sweval.evaluators.run.evaluate import evaluate_config
+from sweval.evaluators.run.results import results_frame
 from sweval.evaluators.stats.tuning import TUNED, optimism, tune, validation_folds
 
 GRID = {"item-knn": {"n_neighbors": [5, 50]}}

@@ -224,8 +224,8 @@ def test_bad_rank_metric_and_ratio(tmp_path, log):
 def test_stratified_hold_out_protocols_equal_their_runs_on_each_policys_log(tmp_path, log):
     """compare --stratify-by policy: each stratum's LOOCV and leave-last-one-out rows are the
     protocols run on that policy's sub-log; SW-EVAL's strata are those of sweval run."""
-    from sweval.evaluators.protocols.holdout import LOOCV, LeaveLastOneOut
     from sweval.evaluators.experiments.protocol_runs import run_protocol
+    from sweval.evaluators.protocols.holdout import LOOCV, LeaveLastOneOut
 
     config = small_config(tmp_path, stratify_by="policy", algorithms=["pop", "item-knn"],
                           params={})

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sweval_testing import REPO
 import yaml
+from sweval_testing import REPO
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.serve import build_deployment
-
 
 
 def test_served_deployment_is_registered_with_its_cron_schedule(write_log, make_config) -> None:

@@ -89,9 +89,10 @@ def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
 ) -> None:
     """The report's own error, raised after MLflow's final logging: not wrapped as an MLflow
     tracking error, and the MLflow run is marked FAILED."""
+    from sweval_testing import experiment_runs
+
     from sweval.evaluators.run import evaluate
     from sweval.flows.execute import execute
-    from sweval_testing import experiment_runs
 
     def broken(directory: str | Path, **kwargs: Any) -> list[Path]:
         raise RuntimeError("the report broke")
@@ -111,9 +112,9 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
     computed again, and the page is the one ``sweval report`` makes of the directory."""
     import re
 
-    from sweval.evaluators.stats import significance
     from sweval.evaluators.report.page import write_report
     from sweval.evaluators.run.evaluate import evaluate_config
+    from sweval.evaluators.stats import significance
 
     computed: list[int] = []
     with_intervals = significance.with_intervals

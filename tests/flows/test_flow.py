@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from flow_helpers import check_mlflow_matches_results
-from sweval_testing import experiment_runs
 from mlflow import MlflowClient
+from sweval_testing import experiment_runs
 
 from sweval.data.errors import SwevalError
 from sweval.flows.execute import execute

@@ -19,6 +19,7 @@ import sweval.evaluators.run.driver
 from sweval.flows.sliding_window import sliding_window_eval
 from sweval.flows.tracking import run_hook
 
+
 def stored_units(units: Path) -> dict[tuple[int, str], int]:
     """(fold, algorithm) -> mtime of every finished unit in a unit store."""
     found = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from flow_logs import log_frame
 from flow_helpers import check_mlflow_matches_results
+from flow_logs import log_frame
 from sweval_testing import DAY, T0, experiment_runs
 
 from sweval.data.timestamps import iso_utc

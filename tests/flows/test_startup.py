@@ -21,7 +21,6 @@ from sweval_testing import REPO, group_members
 from sweval.flows.startup import prepare_side_by_side
 
 
-
 @pytest.fixture
 def fake_server_start(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Replace the temporary server's start by a slow fake; returns the record of its calls.

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 from sweval_testing import DAY, REPO, T0, UNITS_GLOB, group_members
 
-
 #: ``python -c DRIVER CONFIG JOURNAL DELAY [sweval run options...]``: ``sweval run --config CONFIG
 #: --no-prefect`` where every unit first sleeps DELAY seconds (so that faults land mid-run) and
 #: is journalled as ``start|done PID FOLD ALGORITHM`` (so a test sees what a run computed).

@@ -32,6 +32,7 @@ from sweval_testing import log_frame
 from sweval.data.errors import SwevalError
 from sweval.evaluators.units.locks import OUTPUT_LOCK, output_lock
 
+
 def reference(values: dict[str, Any], output: Path) -> bytes:
     """results.csv of one run alone, in this process, with its own unit store."""
     return reference_results(values | {"cache": None}, output)

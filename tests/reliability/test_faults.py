@@ -21,27 +21,28 @@ from typing import Any
 
 import pandas as pd
 import pytest
-
-from sweval.evaluators.config.model import EvalConfig
 from fault_helpers import (
     ALGORITHMS,
-    REPO as REPO_ROOT,
     Relay,
+    base_options,
     finish,
     free_port,
     journal_units,
     kill_group,
     mlflow_server,
+    reference_results,
     start_driver,
     tracking_state,
-    base_options,
-    reference_results,
     unit_files,
     unit_names,
     write_config,
 )
+from fault_helpers import (
+    REPO as REPO_ROOT,
+)
 from sweval_testing import DAY, T0, check_child_metrics, experiment_runs, log_frame
 
+from sweval.evaluators.config.model import EvalConfig
 
 
 def all_units(output: Path) -> set[tuple[int, str]]:
@@ -346,8 +347,9 @@ def test_disk_full_during_units_reports_clearly_and_resumes(tmp_path: Path, smal
 
 def _run_until_tables_do_not_fit(tmp_path: Path, small_disk: Any) -> tuple[Path, bytes, str]:
     """Every unit fits, results.csv only half: the in-process run fails writing the tables."""
-    from sweval.data.errors import SwevalError
     from fault_helpers import install_quota
+
+    from sweval.data.errors import SwevalError
     from sweval.flows.execute import execute
 
     data = tmp_path / "log.csv"
@@ -391,12 +393,12 @@ def test_disk_full_leaves_no_truncated_results_csv(tmp_path: Path, small_disk: A
 
 def test_failed_unit_write_leaves_no_temporary_file(small_disk: Any) -> None:
     import numpy as np
+    from fault_helpers import install_quota
 
     from sweval.data.errors import SwevalError
     from sweval.data.log import InteractionLog
     from sweval.evaluators.units.engine import UnitLists
     from sweval.evaluators.units.store import UnitStore
-    from fault_helpers import install_quota
 
     store = UnitStore(small_disk.path / "out")
     n = 2000
