@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -239,6 +238,8 @@ def size(cache: CacheOption = None, output: OutputOption = None) -> None:
     """How many units and bytes the store holds, per algorithm."""
     store = _store(cache, output)
     rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=["algorithm", "bytes"])
     table = Table(title=f"unit store {store.directory}")
     for column in ("algorithm", "units", "size"):
@@ -260,6 +261,8 @@ def run_unit_keys(run: Path) -> set[str]:
     for path in [run / "units.csv", *sorted(run.glob("*/units.csv"))]:
         if not path.exists():
             continue
+        import pandas as pd
+
         frame = pd.read_csv(path, dtype=str)
         if "unit_key" in frame:
             found = True

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from sweval.data.errors import SwevalError
 from sweval.flows.cli.logs import setup_logging
@@ -23,6 +24,20 @@ if TYPE_CHECKING:
     from sweval.evaluators.config.model import EvalConfig
 
 console = message_console()
+
+
+class RunCommand(TyperCommand):
+    """``sweval run``: its help ends with every algorithm's parameters, read from the registry
+    only when the help is shown (importing every model costs seconds; ``--help`` must not)."""
+
+    @property  # type: ignore[override]
+    def epilog(self) -> str:
+        return ("[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
+                + algorithm_help())
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        """click sets the epilog it was given (none): the property makes it."""
 
 
 def algorithm_help() -> str:
