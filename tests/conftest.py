@@ -1,6 +1,7 @@
 """Test-wide settings. Shared helpers live in ``tests/sweval_testing.py``.
 
-No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
+No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home) or cache directory
+(the default unit store): all point into one
 temporary directory for the session, set before anything imports Prefect or MLflow (this file
 is loaded before every other conftest.py; the other session directories are made inside it by
 :func:`sweval_testing.session_directory`). A session that passes removes it; one that fails keeps it and says
@@ -20,6 +21,7 @@ _HOME = Path(tempfile.mkdtemp(prefix="sweval-tests-"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["SWEVAL_HOME"] = str(_HOME / "sweval")  # even where the shell sets them
 os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
+os.environ["XDG_CACHE_HOME"] = str(_HOME / "cache")  # the default unit store and code versions
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)

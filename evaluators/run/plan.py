@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,7 +33,7 @@ from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
-from sweval.evaluators.units.store import UnitStore
+from sweval.evaluators.units.store import UnitStore, user_cache_dir
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
     AlgorithmSpec,
@@ -101,18 +100,8 @@ class Plan:
 
 
 def user_store() -> Path:
-    """The unit store in the user's cache directory, by the platform's convention:
-    ``$XDG_CACHE_HOME/sweval/units`` (``~/.cache/sweval/units``) on Linux,
-    ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
-    Windows."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "sweval"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / \
-            "sweval" / "Cache"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
-    return base / "units"
+    """The unit store in the user's cache directory (:func:`~evaluators.units.store.user_cache_dir`)."""
+    return user_cache_dir() / "units"
 
 
 def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
@@ -123,13 +112,55 @@ def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> Unit
     return UnitStore(Path(directory).expanduser()).prepare()
 
 
+#: The last log this process loaded, by what it was read from (:func:`load_data`).
+_LOADED: dict[tuple[Any, ...], InteractionLog] = {}
+#: The options that say how a log is read (the same options and files: the same log).
+_READ_OPTIONS = ("data", "format", "sep", "user_col", "item_col", "time_col", "policy_col",
+                 "stratify_by", "basket_col", "time_unit", "dedup", "on_invalid", "scale", "seed")
+
+
 def load_data(config: EvalConfig) -> InteractionLog:
     """The run's log: the file or bundled dataset of ``config.data``, else a generated one.
+
+    The last log loaded is kept: read again with the same options from the same files (each
+    file's size and modification time), it is not read twice (``sweval run`` loads it while
+    Prefect's API starts, the flow's first task takes it; a notebook's second question).
 
     Raises:
         SwevalError: unreadable or invalid data, or ``--policy-col`` and ``--stratify-by``
             naming different columns (the strata are the values of the one policy column).
     """
+    key = _read_key(config)
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    log = _read_data(config)
+    if key is not None:
+        _LOADED.clear()
+        _LOADED[key] = log
+    return log
+
+
+def _read_key(config: EvalConfig) -> tuple[Any, ...] | None:
+    """What a log is read from: the reading options and each source file's identity; None
+    for a stream (read once, never again)."""
+    from sweval.data.loaders import source_files
+    from sweval.data.streams import is_stream
+
+    options = tuple(str(getattr(config, name)) for name in _READ_OPTIONS)
+    if config.data is None:
+        return options
+    if is_stream(config.data):
+        return None
+    try:
+        files = source_files(config.data)
+        return options + tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
+                               for path in map(Path, files))
+    except (OSError, SwevalError):
+        return None
+
+
+def _read_data(config: EvalConfig) -> InteractionLog:
+    """:func:`load_data`'s reading."""
     if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
         raise SwevalError(
             f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "

@@ -41,6 +41,7 @@ import json
 import logging
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -133,6 +134,18 @@ class DamagedUnit(SwevalError):
     def __init__(self, what: str) -> None:
         super().__init__(f"{what}; delete that directory to recompute it.")
         self.what = what
+
+
+def user_cache_dir() -> Path:
+    """SW-EVAL's folder in the user's cache directory, by the platform's convention:
+    ``$XDG_CACHE_HOME/sweval`` (``~/.cache/sweval``) on Linux, ``~/Library/Caches/sweval`` on
+    macOS, ``%LOCALAPPDATA%\\sweval\\Cache`` on Windows."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "sweval"
+    if sys.platform == "win32":
+        local = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
+        return Path(local) / "sweval" / "Cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
 
 
 class UnitStore:

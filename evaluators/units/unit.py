@@ -40,7 +40,12 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.text import parse_variant
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
-from sweval.evaluators.units.store import DamagedUnit, UnitStore
+from sweval.evaluators.units.store import (
+    DamagedUnit,
+    UnitStore,
+    atomic_write_text,
+    user_cache_dir,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -72,7 +77,24 @@ CORE_MODULES = (
 
 @functools.cache
 def source_version(path: Path) -> str:
-    """A hash of a module's code with comments, docstrings and formatting left out."""
+    """A hash of a module's code with comments, docstrings and formatting left out.
+
+    Parsing a module costs milliseconds and a run hashes about twenty: the hashes are kept in
+    ``code-versions.json`` in the user's cache directory, by file, size and modification time
+    (a file that changes is hashed again)."""
+    stat = path.stat()
+    identity = f"{stat.st_mtime_ns}:{stat.st_size}"
+    known = _known_versions()
+    if known.get(str(path), [None])[0] == identity:
+        return str(known[str(path)][1])
+    version = _parsed_version(path)
+    known[str(path)] = [identity, version]
+    with contextlib.suppress(OSError):
+        atomic_write_text(_VERSIONS, json.dumps(known))
+    return version
+
+
+def _parsed_version(path: Path) -> str:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -82,6 +104,19 @@ def source_version(path: Path) -> str:
         ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+#: Where :func:`source_version` keeps the hashes it computed.
+_VERSIONS = user_cache_dir() / "code-versions.json"
+
+
+@functools.cache
+def _known_versions() -> dict[str, list[str]]:
+    try:
+        known = json.loads(_VERSIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
 
 
 @functools.cache
