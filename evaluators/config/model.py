@@ -253,7 +253,13 @@ class EvalConfig(BaseModel):
         description="Threads (threads) or local Dask worker processes (dask). "
         "[default: the CPU count]",
     )
-    progress: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(default=True, description="Show a progress bar.")
+    progress: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
+        default=True, description="Show a progress bar.")
+    report: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
+        default=True,
+        description="Draw report.html and its figures beside the tables (--no-report: the "
+        "tables only; `sweval report DIR` draws it later).",
+    )
     incremental: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=True,
         description="Advance each fold's training data from the previous fold's by the window "

@@ -408,9 +408,10 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
         if tracker is not None:
             comparison.mlflow_run_id = tracker.parent_run_id
         write_comparison(comparison, printed(comparison) if printed is not None else "")
-        from sweval.evaluators.run.evaluate import write_report_quietly
+        if config.report:
+            from sweval.evaluators.run.evaluate import write_report_quietly
 
-        write_report_quietly(directory)
+            write_report_quietly(directory)
         if tracker is not None:
             tracker.finish(comparison)
     except BaseException as exc:

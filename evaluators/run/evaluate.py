@@ -214,8 +214,8 @@ def evaluate_config(
             them the run's recipe, :attr:`Prepared.recipe`).
         hooks: told of the start, each finished fold, a failure (progress).
         steps: how the named steps run (default: plain calls).
-        publish: write the tables and the report into ``config.output`` (a notebook's
-            :func:`sweval.evaluate` may keep them in memory).
+        publish: write the tables, and the report unless ``config.report`` is false, into
+            ``config.output`` (a notebook's :func:`sweval.evaluate` may keep them in memory).
         on_prepared: called with the prepared run; returns more hooks (MLflow's, which needs
             the plan).
         on_outputs: called with the tables once they are written, while the report is drawn
@@ -244,7 +244,7 @@ def evaluate_config(
     try:
         outputs = steps("write-results", _write, prepared, collected, store, publish)
         report = (write_report_in_background(outputs.directory, intervals=outputs.summary)
-                  if publish else None)
+                  if publish and plan.config.report else None)
         try:
             if prepared.step is not None and not outputs.failed:
                 rolling_mode.record(prepared.step)

@@ -26,7 +26,7 @@ def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=6, u_min=3, k=[5, 10],
         algorithms=["pop", "item-knn"], tune=GRID, output=str(tmp_path / "out"),
-        progress=False, tracking=False,
+        progress=False, report=False, tracking=False,
     )
     return EvalConfig.build(**(values | overrides))
 

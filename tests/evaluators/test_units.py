@@ -29,7 +29,7 @@ SPLIT = {"kind": "window", "t_start": 0, "t_end": 10, "data": "abc"}
 def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
-        algorithms=["pop", "pop-n"], output=str(tmp_path / "out"), progress=False,
+        algorithms=["pop", "pop-n"], output=str(tmp_path / "out"), progress=False, report=False,
         tracking=False,
     )
     return EvalConfig.build(**(values | overrides))

@@ -19,7 +19,7 @@ from sweval.evaluators.run.plan import make_plan
 def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
-        output=str(tmp_path / "out"), progress=False, tracking=False,
+        output=str(tmp_path / "out"), progress=False, report=False, tracking=False,
     )
     return EvalConfig.build(**(values | overrides))
 

@@ -19,7 +19,8 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.protocols.holdout import PROTOCOLS
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.units.store import RUNS_FOLDER, STORE_TAG
-from sweval.flows.cli.compare import print_comparison, run_compare
+from sweval.flows.cli.compare import run_compare
+from sweval.flows.cli.compare_tables import print_comparison
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +47,7 @@ def small_config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         scale=0.02, seed=1, window="1D", folds=4, u_min=3, k=[5, 10],
         algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 200}},
-        output=str(tmp_path / "ignored"), progress=False, tracking=False,
+        output=str(tmp_path / "ignored"), progress=False, report=False, tracking=False,
     )
     values.update(overrides)
     return EvalConfig.build(**values)

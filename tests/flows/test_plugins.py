@@ -104,7 +104,7 @@ def test_a_failing_plugin_fails_its_units_only(
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "failing_models.py").write_text(FAILING_PLUGIN)
     use_plugins(monkeypatch, tmp_path / "plugins")
-    cfg = make_config(write_log(), algorithms=["pop", *FAILING, "pop-n"])
+    cfg = make_config(write_log(), algorithms=["pop", *FAILING, "pop-n"], report=True)
     caplog.set_level(logging.ERROR)
     if prefect:
         from sweval.flows.sliding_window import sliding_window_eval
