@@ -299,7 +299,7 @@ class UnitStore:
 
         Raises:
             DamagedUnit: a file of the unit cannot be read, or its lists are not the bytes
-                written (:func:`evaluators.units.unit.stored_or_computed` computes such a unit
+                written (:func:`evaluators.units.unit.read_or_recompute` computes such a unit
                 again).
             SwevalError: lists whose ids ``log`` does not have.
         """

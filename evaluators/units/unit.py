@@ -448,18 +448,6 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
     return lists
 
 
-def stored_or_computed(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
-    """The unit's lists: read from ``store`` when it holds the unit (:func:`read_or_recompute`),
-    else computed (and saved; :func:`compute_unit`).
-
-    Raises:
-        AlgorithmFailed: as :func:`compute_unit`.
-    """
-    if store.has(unit.key, depth=unit.depth):
-        return read_or_recompute(unit, store, log_failure=log_failure)[0]
-    return compute_unit(unit, store, log_failure=log_failure)
-
-
 def read_or_recompute(
     unit: Unit, store: UnitStore, *, log_failure: bool = True
 ) -> tuple[UnitLists, bool]:

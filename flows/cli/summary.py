@@ -5,9 +5,8 @@ progress bar shown while units run."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +28,7 @@ from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    pass
 
 
 def summary_table(
@@ -398,30 +397,3 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
                 f"{untested}; see significance_strata.csv", highlight=False,
             )
 
-
-def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:
-    """A transient rich progress display over units: ``label`` (a rich format of the task, e.g.
-    ``"{task.description}"``), a bar, done/total and the elapsed time; blank unless ``enabled``.
-    """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    return Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=not enabled, transient=True,
-    )
-
-
-@contextlib.contextmanager
-def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], None]]:
-    """A transient progress bar over ``total`` units; yields ``advance(n)``."""
-    with unit_progress(
-        "[bold]evaluating[/bold] {task.description}", enabled=config.progress
-    ) as progress:
-        bar = progress.add_task(config.dataset_name, total=total)
-        yield lambda n: progress.advance(bar, n)
