@@ -85,7 +85,7 @@ class LeakageRecipe:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def store(self) -> UnitStore:
-        return unit_store(self.config, default=Path(self.output) / "units")
+        return unit_store(self.config)
 
     def work(self) -> Work:
         log = load_data(self.config)

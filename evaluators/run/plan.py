@@ -4,7 +4,7 @@
 
     plan = make_plan(config)        validate the options, load the log, cut the folds and their
                                     splits (every stratum), draw --tune's candidates, key the units
-    store = unit_store(config)      --cache, $SWEVAL_CACHE, else <output>/units
+    store = unit_store(config)      --cache, $SWEVAL_CACHE, else the user's cache directory
 
 The driver (:mod:`evaluators.run.driver`) computes the units the store lacks; a unit already in
 the store is never recomputed, whichever command or run computed it.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +25,7 @@ import numpy as np
 from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
+from sweval.data.user_dirs import cache_home
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant
@@ -46,7 +46,7 @@ from sweval.evaluators.units.unit import (
 
 _log = logging.getLogger(__name__)
 
-#: Where units go without --cache: the environment's shared store, else <output>/units.
+#: Where units go without --cache: the environment's store, else the user's (user_store).
 CACHE_ENV = "SWEVAL_CACHE"
 
 
@@ -101,26 +101,22 @@ class Plan:
 
 
 def user_store() -> Path:
-    """The unit store in the user's cache directory, by the platform's convention:
-    ``$XDG_CACHE_HOME/sweval/units`` (``~/.cache/sweval/units``) on Linux,
+    """The unit store every command uses unless told otherwise: ``units`` in the user's cache
+    directory (:func:`data.user_dirs.cache_home`: ``~/.cache/sweval/units`` on Linux,
     ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
-    Windows."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "sweval"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / \
-            "sweval" / "Cache"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
-    return base / "units"
+    Windows), shared by every run, output directory and command."""
+    return cache_home() / "units"
 
 
-def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
-    """The run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else ``default``
-    (``<output>/units``)."""
-    fallback = default if default is not None else Path(config.output) / "units"
-    directory = config.cache or os.environ.get(CACHE_ENV) or fallback
-    return UnitStore(Path(directory).expanduser()).prepare()
+def store_directory(config: EvalConfig) -> Path:
+    """The directory of the run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else
+    :func:`user_store`."""
+    return Path(config.cache or os.environ.get(CACHE_ENV) or user_store()).expanduser()
+
+
+def unit_store(config: EvalConfig) -> UnitStore:
+    """The run's unit store (:func:`store_directory`), created if need be."""
+    return UnitStore(store_directory(config)).prepare()
 
 
 def load_data(config: EvalConfig) -> InteractionLog:

@@ -325,6 +325,21 @@ class UnitStore:
                 if directory.name.startswith(shard.name):
                     yield directory
 
+    def usage(self) -> tuple[int, int]:
+        """(finished units, bytes of their files), from the file system alone: a unit is
+        finished once its ``unit.json`` exists; no record is read."""
+        n_units = n_bytes = 0
+        for directory in self.unit_directories():
+            try:
+                files = _own_files(directory)
+                if not any(path.name == UNIT_FILE for path in files):
+                    continue
+                n_bytes += sum(path.lstat().st_size for path in files)
+            except OSError:
+                continue
+            n_units += 1
+        return n_units, n_bytes
+
     def records(self) -> Iterator[dict[str, Any]]:
         """The record (``unit.json``) of every finished unit in the store."""
         for entry in self.entries():

@@ -25,7 +25,13 @@ from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
-from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_line
+from sweval.evaluators.wording import (
+    NO_INTERVAL,
+    interval_text,
+    plural,
+    store_line,
+    units_line,
+)
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
@@ -257,6 +263,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed,
                       failed=len({failure.key for failure in outputs.failed}))
     console.print(f"units: {line}")
+    console.print(store_usage(outputs.unit_store), style="dim", markup=False, highlight=False)
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
     for line in unscored_tuned_lines(outputs.results):
@@ -272,6 +279,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def store_usage(directory: object) -> str:
+    """The unit store's line of the summary: where it is, how many units and bytes it holds
+    (``unit store ~/.cache/sweval/units: 240 units, 12.0 MiB``)."""
+    from sweval.evaluators.units.store import UnitStore
+
+    return store_line(directory, *UnitStore(directory).usage())
 
 
 def interval_words(part: pd.DataFrame, level: float) -> str:
