@@ -640,8 +640,8 @@ COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\n
 CASES: list[Case] = [
     # ---------------------------------------------------------------- files
     Case("file-missing", "a path that does not exist",
-         "error: no such file or bundled dataset (lists the bundled ones)",
-         lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or bundled dataset"),
+         "error: no such file or dataset (lists the bundled and fetchable ones)",
+         lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or dataset"),
     Case("file-is-directory", "a directory without any log file (only `_SUCCESS`)",
          "error: the directory holds no part file (a directory is read as part files, below)",
          _directory, error=r"{file}: the directory holds no part file"),
