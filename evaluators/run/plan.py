@@ -28,7 +28,7 @@ from sweval.data.loaders import load_log
 from sweval.data.user_dirs import cache_home
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
@@ -179,7 +179,9 @@ def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> li
     Raises:
         SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
     """
-    unknown = set(config.params) - {parse_variant(entry)[0] for entry in config.algorithms}
+    named = {parse_variant(entry)[0] for entry in config.algorithms} | {
+        alias for alias, _rest in map(split_alias, config.algorithms) if alias}
+    unknown = set(config.params) - named
     if unknown:
         raise SwevalError(
             f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."

@@ -345,12 +345,15 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     from sweval.evaluators.stats.tuning import searches
 
-    repeated = {"item-knn": {"n_neighbors": [50.0, 5, 50, 5]}}
+    repeated = {"item-knn": {"n_neighbors": [50, 5, 50.0, 5]}}
     found = searches(config(tmp_path, tune=repeated))[0]
     assert found.candidates == [B, A] and found.params == [{"n_neighbors": 50},
                                                            {"n_neighbors": 5}]
-    # the values as validated (50.0 → 50), like the labels
+    # the values as validated (50.0 → 50); the label as first written
     assert [type(p["n_neighbors"]) for p in found.params] == [int, int]
+    spelled = searches(config(tmp_path, tune={"item-knn": {"n_neighbors": [50.0, 50]}}))[0]
+    assert spelled.candidates == ["item-knn(n_neighbors=50.0)"]
+    assert spelled.params == [{"n_neighbors": 50}]
     evaluate_config(config(tmp_path, tune=repeated, folds=4))
     out = tmp_path / "out"
     tuning = pd.read_csv(out / "tuning.csv")
@@ -603,3 +606,16 @@ def test_tuning_options_without_tune_are_said_to_have_no_effect(tmp_path, caplog
     make_plan(config(tmp_path, tune={}, folds=2))
     make_plan(config(tmp_path, folds=2, tune_windows=2))  # with --tune: they apply
     assert caplog.messages == []
+
+
+def test_the_report_header_describes_a_tuned_algorithm_not_as_defaults(tmp_path):
+    """Issue 46: the report's facts listed `item-knn[tuned]` as "defaults" (it has no
+    parameters of its own: each fold takes a candidate's)."""
+    from sweval.evaluators.report.data import load
+    from sweval.evaluators.report.facts import run_facts
+
+    evaluate_config(config(tmp_path, folds=3))
+    facts = dict(run_facts(load(tmp_path / "out"), None))
+    assert facts["item-knn[tuned]"] == ("tuned: per fold, the best of 2 candidates on the "
+                                        "windows before it (tuning.csv)")
+    assert "n_neighbors=5" in facts[A]
