@@ -232,7 +232,8 @@ class EvalConfig(BaseModel):
     cache: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None,
         description="Unit store shared by runs and commands: a finished (fold, algorithm) unit "
-        "is reused by every run that needs it. [default: $SWEVAL_CACHE, else <output>/units]",
+        "is reused by every run that needs it. [default: $SWEVAL_CACHE, else the user's cache "
+        "directory (~/.cache/sweval/units on Linux)]",
     )
     experiment: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None, description="MLflow experiment. [default: sweval/<dataset>]"
