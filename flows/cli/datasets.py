@@ -58,8 +58,7 @@ def fetch(
         "--accept-licence", help="Accept the dataset's terms (printed first) without being "
         "asked: for scripts, after reading them.")] = False,
 ) -> None:
-    """Show the dataset's licence, ask to accept it, then download it, check its SHA-256 and
-    store it in the user's cache directory; then `--data NAME` reads it."""
+    """Show the dataset's licence, ask to accept it, then download it, check its SHA-256 and store it in the user's cache directory; then `--data NAME` reads it."""  # noqa: E501 (one paragraph: rich reflows it)
     from sweval.data.datasets import dataset
     from sweval.data.datasets import fetch as fetch_dataset
     from sweval.data.datasets import licence_text

@@ -1268,8 +1268,8 @@ CASES: list[Case] = [
          error=r"--scale 1e\+06: the generated log would hold about 734,813,000,000 interactions and take about "
                r"171,087 GiB while it is generated, more than 50% of this machine's [\d,.]+ GiB; the largest scale "
                r"accepted here is [\d.]+ \(over 120 days\)"),
-    Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the unit store (not a directory)",
-         PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the unit store .*Not a directory"),
+    Case("output-is-a-file", "--output pointing at an existing file", "error: --output names a file, not a directory (before any work)",
+         PLAIN, via="run", options={"output": "@data"}, error=r"--output names a file, not a directory"),
     # ---------------------------------------------------------------- experiments (issue 19)
     Case("leak-test-period-outside", "sweval leakage --leak-test-start 2030-01-01",
          "error: the test period holds no transaction, with the log's span", PLAIN, via="call",
