@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from unittest import mock
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
