@@ -47,7 +47,7 @@ class StateFile:
         Raises:
             SwevalError: it cannot be written (naming the file and what it records).
         """
-        from sweval.evaluators.units.store import atomic_write_text
+        from sweval.evaluators.units.files import atomic_write_text
 
         path = self.path(directory)
         try:

@@ -43,7 +43,8 @@ from sweval.evaluators.metrics.measures import measure_chosen, needs_facts, spli
 from sweval.evaluators.metrics.names import DEFAULT_METRICS
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, UnitResult
-from sweval.evaluators.units.store import UnitFiles, UnitStore
+from sweval.evaluators.units.files import UnitFiles
+from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
     Unit,

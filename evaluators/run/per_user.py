@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
 from sweval.evaluators.units.engine import UnitResult
-from sweval.evaluators.units.store import id_array
+from sweval.evaluators.units.files import id_array
 
 FILE = "per_user.parquet"
 

@@ -40,23 +40,27 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import re
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.units.engine import UnitLists
+from sweval.evaluators.units.files import (
+    UnitFiles,
+    atomic_write,
+    atomic_write_text,
+    lists_from_table,
+    whole_parquet,
+)
 from sweval.evaluators.units.locks import (
     mark_planned,
     registered,
@@ -65,14 +69,25 @@ from sweval.evaluators.units.locks import (
     unit_lock_if_free,
     unit_lock_path,
 )
+from sweval.evaluators.units.ownership import (
+    KEY,
+    LISTS_FILE,
+    RUNS_FOLDER,
+    SHARD,
+    UNIT_FILE,
+    WARM_FILE,
+    foreign_names,
+    is_own_file,
+    is_temporary,
+    last_use,
+    mark_used,
+    own_dirs,
+    own_files,
+    unlink_own,
+)
 
 _log = logging.getLogger(__name__)
 
-UNIT_FILE = "unit.json"
-LISTS_FILE = "lists.parquet"
-WARM_FILE = "warm.npz"
-#: The folder of the store's live runs (:func:`evaluators.units.locks.registered`).
-RUNS_FOLDER = ".runs"
 #: The file that makes a directory a unit store (https://bford.info/cachedir/).
 STORE_TAG = "CACHEDIR.TAG"
 #: The layout this code reads and writes (in the tag).
@@ -83,10 +98,6 @@ _TAG_TEXT = (f"{_TAG_SIGNATURE}\n"
              "`sweval cache` lists and prunes it.\n"
              "# For information about cache directory tags see https://bford.info/cachedir/\n")
 _TAG_FORMAT = re.compile(r"SW-EVAL unit store \(format (\d+)\)")
-#: The names the store creates: shard folders, unit folders (keys), a unit's files and lock.
-_SHARD = re.compile(r"[0-9a-f]{2}")
-_KEY = re.compile(r"[0-9a-f]{16,64}")
-_UNIT_FILES = frozenset({"unit.json", "lists.parquet", "warm.npz"})
 #: Seconds by which a file time may trail ``time.time()`` read before it was set (the kernel
 #: stamps files from a clock that advances once per scheduler tick): comparisons of a unit's
 #: last use with a moment are made that much earlier, so as to keep rather than delete.
@@ -102,25 +113,6 @@ class StoredUnit:
     record: dict[str, Any]
     size_bytes: int
     last_used: float  # when the unit was last written or loaded (its directory's mtime)
-
-
-@dataclass(frozen=True)
-class UnitFiles:
-    """A finished unit in raw ids, ready to be written to any store (what a fold task on
-    another machine sends back: its log's codes may differ from the flow's)."""
-
-    table: pa.Table
-    depth: int
-    device: str
-    timings: dict[str, float]
-    warm_state: dict[str, np.ndarray] | None = None
-
-    @classmethod
-    def of(cls, lists: UnitLists, log: InteractionLog) -> UnitFiles:
-        return cls(
-            table=lists_table(lists, log), depth=lists.depth, device=lists.device,
-            timings=dict(lists.timings), warm_state=lists.warm_state,
-        )
 
 
 class DamagedUnit(SwevalError):
@@ -193,7 +185,7 @@ class UnitStore:
                     f"SW-EVAL (this one reads format {STORE_FORMAT}): upgrade, or choose "
                     "another store.")
             return self
-        foreign = _foreign_names(directory)
+        foreign = foreign_names(directory)
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
                                                if len(foreign) > 5 else "")
@@ -233,7 +225,7 @@ class UnitStore:
             return False
         if int(record.get("depth", 0)) < depth:
             return False
-        if not _whole_parquet(directory / LISTS_FILE):  # damaged since: computed again
+        if not whole_parquet(directory / LISTS_FILE):  # damaged since: computed again
             if directory not in _REPORTED_DAMAGE:  # a run asks several times
                 _REPORTED_DAMAGE.add(directory)
                 _log.warning("%s: the unit's %s is missing or cut short; computing it again",
@@ -321,8 +313,8 @@ class UnitStore:
     def unit_directories(self) -> Iterator[Path]:
         """Every unit folder of the store, finished or not, in key order: folders named as a
         key, in the shard folder its first two characters name; never a symbolic link."""
-        for shard in _own_dirs(self.directory, _SHARD):
-            for directory in _own_dirs(shard, _KEY):
+        for shard in own_dirs(self.directory, SHARD):
+            for directory in own_dirs(shard, KEY):
                 if directory.name.startswith(shard.name):
                     yield directory
 
@@ -332,7 +324,7 @@ class UnitStore:
         n_units = n_bytes = 0
         for directory in self.unit_directories():
             try:
-                files = _own_files(directory)
+                files = own_files(directory)
                 if not any(path.name == UNIT_FILE for path in files):
                     continue
                 n_bytes += sum(path.lstat().st_size for path in files)
@@ -355,7 +347,7 @@ class UnitStore:
                     continue
                 record = json.loads(record_path.read_text())
                 stat = directory.stat()
-                size = sum(p.lstat().st_size for p in _own_files(directory))
+                size = sum(p.lstat().st_size for p in own_files(directory))
             except (OSError, ValueError):
                 continue
             yield StoredUnit(
@@ -387,15 +379,15 @@ class UnitStore:
         """
         with unit_lock_if_free(self.directory, key) as held:
             directory = self._unit_dir(key)
-            if not held or (last_used is not None and _last_use(directory) != last_used) \
+            if not held or (last_used is not None and last_use(directory) != last_used) \
                     or directory.is_symlink() or directory.parent.is_symlink():
                 return False
-            _unlink_own(directory / UNIT_FILE)
-            for path in _own_files(directory):
-                _unlink_own(path)
+            unlink_own(directory / UNIT_FILE)
+            for path in own_files(directory):
+                unlink_own(path)
             with contextlib.suppress(OSError):
                 directory.rmdir()
-            _unlink_own(unit_lock_path(self.directory, key))
+            unlink_own(unit_lock_path(self.directory, key))
         return True
 
     def unit_paths(self, key: str) -> list[Path]:
@@ -404,7 +396,7 @@ class UnitStore:
         if directory.is_symlink() or directory.parent.is_symlink():
             return []
         lock = unit_lock_path(self.directory, key)
-        return sorted(_own_files(directory)) + (
+        return sorted(own_files(directory)) + (
             [lock] if lock.is_file() and not lock.is_symlink() else [])
 
     def leftovers(self, before: float) -> list[Path]:
@@ -416,9 +408,9 @@ class UnitStore:
         found = []
         for directory in self.unit_directories():
             finished = (directory / UNIT_FILE).exists()
-            for path in _own_files(directory):
+            for path in own_files(directory):
                 with contextlib.suppress(OSError):
-                    if (_is_temporary(path) or not finished) \
+                    if (is_temporary(path) or not finished) \
                             and path.lstat().st_mtime < before:
                         found.append(path)
         return sorted(found)
@@ -439,185 +431,16 @@ class UnitStore:
                 finished = (directory / UNIT_FILE).exists()  # written since they were listed?
                 for path in files:
                     with contextlib.suppress(OSError):
-                        if _is_own_file(path) and (_is_temporary(path) or not finished) \
+                        if is_own_file(path) and (is_temporary(path) or not finished) \
                                 and path.lstat().st_mtime < before:
                             path.unlink()
                             deleted.append(path)
                 if not finished and not any(directory.iterdir()):
                     with contextlib.suppress(OSError):
                         directory.rmdir()
-                        _unlink_own(unit_lock_path(self.directory, directory.name))
+                        unlink_own(unit_lock_path(self.directory, directory.name))
         return deleted
-
-
-def _is_temporary(path: Path) -> bool:
-    """A temporary file of :func:`atomic_write` of a unit's file (``.<name>.<random>.tmp``)."""
-    found = _TEMPORARY.fullmatch(path.name)
-    return found is not None and found.group(1) in _UNIT_FILES
-
-
-#: :func:`atomic_write`'s temporary names (``tempfile``'s random part: letters, digits, _).
-_TEMPORARY = re.compile(r"\.(.+)\.[a-z0-9_]+\.tmp")
-
-
-def _is_own_file(path: Path) -> bool:
-    """A file of a unit folder that the store itself writes, not a symbolic link."""
-    return (path.name in _UNIT_FILES or _is_temporary(path)) and not path.is_symlink() \
-        and path.is_file()
-
-
-def _own_files(directory: Path) -> list[Path]:
-    """The store's own files in a unit folder (:func:`_is_own_file`)."""
-    try:
-        return [path for path in directory.iterdir() if _is_own_file(path)]
-    except OSError:
-        return []
-
-
-def _own_dirs(directory: Path, pattern: re.Pattern[str]) -> list[Path]:
-    """The sub-folders of ``directory`` named by ``pattern``, sorted, symbolic links left out."""
-    try:
-        return sorted(path for path in directory.iterdir() if pattern.fullmatch(path.name)
-                      and not path.is_symlink() and path.is_dir())
-    except OSError:
-        return []
-
-
-def _unlink_own(path: Path) -> None:
-    """Delete ``path`` if it is a regular file (never a link, nor what one points to)."""
-    with contextlib.suppress(OSError):
-        if not path.is_symlink() and path.is_file():
-            path.unlink()
-
-
-def _foreign_names(directory: Path) -> list[str]:
-    """What in ``directory`` a unit store never holds (paths relative to it, sorted): anything
-    at the top but shard folders and ``.runs``; in a shard, anything but unit folders of its
-    keys and their lock files; in a unit folder, anything but the unit's files. Symbolic links
-    are foreign wherever they are."""
-    foreign = []
-    for top in sorted(directory.iterdir()):
-        if top.is_symlink() or (top.name == RUNS_FOLDER and not top.is_dir()):
-            foreign.append(top.name)
-        elif top.name == RUNS_FOLDER:
-            continue
-        elif not (_SHARD.fullmatch(top.name) and top.is_dir()):
-            foreign.append(top.name)
-        else:
-            for entry in sorted(top.iterdir()):
-                lock = entry.name.startswith(".") and entry.name.endswith(".lock") \
-                    and _KEY.fullmatch(entry.name[1:-5])
-                unit = _KEY.fullmatch(entry.name) and entry.name.startswith(top.name)
-                if entry.is_symlink() or not ((lock and entry.is_file())
-                                              or (unit and entry.is_dir())):
-                    foreign.append(f"{top.name}/{entry.name}")
-                elif unit:
-                    foreign += [f"{top.name}/{entry.name}/{path.name}"
-                                for path in sorted(entry.iterdir()) if not _is_own_file(path)]
-    return foreign
-
-
-def _last_use(directory: Path) -> float:
-    """A unit directory's last use (its modification time); 0 for one that is gone."""
-    try:
-        return directory.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def mark_used(directory: Path) -> None:
-    """Set a unit directory's modification time to now: the unit's last use, which ``sweval
-    cache prune --older-than`` goes by (its files keep their write times). One ``utime`` call
-    (0.5–1.2 µs measured, against about 1.4 ms to load the unit); a store this process may
-    not write (read-only, another user's) keeps its times, as does a unit deleted since it was
-    read."""
-    with contextlib.suppress(OSError, NotImplementedError):
-        os.utime(directory, follow_symlinks=False)
-
-
-# ------------------------------------------------------------------------------ lists as ids
-def id_array(ids: Any) -> pa.Array:
-    """Raw ids as an Arrow array (text when their types are mixed)."""
-    try:
-        return pa.array(ids)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: compare as text
-        return pa.array(np.asarray(ids).astype(str))
-
-
-def lists_table(lists: UnitLists, log: InteractionLog) -> pa.Table:
-    """The lists as a table: ``user`` (raw id) and ``items`` (raw ids, best first)."""
-    valid = lists.items >= 0
-    offsets = np.concatenate([[0], np.cumsum(valid.sum(axis=1))]).astype(np.int32)
-    flat = lists.items[valid]
-    items = pa.ListArray.from_arrays(
-        pa.array(offsets), id_array(np.asarray(log.item_ids)[flat])
-    )
-    return pa.table({"user": id_array(np.asarray(log.user_ids)[lists.users]), "items": items})
-
-
-def _codes(ids: pa.Array, vocabulary: Any) -> np.ndarray:
-    known = pd.Index(np.asarray(vocabulary))
-    values = ids.to_numpy(zero_copy_only=False)
-    if pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type):
-        if known.dtype != object:
-            known = pd.Index(known.astype(str))
-    return known.get_indexer(values)
-
-
-def lists_from_table(
-    table: pa.Table, log: InteractionLog, *, depth: int, where: Path
-) -> tuple[np.ndarray, np.ndarray]:
-    """(user codes, (n, depth) item codes padded with −1) of a stored lists table."""
-    users = _codes(table.column("user").combine_chunks(), log.user_ids)
-    column = table.column("items").combine_chunks()
-    offsets = column.offsets.to_numpy()
-    flat = _codes(column.values, log.item_ids)
-    if (users < 0).any() or (flat < 0).any():
-        raise SwevalError(f"{where}: the unit ranks ids this log does not have; delete it.")
-    lengths = np.diff(offsets)
-    items = np.full((len(users), depth), -1, dtype=np.int64)
-    rows = np.repeat(np.arange(len(users)), lengths)
-    columns = np.arange(len(flat)) - np.repeat(offsets[:-1], lengths)
-    items[rows, columns] = flat
-    return users.astype(np.int64), items
 
 
 #: The damaged units this process has warned about.
 _REPORTED_DAMAGE: set[Path] = set()
-
-
-def _whole_parquet(path: Path) -> bool:
-    """A Parquet file that ends as one does (its footer's ``PAR1``): not missing, emptied or
-    cut short. Units are written whole (:func:`atomic_write`); this catches later damage."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(-4, os.SEEK_END)
-            return handle.read(4) == b"PAR1"
-    except OSError:  # missing, or shorter than 4 bytes
-        return False
-
-
-# ------------------------------------------------------------------------------ atomic files
-def atomic_write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Call ``write(stream)`` on a temporary file beside ``path``, then rename it into place.
-
-    A crash or a full disk leaves either the old file, or the new one whole, never a truncated
-    one; the temporary file is removed when the write fails.
-    """
-    handle_fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    temporary = Path(name)  # unique per writer: threads of one process may save concurrently
-    try:
-        os.fchmod(handle_fd, 0o644)  # mkstemp's 0600 would make results unreadable to others
-        with os.fdopen(handle_fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """:func:`atomic_write` of ``text`` in UTF-8."""
-    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))

@@ -41,11 +41,8 @@ from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.text import entry_label, parse_variant, split_alias
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
-from sweval.evaluators.units.store import (
-    DamagedUnit,
-    UnitStore,
-    atomic_write_text,
-)
+from sweval.evaluators.units.files import atomic_write_text
+from sweval.evaluators.units.store import DamagedUnit, UnitStore
 
 _log = logging.getLogger(__name__)
 

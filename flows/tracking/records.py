@@ -27,7 +27,7 @@ def read_state(path: Path) -> dict[str, Any]:
 
 def write_state(path: Path, state: Mapping[str, Any]) -> None:
     """Replace the run record at ``path`` atomically."""
-    from sweval.evaluators.units.store import atomic_write_text
+    from sweval.evaluators.units.files import atomic_write_text
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.run import output_dir
-from sweval.evaluators.units.store import STORE_TAG, UnitFiles, UnitStore
+from sweval.evaluators.units.files import UnitFiles
+from sweval.evaluators.units.store import STORE_TAG, UnitStore
 
 HOURS_AGO = time.time() - 7200
 
