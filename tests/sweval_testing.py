@@ -238,3 +238,23 @@ def assert_legend_inside(fig: Any) -> None:
         assert box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height, (box, fig.bbox)
     heights = [ax.get_position().height * fig.get_figheight() for ax in fig.axes]
     assert min(heights) > 1.5, heights  # inches
+
+
+#: The directory where :func:`compute_remote_noting_process` notes its jobs (set by a test).
+JOBS_NOTED_ENV = "SWEVAL_TEST_JOBS_DIR"
+
+
+def compute_remote_noting_process(recipe: Any, job: Any, send_lists: bool = False,
+                                  threads: int | None = None, after: Any = None) -> Any:
+    """:func:`flows.executors.compute_remote`, noting in ``$SWEVAL_TEST_JOBS_DIR`` the process
+    that ran the job and when (``<pid> <start> <end>``, one file per job): a Dask worker imports
+    this module by name, so a test sees where and when its jobs ran."""
+    import time
+
+    from sweval.flows.executors import compute_remote
+
+    started = time.time()
+    outcome = compute_remote(recipe, job, send_lists, threads, after)
+    noted = Path(os.environ[JOBS_NOTED_ENV]) / f"{os.getpid()}-{job.group}-{started}"
+    noted.write_text(f"{os.getpid()} {started} {time.time()}")
+    return outcome

@@ -320,6 +320,9 @@ class CompareRecipe:
     config: EvalConfig
     options: CompareOptions
     fingerprint: str
+    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
+    #: load it from ``config``, so it travels with the recipe
+    log: InteractionLog | None = field(default=None, compare=False, repr=False)
 
     def cache_key(self) -> str:
         text = json.dumps([self.config.model_copy(update={"progress": False}).model_dump_json(),
@@ -330,7 +333,7 @@ class CompareRecipe:
         return unit_store(self.config)
 
     def work(self) -> Work:
-        planned = plan_compare(self.config, self.options)
+        planned = plan_compare(self.config, self.options, self.log)
         if planned.plan.log.fingerprint() != self.fingerprint:
             raise SwevalError(f"{self.config.data}: the data changed while the comparison ran; "
                               "rerun to start over.")
@@ -384,7 +387,7 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
     """:func:`run_compare`'s work, with the output directory locked."""
     planned = plan_compare(config, options, log if log is not None else load_data(config))
     plan = planned.plan
-    recipe = CompareRecipe(config, options, plan.log.fingerprint())
+    recipe = CompareRecipe(config, options, plan.log.fingerprint(), log=log)
     work = planned.work()
     remember(recipe, work)
     tracker = tracking(config, directory, plan.log) if tracking is not None else None

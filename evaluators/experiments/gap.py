@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -189,6 +189,9 @@ class GapRecipe:
     design: GapDesign
     output: str
     fingerprint: str = ""
+    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
+    #: load it from ``config``, so it travels with the recipe
+    log: InteractionLog | None = field(default=None, compare=False, repr=False)
 
     def plans(self, log: InteractionLog) -> dict[str, ProtocolPlan]:
         """Per set (the validations, then ``test``), its plan."""
@@ -211,7 +214,7 @@ class GapRecipe:
         return unit_store(self.config)
 
     def work(self) -> Work:
-        log = load_data(self.config)
+        log = self.log if self.log is not None else load_data(self.config)
         if log.fingerprint() != self.fingerprint:
             raise SwevalError(f"{self.config.data}: the data changed while the experiment ran; "
                               "rerun to start over.")
@@ -239,7 +242,7 @@ def run_gap(
     # one command at a time in `output`, and not into another command's output; prune keeps
     # this command's units, from its start
     with output_lock(output, command="gap"):
-        recipe = GapRecipe(config, design, str(output))
+        recipe = GapRecipe(config, design, str(output), log=log)
         store = recipe.store()
         with store.in_use():
             log = log if log is not None else load_data(config)

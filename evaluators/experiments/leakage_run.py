@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,9 @@ class LeakageRecipe:
     design: SeverityDesign
     output: str
     fingerprint: str = ""
+    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
+    #: load it from ``config``, so it travels with the recipe
+    log: InteractionLog | None = field(default=None, compare=False, repr=False)
 
     def reseeded(self) -> dict[str, str]:
         """Per seeded model's label, the entry of the same model with seed + 1 (intrinsic
@@ -90,7 +93,7 @@ class LeakageRecipe:
         return unit_store(self.config)
 
     def work(self) -> Work:
-        log = load_data(self.config)
+        log = self.log if self.log is not None else load_data(self.config)
         if log.fingerprint() != self.fingerprint:
             raise SwevalError(f"{self.config.data}: the data changed while the experiment ran; "
                               "rerun to start over.")
@@ -118,7 +121,7 @@ def run_leakage(
     # one command at a time in `output`, and not into another command's output; prune keeps
     # this command's units, from its start
     with output_lock(output, command="leakage"):
-        recipe = LeakageRecipe(config, design, str(output))
+        recipe = LeakageRecipe(config, design, str(output), log=log)
         store = recipe.store()
         with store.in_use():
             log = log if log is not None else load_data(config)

@@ -130,6 +130,48 @@ def test_in_80_columns_labels_fold_and_no_cell_is_cut(comparison):
     assert all(f"{mean:.4f}" in text for mean in means.dropna())
 
 
+@pytest.mark.slow
+def test_compare_on_a_local_dask_cluster_runs_jobs_side_by_side_and_logs_to_mlflow(
+    tmp_path, log, mlflow_uri, monkeypatch
+) -> None:
+    """``compare --task-runner dask --workers 2``: the protocols' jobs run in two worker
+    processes at once, the tables equal a sequential run's (each computing its units in its own
+    store), and the comparison is logged to MLflow."""
+    pytest.importorskip("prefect_dask", reason="the dask extra is not installed")
+    import sweval_testing
+    from mlflow import MlflowClient
+
+    import sweval.flows.executors
+
+    noted = tmp_path / "jobs"
+    noted.mkdir()
+    monkeypatch.setenv(sweval_testing.JOBS_NOTED_ENV, str(noted))
+    monkeypatch.setattr(sweval.flows.executors, "compute_remote",
+                        sweval_testing.compute_remote_noting_process)
+    dask = small_config(tmp_path, task_runner="dask", workers=2, cache=str(tmp_path / "units-d"),
+                        tracking=True, tracking_uri=mlflow_uri, experiment="cmp-dask")
+    result = run_compare(dask, ["sw-eval", "loocv"], output=tmp_path / "dask", loocv_repeats=2,
+                         log=log)
+    sequential = small_config(tmp_path, cache=str(tmp_path / "units-s"))
+    run_compare(sequential, ["sw-eval", "loocv"], output=tmp_path / "seq", loocv_repeats=2,
+                log=log)
+
+    for name in ("compare.csv", "compare_summary.csv", "kendall.csv", "leakage.csv"):
+        assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "seq" / name).read_bytes()
+    jobs = [tuple(map(float, path.read_text().split())) for path in noted.iterdir()]
+    assert len(jobs) == 4 + 2  # 4 windows of sw-eval, 2 LOOCV repetitions: one job each
+    assert len({pid for pid, _, _ in jobs}) == 2
+    assert any(a_pid != b_pid and a_start < b_end and b_start < a_end
+               for a_pid, a_start, a_end in jobs for b_pid, b_start, b_end in jobs), \
+        "no two jobs of different workers overlapped in time"
+
+    client = MlflowClient(mlflow_uri)
+    parent = client.get_run(result.mlflow_run_id)
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["protocols"] == "sw-eval,loocv"
+    assert "mean_recall_loocv_pop_at_5" in parent.data.metrics
+
+
 def test_mlflow_layout(tmp_path, log, mlflow_uri):
     from mlflow import MlflowClient
 
