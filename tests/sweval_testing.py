@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -22,13 +23,18 @@ DAY = 86_400
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
 
 
-def sweval_cli(*argv: str | Path) -> int:
+def sweval_cli(*argv: str | Path, stdin: str | None = None) -> int:
     """``sweval ARGV`` run in this process (the tests' one command-line runner); its exit
-    status. A subprocess is for tests where the process itself is the point (signals, servers,
-    packaging)."""
+    status. ``stdin``: the standard input's text (then not a terminal). A subprocess is for
+    tests where the process itself is the point (signals, servers, packaging)."""
+    import io
+
     from sweval.flows.cli.app import main
 
-    with mock.patch.object(sys, "argv", ["sweval", *map(str, argv)]):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(sys, "argv", ["sweval", *map(str, argv)]))
+        if stdin is not None:
+            stack.enter_context(mock.patch.object(sys, "stdin", io.StringIO(stdin)))
         try:
             main()
         except SystemExit as exc:

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from sweval_testing import sweval_cli
 
 from sweval.data import datasets
 from sweval.data.datasets import DATASETS, RECORD, Dataset
@@ -117,23 +118,10 @@ def tiny(monkeypatch: pytest.MonkeyPatch, server: Server) -> Dataset:
     return entry
 
 
-def cli(monkeypatch: pytest.MonkeyPatch, *argv: str, stdin: str = "") -> int:
-    """``sweval ARGV`` in this process, standard input ``stdin`` (not a terminal); its status."""
-    from sweval.flows.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["sweval", *argv])
-    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 def test_fetch_shows_the_licence_checks_stores_and_the_name_then_reads_it(
     tiny: Dataset, server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml", "--accept-licence") == 0
+    assert sweval_cli("datasets", "fetch", "tiny-ml", "--accept-licence") == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "licence: GroupLens Research" in printed and "cite: F. Maxwell Harper" in printed
     assert f"checked and stored in {tiny.directory}" in printed and "--data tiny-ml" in printed
@@ -145,9 +133,9 @@ def test_fetch_shows_the_licence_checks_stores_and_the_name_then_reads_it(
     log = load_log("tiny-ml")
     assert (log.n_users, log.n_items, len(log)) == (5, 8, 40)
 
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml") == 0  # asks nothing, fetches nothing
+    assert sweval_cli("datasets", "fetch", "tiny-ml") == 0  # asks nothing, fetches nothing
     assert "already fetched" in capsys.readouterr().out and server.requests == ["/ml-100k.zip"]
-    assert cli(monkeypatch, "datasets", "list") == 0
+    assert sweval_cli("datasets", "list") == 0
     assert "fetched" in capsys.readouterr().out
 
 
@@ -157,7 +145,7 @@ def test_a_corrupted_download_fails_the_checksum_and_nothing_is_kept(
     damaged = bytearray(server.files["ml-100k.zip"])
     damaged[len(damaged) // 2] ^= 0xFF  # one byte flipped in transit
     server.files["ml-100k.zip"] = bytes(damaged)
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml", "--accept-licence") == 2
+    assert sweval_cli("datasets", "fetch", "tiny-ml", "--accept-licence") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"SHA-256 {sha256(bytes(damaged))}, expected {tiny.download_sha256}" in err
     assert "not the published file" in err and "nothing was kept" in err
@@ -175,7 +163,7 @@ def test_a_member_that_differs_fails_its_own_checksum(
     other = ml_zip(U_DATA.replace(b"\t5\t", b"\t4\t", 1))
     server.files["ml-100k.zip"] = other
     monkeypatch.setitem(DATASETS, "tiny-ml", replace(tiny, download_sha256=None))
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml", "--accept-licence") == 2
+    assert sweval_cli("datasets", "fetch", "tiny-ml", "--accept-licence") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "ml-100k/u.data: SHA-256" in err and f"expected {sha256(U_DATA)}" in err
     assert not tiny.directory.exists()
@@ -184,7 +172,7 @@ def test_a_member_that_differs_fails_its_own_checksum(
 def test_nothing_is_downloaded_unless_the_licence_is_accepted(
     tiny: Dataset, server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml") == 2  # stdin is no terminal
+    assert sweval_cli("datasets", "fetch", "tiny-ml", stdin="") == 2  # stdin is no terminal
     out, err = capsys.readouterr()
     assert "licence: GroupLens Research" in " ".join(out.split())
     assert "its terms (above) must be accepted first" in " ".join(err.split())
@@ -215,12 +203,12 @@ def test_a_named_dataset_not_yet_fetched_says_how_and_downloads_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     monkeypatch.setattr(datasets, "_read", lambda *_a, **_k: pytest.fail("downloaded"))
-    assert cli(monkeypatch, "run", "--no-prefect", "--no-tracking",
+    assert sweval_cli("run", "--no-prefect", "--no-tracking",
                   "--data", "movielens-100k") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "movielens-100k is not here yet: `sweval datasets fetch movielens-100k` downloads " \
            "it (4.9 MB from files.grouplens.org, research use only)" in err
-    assert cli(monkeypatch, "datasets", "fetch", "no-such-set") == 2
+    assert sweval_cli("datasets", "fetch", "no-such-set") == 2
     assert "no dataset named 'no-such-set'" in capsys.readouterr().err
 
 
@@ -229,7 +217,7 @@ def test_from_takes_a_local_copy_checked_the_same(
 ) -> None:
     copy = tmp_path / "ml-100k.zip"
     copy.write_bytes(server.files["ml-100k.zip"])
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml", "--from", str(copy),
+    assert sweval_cli("datasets", "fetch", "tiny-ml", "--from", str(copy),
                   "--accept-licence") == 0
     assert server.requests == [] and (tiny.directory / "u.data").read_bytes() == U_DATA
 
@@ -238,7 +226,7 @@ def test_an_unreachable_address_is_one_clear_error(
     tiny: Dataset, server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     monkeypatch.setitem(DATASETS, "tiny-ml", replace(tiny, url=server.url("gone.zip")))
-    assert cli(monkeypatch, "datasets", "fetch", "tiny-ml", "--accept-licence") == 2
+    assert sweval_cli("datasets", "fetch", "tiny-ml", "--accept-licence") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"{server.url('gone.zip')}: cannot download it (" in err and "--from PATH" in err
     assert "Traceback" not in err and not tiny.directory.exists()

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from sweval_testing import REPO
+from sweval_testing import sweval_cli
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
@@ -99,16 +97,13 @@ def test_relevance_first_and_skipped_folds_in_tables(tmp_path):
         (["--data", "movielens-latest-small", "--algorithms", "pop", "--time-col", "when"], "missing column"),
     ],
 )
-def test_cli_errors_are_one_clear_line(args, message, tmp_path):
+def test_cli_errors_are_one_clear_line(args, message, tmp_path, capsys):
     # (the same through Prefect and MLflow: tests/flows/test_cli.py)
-    result = subprocess.run(
-        [sys.executable, "-m", "sweval.flows.cli.app", "run", *args, "--output", str(tmp_path / "o"),
-         "--no-prefect", "--no-tracking"],
-        capture_output=True, text=True, cwd=REPO, timeout=120,
-    )
-    assert result.returncode == 2, result.stderr
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
+    status = sweval_cli("run", *args, "--output", tmp_path / "o", "--no-prefect", "--no-tracking")
+    printed = capsys.readouterr()
+    assert status == 2, printed.err
+    assert message in printed.err
+    assert "Traceback" not in printed.err + printed.out
 
 
 def test_config_errors_are_sweval_errors():

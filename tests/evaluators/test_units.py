@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from sweval_testing import sweval_cli
 
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
@@ -210,7 +211,7 @@ def test_cache_list_output_follows_the_store_the_run_recorded(tmp_path, monkeypa
     shared = tmp_path / "elsewhere"
     evaluate_config(config(tmp_path, cache=str(shared)))
     keys = sorted(path.parent.name[:10] for path in stored_units(shared))
-    assert cache_command(monkeypatch, "list", "--output", tmp_path / "out") == 0
+    assert sweval_cli("cache", "list", "--output", tmp_path / "out") == 0
     printed = capsys.readouterr().out
     assert str(shared) in " ".join(printed.split())
     assert sorted(re.findall(r"\b[0-9a-f]{10}\b", printed)) == keys
@@ -228,14 +229,14 @@ def test_cache_prune_max_size_deletes_the_least_recently_used_first(
         os.utime(entry.path, (used, used))
     sizes = [entry.size_bytes for entry in entries]
     limit = sum(sizes[2:])  # exactly what the newest all but two take
-    assert cache_command(monkeypatch, "prune", "--max-size", str(limit), "--dry-run") == 0
+    assert sweval_cli("cache", "prune", "--max-size", str(limit), "--dry-run") == 0
     assert "would delete 2 units" in capsys.readouterr().out
-    assert cache_command(monkeypatch, "prune", "--max-size", str(limit)) == 0
+    assert sweval_cli("cache", "prune", "--max-size", str(limit)) == 0
     assert "deleted 2 units" in capsys.readouterr().out
     assert [p.parent.name for p in stored_units(own_unit_store)] == [e.key for e in entries[2:]]
-    assert cache_command(monkeypatch, "prune", "--max-size", "1G") == 0
+    assert sweval_cli("cache", "prune", "--max-size", "1G") == 0
     assert "deleted 0 units" in capsys.readouterr().out
-    assert cache_command(monkeypatch, "prune", "--max-size", "2 parsecs") == 2
+    assert sweval_cli("cache", "prune", "--max-size", "2 parsecs") == 2
     assert "--max-size '2 parsecs': not a size" in capsys.readouterr().err
 
 
@@ -313,18 +314,6 @@ def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys, own_
     assert "pop-n" in capsys.readouterr().out
 
 
-def cache_command(monkeypatch, *argv: str | Path) -> int:
-    """Run ``sweval cache ARGV`` in this process; its exit status."""
-    from sweval.flows.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["sweval", "cache", *map(str, argv)])
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
 def stored_units(store: Path) -> list[Path]:
     return sorted(store.glob("*/*/unit.json"))
 
@@ -353,9 +342,9 @@ def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, c
     n_own, n_shared = len(stored_units(user_cache)), len(stored_units(shared))
     assert n_own > n_shared > 0
 
-    assert cache_command(monkeypatch, "prune", "--run", own, "--dry-run") == 0
+    assert sweval_cli("cache", "prune", "--run", own, "--dry-run") == 0
     assert f"would delete {n_own} units" in capsys.readouterr().out
-    assert cache_command(monkeypatch, "prune", "--run", tmp_path / "b") == 0
+    assert sweval_cli("cache", "prune", "--run", tmp_path / "b") == 0
     assert f"deleted {n_shared} units" in capsys.readouterr().out
     assert stored_units(shared) == [] and len(stored_units(user_cache)) == n_own
 
@@ -368,9 +357,9 @@ def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, c
     n_loocv = len(pd.read_csv(comparison / "loocv" / "units.csv"))
     n_compare = len(stored_units(store))
     assert n_compare > n_loocv > 0
-    assert cache_command(monkeypatch, "prune", "--run", comparison, "--dry-run") == 0
+    assert sweval_cli("cache", "prune", "--run", comparison, "--dry-run") == 0
     assert f"would delete {n_compare} units" in capsys.readouterr().out
-    assert cache_command(monkeypatch, "prune", "--run", comparison / "loocv") == 0  # one protocol
+    assert sweval_cli("cache", "prune", "--run", comparison / "loocv") == 0  # one protocol
     assert f"deleted {n_loocv} units" in capsys.readouterr().out
     assert len(stored_units(store)) == n_compare - n_loocv
 
@@ -390,7 +379,7 @@ def test_cache_prune_older_than_goes_by_last_use_not_by_write_time(tmp_path, mon
     reused = evaluate_config(config(tmp_path, algorithms=["pop"]))
     assert reused.n_reused == n_units // 2 and reused.n_computed == 0
     assert {path: path.stat().st_mtime_ns for path in written} == written  # files not rewritten
-    assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+    assert sweval_cli("cache", "prune", "--older-than", "1D", "--output", out) == 0
     assert f"deleted {n_units - reused.n_reused} units" in capsys.readouterr().out
     left = [json.loads(path.read_text())["algorithm"] for path in stored_units(user_cache)]
     assert left == ["pop"] * reused.n_reused
@@ -424,7 +413,7 @@ def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
     n_loocv = len(pd.read_csv(project / "cmp/loocv/units.csv"))
 
     monkeypatch.chdir(elsewhere)
-    assert cache_command(monkeypatch, "prune", "--run", project / "runs/a", "--dry-run") == 0
+    assert sweval_cli("cache", "prune", "--run", project / "runs/a", "--dry-run") == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"would delete {n_units} units" in out and str(project / "shared") in out
     record = json.loads((project / "runs/a/config.json").read_text())
@@ -433,10 +422,10 @@ def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
     for name in ("runs/a/config.json", "cmp/compare.json"):  # as recorded before unit_store
         path = project / name
         path.write_text(json.dumps(json.loads(path.read_text()) | {"unit_store": None}))
-    assert cache_command(monkeypatch, "prune", "--run", "../proj/runs/a", "--dry-run") == 0
+    assert sweval_cli("cache", "prune", "--run", "../proj/runs/a", "--dry-run") == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"would delete {n_units} units" in out and str(project / "shared") in out
-    assert cache_command(monkeypatch, "prune", "--run", project / "cmp/loocv") == 0
+    assert sweval_cli("cache", "prune", "--run", project / "cmp/loocv") == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"deleted {n_loocv} units" in out and str(project / "shared-cmp") in out
 
@@ -444,7 +433,7 @@ def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
     record = json.loads(path.read_text())
     record["config"]["output"] = str(project / "runs/a")
     path.write_text(json.dumps(record))
-    assert cache_command(monkeypatch, "prune", "--run", path.parent, "--dry-run") == 2
+    assert sweval_cli("cache", "prune", "--run", path.parent, "--dry-run") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"{path} records the relative --cache 'shared'" in err and "--cache DIR" in err
 
@@ -462,14 +451,14 @@ def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run-without-store").mkdir()
     pd.DataFrame({"unit_key": ["ab" * 12]}).to_csv(tmp_path / "run-without-store" / "units.csv")
-    assert cache_command(monkeypatch, *argv) == 2
+    assert sweval_cli("cache", *argv) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "error: no unit store at " in err and "--cache DIR" in err
 
     (tmp_path / "empty" / "units").mkdir(parents=True)
-    assert cache_command(monkeypatch, "list", "--output", "empty") == 0
+    assert sweval_cli("cache", "list", "--output", "empty") == 0
     assert "unit store empty/units: empty" in capsys.readouterr().out
-    assert cache_command(monkeypatch, "size", "--cache", "empty/units") == 0
+    assert sweval_cli("cache", "size", "--cache", "empty/units") == 0
     assert re.search(r"total\W+0\b", capsys.readouterr().out)
 
 
@@ -494,7 +483,7 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
     assert sorted(entry.key for entry in entries) == sorted(keys)
     assert sum(entry.size_bytes for entry in entries) == sum(
         path.stat().st_size for path in store.glob("*/*/*"))  # the units' files only
-    assert cache_command(monkeypatch, "size", "--output", out) == 0
+    assert sweval_cli("cache", "size", "--output", out) == 0
     assert re.search(rf"total\W+{len(keys)}\b", capsys.readouterr().out)
 
     holder = subprocess.Popen(
@@ -511,14 +500,14 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
     try:
         assert holder.stdout.readline().strip() == "held"
         age_units(store, 2)  # every unit written two days ago
-        assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+        assert sweval_cli("cache", "prune", "--older-than", "1D", "--output", out) == 0
         printed = " ".join(capsys.readouterr().out.split())
         assert f"deleted {len(keys) - 1} units" in printed and "left 1" in printed
         assert [path.parent.name for path in stored_units(store)] == [keys[0]]
         assert list(store.glob("*/.*.lock")) == [unit_lock_path(store, keys[0])]
     finally:
         holder.communicate("")
-    assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
+    assert sweval_cli("cache", "prune", "--older-than", "1D", "--output", out) == 0
     assert stored_units(store) == [] and list(store.glob("*/.*.lock")) == []
 
 
@@ -688,14 +677,14 @@ def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
     for path in (stale_tmp, unfinished / "lists.parquet"):
         os.utime(path, (hours_ago, hours_ago))
 
-    assert cache_command(monkeypatch, "prune", "--older-than", "30D", "--output", out,
+    assert sweval_cli("cache", "prune", "--older-than", "30D", "--output", out,
                          "--dry-run") == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "would delete 0 units" in said
     assert "would also delete 2 file(s) left by killed writes (2.9 KiB)" in said
     assert stale_tmp.exists() and unfinished.exists()
 
-    assert cache_command(monkeypatch, "prune", "--older-than", "30D", "--output", out) == 0
+    assert sweval_cli("cache", "prune", "--older-than", "30D", "--output", out) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "deleted 0 units" in said and "also deleted 2 file(s) left by killed writes" in said
     assert not stale_tmp.exists() and not unfinished.exists()

@@ -9,18 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from sweval_testing import sweval_cli
 
 import sweval.flows.serve
 from sweval.flows.cli.app import main
-
-
-def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
-    monkeypatch.setattr(sys, "argv", ["sweval", *map(str, args)])
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 @pytest.mark.slow
@@ -29,8 +21,7 @@ def test_run_executes_the_flow_prints_the_summary_and_the_mlflow_run(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     data = write_log(8)
-    code = _sweval(
-        monkeypatch, "run", "--data", data, "--window", "1D", "--folds", "7", "--k", "5,10",
+    code = sweval_cli("run", "--data", data, "--window", "1D", "--folds", "7", "--k", "5,10",
         "--u-min", "5", "--algorithms", "pop,pop-n", "--output", tmp_path / "out",
         "--tracking-uri", mlflow_uri, "--experiment", "test/cli-run", "--no-progress",
         "--task-runner", "threads", "--workers", "2",
@@ -53,7 +44,7 @@ def test_run_reads_a_config_file_and_explicit_options_win(
         f'data = "{config.data}"\nwindow = "1D"\nfolds = 7\nk = [5, 10]\nu_min = 5\n'
         f'algorithms = ["pop"]\noutput = "{tmp_path / "ignored"}"\n'
     )
-    code = _sweval(monkeypatch, "run", "--config", path, "--output", tmp_path / "chosen",
+    code = sweval_cli("run", "--config", path, "--output", tmp_path / "chosen",
                    "--no-tracking", "--no-progress", "--no-prefect")
     assert code == 0
     record = json.loads((tmp_path / "chosen" / "config.json").read_text())
@@ -75,7 +66,7 @@ def test_run_user_errors_exit_2_with_one_line(
     capsys: pytest.CaptureFixture[str], write_log,
 ) -> None:
     args = [str(write_log(8)) if arg == "{log}" else arg for arg in args]
-    code = _sweval(monkeypatch, "run", *args, "--output", tmp_path / "out", "--no-tracking",
+    code = sweval_cli("run", *args, "--output", tmp_path / "out", "--no-tracking",
                    "--no-progress")
     err = capsys.readouterr().err
     assert code == 2
@@ -86,7 +77,7 @@ def test_serve_needs_a_prefect_server(
     write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sweval.flows.serve, "api_url", lambda: None)
-    code = _sweval(monkeypatch, "serve", "--data", write_log(8), "--start", "2024-01-02",
+    code = sweval_cli("serve", "--data", write_log(8), "--start", "2024-01-02",
                    "--output", tmp_path / "out")
     assert code == 2
     assert "prefect server start" in capsys.readouterr().err
@@ -96,7 +87,7 @@ def test_serve_says_it_serves_only_once_the_deployment_is_valid(
     write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sweval.flows.serve, "api_url", lambda: "http://127.0.0.1:9/api")
-    code = _sweval(monkeypatch, "serve", "--data", write_log(8), "--cron", "every night",
+    code = sweval_cli("serve", "--data", write_log(8), "--cron", "every night",
                    "--output", tmp_path / "out")  # no --start: a rolling series fixes its own
     err = capsys.readouterr().err
     assert code == 2 and "--cron 'every night'" in err and "serving" not in err
@@ -108,16 +99,16 @@ def test_version_prints_the_installed_distribution_version(
     import tomllib
     from importlib.metadata import version
 
-    from sweval_testing import REPO
+    from sweval_testing import REPO, sweval_cli
 
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert version("sweval") == declared  # the checkout is what is installed
-    assert _sweval(monkeypatch, "--version") == 0
+    assert sweval_cli("--version") == 0
     assert capsys.readouterr().out == f"sweval {declared}\n"
 
 
 def test_unknown_option_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert _sweval(monkeypatch, "run", "--no-such-option") == 2
+    assert sweval_cli("run", "--no-such-option") == 2
 
 
 def test_the_console_script_freezes_the_collector_before_the_interpreter_exits(
@@ -161,7 +152,7 @@ def test_algorithms_says_where_device_auto_runs(
 
     monkeypatch.setattr(device, "cuda_unavailable_reason", lambda: reason)
     monkeypatch.setenv("COLUMNS", "200")
-    assert _sweval(monkeypatch, "algorithms") == 0
+    assert sweval_cli("algorithms") == 0
     assert said in capsys.readouterr().out
 
 
@@ -218,7 +209,7 @@ def test_error_text_prints_as_written_not_as_markup_or_emoji(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     args = [arg.replace("{tmp}", str(tmp_path)) for arg in args]
-    code = _sweval(monkeypatch, "run", *args, "--output", tmp_path / "out", "--no-prefect",
+    code = sweval_cli("run", *args, "--output", tmp_path / "out", "--no-prefect",
                    "--no-tracking", "--no-progress")
     err = " ".join(capsys.readouterr().err.split())  # the line may wrap
     assert code == 2
@@ -256,7 +247,7 @@ def test_a_configuration_file_that_is_not_a_table_is_a_user_error(
 ) -> None:
     path = tmp_path / name
     path.write_text(text)
-    assert _sweval(monkeypatch, "run", "--config", path, "--no-prefect", "--no-tracking") == 2
+    assert sweval_cli("run", "--config", path, "--no-prefect", "--no-tracking") == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"{path}: the configuration must be a table of options" in err and f"not a {kind}" in err
 
@@ -306,7 +297,7 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
     monkeypatch.setattr(servers, "recorded_servers", lambda state: [mlflow_server])
     monkeypatch.setattr(servers, "answers", lambda server: True)
     monkeypatch.setattr(processes, "run_server", lambda *a, **k: pytest.fail("a second server"))
-    assert _sweval(monkeypatch, "ui", "--tracking-uri", store, "--no-browser") == 0
+    assert sweval_cli("ui", "--tracking-uri", store, "--no-browser") == 0
     out = " ".join(capsys.readouterr().err.split())
     assert f"the MLflow server of `sweval up` serves {store}: open http://127.0.0.1:5999" in out
 
@@ -389,7 +380,7 @@ def test_a_run_where_every_fold_is_skipped_writes_its_files_and_exits_2(
         options += ["--protocols", "sw-eval,leave-last-one-out"]
     else:
         options += ["--no-prefect"]
-    code = _sweval(monkeypatch, command, *options, "--output", tmp_path / "out")
+    code = sweval_cli(command, *options, "--output", tmp_path / "out")
     err = capsys.readouterr().err
     what = "fold" if command == "run" else "split"
     assert code == 2, err
@@ -397,7 +388,7 @@ def test_a_run_where_every_fold_is_skipped_writes_its_files_and_exits_2(
     assert "< u_min=100000" in err and "Lower --u-min (now 100000)" in err
     assert (tmp_path / "out" / ("results.csv" if command == "run" else "compare.csv")).exists()
     if command == "run":
-        assert _sweval(monkeypatch, "run", *options, "--rolling", "--start", "2024-01-01",
+        assert sweval_cli("run", *options, "--rolling", "--start", "2024-01-01",
                        "--output", tmp_path / "rolling") == 0
 
 
@@ -415,7 +406,7 @@ def test_the_ui_servers_output_goes_to_its_log_and_a_failure_quotes_it(
     script = "import sys; print('banner'); print('deprecated thing', file=sys.stderr); sys.exit(3)"
     monkeypatch.setattr(tracking, "server_command", lambda uri, port: [sys.executable, "-c", script])
     monkeypatch.setattr(tracking, "announce_when_ready", lambda *a, **k: None)
-    code = _sweval(monkeypatch, "ui", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
+    code = sweval_cli("ui", "--tracking-uri", f"sqlite:///{tmp_path}/m.db",
                    "--no-browser", "--port", "5987")
     captured = capsys.readouterr()
     log = tmp_path / "home" / "logs" / "mlflow-ui.log"
@@ -521,7 +512,7 @@ def test_an_unreachable_tracking_store_is_named_without_its_password(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The error of a tracking store that does not answer named it with its password."""
-    code = _sweval(monkeypatch, "run", "--data", write_log(8), "--window", "1D", "--folds", "2",
+    code = sweval_cli("run", "--data", write_log(8), "--window", "1D", "--folds", "2",
                    "--u-min", "5", "--algorithms", "pop", "--output", tmp_path / "out",
                    "--tracking-uri", unreachable_store, "--no-progress", "--no-prefect")
     captured = capsys.readouterr()
@@ -535,7 +526,7 @@ def test_report_of_a_run_in_an_unreachable_store_is_one_error_line(
 ) -> None:
     """QA: `sweval report RUN_ID --tracking-uri <store that does not answer>` ended in a
     690-line traceback (exit 1); `run` and `compare` give one line and exit 2."""
-    code = _sweval(monkeypatch, "report", "0123456789abcdef0123456789abcdef",
+    code = sweval_cli("report", "0123456789abcdef0123456789abcdef",
                    "--tracking-uri", unreachable_store)
     captured = capsys.readouterr()
     assert code == 2, captured.err
@@ -565,7 +556,7 @@ def test_an_unreachable_prefect_api_is_named_without_its_password(
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     with temporary_settings({PREFECT_API_URL: f"http://user:secret@127.0.0.1:{_closed_port()}/api"}):
-        code = _sweval(monkeypatch, "run", "--data", write_log(8), "--window", "1D",
+        code = sweval_cli("run", "--data", write_log(8), "--window", "1D",
                        "--folds", "2", "--u-min", "5", "--algorithms", "pop",
                        "--output", tmp_path / "out", "--no-tracking", "--no-progress")
     captured = capsys.readouterr()

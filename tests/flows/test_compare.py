@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from rich.console import Console
-from sweval_testing import REPO
+from sweval_testing import REPO, sweval_cli
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
@@ -212,28 +212,23 @@ def test_errors():
                     output="/nonexistent", loocv_repeats=0)
 
 
-def sweval(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sweval.flows.cli.app", *args], cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
-def test_command_line(tmp_path):
+def test_command_line(tmp_path, capsys):
     rows = [(u, (u * 7 + j * 3) % 11, 1_600_000_000 + (u * 5 + j) * 21_600)
             for u in range(12) for j in range(5)]
     pd.DataFrame(rows, columns=["uid", "iid", "ts"]).to_csv(tmp_path / "log.csv", index=False)
-    done = sweval("compare", "--data", str(tmp_path / "log.csv"), "--user-col", "uid",
+    done = sweval_cli("compare", "--data", str(tmp_path / "log.csv"), "--user-col", "uid",
                   "--item-col", "iid", "--time-col", "ts", "--window", "1D", "--folds", "3",
                   "--u-min", "1", "--k", "2,3", "--algorithms", "pop,pop-n", "--protocols",
                   "sw-eval,loocv,temporal-global", "--loocv-repeats", "2", "--no-tracking",
                   "--no-progress", "--output", str(tmp_path / "out"))
-    assert done.returncode == 0, done.stderr
+    printed = capsys.readouterr()
+    assert done == 0, printed.err
     for expected in ("3-fold SW-EVAL", "2-repetition LOOCV", "Kendall", "Leakage"):
-        assert expected in done.stdout
+        assert expected in printed.out
     assert pd.read_csv(tmp_path / "out" / "compare.csv")["protocol"].nunique() == 3
-    bad = sweval("compare", "--protocols", "loocv,bogus", "--no-tracking")
-    assert bad.returncode == 2
-    assert "unknown protocol(s) 'bogus'" in bad.stderr
+    assert sweval_cli("compare", "--protocols", "loocv,bogus", "--no-tracking") == 2
+    assert "unknown protocol(s) 'bogus'" in capsys.readouterr().err
 
 
 def test_split_strategies_rank_shift_and_scatter(tmp_path, log):

@@ -23,10 +23,10 @@ Workloads (in-process, no Prefect, no MLflow):
 from __future__ import annotations
 
 import hashlib
-import sys
 from pathlib import Path
 
 import pytest
+from sweval_testing import sweval_cli
 
 pytestmark = pytest.mark.slow
 
@@ -111,27 +111,17 @@ def table_hash(path: Path) -> str:
     return hashlib.sha256(b"\n".join(lines)).hexdigest()
 
 
-def _sweval(monkeypatch: pytest.MonkeyPatch, *args: str) -> None:
-    from sweval.flows.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["sweval", *args])
-    try:
-        main()
-    except SystemExit as exc:
-        assert not exc.code, f"sweval {' '.join(args)} exited with {exc.code}"
-
-
 @pytest.mark.parametrize("name", RUNS)
 def test_run_results_are_unchanged(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     args = [] if name == "default" else ML_ARGS
-    _sweval(monkeypatch, "run", "--no-prefect", *QUIET, *args, "--output", str(tmp_path))
+    assert sweval_cli("run", "--no-prefect", *QUIET, *args, "--output", str(tmp_path)) == 0
     assert table_hash(tmp_path / "results.csv") == expected()[name]
 
 
 def test_compare_tables_are_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _sweval(monkeypatch, "compare", *QUIET, *ML_ARGS, "--output", str(tmp_path))
+    assert sweval_cli("compare", *QUIET, *ML_ARGS, "--output", str(tmp_path)) == 0
     reference = expected()
     found = {name: table_hash(tmp_path / name) for name in COMPARE_TABLES}
     assert found == {name: reference[name] for name in COMPARE_TABLES}

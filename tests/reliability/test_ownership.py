@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sweval_testing import sweval_cli
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.run import output_dir
@@ -39,18 +39,6 @@ def snapshot(*roots: Path) -> dict[str, str]:
                 elif path.is_file():
                     found[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
     return found
-
-
-def sweval(monkeypatch: pytest.MonkeyPatch, *argv: str | Path) -> int:
-    """``sweval ARGV`` in this process; its exit status."""
-    from sweval.flows.cli.app import main
-
-    monkeypatch.setattr(sys, "argv", ["sweval", *map(str, argv)])
-    try:
-        main()
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
 
 
 def fake_unit(store: UnitStore, key: str) -> list[Path]:
@@ -128,7 +116,7 @@ def test_cache_prune_never_changes_a_byte_it_did_not_write(
     project, outside = base / "project", base / "outside"
     build(tree, project, outside)
     before = snapshot(project, outside)
-    assert sweval(monkeypatch, "cache", "prune", "--older-than", "1s", "--cache", project) in (0, 2)
+    assert sweval_cli("cache", "prune", "--older-than", "1s", "--cache", project) in (0, 2)
     assert snapshot(project, outside) == before
 
     # the same tree planted inside a real store, among its units
@@ -140,7 +128,7 @@ def test_cache_prune_never_changes_a_byte_it_did_not_write(
     theirs = {path: digest for path, digest in snapshot(store.directory, outside).items()
               if Path(path) not in own and Path(path).name != STORE_TAG
               and not path.endswith(".lock")}
-    assert sweval(monkeypatch, "cache", "prune", "--older-than", "1s", "--cache",
+    assert sweval_cli("cache", "prune", "--older-than", "1s", "--cache",
                   store.directory) in (0, 2)
     after = snapshot(store.directory, outside)
     assert {path: after.get(path) for path in theirs} == theirs
@@ -158,14 +146,14 @@ def test_cache_prune_deletes_the_units_of_a_store_and_lists_them_on_dry_run(
     (store.directory / "cd").mkdir()
     (store.directory / "cd" / ("cd" + "2" * 22)).symlink_to(tmp_path / "elsewhere")
     os.utime(own[0].parent, (HOURS_AGO, HOURS_AGO))
-    assert sweval(monkeypatch, "cache", "prune", "--older-than", "1s", "--cache",
+    assert sweval_cli("cache", "prune", "--older-than", "1s", "--cache",
                   store.directory, "--dry-run") == 0
     printed = capsys.readouterr().out
     assert "would delete 1 units" in printed
     for path in own:
         assert str(path) in printed
     assert "elsewhere" not in printed
-    assert sweval(monkeypatch, "cache", "prune", "--older-than", "1s", "--cache",
+    assert sweval_cli("cache", "prune", "--older-than", "1s", "--cache",
                   store.directory) == 0
     assert not own[0].parent.exists()
     assert (tmp_path / "elsewhere" / "unit.json").read_text() == "{}"
@@ -181,9 +169,9 @@ def test_a_directory_that_is_not_a_store_is_refused_by_every_store_command(
     (project / "db" / "migrations" / "001.sql").write_text("create table t ();")
     before = snapshot(project)
     for command in (["list"], ["size"], ["prune", "--older-than", "1s"]):
-        assert sweval(monkeypatch, "cache", *command, "--cache", project) == 2
+        assert sweval_cli("cache", *command, "--cache", project) == 2
         assert "not an SW-EVAL unit store" in capsys.readouterr().err
-    assert sweval(monkeypatch, "run", "--no-prefect", "--no-tracking", "--scale", "0.01",
+    assert sweval_cli("run", "--no-prefect", "--no-tracking", "--scale", "0.01",
                   "--folds", "2", "--algorithms", "pop", "--cache", project,
                   "--output", tmp_path / "out") == 2
     assert "not an SW-EVAL unit store" in capsys.readouterr().err
@@ -226,11 +214,11 @@ def test_run_output_never_changes_a_byte_of_a_users_directory(
     build(tree, project, outside)
     monkeypatch.chdir(base)
     before = snapshot(project, outside)
-    assert sweval(monkeypatch, *TINY_RUN, "--output", project) == 2
+    assert sweval_cli(*TINY_RUN, "--output", project) == 2
     assert snapshot(project, outside) == before
     target = project / "sweval-run-new"
     if not target.exists() and not target.is_symlink():
-        assert sweval(monkeypatch, *TINY_RUN, "--output", target) == 0
+        assert sweval_cli(*TINY_RUN, "--output", target) == 0
         after = snapshot(project, outside)
         assert {path: after.get(path) for path in before} == before
 
@@ -239,7 +227,7 @@ def test_a_refused_output_names_what_it_holds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "config.json").write_text("{}")
-    assert sweval(monkeypatch, *TINY_RUN, "--output", tmp_path) == 2
+    assert sweval_cli(*TINY_RUN, "--output", tmp_path) == 2
     error = capsys.readouterr().err
     assert "not an SW-EVAL output directory" in error and "config.json" in error
 
@@ -252,7 +240,7 @@ class Killed(BaseException):
 def run_into(directory: Path, monkeypatch: pytest.MonkeyPatch, algorithms: str) -> int:
     args = list(TINY_RUN)
     args[args.index("pop")] = algorithms
-    return sweval(monkeypatch, *args, "--output", directory, "--cache", directory.parent / "u")
+    return sweval_cli(*args, "--output", directory, "--cache", directory.parent / "u")
 
 
 @pytest.mark.parametrize("step", range(14))
@@ -291,7 +279,7 @@ def test_a_kill_while_tables_are_published_never_leaves_a_mixed_set(
         output_dir.verify(out)
     except SwevalError as exc:
         assert "not one run's set" in str(exc)
-        assert sweval(monkeypatch, "report", out) == 2
+        assert sweval_cli("report", out) == 2
         assert run_into(out, monkeypatch, "pop,pop-n") == 0  # a rerun publishes a whole set
         output_dir.verify(out)
         return
