@@ -27,10 +27,9 @@ training), the other two sets follow 003.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -45,6 +44,7 @@ from sweval.evaluators.experiments.protocol_runs import (
     protocol_work,
     run_protocols,
 )
+from sweval.evaluators.experiments.recipe import DesignRecipe
 from sweval.evaluators.metrics.ranking import Relevance
 from sweval.evaluators.protocols.holdout import (
     Protocol,
@@ -54,11 +54,10 @@ from sweval.evaluators.protocols.holdout import (
     TemporalUser,
 )
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.run.driver import Executor, Hook, Work, remember
+from sweval.evaluators.run.driver import Executor, Hook, remember
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.run.plan import load_data
 from sweval.evaluators.units.locks import output_lock
-from sweval.evaluators.units.store import UnitStore
 
 #: The validation sets, in 003's order, with the protocol each one is.
 VALIDATIONS = {"traditional": "random-split", "proportional": "temporal-user",
@@ -181,17 +180,11 @@ def gap_notes(results: pd.DataFrame) -> list[str]:
 
 # ---------------------------------------------------------------------- the experiment
 @dataclass(frozen=True)
-class GapRecipe:
+class GapRecipe(DesignRecipe):
     """The experiment's units, planned from the options and the data (here or on a worker):
     each validation on the data before T, the deployment on [T, T + tΔ)."""
 
-    config: EvalConfig
     design: GapDesign
-    output: str
-    fingerprint: str = ""
-    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
-    #: load it from ``config``, so it travels with the recipe
-    log: InteractionLog | None = field(default=None, compare=False, repr=False)
 
     def plans(self, log: InteractionLog) -> dict[str, ProtocolPlan]:
         """Per set (the validations, then ``test``), its plan."""
@@ -206,19 +199,8 @@ class GapRecipe:
                                       algorithms, ks=config.k, params=config.params)
         return plans
 
-    def cache_key(self) -> str:
-        text = json.dumps([self.config.model_dump_json(), repr(self.design), self.fingerprint])
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def store(self) -> UnitStore:
-        return unit_store(self.config)
-
-    def work(self) -> Work:
-        log = self.log if self.log is not None else load_data(self.config)
-        if log.fingerprint() != self.fingerprint:
-            raise SwevalError(f"{self.config.data}: the data changed while the experiment ran; "
-                              "rerun to start over.")
-        return protocol_work(list(self.plans(log).values()), list(self.config.k))
+    def plans_of(self, log: InteractionLog) -> list[ProtocolPlan]:
+        return list(self.plans(log).values())
 
 
 def run_gap(

@@ -4,7 +4,7 @@ and :func:`sweval.leakage`).
 
 ::
 
-    LeakageRecipe(config, design).plans()    P's test users; a split per j = 0..J; for seeded
+    LeakageRecipe(config, design).plans_of()    P's test users; a split per j = 0..J; for seeded
                                              models the same at j = 0 with seed + 1
     run_protocols(plans, store, executor)    one driver pass, resumable
     severity_tables(...)                     results, future items, % change, ranking, overlap
@@ -15,10 +15,9 @@ and :func:`sweval.leakage`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,11 @@ from sweval.evaluators.experiments.protocol_runs import (
     protocol_work,
     run_protocols,
 )
+from sweval.evaluators.experiments.recipe import DesignRecipe
 from sweval.evaluators.metrics.names import shown_k
-from sweval.evaluators.run.driver import Executor, Hook, Work, remember
+from sweval.evaluators.run.driver import Executor, Hook, remember
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.run.plan import load_data
 from sweval.evaluators.units.locks import output_lock
 from sweval.evaluators.units.store import UnitStore
 
@@ -57,16 +57,10 @@ FILES = ("results.csv", "leakage_splits.csv", "future_items.csv", "change.csv", 
 
 
 @dataclass(frozen=True)
-class LeakageRecipe:
+class LeakageRecipe(DesignRecipe):
     """The experiment's units, planned from the options and the data (here or on a worker)."""
 
-    config: EvalConfig
     design: SeverityDesign
-    output: str
-    fingerprint: str = ""
-    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
-    #: load it from ``config``, so it travels with the recipe
-    log: InteractionLog | None = field(default=None, compare=False, repr=False)
 
     def reseeded(self) -> dict[str, str]:
         """Per seeded model's label, the entry of the same model with seed + 1 (intrinsic
@@ -74,7 +68,7 @@ class LeakageRecipe:
         return {entry_label(entry): other for entry in self.config.algorithms
                 if (other := reseeded_entry(entry, self.config.params)) is not None}
 
-    def plans(self, log: InteractionLog) -> list[ProtocolPlan]:
+    def plans_of(self, log: InteractionLog) -> list[ProtocolPlan]:
         """Every j's split, and the reseeded models' j = 0 split."""
         config = self.config
         plans = [plan_protocol(log, LeakageSeverity(self.design, u_min=config.u_min),
@@ -85,19 +79,6 @@ class LeakageRecipe:
                                        params=config.params))
         return plans
 
-    def cache_key(self) -> str:
-        text = json.dumps([self.config.model_dump_json(), repr(self.design), self.fingerprint])
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def store(self) -> UnitStore:
-        return unit_store(self.config)
-
-    def work(self) -> Work:
-        log = self.log if self.log is not None else load_data(self.config)
-        if log.fingerprint() != self.fingerprint:
-            raise SwevalError(f"{self.config.data}: the data changed while the experiment ran; "
-                              "rerun to start over.")
-        return protocol_work(self.plans(log), list(self.config.k))
 
 
 def run_leakage(
@@ -127,7 +108,7 @@ def run_leakage(
             log = log if log is not None else load_data(config)
             design.check(log)
             recipe = replace(recipe, fingerprint=log.fingerprint())
-            plans = recipe.plans(log)
+            plans = recipe.plans_of(log)
             remember(recipe, protocol_work(plans, list(config.k)))
             runs = run_protocols(plans, store, hooks=hooks,
                                  executor=executor(recipe) if executor is not None else None)

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from test_units import age_units, cache_command, config, stored_units
+from sweval_testing import sweval_cli
+from test_units import age_units, config, stored_units
 
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.units.locks import registrants
@@ -80,13 +81,13 @@ def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch
     assert 0 < len(pop) < n_units
     with holding(USES_THE_STORE, store, *pop) as process:
         time.sleep(1.5)  # the reused units are older than --older-than 1s by now
-        assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+        assert sweval_cli("cache", "prune", "--older-than", "1s", "--output", out) == 0
         said = " ".join(capsys.readouterr().out.split())
         assert f"deleted {n_units - len(pop)} units" in said
         assert f"kept {len(pop)} that running sweval commands use or may use (pid {process.pid}" \
             in said
         assert sorted(path.parent.name for path in stored_units(store)) == sorted(pop)
-    assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+    assert sweval_cli("cache", "prune", "--older-than", "1s", "--output", out) == 0
     assert f"deleted {len(pop)} units" in capsys.readouterr().out  # the run is gone
     assert stored_units(store) == []
 
@@ -101,7 +102,7 @@ def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monke
     age_units(store, 2)
     n_units = len(stored_units(store))
     with holding(USES_THE_STORE, store, "--planning"):
-        assert cache_command(monkeypatch, "prune", "--older-than", "1s", "--output", out) == 0
+        assert sweval_cli("cache", "prune", "--older-than", "1s", "--output", out) == 0
         assert f"deleted 0 units (0 B) from {store}; kept {n_units} that running sweval " \
             in " ".join(capsys.readouterr().out.split())
         assert len(stored_units(store)) == n_units
@@ -130,12 +131,12 @@ def test_prune_run_of_a_run_still_writing_names_it(tmp_path, monkeypatch, capsys
     """
     running = tmp_path / "running"
     with holding(script, running) as process:
-        assert cache_command(monkeypatch, "prune", "--run", running, "--cache",
+        assert sweval_cli("cache", "prune", "--run", running, "--cache",
                              tmp_path) == 2
         said = " ".join("".join(capsys.readouterr()).split())
         assert f"a sweval run is writing there (pid {process.pid}" in said
         assert "its units.csv is written when it ends" in said
-    assert cache_command(monkeypatch, "prune", "--run", running, "--cache", tmp_path) == 2
+    assert sweval_cli("cache", "prune", "--run", running, "--cache", tmp_path) == 2
     assert "no units.csv with a unit_key column" in "".join(capsys.readouterr())
 
 
