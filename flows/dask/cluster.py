@@ -123,12 +123,7 @@ class LocalDask:
         Raises:
             SwevalError: the cluster could not start.
         """
-        self._started.join()
-        if self._cluster is None:
-            raise SwevalError(
-                f"--task-runner dask: the local Dask cluster did not start: {self._error}"
-            ) from self._error
-        return str(self._cluster.scheduler_address)
+        return str(self._cluster_up().scheduler_address)
 
     def task_runner(self) -> Any:
         """prefect-dask's runner on this cluster, once its workers are up (the runner closes
@@ -139,12 +134,20 @@ class LocalDask:
         """
         from prefect_dask import DaskTaskRunner
 
+        return DaskTaskRunner(cluster=self._cluster_up())
+
+    def _cluster_up(self) -> Any:
+        """The cluster, once its workers are up.
+
+        Raises:
+            SwevalError: the cluster could not start.
+        """
         self._started.join()
         if self._cluster is None:
             raise SwevalError(
                 f"--task-runner dask: the local Dask cluster did not start: {self._error}"
             ) from self._error
-        return DaskTaskRunner(cluster=self._cluster)
+        return self._cluster
 
     def close_in_background(self) -> None:
         """Start closing the cluster (its workers stop while the flow writes its outputs)."""
