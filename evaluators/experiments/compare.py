@@ -76,12 +76,12 @@ from sweval.evaluators.run.plan import (
     unit_store,
     window_spec,
 )
+from sweval.evaluators.stats.protocol_tuning import tune_comparison
 from sweval.evaluators.stats.significance import (
     Bootstrap,
     compare_algorithms_per_protocol,
     compare_protocols,
 )
-from sweval.evaluators.stats.tuning import tune_comparison
 from sweval.evaluators.units.locks import output_lock
 from sweval.evaluators.units.store import UnitStore
 

@@ -34,7 +34,6 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.seeds import expand_seeds
 from sweval.evaluators.config.text import entry_label, parse_variant
 from sweval.evaluators.metrics.names import ALL_METRICS, UNRANKED, WITHOUT_K
-from sweval.evaluators.run.results import results_frame
 
 #: ``objective(name, params)``: a candidate's mean metric on the windows before the first test
 #: fold (what ``--tune-sampler tpe`` steers by).
@@ -263,7 +262,7 @@ def with_candidates(config: EvalConfig, found: list[Search] | None = None) -> li
     return entries
 
 
-def _fold_values(
+def fold_values(
     results: pd.DataFrame, metric: str, k: int | None, stratum: str = "all"
 ) -> pd.DataFrame:
     """fold × algorithm values of one metric (NaN for skipped folds) in one stratum."""
@@ -302,7 +301,7 @@ def tune(
     added, choices = [], []
     for stratum in dict.fromkeys(results["stratum"]):
         mine = results[results["stratum"] == stratum]
-        values = _fold_values(mine, metric, k, stratum)
+        values = fold_values(mine, metric, k, stratum)
         used = {int(f) for f in mine.loc[~mine["skipped"].astype(bool), "fold"].unique()}
         for search in found:
             valid = values.reindex(index=folds, columns=search.candidates)
@@ -368,7 +367,7 @@ def optimism(
     rows = []
     for search in searches(config) if found is None else found:
         for k in config.k:
-            values = _fold_values(results, "recall", k)
+            values = fold_values(results, "recall", k)
             tuned = values[search.label].dropna()
             if tuned.empty:
                 continue
@@ -404,86 +403,3 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
             labels.append(TUNED.format(name))
     return labels + [label for label in map(entry_label, with_candidates(config, found))
                      if label not in labels]
-
-
-#: The hold-out protocols ``sweval compare --tune`` also tunes on (the timeline-blind way).
-HOLDOUT_PROTOCOLS = (
-    "loocv", "leave-last-one-out", "temporal-user", "random-split", "leave-last-basket",
-)
-TUNED_ON = "{}[tuned on {}]"
-PROTOCOL_TUNING_COLUMNS = [
-    "protocol", "algorithm", "candidate", "params", "validation_value", "n_splits", "chosen",
-]
-
-
-def tune_on_protocols(
-    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig,
-    found: list[Search] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Tuning on a hold-out protocol, evaluated under SW-EVAL (papers/001 §3.1's way).
-
-    For each hold-out protocol P and tuned algorithm: the candidate with the best mean
-    ``--tune-metric`` over P's splits (ties to the earlier candidate) is chosen once, and
-    ``ALGO[tuned on P]`` is its SW-EVAL series on the folds where ``ALGO[tuned]`` has a value,
-    so the two compare on the same folds.
-
-    Args:
-        sw_eval: SW-EVAL's results, the nested ``ALGO[tuned]`` rows included.
-        others: the hold-out protocols' results, by name.
-
-    Returns:
-        The added SW-EVAL rows, and one row per (protocol, algorithm, candidate).
-    """
-    metric, k = tune_metric(config)
-    added, choices = [], []
-    for search in searches(config) if found is None else found:
-        nested = sw_eval[(sw_eval["algorithm"] == search.label) & (sw_eval["stratum"] == "all")]
-        no_value = set(nested.loc[nested["skipped"], "fold"])
-        for protocol, results in others.items():
-            if protocol not in HOLDOUT_PROTOCOLS:
-                continue
-            values = _fold_values(results, metric, k)
-            present = [c for c in search.candidates if c in values]
-            if not present:  # e.g. POP-N under LOOCV: not defined there
-                continue
-            means = values[present].mean()
-            chosen = present[int(np.argmax(np.round(means.to_numpy(), 12)))]
-            for label, params in zip(search.candidates, search.params, strict=True):
-                choices.append({
-                    "protocol": protocol, "algorithm": search.label, "candidate": label,
-                    "params": json.dumps(params, sort_keys=True),
-                    "validation_value": float(means.get(label, np.nan)),
-                    "n_splits": int(values[label].notna().sum()) if label in values else 0,
-                    "chosen": label == chosen,
-                })
-            rows = sw_eval[sw_eval["algorithm"] == chosen].copy()
-            rows["algorithm"] = TUNED_ON.format(search.name, protocol)
-            outside = rows["fold"].isin(no_value) & ~rows["skipped"]
-            rows.loc[outside, "value"] = np.nan
-            rows.loc[outside, "skipped"] = True
-            rows.loc[outside, "skip_reason"] = f"compared on the folds of {search.label}"
-            added.append(rows)
-    tuned = pd.concat(added, ignore_index=True) if added else sw_eval.iloc[:0]
-    return tuned, pd.DataFrame(choices, columns=PROTOCOL_TUNING_COLUMNS)
-
-
-def tune_comparison(
-    sw_eval: pd.DataFrame, others: dict[str, pd.DataFrame], config: EvalConfig,
-    found: list[Search] | None = None,
-) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """``sweval compare --tune``: SW-EVAL's results (with a ``protocol`` column) with
-    ``ALGO[tuned]`` (nested on the timeline) and ``ALGO[tuned on P]`` for every hold-out
-    protocol P compared, and the tables ``tuning.csv``, ``tuning_protocols.csv`` and
-    ``optimism.csv``."""
-    nested, choices = tune(sw_eval, config, found)
-    results = pd.concat([sw_eval, nested], ignore_index=True)
-    on_protocols, protocol_choices = tune_on_protocols(results, others, config, found)
-    results = pd.concat([results, on_protocols], ignore_index=True)
-    order = list(dict.fromkeys([*ordered_labels(config, found), *results["algorithm"]]))
-    results = results_frame(results.drop(columns="protocol").to_dict("records"), order)
-    results.insert(0, "protocol", "sw-eval")
-    return results, {
-        "tuning.csv": choices,
-        "tuning_protocols.csv": protocol_choices,
-        "optimism.csv": optimism(results, config, found),
-    }
