@@ -41,7 +41,13 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from sweval.algorithms.ranking import csr_problem, top_k_global, top_k_of_product, top_k_unseen
+from sweval.algorithms.ranking import (
+    csr_problem,
+    top_k,
+    top_k_global,
+    top_k_of_product,
+    top_k_unseen,
+)
 from sweval.algorithms.scores import snap_scores
 
 if TYPE_CHECKING:
@@ -410,6 +416,44 @@ class Algorithm(ABC):
         scores = (h @ w).tocsr()
         snap_scores(scores.data)
         return scores
+
+    @classmethod
+    def scores_cold_users(cls) -> bool:
+        """Whether the model can score a user without training history (``--cold-users``):
+        a user-independent model (POP, POP-N), or one that implements :meth:`cold_scores`.
+        The others get ``--fallback``'s lists for such users."""
+        return cls.user_independent or cls.cold_scores is not Algorithm.cold_scores
+
+    def cold_scores(self) -> NDArray[np.float64] | None:
+        """Scores of every training item (length n_items) for a user with no training row,
+        or None when the model cannot score one. A user-independent model's are everyone's
+        scores; a model that can score new users otherwise (from features, say) overrides
+        this."""
+        if not self.user_independent or self.train_ is None or self.train_.n_users == 0:
+            return None
+        return self._scores(np.zeros(1, dtype=np.int64))[0]
+
+    def recommend_cold(self, n_users: int, k: int) -> NDArray[np.int64]:
+        """Top-k columns for ``n_users`` users without training history: every training item
+        is a candidate (they have seen none), SPEC tie-break, -1 pads; one list for all.
+
+        Raises:
+            ValueError: the model cannot score such users (:meth:`cold_scores` is None).
+        """
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before recommend_cold()")
+        out = np.full((n_users, k), -1, dtype=np.int64)
+        if n_users == 0 or k == 0 or self.train_.n_items == 0:
+            return out
+        scores = self.cold_scores()
+        if scores is None:
+            raise ValueError(f"{self.name} cannot score users without training history")
+        scores = np.asarray(scores, dtype=np.float64).reshape(1, -1)
+        if scores.shape[1] != self.train_.n_items or not np.isfinite(scores).all():
+            raise ValueError(f"{self.name}: cold_scores() must hold one finite score per "
+                             f"training item ({self.train_.n_items})")
+        out[:] = top_k(scores, k)[0]
+        return out
 
     def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
         """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.

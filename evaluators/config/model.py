@@ -152,11 +152,28 @@ class EvalConfig(BaseModel):
     )
     stratify_by: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,
-        description="Report results per value of this column (the logging policy).",
+        description="Report results per value of this column (the logging policy), or per "
+        "user stratum at each cut-off: user-history (bins of --user-bins) | returning "
+        "(returning vs first-time users).",
     )
     stratify_mode: Annotated[Literal["subset", "test"], Cli(PROTOCOL)] = Field(
         default="subset",
         description="subset: whole protocol per stratum | test: group test users.",
+    )
+    user_bins: Annotated[list[int], Cli(PROTOCOL, codec=CommaList(int))] = Field(
+        default_factory=lambda: [1, 5, 20],
+        description="--stratify-by user-history: lower edges of the bins of training "
+        "transactions a user has at the cut-off (default: 1-4, 5-19, 20+).",
+    )
+    cold_users: Annotated[bool, Cli(PROTOCOL)] = Field(
+        default=False,
+        description="Also evaluate the window's users without history, as stratum first-time "
+        "(models that cannot score them get --fallback's lists).",
+    )
+    fallback: Annotated[Literal["pop", "none"], Cli(PROTOCOL)] = Field(
+        default="pop",
+        description="--cold-users: what the models that cannot score a user without history "
+        "recommend to one: pop (stated in the tables' fallback column) | none (not scored).",
     )
 
     # algorithms

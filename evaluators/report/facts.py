@@ -78,9 +78,17 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
         if config.get("train_window"):
             protocol += f", training window {config['train_window']}"
         facts.append(("protocol", protocol))
-        if config.get("stratify_by"):
+        if config.get("stratify_by") == "user-history":
+            facts.append(("strata", "by user-history (training transactions before the "
+                          f"window; bins from {config.get('user_bins')})"))
+        elif config.get("stratify_by") == "returning":
+            facts.append(("strata", "returning vs first-time users"))
+        elif config.get("stratify_by"):
             facts.append(("strata", f"by {config['stratify_by']} "
                           f"(mode {config.get('stratify_mode')})"))
+        if config.get("cold_users"):
+            facts.append(("cold users", "evaluated as stratum first-time; fallback "
+                          f"{config.get('fallback')} for the models that cannot score them"))
     if data.config.get("protocols"):
         protocols = ", ".join(map(str, data.config["protocols"]))
         if "loocv_repeats" in data.config:

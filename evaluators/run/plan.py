@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,15 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant
 from sweval.evaluators.protocols.folds import Fold, build_folds
-from sweval.evaluators.protocols.splits import Split, fold_splits
+from sweval.evaluators.protocols.splits import Split, cold_split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
+from sweval.evaluators.protocols.user_strata import (
+    DEFAULT_BINS,
+    DERIVED,
+    RETURNING,
+    USER_HISTORY,
+    UserStrata,
+)
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
 from sweval.evaluators.units.store import UnitStore, user_cache_dir
@@ -63,6 +70,7 @@ class Plan:
         specs: the algorithm configurations, in display order.
         splits: one split per fold (the unstratified ``all`` stratum).
         stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
+        cold_splits: per fold, the cold twin of its split (``--cold-users``; else empty).
         units: every unit the run needs, fold by fold.
         searches: the tuned algorithms and their candidates (``--tune``).
     """
@@ -77,6 +85,7 @@ class Plan:
     stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
     units: list[Unit] = field(default_factory=list)
     searches: list[Search] = field(default_factory=list)
+    cold_splits: list[Split] = field(default_factory=list)
 
     def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
         """The units of one fold (every stratum), optionally of some algorithms only."""
@@ -161,7 +170,7 @@ def _read_key(config: EvalConfig) -> tuple[Any, ...] | None:
 
 def _read_data(config: EvalConfig) -> InteractionLog:
     """:func:`load_data`'s reading."""
-    if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
+    if config.policy_col and policy_column(config) and config.policy_col != config.stratify_by:
         raise SwevalError(
             f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
             "different columns: the strata are the values of one policy column; give "
@@ -170,7 +179,7 @@ def _read_data(config: EvalConfig) -> InteractionLog:
     if config.data is None:
         from sweval.data.synthetic import generate_log
 
-        if config.stratify_by not in (None, "policy"):
+        if policy_column(config) not in (None, "policy"):
             raise SwevalError(
                 f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
             )
@@ -185,12 +194,18 @@ def _read_data(config: EvalConfig) -> InteractionLog:
         user_col=config.user_col,
         item_col=config.item_col,
         time_col=config.time_col,
-        policy_col=config.policy_col or config.stratify_by,
+        policy_col=config.policy_col or policy_column(config),
         time_unit=config.time_unit,
         dedup=config.dedup,
         on_invalid=config.on_invalid,
         basket_col=config.basket_col,
     )
+
+
+def policy_column(config: EvalConfig) -> str | None:
+    """The policy column ``--stratify-by`` names (None for the derived strata:
+    ``user-history``, ``returning``)."""
+    return None if config.stratify_by in DERIVED else config.stratify_by
 
 
 def window_spec(config: EvalConfig) -> WindowSpec:
@@ -277,7 +292,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         )
     specs = algorithm_specs(config)
     warm = [spec.label for spec in specs if spec.warm_starts]
-    if warm and config.stratify_by is not None:
+    if warm and policy_column(config) is not None:
         raise SwevalError(
             f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
             "refit their models cold)."
@@ -303,9 +318,10 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
     units = plan_units(splits, specs, config.k)
-    strata = None
+    strata = user_strata(config)
     stratum_splits: dict[str, list[Split]] = {}
-    if config.stratify_by is not None:
+    if policy_column(config) is not None:
+        assert config.stratify_by is not None
         strata = build_strata(
             log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
         )
@@ -316,11 +332,56 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
                 cooccurrence=cooccurrence,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
+    if strata is not None and (config.cold_users or config.stratify_by == RETURNING):
+        strata = replace(strata, first_time=True)
+    cold_splits = []
+    if config.cold_users:
+        cold_splits = [cold_split(split, config.u_min, config.relevance) for split in splits]
+        units += plan_units(cold_splits, cold_specs(specs, config.fallback), config.k)
     key = run_key(config, log.fingerprint(), [spec.name for spec in specs])
     return Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
+        cold_splits=cold_splits,
     )
+
+
+def user_strata(config: EvalConfig) -> Strata | None:
+    """The derived strata of ``config`` (``--stratify-by user-history | returning``), the
+    ``first-time`` stratum alone with ``--cold-users``, else None.
+
+    Raises:
+        SwevalError: bad ``--user-bins``.
+    """
+    if config.user_bins != list(DEFAULT_BINS) and config.stratify_by != USER_HISTORY:
+        _log.warning("--user-bins has no effect without --stratify-by user-history.")
+    if config.stratify_by in DERIVED:
+        users = UserStrata.of(config.stratify_by, config.user_bins)
+        return Strata(mode="users", labels=list(users.labels), users=users)
+    if config.cold_users and config.stratify_by is None:
+        return Strata(mode="users", labels=[])
+    return None
+
+
+def cold_specs(specs: list[AlgorithmSpec], fallback: str) -> list[AlgorithmSpec]:
+    """The configurations ranked for users without history: those that can score them
+    (:meth:`~algorithms.base.Algorithm.scores_cold_users`), and POP as ``--fallback pop`` for
+    the others (once, unless a default POP is among them)."""
+    from sweval.algorithms.registry import resolve
+
+    able = [spec for spec in specs if resolve(spec.name)[0].scores_cold_users()]
+    if fallback == "pop" and len(able) < len(specs):
+        fallback_spec = AlgorithmSpec.of("pop", label="pop")
+        if all(spec.label != "pop" or spec.canonical != fallback_spec.canonical for spec in able):
+            able.append(fallback_spec)
+    return able
+
+
+def scores_cold(spec: AlgorithmSpec) -> bool:
+    """Whether ``spec``'s model can score users without history."""
+    from sweval.algorithms.registry import resolve
+
+    return bool(resolve(spec.name)[0].scores_cold_users())
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

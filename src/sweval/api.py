@@ -35,7 +35,7 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.plan import CACHE_ENV, user_store
+from sweval.evaluators.run.plan import CACHE_ENV, policy_column, user_store
 
 __all__ = ["Evaluation", "compare", "evaluate", "gap", "inspect", "leakage", "load"]
 
@@ -61,7 +61,7 @@ def _config(data: Any, config: EvalConfig | None, output: str | Path | None,
         log = InteractionLog.from_frame(
             frame, user_col=built.user_col or "user", item_col=built.item_col or "item",
             time_col=built.time_col or "timestamp",
-            policy_col=built.policy_col or built.stratify_by, basket_col=built.basket_col,
+            policy_col=built.policy_col or policy_column(built), basket_col=built.basket_col,
             time_unit=built.time_unit, dedup=built.dedup, on_invalid=built.on_invalid,
             source=built.data_name or "DataFrame")
     return built, log
