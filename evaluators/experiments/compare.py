@@ -270,6 +270,12 @@ def plan_compare(config: EvalConfig, options: CompareOptions,
     Raises:
         SwevalError: bad options or data (a basket protocol without baskets, ...).
     """
+    if config.cold_users or config.stratify_by == "returning":
+        raise SwevalError(
+            "--cold-users / --stratify-by returning: compare's hold-out protocols have no "
+            "first-time users (every evaluated user has training data); run `sweval run "
+            "--cold-users` for SW-EVAL alone, or compare with --stratify-by user-history."
+        )
     plan = make_plan(config, log)
     log = plan.log
     if "leave-last-basket" in options.protocols and log.basket is None:
@@ -283,10 +289,12 @@ def plan_compare(config: EvalConfig, options: CompareOptions,
             protocol_key(protocol, config, log.fingerprint())
             for name, protocol in protocols.items()}
     main, strata = {}, {}
+    users = plan.strata.users if plan.strata is not None else None
     for name, protocol in protocols.items():
         main[name] = plan_protocol(log, protocol, names, ks=config.k, params=config.params,
-                                   config_hash=keys[name])
-        if plan.strata is not None:
+                                   config_hash=keys[name], user_strata=users,
+                                   u_min=config.u_min)
+        if plan.strata is not None and plan.strata.mode != "users":
             strata[name] = _stratum_plans(plan, protocol, names, keys[name])
     return ComparePlan(plan=plan, protocols=protocols, keys=keys, main=main, strata=strata)
 
