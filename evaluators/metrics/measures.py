@@ -22,6 +22,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, recommended_recency
 from sweval.evaluators.metrics.names import DEFAULT_METRICS, PER_FOLD
 from sweval.evaluators.metrics.ranking import hit_matrix
+from sweval.evaluators.metrics.reachable import reachable_sizes, recall_reachable
 from sweval.evaluators.metrics.user_metrics import NAMES as USER_METRICS
 from sweval.evaluators.metrics.user_metrics import user_metrics
 from sweval.evaluators.protocols.splits import Split
@@ -32,8 +33,10 @@ FoldLevel = Callable[[NDArray[np.bool_] | None], dict[tuple[str, int | None], fl
 
 
 def needs_facts(metrics: list[str]) -> bool:
-    """Whether the metrics read the fold's item facts (recency, exposure)."""
-    return "recency" in metrics or any(metric in PER_FOLD for metric in metrics)
+    """Whether the metrics read the fold's item facts (recency, the reachable items,
+    exposure)."""
+    return ("recency" in metrics or "recall_reachable" in metrics
+            or any(metric in PER_FOLD for metric in metrics))
 
 
 def split_facts(split: Split) -> ItemFacts:
@@ -84,6 +87,15 @@ def measure_chosen(
                 raise ValueError("recency needs the split's item facts")
             weights = recommended_recency(facts, result.recommended)
         values |= user_metrics(hits, split.relevant.sizes, ks, extra, recency=weights)
+    if "recall_reachable" in metrics:
+        if facts is None or split.fold is None or result.recommended is None:
+            raise ValueError("recall_reachable needs a window split's item facts")
+        fold = split.fold
+        reachable = reachable_sizes(
+            split.relevant, facts.catalogue, split.log, fold.train_lo, fold.train_hi,
+            seen_reachable=bool(split.definition.get("repeats", False)))
+        hits = hit_matrix(result.recommended, split.relevant, split.log.n_items)
+        values |= recall_reachable(hits, reachable, ks)
     result.values = values
     return result
 

@@ -18,8 +18,8 @@ from sweval.data.errors import SwevalError
 #: SPEC §4's metrics: the default of ``--metrics``.
 DEFAULT_METRICS = ["recall", "hit_rate", "ndcg", "r_precision"]
 #: Every per-user metric, in display order (R-precision has no k).
-PER_USER = ["recall", "hit_rate", "ndcg", "r_precision", "precision", "recall_capped", "mrr",
-            "recency"]
+PER_USER = ["recall", "hit_rate", "ndcg", "r_precision", "recall_reachable", "precision",
+            "recall_capped", "mrr", "recency"]
 #: Every per-fold exposure metric, in display order.
 PER_FOLD = ["coverage", "popularity", "gini"]
 ALL_METRICS = PER_USER + PER_FOLD
@@ -28,6 +28,7 @@ SPEC_LABELS = {"recall": "Recall", "hit_rate": "HitRate", "ndcg": "NDCG",
                "r_precision": "R-precision"}
 #: Display labels, e.g. ``Precision@10``.
 LABELS = SPEC_LABELS | {
+    "recall_reachable": "Recall (reachable)",
     "precision": "Precision", "recall_capped": "Recall (capped)", "mrr": "MRR",
     "recency": "Recency", "coverage": "Coverage", "popularity": "Popularity", "gini": "Gini",
 }

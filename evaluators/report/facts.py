@@ -39,6 +39,7 @@ class FoldsSummary:
         skip_reasons: (reason, number of folds), most frequent first.
         strata: whether the run has strata (a stratum also skips folds of its own).
         table: ``folds.csv`` with its times as UTC dates.
+        ceiling: the used folds' ``unreachable_share`` in words (None without the column).
     """
 
     n_folds: int
@@ -47,6 +48,7 @@ class FoldsSummary:
     skip_reasons: list[tuple[str, int]]
     strata: bool
     table: PlainTable
+    ceiling: str | None = None
 
 
 def format_date(t: Any) -> str:
@@ -125,7 +127,21 @@ def folds_summary(data: ReportData) -> FoldsSummary | None:
         n_folds=len(folds), n_used=int((~skipped).sum()), n_skipped=int(skipped.sum()),
         skip_reasons=[(str(r), int(n)) for r, n in reasons.items()],
         strata=len(data.strata) > 1, table=PlainTable.of(shown),
+        ceiling=ceiling_words(folds[~skipped]),
     )
+
+
+def ceiling_words(folds: pd.DataFrame) -> str | None:
+    """The windows' ceiling: the mean, lowest and highest ``unreachable_share`` of the used
+    folds as percentages (None without the column or a value)."""
+    if "unreachable_share" not in folds:
+        return None
+    shares = pd.to_numeric(folds["unreachable_share"], errors="coerce").dropna()
+    if shares.empty:
+        return None
+    return (f"{shares.mean():.1%} of the eligible users' relevant interactions are on items "
+            f"new in their window (per fold {shares.min():.1%} to {shares.max():.1%}, "
+            "folds.csv's unreachable_share): no model can hit them")
 
 
 def failed_units(data: ReportData) -> PlainTable | None:

@@ -32,6 +32,7 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.seeds import seed_pairs
 from sweval.evaluators.metrics.measures import fold_level
+from sweval.evaluators.metrics.reachable import in_catalogue, unreachable_share
 from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.protocols.splits import cold_users
 from sweval.evaluators.protocols.stratify import group_rows, groups_by_test_policy
@@ -154,7 +155,7 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         unit_store=unit_store,
         results=results,
         summary=with_intervals(summarise(results), results, settings),
-        folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
+        folds=pd.DataFrame([fold_summary(plan, fold.index) for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
         n_reused=collected.n_reused,
@@ -171,6 +172,17 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
     )
+
+
+def fold_summary(plan: Plan, index: int) -> dict[str, Any]:
+    """A fold's row of ``folds.csv``: its bounds, sizes and skip reason, and the window's
+    ceiling ``unreachable_share``: the share of its eligible users' relevant interactions on
+    items without a training interaction (:mod:`evaluators.metrics.reachable`; empty without
+    an eligible user)."""
+    fold = plan.folds[index]
+    split = plan.splits[index]
+    catalogue = in_catalogue(plan.log, fold.train_lo, fold.train_hi)
+    return fold.summary() | {"unreachable_share": unreachable_share(split.relevant, catalogue)}
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
@@ -336,7 +348,7 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
     tables = {
         "results.csv": outputs.results.to_csv(index=False, float_format="%.10g"),
         "summary.csv": outputs.summary.to_csv(index=False, float_format="%.10g"),
-        "folds.csv": outputs.folds.to_csv(index=False),
+        "folds.csv": outputs.folds.to_csv(index=False, float_format="%.10g"),
         "units.csv": outputs.units.to_csv(index=False, float_format="%.4f"),
         "config.json": run_record(plan, outputs),
     }

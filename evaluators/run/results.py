@@ -64,14 +64,15 @@ def unit_rows(
     rows = []
     for label, mask in selections.items():
         n_users = len(unit.users) if mask is None else int(mask.sum())
-        measured = {
-            key: float((values if mask is None else values[mask]).mean()) if n_users else np.nan
-            for key, values in unit.values.items()
-        }
+        measured = {key: _mean(values if mask is None else values[mask])
+                    for key, values in unit.values.items()}
         if fold_level is not None:
-            measured |= {key: value if n_users else np.nan
+            measured |= {key: (value if n_users else np.nan, n_users)
                          for key, value in fold_level(mask).items()}
-        for (metric, k), value in measured.items():
+        for (metric, k), (value, n_defined) in measured.items():
+            reason = "" if n_defined else (
+                "n_users=0: no eligible user in this group" if not n_users
+                else f"n_users=0: {metric} is undefined for every user of this group")
             rows.append(
                 {
                     "fold": fold.index,
@@ -82,15 +83,27 @@ def unit_rows(
                     "metric": metric,
                     "k": k,
                     "value": value,
-                    "n_users": n_users,
+                    "n_users": n_defined,
                     "n_eligible": fold.n_eligible,
                     # a mean over no user is undefined: such a row is skipped, never averaged
-                    "skipped": not n_users,
-                    "skip_reason": "" if n_users else "n_users=0: no eligible user in this group",
+                    "skipped": not n_defined,
+                    "skip_reason": reason,
                     "config_hash": config_hash,
                 }
             )
     return rows
+
+
+def _mean(values: NDArray[np.float64]) -> tuple[float, int]:
+    """(mean, users averaged) of per-user values; a NaN value is a user for whom the metric
+    is undefined (Recall_reachable@k without a reachable relevant item) and is left out."""
+    if not len(values):
+        return np.nan, 0
+    undefined = np.isnan(values)
+    if not undefined.any():
+        return float(values.mean()), len(values)
+    defined = values[~undefined]
+    return (float(defined.mean()) if len(defined) else np.nan), len(defined)
 
 
 def skipped_rows(
