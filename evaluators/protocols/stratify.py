@@ -35,7 +35,7 @@ from sweval.evaluators.metrics.measures import FoldLevel
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.user_strata import FIRST_TIME, UserStrata
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.run.results import skipped_rows, unit_rows
+from sweval.evaluators.run.results import ResultRow, skipped_rows, unit_rows
 from sweval.evaluators.units.engine import UnitResult
 
 Mode = Literal["subset", "test", "users"]
@@ -143,12 +143,12 @@ def group_rows(
     config_hash: str,
     metrics: list[str] | None = None,
     fold_level: FoldLevel | None = None,
-) -> list[dict[str, object]]:
+) -> list[ResultRow]:
     """The rows of every group of one (fold, algorithm) unit's users (``{label: mask over
     all_unit.users}``: mode ``test``'s policies, mode ``users``' derived strata), from the
     unstratified unit's per-user values and lists (groups with fewer than u_min users are
     skipped); ``metrics``, ``fold_level`` as in :func:`~evaluators.run.results.unit_rows`."""
-    rows: list[dict[str, object]] = []
+    rows: list[ResultRow] = []
     for label, mask in groups.items():
         size = int(mask.sum())
         if size < u_min:

@@ -120,6 +120,17 @@ class MetricSection:
         """``Recall``."""
         return metric_label(self.metric)
 
+    @property
+    def label_k(self) -> str:
+        """``Recall@k``, or the label alone for a metric without k (read by the template)."""
+        return self.label + ("" if self.table.ks == [None] else "@k")
+
+    @property
+    def label_at_k(self) -> str:
+        """``Recall@10`` at the over-time figure's k (read by the template)."""
+        return metric_label(self.metric, self.k_time)
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
