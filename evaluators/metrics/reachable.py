@@ -1,4 +1,4 @@
-"""What a fold's models can hit at all: the ceiling of each window (docs/protocol.md §4c).
+r"""What a fold's models can hit at all: the ceiling of each window (docs/protocol.md §4c).
 
 A model for fold f ranks the items of its training data only (SPEC §3), so a relevant item
 that first appears at or after t_f can never be hit, whatever the model::
