@@ -452,7 +452,8 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
 
     try:
         if name == "sw-eval":
-            outputs = tables(plan, collected, Measurer(list(plan.config.k), list(plan.config.metrics)),
+            measurer = Measurer(list(plan.config.k), list(plan.config.metrics), items=plan.items)
+            outputs = tables(plan, collected, measurer,
                              directory=Path(plan.config.output), unit_store=store.directory)
             write_outputs(plan, outputs)
             return [outputs.directory / file for file in

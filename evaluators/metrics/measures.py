@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, recommended_recency
+from sweval.evaluators.metrics.item_side import ild, novelty
 from sweval.evaluators.metrics.names import DEFAULT_METRICS, PER_FOLD
 from sweval.evaluators.metrics.ranking import hit_matrix
 from sweval.evaluators.metrics.reachable import reachable_sizes, recall_reachable
@@ -29,14 +30,15 @@ from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
 
 #: ``{(metric, k): value}`` of a group of users (None: all of them), per fold.
+#: The per-user metrics that read the split's item facts.
+FACT_METRICS = ("recency", "recall_reachable", "ild", "novelty")
 FoldLevel = Callable[[NDArray[np.bool_] | None], dict[tuple[str, int | None], float]]
 
 
 def needs_facts(metrics: list[str]) -> bool:
     """Whether the metrics read the fold's item facts (recency, the reachable items,
-    exposure)."""
-    return ("recency" in metrics or "recall_reachable" in metrics
-            or any(metric in PER_FOLD for metric in metrics))
+    the item-side metrics, exposure)."""
+    return any(metric in PER_FOLD or metric in FACT_METRICS for metric in metrics)
 
 
 def split_facts(split: Split) -> ItemFacts:
@@ -96,8 +98,28 @@ def measure_chosen(
             seen_reachable=bool(split.definition.get("repeats", False)))
         hits = hit_matrix(result.recommended, split.relevant, split.log.n_items)
         values |= recall_reachable(hits, reachable, ks)
+    values |= item_side(result.recommended, facts, ks, metrics)
     result.values = values
     return result
+
+
+def item_side(
+    recommended: NDArray[np.int64] | None, facts: ItemFacts | None, ks: list[int],
+    metrics: list[str],
+) -> dict[tuple[str, int | None], NDArray[np.float64]]:
+    """The chosen per-user item-side metrics (ILD@k, Novelty@k) of the lists ``recommended``."""
+    values: dict[tuple[str, int | None], NDArray[np.float64]] = {}
+    if "ild" not in metrics and "novelty" not in metrics:
+        return values
+    if facts is None or recommended is None:
+        raise ValueError("ild and novelty need the lists and the split's item facts")
+    if "ild" in metrics:
+        if facts.features is None:
+            raise ValueError("ild needs the item features (--items)")
+        values |= ild(recommended, facts.features, ks)
+    if "novelty" in metrics:
+        values |= novelty(recommended, facts.counts, ks)
+    return values
 
 
 def fold_level(

@@ -19,6 +19,7 @@ interactions hit over relevant interactions), not the per-user mean Recall@k.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
@@ -69,3 +70,16 @@ def recall_reachable(
         return {("recall_reachable", k): np.where(reachable > 0,
                                                   cumulative[:, k - 1] / reachable, np.nan)
                 for k in ks}
+
+
+def ceiling_words(folds: pd.DataFrame) -> str | None:
+    """The windows' ceiling: the mean, lowest and highest ``unreachable_share`` of the used
+    folds as percentages (None without the column or a value)."""
+    if "unreachable_share" not in folds:
+        return None
+    shares = pd.to_numeric(folds["unreachable_share"], errors="coerce").dropna()
+    if shares.empty:
+        return None
+    return (f"{shares.mean():.1%} of the eligible users' relevant interactions are on items "
+            f"new in their window (per fold {shares.min():.1%} to {shares.max():.1%}, "
+            "folds.csv's unreachable_share): no model can hit them")

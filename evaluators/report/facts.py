@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.report.data import ReportData
 from sweval.evaluators.wording import plural
 
@@ -150,19 +151,6 @@ def folds_summary(data: ReportData) -> FoldsSummary | None:
         strata=len(data.strata) > 1, table=PlainTable.of(shown),
         ceiling=ceiling_words(folds[~skipped]),
     )
-
-
-def ceiling_words(folds: pd.DataFrame) -> str | None:
-    """The windows' ceiling: the mean, lowest and highest ``unreachable_share`` of the used
-    folds as percentages (None without the column or a value)."""
-    if "unreachable_share" not in folds:
-        return None
-    shares = pd.to_numeric(folds["unreachable_share"], errors="coerce").dropna()
-    if shares.empty:
-        return None
-    return (f"{shares.mean():.1%} of the eligible users' relevant interactions are on items "
-            f"new in their window (per fold {shares.min():.1%} to {shares.max():.1%}, "
-            "folds.csv's unreachable_share): no model can hit them")
 
 
 def failed_units(data: ReportData) -> PlainTable | None:

@@ -24,6 +24,7 @@ import numpy as np
 
 from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
+from sweval.data.items import ItemFeatures, load_items
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.data.user_dirs import cache_home
@@ -98,6 +99,13 @@ class Plan:
     def unit(self, split: Split, name: str) -> Unit:
         """The unit of ``name`` on ``split`` (a split of this plan, not skipped)."""
         return self._unit_index[(id(split), name)]
+
+    @cached_property
+    def items(self) -> ItemFeatures | None:
+        """The item features of ``--items`` (read once), None without."""
+        if self.config.items is None:
+            return None
+        return load_items(self.config.items, self.config.item_columns)
 
     @cached_property
     def _unit_index(self) -> dict[tuple[int, str], Unit]:
@@ -348,11 +356,13 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         cold_splits = [cold_split(split, config.u_min, config.relevance) for split in splits]
         units += plan_units(cold_splits, cold_specs(specs, config.fallback), config.k)
     key = run_key(config, log.fingerprint(), [spec.name for spec in specs])
-    return Plan(
+    plan = Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
         cold_splits=cold_splits,
     )
+    _ = plan.items  # a bad --items file is an error before anything is computed
+    return plan
 
 
 def user_strata(config: EvalConfig) -> Strata | None:

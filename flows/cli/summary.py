@@ -19,6 +19,7 @@ from rich.text import Text
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.names import LABELS, shown_k
+from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
 from sweval.evaluators.run.plan import policy_column
 from sweval.evaluators.run.results import is_best
@@ -268,6 +269,9 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     )
     for reason in skip_reasons(folds):
         console.print(f"  skipped: {reason}", style="dim", markup=False)
+    ceiling = ceiling_words(folds[~folds["skipped"].astype(bool)])
+    if ceiling is not None:
+        console.print(f"  ceiling: {ceiling}", style="dim", markup=False, highlight=False)
     strata = stratum_fold_counts(outputs.results)
     if any(skipped for _, skipped in strata.values()):
         counts = "; ".join(f"{stratum} {used_} used, {skipped} skipped"

@@ -12,12 +12,12 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.ranking import RelevantSets
 from sweval.evaluators.metrics.reachable import (
+    ceiling_words,
     in_catalogue,
     reachable_sizes,
     recall_reachable,
     unreachable_share,
 )
-from sweval.evaluators.report.facts import ceiling_words
 from sweval.evaluators.run.evaluate import evaluate_config
 
 # Day 0 is history, day 1 the test window. Training popularity: 10 ×3, 11 ×2, 12 ×1; 13 is new.
