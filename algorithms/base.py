@@ -313,6 +313,9 @@ class Algorithm(ABC):
     #: and fills up with 0-score items by id, and :meth:`score` defaults to the densified
     #: product.
     sparse_scores: ClassVar[bool] = False
+    #: False when the model's score of an item the user has consumed means nothing: it is then
+    #: left out of ``--repeats`` runs (:meth:`scores_seen_items`).
+    seen_items: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -455,8 +458,17 @@ class Algorithm(ABC):
         out[:] = top_k(scores, k)[0]
         return out
 
-    def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
-        """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.
+    @classmethod
+    def scores_seen_items(cls) -> bool:
+        """Whether the model's scores rank the items a user has already consumed too
+        (``--repeats``: seen items are candidates). True unless the class sets
+        ``seen_items = False`` (a model whose score of a seen item means nothing)."""
+        return cls.seen_items
+
+    def recommend(self, rows: NDArray[np.int64], k: int, *,
+                  exclude_seen: bool = True) -> NDArray[np.int64]:
+        """Top-k columns per row, seen items excluded (kept as candidates when not
+        ``exclude_seen``: ``--repeats``), SPEC tie-break; -1 pads short lists.
 
         Dense scores are computed in blocks of users so that memory stays bounded whatever the
         number of users; sparse ones are ranked straight from their factors.
@@ -467,16 +479,16 @@ class Algorithm(ABC):
         out = np.full((len(rows), k), -1, dtype=np.int64)
         if len(rows) == 0 or k == 0 or train.n_items == 0:
             return out
+        seen = train.matrix if exclude_seen else sp.csr_matrix(train.matrix.shape)
         if self.user_independent:
-            return top_k_global(self._scores(rows[:1])[0], train.matrix, rows, k)
+            return top_k_global(self._scores(rows[:1])[0], seen, rows, k)
         if self.sparse_scores:
             h, w = self._checked_factors(rows)
-            return top_k_of_product(h, w, train.matrix, rows, k, snap=True)
+            return top_k_of_product(h, w, seen, rows, k, snap=True)
         batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
-            out[lo : lo + batch] = top_k_unseen(self._scores(block_rows), train.matrix,
-                                                block_rows, k)
+            out[lo : lo + batch] = top_k_unseen(self._scores(block_rows), seen, block_rows, k)
         return out
 
     def _scores(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:

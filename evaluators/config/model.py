@@ -195,6 +195,11 @@ class EvalConfig(BaseModel):
         description="Also evaluate the window's users without history, as stratum first-time "
         "(models that cannot score them get --fallback's lists).",
     )
+    repeats: Annotated[bool, Cli(PROTOCOL)] = Field(
+        default=False,
+        description="Repeat consumption: the items a user consumed before the window stay "
+        "candidates, and are relevant when consumed again in it (needs --dedup none).",
+    )
     fallback: Annotated[Literal["pop", "none"], Cli(PROTOCOL)] = Field(
         default="pop",
         description="--cold-users: what the models that cannot score a user without history "
@@ -351,6 +356,14 @@ class EvalConfig(BaseModel):
             raise ValueError(f"--metrics {', '.join(lacking)} need the items' categories: "
                              "give --items FILE (or --items movielens-latest-small)")
         return chosen
+
+    @field_validator("repeats")
+    @classmethod
+    def _check_repeats(cls, repeats: bool, info: ValidationInfo) -> bool:
+        if repeats and info.data.get("dedup") != "none":
+            raise ValueError("--repeats needs --dedup none: with --dedup first a user's second "
+                             "consumption of an item is dropped when the log is read")
+        return repeats
 
     @field_validator("seeds")
     @classmethod

@@ -288,6 +288,7 @@ def fold_splits(
     stratify_mode: str | None = None,
     incremental: bool = True,
     cooccurrence: bool = False,
+    repeats: bool = False,
 ) -> list[Split]:
     """The splits of engine folds; a user's reference time is their first test transaction.
 
@@ -301,7 +302,9 @@ def fold_splits(
     from the previous fold's when the folds are asked for in order, and is identical to the one
     built from scratch (``incremental=False``, ``--no-incremental``), which is what any other
     order gets. ``cooccurrence`` (a run with item-kNN) makes the advanced folds carry the item
-    co-occurrence counts too (:attr:`TrainData.cooccurrence`).
+    co-occurrence counts too (:attr:`TrainData.cooccurrence`). ``repeats`` (``--repeats``)
+    keeps each user's training items as candidates: the definition then says so (and only
+    then, so the other splits keep their keys).
     """
     if incremental:
         from sweval.evaluators.protocols.training_state import IncrementalTraining
@@ -323,7 +326,7 @@ def fold_splits(
             "stratum": stratum,
             "stratify_mode": stratify_mode,
             "data": prefixes.get(fold.t_end, ""),
-        }, build)
+        } | ({"repeats": True} if repeats else {}), build)
         for fold in folds
     ]
 

@@ -319,6 +319,10 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
             "disk: use --task-runner sequential or threads."
         )
+    unable = [spec.label for spec in specs if config.repeats and not scores_seen(spec)]
+    if unable:
+        raise SwevalError(f"--repeats: {', '.join(unable)} cannot score the items a user has "
+                          "already consumed; leave it out of --algorithms.")
     spec = window_spec(config)
     if log is None:
         log = load_data(config)
@@ -326,7 +330,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     # item-kNN reads the co-occurrences that advanced folds can carry; nothing else does
     cooccurrence = any(spec.name == "item-knn" for spec in specs)
     splits = fold_splits(log, folds, config.relevance, incremental=config.incremental,
-                         cooccurrence=cooccurrence)
+                         cooccurrence=cooccurrence, repeats=config.repeats)
     found = searches(config, tpe_objective(config, splits))
     unused = unused_tuning_options(config) if not found else []
     if unused:
@@ -346,7 +350,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             stratum_splits[label] = fold_splits(
                 strata.logs[label], strata.folds[label], config.relevance,
                 stratum=label, stratify_mode="subset", incremental=config.incremental,
-                cooccurrence=cooccurrence,
+                cooccurrence=cooccurrence, repeats=config.repeats,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
     if strata is not None and (config.cold_users or config.stratify_by == RETURNING):
@@ -394,6 +398,13 @@ def cold_specs(specs: list[AlgorithmSpec], fallback: str) -> list[AlgorithmSpec]
         if all(spec.label != "pop" or spec.canonical != fallback_spec.canonical for spec in able):
             able.append(fallback_spec)
     return able
+
+
+def scores_seen(spec: AlgorithmSpec) -> bool:
+    """Whether ``spec``'s model can rank the items a user has consumed (``--repeats``)."""
+    from sweval.algorithms.registry import resolve
+
+    return bool(resolve(spec.name)[0].scores_seen_items())
 
 
 def scores_cold(spec: AlgorithmSpec) -> bool:

@@ -92,6 +92,7 @@ def compute_lists(
     *,
     timings: dict[str, float] | None = None,
     cold: bool = False,
+    repeats: bool = False,
 ) -> UnitLists:
     """Fit ``algorithm`` on ``train`` and rank ``depth`` items for each of ``users``.
 
@@ -104,6 +105,7 @@ def compute_lists(
         timings: seconds measured so far (``train_data``), extended.
         cold: the users have no training history (``--cold-users``): ranked by
             :meth:`~algorithms.base.Algorithm.recommend_cold`, every training item a candidate.
+        repeats: the users' own training items stay candidates (``--repeats``).
     """
     timings = dict(timings or {})
     clock = time.perf_counter()
@@ -114,7 +116,9 @@ def compute_lists(
     if cold:
         columns = algorithm.recommend_cold(len(users), depth)
     else:
-        columns = algorithm.recommend(train.rows_of(users), depth)
+        rows = train.rows_of(users)
+        columns = (algorithm.recommend(rows, depth, exclude_seen=False) if repeats
+                   else algorithm.recommend(rows, depth))
     timings["recommend"] = time.perf_counter() - clock
     items = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
     return UnitLists(
