@@ -276,6 +276,11 @@ def plan_compare(config: EvalConfig, options: CompareOptions,
             "first-time users (every evaluated user has training data); run `sweval run "
             "--cold-users` for SW-EVAL alone, or compare with --stratify-by user-history."
         )
+    if config.repeats:
+        raise SwevalError(
+            "--repeats: compare's hold-out protocols rank unseen items only; run `sweval run "
+            "--repeats` for SW-EVAL's windows with repeat consumption."
+        )
     plan = make_plan(config, log)
     log = plan.log
     if "leave-last-basket" in options.protocols and log.basket is None:
