@@ -357,14 +357,6 @@ class EvalConfig(BaseModel):
                              "give --items FILE (or --items movielens-latest-small)")
         return chosen
 
-    @field_validator("repeats")
-    @classmethod
-    def _check_repeats(cls, repeats: bool, info: ValidationInfo) -> bool:
-        if repeats and info.data.get("dedup") != "none":
-            raise ValueError("--repeats needs --dedup none: with --dedup first a user's second "
-                             "consumption of an item is dropped when the log is read")
-        return repeats
-
     @field_validator("seeds")
     @classmethod
     def _check_seeds(cls, seeds: list[int]) -> list[int]:

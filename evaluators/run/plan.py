@@ -319,6 +319,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
             "disk: use --task-runner sequential or threads."
         )
+    check_repeats(config)
     unable = [spec.label for spec in specs if config.repeats and not scores_seen(spec)]
     if unable:
         raise SwevalError(f"--repeats: {', '.join(unable)} cannot score the items a user has "
@@ -400,6 +401,17 @@ def cold_specs(specs: list[AlgorithmSpec], fallback: str) -> list[AlgorithmSpec]
     return able
 
 
+def check_repeats(config: EvalConfig) -> None:
+    """``--repeats`` needs the repeats in the log.
+
+    Raises:
+        SwevalError: ``--repeats`` with ``--dedup first``.
+    """
+    if config.repeats and config.dedup != "none":
+        raise SwevalError("--repeats needs --dedup none: with --dedup first a user's second "
+                          "consumption of an item is dropped when the log is read.")
+
+
 def scores_seen(spec: AlgorithmSpec) -> bool:
     """Whether ``spec``'s model can rank the items a user has consumed (``--repeats``)."""
     from sweval.algorithms.registry import resolve
@@ -449,5 +461,6 @@ def precheck(config: EvalConfig) -> None:
 
     algorithm_specs(config)
     window_spec(config)
+    check_repeats(config)
     if config.data is not None:
         source_files(config.data)

@@ -66,9 +66,9 @@ def test_every_model_kind_ranks_seen_items_with_repeats(tmp_path):
     assert set(results["algorithm"]) == {"pop", "item-knn", "svd"}
 
 
-def test_repeats_need_dedup_none():
+def test_repeats_need_dedup_none(tmp_path):
     with pytest.raises(SwevalError, match="--repeats needs --dedup none"):
-        EvalConfig.build(repeats=True)
+        run(tmp_path, dedup="first", repeats=True)
 
 
 def test_the_model_api_says_whether_a_model_scores_seen_items(monkeypatch):
