@@ -462,8 +462,11 @@ class Algorithm(ABC):
     def scores_seen_items(cls) -> bool:
         """Whether the model's scores rank the items a user has already consumed too
         (``--repeats``: seen items are candidates). True unless the class sets
-        ``seen_items = False`` (a model whose score of a seen item means nothing)."""
-        return cls.seen_items
+        ``seen_items = False`` (a model whose score of a seen item means nothing) or overrides
+        :meth:`recommend` without its ``exclude_seen`` parameter."""
+        import inspect
+
+        return cls.seen_items and "exclude_seen" in inspect.signature(cls.recommend).parameters
 
     def recommend(self, rows: NDArray[np.int64], k: int, *,
                   exclude_seen: bool = True) -> NDArray[np.int64]:

@@ -100,6 +100,18 @@ def test_item_file_errors_name_the_file(tmp_path):
         load_items(str(tmp_path / "none.csv"))
 
 
+def test_any_reader_format_gives_the_same_features(tmp_path):
+    (tmp_path / "items.csv").write_text(ITEMS)
+    frame = pd.read_csv(tmp_path / "items.csv")
+    frame.to_parquet(tmp_path / "items.parquet")
+    frame.to_json(tmp_path / "items.jsonl", orient="records", lines=True)
+    csv = load_items(str(tmp_path / "items.csv"))
+    for name in ("items.parquet", "items.jsonl"):
+        other = load_items(str(tmp_path / name))
+        assert other.categories == csv.categories and list(other.ids) == list(csv.ids)
+        assert (other.matrix != csv.matrix).nnz == 0
+
+
 def test_bundled_movielens_genres_cover_its_log():
     items = load_items("movielens-latest-small")
     assert len(items.categories) == 20 and "genres=Animation" in items.categories

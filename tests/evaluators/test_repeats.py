@@ -78,7 +78,11 @@ def test_the_model_api_says_whether_a_model_scores_seen_items(monkeypatch):
     class Forgetful(Pop):
         seen_items = False
 
-    assert not Forgetful.scores_seen_items()
+    class OwnRanking(Pop):
+        def recommend(self, rows, k):  # the signature before --repeats
+            return super().recommend(rows, k)
+
+    assert not Forgetful.scores_seen_items() and not OwnRanking.scores_seen_items()
     import sweval.evaluators.run.plan as plan
 
     monkeypatch.setattr(plan, "scores_seen", lambda spec: spec.name == "pop")
