@@ -41,7 +41,13 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
-from sweval.algorithms.ranking import csr_problem, top_k_global, top_k_of_product, top_k_unseen
+from sweval.algorithms.ranking import (
+    csr_problem,
+    top_k,
+    top_k_global,
+    top_k_of_product,
+    top_k_unseen,
+)
 from sweval.algorithms.scores import snap_scores
 
 if TYPE_CHECKING:
@@ -307,6 +313,9 @@ class Algorithm(ABC):
     #: and fills up with 0-score items by id, and :meth:`score` defaults to the densified
     #: product.
     sparse_scores: ClassVar[bool] = False
+    #: False when the model's score of an item the user has consumed means nothing: it is then
+    #: left out of ``--repeats`` runs (:meth:`scores_seen_items`).
+    seen_items: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -411,8 +420,58 @@ class Algorithm(ABC):
         snap_scores(scores.data)
         return scores
 
-    def recommend(self, rows: NDArray[np.int64], k: int) -> NDArray[np.int64]:
-        """Top-k columns per row, seen items excluded, SPEC tie-break; -1 pads short lists.
+    @classmethod
+    def scores_cold_users(cls) -> bool:
+        """Whether the model can score a user without training history (``--cold-users``):
+        a user-independent model (POP, POP-N), or one that implements :meth:`cold_scores`.
+        The others get ``--fallback``'s lists for such users."""
+        return cls.user_independent or cls.cold_scores is not Algorithm.cold_scores
+
+    def cold_scores(self) -> NDArray[np.float64] | None:
+        """Scores of every training item (length n_items) for a user with no training row,
+        or None when the model cannot score one. A user-independent model's are everyone's
+        scores; a model that can score new users otherwise (from features, say) overrides
+        this."""
+        if not self.user_independent or self.train_ is None or self.train_.n_users == 0:
+            return None
+        return self._scores(np.zeros(1, dtype=np.int64))[0]
+
+    def recommend_cold(self, n_users: int, k: int) -> NDArray[np.int64]:
+        """Top-k columns for ``n_users`` users without training history: every training item
+        is a candidate (they have seen none), SPEC tie-break, -1 pads; one list for all.
+
+        Raises:
+            ValueError: the model cannot score such users (:meth:`cold_scores` is None).
+        """
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before recommend_cold()")
+        out = np.full((n_users, k), -1, dtype=np.int64)
+        if n_users == 0 or k == 0 or self.train_.n_items == 0:
+            return out
+        scores = self.cold_scores()
+        if scores is None:
+            raise ValueError(f"{self.name} cannot score users without training history")
+        scores = np.asarray(scores, dtype=np.float64).reshape(1, -1)
+        if scores.shape[1] != self.train_.n_items or not np.isfinite(scores).all():
+            raise ValueError(f"{self.name}: cold_scores() must hold one finite score per "
+                             f"training item ({self.train_.n_items})")
+        out[:] = top_k(scores, k)[0]
+        return out
+
+    @classmethod
+    def scores_seen_items(cls) -> bool:
+        """Whether the model's scores rank the items a user has already consumed too
+        (``--repeats``: seen items are candidates). True unless the class sets
+        ``seen_items = False`` (a model whose score of a seen item means nothing) or overrides
+        :meth:`recommend` without its ``exclude_seen`` parameter."""
+        import inspect
+
+        return cls.seen_items and "exclude_seen" in inspect.signature(cls.recommend).parameters
+
+    def recommend(self, rows: NDArray[np.int64], k: int, *,
+                  exclude_seen: bool = True) -> NDArray[np.int64]:
+        """Top-k columns per row, seen items excluded (kept as candidates when not
+        ``exclude_seen``: ``--repeats``), SPEC tie-break; -1 pads short lists.
 
         Dense scores are computed in blocks of users so that memory stays bounded whatever the
         number of users; sparse ones are ranked straight from their factors.
@@ -423,16 +482,16 @@ class Algorithm(ABC):
         out = np.full((len(rows), k), -1, dtype=np.int64)
         if len(rows) == 0 or k == 0 or train.n_items == 0:
             return out
+        seen = train.matrix if exclude_seen else sp.csr_matrix(train.matrix.shape)
         if self.user_independent:
-            return top_k_global(self._scores(rows[:1])[0], train.matrix, rows, k)
+            return top_k_global(self._scores(rows[:1])[0], seen, rows, k)
         if self.sparse_scores:
             h, w = self._checked_factors(rows)
-            return top_k_of_product(h, w, train.matrix, rows, k, snap=True)
+            return top_k_of_product(h, w, seen, rows, k, snap=True)
         batch = max(1, SCORE_BLOCK_ELEMENTS // max(train.n_items, 1))
         for lo in range(0, len(rows), batch):
             block_rows = rows[lo : lo + batch]
-            out[lo : lo + batch] = top_k_unseen(self._scores(block_rows), train.matrix,
-                                                block_rows, k)
+            out[lo : lo + batch] = top_k_unseen(self._scores(block_rows), seen, block_rows, k)
         return out
 
     def _scores(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:

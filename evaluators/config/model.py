@@ -18,7 +18,14 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from sweval.data.errors import SwevalError
 from sweval.data.text_files import parse_separator
@@ -38,7 +45,12 @@ from sweval.evaluators.config.text import (
     split_alias,
     written_entry,
 )
-from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
+from sweval.evaluators.metrics.names import (
+    ALL_METRICS,
+    DEFAULT_METRICS,
+    NEED_ITEMS,
+    parse_metrics,
+)
 
 #: Every algorithm the project ships, in display order.
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
@@ -112,6 +124,16 @@ class EvalConfig(BaseModel):
     on_invalid: Annotated[Literal["error", "drop"], Cli(DATA)] = Field(
         default="error", description="Rows with a missing user/item/time: error | drop."
     )
+    items: Annotated[str | None, Cli(DATA)] = Field(
+        default=None,
+        description="Item features for --metrics ild, category_coverage: a file (any --format) "
+        "with the item id first, then categorical columns ('a|b' = two categories), or "
+        "movielens-latest-small (the bundled genres).",
+    )
+    item_columns: Annotated[list[str], Cli(DATA, codec=CommaList(str))] = Field(
+        default_factory=list,
+        description="--items: the categorical columns (default: every column after the id).",
+    )
     scale: Annotated[float, Cli(DATA)] = Field(
         default=0.1, gt=0, description="Scale of the generated log when --data is not given."
     )
@@ -155,11 +177,33 @@ class EvalConfig(BaseModel):
     )
     stratify_by: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,
-        description="Report results per value of this column (the logging policy).",
+        description="Report results per value of this column (the logging policy), or per "
+        "user stratum at each cut-off: user-history (bins of --user-bins) | returning "
+        "(returning vs first-time users).",
     )
     stratify_mode: Annotated[Literal["subset", "test"], Cli(PROTOCOL)] = Field(
         default="subset",
         description="subset: whole protocol per stratum | test: group test users.",
+    )
+    user_bins: Annotated[list[int], Cli(PROTOCOL, codec=CommaList(int))] = Field(
+        default_factory=lambda: [1, 5, 20],
+        description="--stratify-by user-history: lower edges of the bins of training "
+        "transactions a user has at the cut-off (default: 1-4, 5-19, 20+).",
+    )
+    cold_users: Annotated[bool, Cli(PROTOCOL)] = Field(
+        default=False,
+        description="Also evaluate the window's users without history, as stratum first-time "
+        "(models that cannot score them get --fallback's lists).",
+    )
+    repeats: Annotated[bool, Cli(PROTOCOL)] = Field(
+        default=False,
+        description="Repeat consumption: the items a user consumed before the window stay "
+        "candidates, and are relevant when consumed again in it (needs --dedup none).",
+    )
+    fallback: Annotated[Literal["pop", "none"], Cli(PROTOCOL)] = Field(
+        default="pop",
+        description="--cold-users: what the models that cannot score a user without history "
+        "recommend to one: pop (stated in the tables' fallback column) | none (not scored).",
     )
 
     # algorithms
@@ -304,8 +348,14 @@ class EvalConfig(BaseModel):
 
     @field_validator("metrics")
     @classmethod
-    def _check_metrics(cls, names: list[str]) -> list[str]:
-        return parse_metrics(names)
+    def _check_metrics(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        items = bool(info.data.get("items"))
+        chosen = parse_metrics(names, items=items)
+        lacking = [name for name in chosen if name in NEED_ITEMS and not items]
+        if lacking:
+            raise ValueError(f"--metrics {', '.join(lacking)} need the items' categories: "
+                             "give --items FILE (or --items movielens-latest-small)")
+        return chosen
 
     @field_validator("seeds")
     @classmethod

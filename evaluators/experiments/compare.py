@@ -270,6 +270,17 @@ def plan_compare(config: EvalConfig, options: CompareOptions,
     Raises:
         SwevalError: bad options or data (a basket protocol without baskets, ...).
     """
+    if config.cold_users or config.stratify_by == "returning":
+        raise SwevalError(
+            "--cold-users / --stratify-by returning: compare's hold-out protocols have no "
+            "first-time users (every evaluated user has training data); run `sweval run "
+            "--cold-users` for SW-EVAL alone, or compare with --stratify-by user-history."
+        )
+    if config.repeats:
+        raise SwevalError(
+            "--repeats: compare's hold-out protocols rank unseen items only; run `sweval run "
+            "--repeats` for SW-EVAL's windows with repeat consumption."
+        )
     plan = make_plan(config, log)
     log = plan.log
     if "leave-last-basket" in options.protocols and log.basket is None:
@@ -283,10 +294,12 @@ def plan_compare(config: EvalConfig, options: CompareOptions,
             protocol_key(protocol, config, log.fingerprint())
             for name, protocol in protocols.items()}
     main, strata = {}, {}
+    users = plan.strata.users if plan.strata is not None else None
     for name, protocol in protocols.items():
         main[name] = plan_protocol(log, protocol, names, ks=config.k, params=config.params,
-                                   config_hash=keys[name])
-        if plan.strata is not None:
+                                   config_hash=keys[name], user_strata=users,
+                                   u_min=config.u_min)
+        if plan.strata is not None and plan.strata.mode != "users":
             strata[name] = _stratum_plans(plan, protocol, names, keys[name])
     return ComparePlan(plan=plan, protocols=protocols, keys=keys, main=main, strata=strata)
 
@@ -447,7 +460,8 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
 
     try:
         if name == "sw-eval":
-            outputs = tables(plan, collected, Measurer(list(plan.config.k), list(plan.config.metrics)),
+            measurer = Measurer(list(plan.config.k), list(plan.config.metrics), items=plan.items)
+            outputs = tables(plan, collected, measurer,
                              directory=Path(plan.config.output), unit_store=store.directory)
             write_outputs(plan, outputs)
             return [outputs.directory / file for file in

@@ -22,12 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
 
 from sweval.data.log import InteractionLog
 from sweval.evaluators.experiments.compare_tables import LEAKAGE_COLUMNS, leakage_rows
 from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.protocols.splits import Split, item_first_seen
+from sweval.evaluators.protocols.stratify import group_rows
+from sweval.evaluators.protocols.user_strata import UserStrata
 from sweval.evaluators.run.driver import (
     Collected,
     Executor,
@@ -58,6 +62,10 @@ class ProtocolPlan:
         ks: the metrics' cut-offs.
         config_hash: written to the tables' ``config_hash`` column.
         stratum: written to the ``stratum`` column.
+        user_strata: the derived strata the evaluated users are also grouped by
+            (``--stratify-by user-history``: their history in each split's training data),
+            u_min applying per group; None without.
+        u_min: the fewest users a group of ``user_strata`` is measured on.
     """
 
     protocol: Protocol
@@ -68,6 +76,8 @@ class ProtocolPlan:
     ks: list[int]
     config_hash: str = ""
     stratum: str = "all"
+    user_strata: UserStrata | None = None
+    u_min: int = 0
 
     @property
     def labels(self) -> list[str]:
@@ -106,8 +116,11 @@ def plan_protocol(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     config_hash: str = "",
     stratum: str = "all",
+    user_strata: UserStrata | None = None,
+    u_min: int = 0,
 ) -> ProtocolPlan:
-    """The units ``protocol`` needs on ``log`` (see the module docstring).
+    """The units ``protocol`` needs on ``log`` (see the module docstring); ``user_strata``
+    and ``u_min`` as :class:`ProtocolPlan`'s.
 
     Raises:
         SwevalError: unknown algorithms or parameters, or a protocol the log cannot be cut by.
@@ -122,7 +135,7 @@ def plan_protocol(
             units[(position, unit.spec.label)] = unit
     return ProtocolPlan(protocol=protocol, log=log, specs=specs,
                         splits=splits, units=units, ks=list(ks), config_hash=config_hash,
-                        stratum=stratum)
+                        stratum=stratum, user_strata=user_strata, u_min=u_min)
 
 
 def protocol_work(plans: Sequence[ProtocolPlan], ks: list[int]) -> Work:
@@ -145,21 +158,29 @@ def protocol_run(plan: ProtocolPlan, collected: Collected) -> ProtocolRun:
     leaks: list[dict[str, object]] = []
     units: list[dict[str, object]] = []
     devices: dict[str, str] = {}
+    grouped: dict[int, dict[str, NDArray[np.bool_]]] = {}  # per split: its users' strata
     for position, split in enumerate(plan.splits):
         for spec in plan.specs:
             label = spec.label
             unit = plan.units.get((position, label))
             if unit is None:
                 reason = split.skip_reason or plan.protocol.unsupported(spec.name)
-                rows += skipped_rows(split, label, plan.ks, reason=reason,
-                                     n_users=split.n_eligible, config_hash=plan.config_hash,
-                                     stratum=plan.stratum)
+                for stratum in [plan.stratum, *(plan.user_strata.labels
+                                                if plan.user_strata is not None else [])]:
+                    rows += skipped_rows(split, label, plan.ks, reason=reason,
+                                         n_users=split.n_eligible,
+                                         config_hash=plan.config_hash, stratum=stratum)
                 continue
             result = collected.result(unit)
             if result is None:  # failed: fail_on raised before any table is made
                 continue
             rows += unit_rows(split, result, config_hash=plan.config_hash,
                               stratum=plan.stratum)
+            if plan.user_strata is not None:
+                if position not in grouped:
+                    grouped[position] = plan.user_strata.groups(split, result.users)
+                rows += group_rows(grouped[position], split, result,  # type: ignore[arg-type]
+                                   ks=plan.ks, u_min=plan.u_min, config_hash=plan.config_hash)
             leaks += leakage_rows(name, split, result, plan.ks, first_seen)
             devices[label] = result.device
             units.append(

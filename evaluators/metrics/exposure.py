@@ -29,13 +29,15 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy import sparse
 
 from sweval.data.log import InteractionLog
+from sweval.evaluators.metrics.item_side import category_coverage
 
 #: The recency function's parameters (papers/003 Eq. 1).
 THRESHOLD, BASE, SLOPE = 0.8, 0.3, 10.0 / 3.0
 #: The per-fold metrics this module computes.
-NAMES = ("coverage", "popularity", "gini")
+NAMES = ("coverage", "popularity", "gini", "category_coverage")
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,14 @@ class ItemFacts:
         counts: c_i per item code (0 outside the training data).
         first_seen: t_i per item code (int64 max outside the training data).
         recency: f(i) per item code (0 outside the training data).
+        features: (n_items, n_categories) 0/1 categories per item code (``--items``; None
+            without).
     """
 
     counts: NDArray[np.int64]
     first_seen: NDArray[np.int64]
     recency: NDArray[np.float64]
+    features: sparse.csr_matrix | None = None
 
     @property
     def catalogue(self) -> NDArray[np.bool_]:
@@ -95,7 +100,8 @@ def exposure_metrics(
         recommended: (n_users, K) global item codes, best first, −1 = empty slot; K ≥ max(ks).
         facts: the fold's item facts.
         ks: cut-offs.
-        metrics: which of :data:`NAMES` (others are ignored).
+        metrics: which of :data:`NAMES` (others are ignored; category coverage:
+            :mod:`evaluators.metrics.item_side`).
     """
     catalogue = facts.catalogue
     n_catalogue = int(catalogue.sum())
@@ -112,6 +118,11 @@ def exposure_metrics(
             values[("popularity", k)] = float(facts.counts[shown].mean()) if len(shown) else np.nan
         if "gini" in metrics:
             values[("gini", k)] = gini(exposure)
+    if "category_coverage" in metrics:
+        if facts.features is None:
+            raise ValueError("category_coverage needs the item features (--items)")
+        covered = category_coverage(recommended, facts.features, catalogue, ks)
+        values |= {("category_coverage", k): value for k, value in covered.items()}
     return values
 
 

@@ -20,20 +20,25 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.metrics.exposure import ItemFacts, exposure_metrics, recommended_recency
+from sweval.evaluators.metrics.item_side import ild, novelty
 from sweval.evaluators.metrics.names import DEFAULT_METRICS, PER_FOLD
 from sweval.evaluators.metrics.ranking import hit_matrix
+from sweval.evaluators.metrics.reachable import reachable_sizes, recall_reachable
 from sweval.evaluators.metrics.user_metrics import NAMES as USER_METRICS
 from sweval.evaluators.metrics.user_metrics import user_metrics
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, UnitResult, measure
 
 #: ``{(metric, k): value}`` of a group of users (None: all of them), per fold.
+#: The per-user metrics that read the split's item facts.
+FACT_METRICS = ("recency", "recall_reachable", "ild", "novelty")
 FoldLevel = Callable[[NDArray[np.bool_] | None], dict[tuple[str, int | None], float]]
 
 
 def needs_facts(metrics: list[str]) -> bool:
-    """Whether the metrics read the fold's item facts (recency, exposure)."""
-    return "recency" in metrics or any(metric in PER_FOLD for metric in metrics)
+    """Whether the metrics read the fold's item facts (recency, the reachable items,
+    the item-side metrics, exposure)."""
+    return any(metric in PER_FOLD or metric in FACT_METRICS for metric in metrics)
 
 
 def split_facts(split: Split) -> ItemFacts:
@@ -84,8 +89,37 @@ def measure_chosen(
                 raise ValueError("recency needs the split's item facts")
             weights = recommended_recency(facts, result.recommended)
         values |= user_metrics(hits, split.relevant.sizes, ks, extra, recency=weights)
+    if "recall_reachable" in metrics:
+        if facts is None or split.fold is None or result.recommended is None:
+            raise ValueError("recall_reachable needs a window split's item facts")
+        fold = split.fold
+        reachable = reachable_sizes(
+            split.relevant, facts.catalogue, split.log, fold.train_lo, fold.train_hi,
+            seen_reachable=bool(split.definition.get("repeats", False)))
+        hits = hit_matrix(result.recommended, split.relevant, split.log.n_items)
+        values |= recall_reachable(hits, reachable, ks)
+    values |= item_side(result.recommended, facts, ks, metrics)
     result.values = values
     return result
+
+
+def item_side(
+    recommended: NDArray[np.int64] | None, facts: ItemFacts | None, ks: list[int],
+    metrics: list[str],
+) -> dict[tuple[str, int | None], NDArray[np.float64]]:
+    """The chosen per-user item-side metrics (ILD@k, Novelty@k) of the lists ``recommended``."""
+    values: dict[tuple[str, int | None], NDArray[np.float64]] = {}
+    if "ild" not in metrics and "novelty" not in metrics:
+        return values
+    if facts is None or recommended is None:
+        raise ValueError("ild and novelty need the lists and the split's item facts")
+    if "ild" in metrics:
+        if facts.features is None:
+            raise ValueError("ild needs the item features (--items)")
+        values |= ild(recommended, facts.features, ks)
+    if "novelty" in metrics:
+        values |= novelty(recommended, facts.counts, ks)
+    return values
 
 
 def fold_level(

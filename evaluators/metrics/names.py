@@ -8,7 +8,8 @@ Two kinds, one results row per (fold, algorithm, stratum, metric, k) for both:
   top-k lists together (:mod:`evaluators.metrics.exposure`), then averaged over the folds.
 
 The formulas are in :mod:`evaluators.metrics.ranking` (SPEC §4 and the ones added here) and
-docs/protocol.md §4b. ``--metrics all`` takes every metric; the default is SPEC §4's four.
+docs/protocol.md §4b. ``--metrics all`` takes every metric (the item-feature ones with
+``--items``); the default is SPEC §4's four.
 """
 
 from __future__ import annotations
@@ -18,23 +19,27 @@ from sweval.data.errors import SwevalError
 #: SPEC §4's metrics: the default of ``--metrics``.
 DEFAULT_METRICS = ["recall", "hit_rate", "ndcg", "r_precision"]
 #: Every per-user metric, in display order (R-precision has no k).
-PER_USER = ["recall", "hit_rate", "ndcg", "r_precision", "precision", "recall_capped", "mrr",
-            "recency"]
+PER_USER = ["recall", "hit_rate", "ndcg", "r_precision", "recall_reachable", "precision",
+            "recall_capped", "mrr", "recency", "ild", "novelty"]
 #: Every per-fold exposure metric, in display order.
-PER_FOLD = ["coverage", "popularity", "gini"]
+PER_FOLD = ["coverage", "popularity", "gini", "category_coverage"]
 ALL_METRICS = PER_USER + PER_FOLD
+#: The metrics that read the item features (``--items``): ``all`` takes them only with it.
+NEED_ITEMS = ("ild", "category_coverage")
 #: SPEC §4's display labels, e.g. ``Recall@10``.
 SPEC_LABELS = {"recall": "Recall", "hit_rate": "HitRate", "ndcg": "NDCG",
                "r_precision": "R-precision"}
 #: Display labels, e.g. ``Precision@10``.
 LABELS = SPEC_LABELS | {
+    "recall_reachable": "Recall (reachable)",
     "precision": "Precision", "recall_capped": "Recall (capped)", "mrr": "MRR",
     "recency": "Recency", "coverage": "Coverage", "popularity": "Popularity", "gini": "Gini",
+    "ild": "ILD", "novelty": "Novelty", "category_coverage": "Category coverage",
 }
 #: The order of metrics in the tables.
 ORDER = {name: rank for rank, name in enumerate(ALL_METRICS)}
 #: Metrics without a best (higher is not better): no Δ% in summary.csv.
-UNRANKED = {"popularity", "gini"}
+UNRANKED = {"popularity", "gini", "novelty"}
 #: Metrics measured once per user at k = |Rel_u| (no k column).
 WITHOUT_K = {"r_precision"}
 
@@ -45,16 +50,16 @@ def shown_k(ks: list[int]) -> int:
     return 10 if 10 in ks else max(ks)
 
 
-def parse_metrics(names: list[str]) -> list[str]:
+def parse_metrics(names: list[str], *, items: bool = True) -> list[str]:
     """The ``--metrics`` selection in display order: names from :data:`ALL_METRICS`, or
-    ``all``.
+    ``all`` (without ``items``, ``--items``, all but :data:`NEED_ITEMS`).
 
     Raises:
         SwevalError: an unknown name, or none.
     """
     chosen = {name.strip().lower() for name in names if name.strip()}
     if "all" in chosen:
-        return list(ALL_METRICS)
+        return [name for name in ALL_METRICS if items or name not in NEED_ITEMS]
     unknown = sorted(chosen - set(ALL_METRICS))
     if unknown:
         raise SwevalError(

@@ -10,6 +10,9 @@ Window splits (``sw-eval`` folds, the ``temporal-global`` cut-off)::
     [t_f, t_f + tΔ)                              test window, eligible users U_f
     definition: bounds, training window, relevance, stratum, hash of the log before t_f + tΔ
 
+A window split's *cold* twin (``--cold-users``, :func:`cold_split`) evaluates the window's users
+without training history on the same training data; its definition adds ``users: first-time``.
+
 Hold-out splits (``loocv`` seed s, ``leave-last-one-out``)::
 
     training = D minus one held-out transaction per user with ≥ 2 transactions
@@ -54,6 +57,8 @@ class Split:
             (:mod:`evaluators.units.unit`): its kind, bounds or seed, relevance, stratum, and the
             fingerprint of the data it reads.
         log: the log the split cuts (a stratum's sub-log for stratified splits).
+        cold: the evaluated users have no training history (``--cold-users``): models rank
+            for them through :meth:`~algorithms.base.Algorithm.recommend_cold`.
     """
 
     index: int
@@ -66,6 +71,7 @@ class Split:
     log: InteractionLog
     skip_reason: str | None = None
     fold: Fold | None = None
+    cold: bool = False
 
     @property
     def users(self) -> NDArray[np.int64]:
@@ -282,6 +288,7 @@ def fold_splits(
     stratify_mode: str | None = None,
     incremental: bool = True,
     cooccurrence: bool = False,
+    repeats: bool = False,
 ) -> list[Split]:
     """The splits of engine folds; a user's reference time is their first test transaction.
 
@@ -295,7 +302,9 @@ def fold_splits(
     from the previous fold's when the folds are asked for in order, and is identical to the one
     built from scratch (``incremental=False``, ``--no-incremental``), which is what any other
     order gets. ``cooccurrence`` (a run with item-kNN) makes the advanced folds carry the item
-    co-occurrence counts too (:attr:`TrainData.cooccurrence`).
+    co-occurrence counts too (:attr:`TrainData.cooccurrence`). ``repeats`` (``--repeats``)
+    keeps each user's training items as candidates: the definition then says so (and only
+    then, so the other splits keep their keys).
     """
     if incremental:
         from sweval.evaluators.protocols.training_state import IncrementalTraining
@@ -317,7 +326,7 @@ def fold_splits(
             "stratum": stratum,
             "stratify_mode": stratify_mode,
             "data": prefixes.get(fold.t_end, ""),
-        }, build)
+        } | ({"repeats": True} if repeats else {}), build)
         for fold in folds
     ]
 
@@ -347,4 +356,44 @@ def _fold_split(
         log=log,
         skip_reason=fold.skip_reason,
         fold=fold,
+    )
+
+
+def cold_users(log: InteractionLog, fold: Fold) -> NDArray[np.int64]:
+    """The window's users without a training transaction (ascending global codes): the users
+    of [t_f, t_f + tΔ) that are not in U_f."""
+    test_users = np.unique(log.user[fold.test_lo : fold.test_hi])
+    return np.setdiff1d(test_users, fold.eligible_users, assume_unique=True).astype(np.int64)
+
+
+def _train_of(split: Split) -> TrainData:
+    return split.train
+
+
+def cold_split(split: Split, u_min: int, relevance: Relevance) -> Split:
+    """The cold twin of a window split: the same training data (``split``'s, built once), the
+    window's users without training history (:func:`cold_users`) and their Rel_u. Skipped with
+    ``split`` (a fold skipped for ``all`` is skipped in every stratum), with fewer than u_min
+    such users, or with none."""
+    fold = split.fold
+    if fold is None:
+        raise ValueError("only window splits have cold users")
+    log = split.log
+    users = cold_users(log, fold)
+    relevant = relevant_sets(log, fold.test_lo, fold.test_hi, users, relevance)
+    test_user = log.user[fold.test_lo : fold.test_hi]
+    codes, first = np.unique(test_user, return_index=True)
+    earliest = log.timestamp[fold.test_lo + first]
+    reference_time = earliest[np.searchsorted(codes, users)] if len(users) else earliest[:0]
+    reason = split.skip_reason
+    if reason is None and len(users) < u_min:
+        reason = f"n_eligible={len(users)} < u_min={u_min}"
+    elif reason is None and len(users) == 0:
+        reason = "n_eligible=0: no user without history in this window"
+    return Split(
+        index=split.index, t_start=split.t_start, t_end=split.t_end, relevant=relevant,
+        reference_time=reference_time.astype(np.int64),
+        make_train=functools.partial(_train_of, split),
+        definition=split.definition | {"users": "first-time"}, log=log,
+        skip_reason=reason, fold=fold, cold=True,
     )

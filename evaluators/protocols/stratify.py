@@ -14,6 +14,11 @@ Two modes, both reported next to the unstratified stratum ``all``:
 
 Because policies partition the transactions, a stratum's eligible users are always a subset of
 U_f, so a fold skipped for ``all`` is skipped for every stratum too.
+
+Mode ``users`` holds the strata derived from the users' history before t_f
+(:mod:`evaluators.protocols.user_strata`: ``--stratify-by user-history`` or ``returning``); they
+regroup the ``all`` units' users like mode ``test``. Any mode may add the ``first-time`` stratum
+(``--cold-users``, or ``--stratify-by returning``).
 """
 
 from __future__ import annotations
@@ -28,28 +33,40 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.metrics.measures import FoldLevel
 from sweval.evaluators.protocols.folds import Fold, build_folds
+from sweval.evaluators.protocols.user_strata import FIRST_TIME, UserStrata
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.run.results import ResultRow, skipped_rows, unit_rows
 from sweval.evaluators.units.engine import UnitResult
 
-Mode = Literal["subset", "test"]
+Mode = Literal["subset", "test", "users"]
 
 
 @dataclass(frozen=True)
 class Strata:
-    """The policy strata of a run.
+    """The strata of a run.
 
     Attributes:
-        mode: ``subset`` or ``test``.
-        labels: the policy labels, in id order.
+        mode: ``subset`` or ``test`` (policies), ``users`` (derived from the users' history).
+        labels: the policy labels, in id order, or the derived strata of the eligible users.
         logs: per label, D^π (mode ``subset`` only).
         folds: per label, the folds of D^π over the run's windows (mode ``subset`` only).
+        users: the derived stratification (mode ``users``; None when only ``first-time`` is
+            reported).
+        first_time: the ``first-time`` stratum is reported too (the window's users without
+            history).
     """
 
     mode: Mode
     labels: list[str]
     logs: dict[str, InteractionLog] = field(default_factory=dict)
     folds: dict[str, list[Fold]] = field(default_factory=dict)
+    users: UserStrata | None = None
+    first_time: bool = False
+
+    @property
+    def reported(self) -> list[str]:
+        """Every stratum label of the tables besides ``all``, in order."""
+        return [*self.labels, *([FIRST_TIME] if self.first_time else [])]
 
 
 def build_strata(
@@ -117,8 +134,7 @@ def groups_by_test_policy(
 
 
 def group_rows(
-    strata: Strata,
-    log: InteractionLog,
+    groups: dict[str, NDArray[np.bool_]],
     fold: Fold,
     all_unit: UnitResult,
     *,
@@ -128,11 +144,11 @@ def group_rows(
     metrics: list[str] | None = None,
     fold_level: FoldLevel | None = None,
 ) -> list[ResultRow]:
-    """Mode ``test``: the rows of every policy group of one (fold, algorithm) unit, from the
+    """The rows of every group of one (fold, algorithm) unit's users (``{label: mask over
+    all_unit.users}``: mode ``test``'s policies, mode ``users``' derived strata), from the
     unstratified unit's per-user values and lists (groups with fewer than u_min users are
     skipped); ``metrics``, ``fold_level`` as in :func:`~evaluators.run.results.unit_rows`."""
     rows: list[ResultRow] = []
-    groups = groups_by_test_policy(log, fold, all_unit.users, strata.labels)
     for label, mask in groups.items():
         size = int(mask.sum())
         if size < u_min:

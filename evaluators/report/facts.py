@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.report.data import ReportData
 from sweval.evaluators.wording import plural
 
@@ -39,6 +40,7 @@ class FoldsSummary:
         skip_reasons: (reason, number of folds), most frequent first.
         strata: whether the run has strata (a stratum also skips folds of its own).
         table: ``folds.csv`` with its times as UTC dates.
+        ceiling: the used folds' ``unreachable_share`` in words (None without the column).
     """
 
     n_folds: int
@@ -47,6 +49,7 @@ class FoldsSummary:
     skip_reasons: list[tuple[str, int]]
     strata: bool
     table: PlainTable
+    ceiling: str | None = None
 
 
 def format_date(t: Any) -> str:
@@ -78,9 +81,17 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
         if config.get("train_window"):
             protocol += f", training window {config['train_window']}"
         facts.append(("protocol", protocol))
-        if config.get("stratify_by"):
+        if config.get("stratify_by") == "user-history":
+            facts.append(("strata", "by user-history (training transactions before the "
+                          f"window; bins from {config.get('user_bins')})"))
+        elif config.get("stratify_by") == "returning":
+            facts.append(("strata", "returning vs first-time users"))
+        elif config.get("stratify_by"):
             facts.append(("strata", f"by {config['stratify_by']} "
                           f"(mode {config.get('stratify_mode')})"))
+        if config.get("cold_users"):
+            facts.append(("cold users", "evaluated as stratum first-time; fallback "
+                          f"{config.get('fallback')} for the models that cannot score them"))
     if data.config.get("protocols"):
         protocols = ", ".join(map(str, data.config["protocols"]))
         if "loocv_repeats" in data.config:
@@ -138,6 +149,7 @@ def folds_summary(data: ReportData) -> FoldsSummary | None:
         n_folds=len(folds), n_used=int((~skipped).sum()), n_skipped=int(skipped.sum()),
         skip_reasons=[(str(r), int(n)) for r, n in reasons.items()],
         strata=len(data.strata) > 1, table=PlainTable.of(shown),
+        ceiling=ceiling_words(folds[~skipped]),
     )
 
 

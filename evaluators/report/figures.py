@@ -113,6 +113,10 @@ def _panel_title(data: ReportData, protocol: str, stratum: str) -> str:
     protocol in front when the input has protocols."""
     column = data.config.get("config", {}).get("stratify_by") or "stratum"
     where = "all users" if stratum == "all" else f"{column} {stratum}"
+    if stratum in ("returning", "first-time"):
+        where = f"{stratum} users"
+    elif column == "user-history" and stratum != "all":
+        where = f"users with {stratum} past interactions"
     return f"{protocol} — {where}" if data.labelled_protocols else where
 
 

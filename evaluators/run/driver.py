@@ -38,6 +38,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from sweval.algorithms.threads import thread_budget, usable_cpus
+from sweval.data.items import ItemFeatures
 from sweval.evaluators.metrics.exposure import ItemFacts
 from sweval.evaluators.metrics.measures import measure_chosen, needs_facts, split_facts
 from sweval.evaluators.metrics.names import DEFAULT_METRICS
@@ -61,11 +62,13 @@ _log = logging.getLogger(__name__)
 # ------------------------------------------------------------------------------ what to compute
 @dataclass
 class Measurer:
-    """How a command measures a unit's lists: its cut-offs and metrics (``--metrics``); the
+    """How a command measures a unit's lists: its cut-offs, metrics (``--metrics``) and item
+    features (``--items``); the
     item facts that recency and the exposure metrics read are computed once per split."""
 
     ks: list[int]
     metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))
+    items: ItemFeatures | None = None
     facts: dict[int, ItemFacts] = field(default_factory=dict, repr=False)
 
     def facts_of(self, split: Split) -> ItemFacts | None:
@@ -73,7 +76,10 @@ class Measurer:
         if not needs_facts(self.metrics):
             return None
         if id(split) not in self.facts:
-            self.facts[id(split)] = split_facts(split)
+            facts = split_facts(split)
+            if self.items is not None:
+                facts = replace(facts, features=self.items.for_log(split.log))
+            self.facts[id(split)] = facts
         return self.facts[id(split)]
 
     def measure(self, unit: Unit, lists: UnitLists) -> UnitResult:

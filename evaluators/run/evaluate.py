@@ -65,7 +65,8 @@ class Prepared:
         for unit in plan.units:
             groups[unit.split.index].append(unit)
         return Work(groups=[groups[fold.index] for fold in plan.folds],
-                    measurer=Measurer(list(plan.config.k), list(plan.config.metrics)),
+                    measurer=Measurer(list(plan.config.k), list(plan.config.metrics),
+                                      items=plan.items),
                     codes=plan.log.fingerprint(), in_order=plan.warm_starts)
 
     @cached_property

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,8 +32,11 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.seeds import seed_pairs
 from sweval.evaluators.metrics.measures import fold_level
+from sweval.evaluators.metrics.reachable import in_catalogue, unreachable_share
 from sweval.evaluators.protocols.folds import Fold
+from sweval.evaluators.protocols.splits import cold_users
 from sweval.evaluators.protocols.stratify import group_rows, groups_by_test_policy
+from sweval.evaluators.protocols.user_strata import FIRST_TIME
 from sweval.evaluators.run.driver import Collected, Measurer
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
@@ -105,6 +108,21 @@ class Rows:
     #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
     lists: dict[tuple[int, str], Lists] | None = None
     failed: frozenset[str] = field(default_factory=frozenset)
+    #: per fold, the strata groups of its evaluated users (the same for every algorithm)
+    grouped: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def groups(self, fold: Fold, result: UnitResult) -> dict[str, Any]:
+        """``{label: mask over result.users}``: the users' policy groups (mode ``test``) or
+        derived strata (mode ``users``) on ``fold``, computed once per fold."""
+        strata = self.plan.strata
+        assert strata is not None
+        if fold.index not in self.grouped:
+            if strata.users is not None:
+                found = strata.users.groups(self.plan.splits[fold.index], result.users)
+            else:
+                found = groups_by_test_policy(self.plan.log, fold, result.users, strata.labels)
+            self.grouped[fold.index] = found
+        return self.grouped[fold.index]
 
 
 def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
@@ -143,7 +161,7 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         unit_store=unit_store,
         results=results,
         summary=with_intervals(summarise(results), results, settings),
-        folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
+        folds=pd.DataFrame([fold_summary(plan, fold.index) for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
         n_reused=collected.n_reused,
@@ -160,6 +178,17 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
     )
+
+
+def fold_summary(plan: Plan, index: int) -> dict[str, Any]:
+    """A fold's row of ``folds.csv``: its bounds, sizes and skip reason, and the window's
+    ceiling ``unreachable_share``: the share of its eligible users' relevant interactions on
+    items without a training interaction (:mod:`evaluators.metrics.reachable`; empty without
+    an eligible user)."""
+    fold = plan.folds[index]
+    split = plan.splits[index]
+    catalogue = in_catalogue(plan.log, fold.train_lo, fold.train_hi)
+    return fold.summary() | {"unreachable_share": unreachable_share(split.relevant, catalogue)}
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
@@ -179,7 +208,7 @@ def algorithm_rows(
     config = plan.config
     fold = plan.folds[fold_index]
     if fold.skipped:
-        labels = ["all", *(plan.strata.labels if plan.strata is not None else [])]
+        labels = ["all", *(plan.strata.reported if plan.strata is not None else [])]
         return [
             row for label in labels
             for row in skipped_rows(fold, name, config.k, stratum=label, config_hash=plan.key,
@@ -214,23 +243,38 @@ def algorithm_rows(
 def stratum_rows(
     context: Rows, fold: Fold, result: UnitResult, name: str, facts: Any
 ) -> list[ResultRow]:
-    """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
-    (mode ``test``, exposure from the ``all`` fold's facts) or the stratum's own units (mode
-    ``subset``)."""
+    """The strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit (policy
+    mode ``test`` and the derived strata of mode ``users``, exposure from the ``all`` fold's
+    facts) or the policy strata's own units (mode ``subset``); then the ``first-time``
+    stratum's, when reported."""
     plan = context.plan
     assert plan.strata is not None
     config = plan.config
-    if plan.strata.mode == "test":
+    rows: list[ResultRow] = []
+    if plan.strata.mode in ("test", "users") and plan.strata.labels:
+        groups = context.groups(fold, result)
         if context.per_user is not None:
-            groups = groups_by_test_policy(plan.log, fold, result.users, plan.strata.labels)
             for label, mask in groups.items():
                 if int(mask.sum()) >= config.u_min:
                     context.per_user.add(result, plan.log, stratum=label, mask=mask)
-        return group_rows(
-            plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
+        rows += group_rows(
+            groups, fold, result, ks=config.k, u_min=config.u_min,
             config_hash=plan.key, metrics=config.metrics,
             fold_level=fold_level(result, facts, config.k, config.metrics),
         )
+    elif plan.strata.mode == "subset":
+        rows += subset_rows(context, fold, name)
+    if plan.strata.first_time:
+        rows += first_time_rows(context, fold, name)
+    return rows
+
+
+def subset_rows(context: Rows, fold: Fold, name: str) -> list[ResultRow]:
+    """Mode ``subset``: every policy stratum's rows of one (fold, algorithm), from the
+    stratum's own units."""
+    plan = context.plan
+    assert plan.strata is not None
+    config = plan.config
     rows: list[ResultRow] = []
     for label in plan.strata.labels:
         split = plan.stratum_splits[label][fold.index]
@@ -247,6 +291,46 @@ def stratum_rows(
                           fold_level=fold_level(sub_result, sub_facts, config.k, config.metrics))
         if context.per_user is not None:
             context.per_user.add(sub_result, split.log, stratum=label)
+    return rows
+
+
+def first_time_rows(context: Rows, fold: Fold, name: str) -> list[dict[str, Any]]:
+    """The ``first-time`` stratum's rows of one (fold, algorithm): the window's users without
+    history, from the cold split's unit of the algorithm, or of POP (``--fallback pop``, said
+    in the rows' ``fallback`` column) when the algorithm cannot score them; skipped rows
+    without ``--cold-users`` (counting them), with ``--fallback none``, or when there are
+    too few."""
+    plan = context.plan
+    config = plan.config
+    if not plan.cold_splits:
+        n = len(cold_users(plan.log, fold))
+        return skipped_rows(fold, name, config.k, stratum=FIRST_TIME, n_users=n,
+                            reason=f"{n} first-time user(s): evaluated with --cold-users",
+                            config_hash=plan.key, metrics=config.metrics)
+    split = plan.cold_splits[fold.index]
+    if split.skipped:
+        return skipped_rows(split, name, config.k, stratum=FIRST_TIME,  # type: ignore[arg-type]
+                            config_hash=plan.key, metrics=config.metrics)
+    from sweval.evaluators.run.plan import scores_cold
+
+    spec = next(spec for spec in plan.specs if spec.label == name)
+    source = name if scores_cold(spec) else ("pop" if config.fallback == "pop" else None)
+    if source is None:
+        return skipped_rows(split, name, config.k, stratum=FIRST_TIME,  # type: ignore[arg-type]
+                            reason=f"{name} cannot score users without history (--fallback "
+                            "none)", config_hash=plan.key, metrics=config.metrics)
+    result = context.result_of(plan.unit(split, source))
+    if result is None:
+        return []
+    if source != name:
+        result = replace(result, algorithm=name)
+    facts = context.measurer.facts_of(split)
+    rows = unit_rows(split, result, stratum=FIRST_TIME, config_hash=plan.key,  # type: ignore[arg-type]
+                     fold_level=fold_level(result, facts, config.k, config.metrics))
+    for row in rows:
+        row["fallback"] = "" if source == name else source
+    if context.per_user is not None:
+        context.per_user.add(result, plan.log, stratum=FIRST_TIME)
     return rows
 
 
@@ -270,7 +354,7 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
     tables = {
         "results.csv": outputs.results.to_csv(index=False, float_format="%.10g"),
         "summary.csv": outputs.summary.to_csv(index=False, float_format="%.10g"),
-        "folds.csv": outputs.folds.to_csv(index=False),
+        "folds.csv": outputs.folds.to_csv(index=False, float_format="%.10g"),
         "units.csv": outputs.units.to_csv(index=False, float_format="%.4f"),
         "config.json": run_record(plan, outputs),
     }

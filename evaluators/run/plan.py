@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -24,14 +24,22 @@ import numpy as np
 
 from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
+from sweval.data.items import ItemFeatures, load_items
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
-from sweval.evaluators.protocols.splits import Split, fold_splits
+from sweval.evaluators.protocols.splits import Split, cold_split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
+from sweval.evaluators.protocols.user_strata import (
+    DEFAULT_BINS,
+    DERIVED,
+    RETURNING,
+    USER_HISTORY,
+    UserStrata,
+)
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
 from sweval.evaluators.units.store import UnitStore
@@ -64,6 +72,7 @@ class Plan:
         specs: the algorithm configurations, in display order.
         splits: one split per fold (the unstratified ``all`` stratum).
         stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
+        cold_splits: per fold, the cold twin of its split (``--cold-users``; else empty).
         units: every unit the run needs, fold by fold.
         searches: the tuned algorithms and their candidates (``--tune``).
     """
@@ -78,6 +87,7 @@ class Plan:
     stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
     units: list[Unit] = field(default_factory=list)
     searches: list[Search] = field(default_factory=list)
+    cold_splits: list[Split] = field(default_factory=list)
 
     def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
         """The units of one fold (every stratum), optionally of some algorithms only."""
@@ -89,6 +99,13 @@ class Plan:
     def unit(self, split: Split, name: str) -> Unit:
         """The unit of ``name`` on ``split`` (a split of this plan, not skipped)."""
         return self._unit_index[(id(split), name)]
+
+    @cached_property
+    def items(self) -> ItemFeatures | None:
+        """The item features of ``--items`` (read once), None without."""
+        if self.config.items is None:
+            return None
+        return load_items(self.config.items, self.config.item_columns)
 
     @cached_property
     def _unit_index(self) -> dict[tuple[int, str], Unit]:
@@ -168,7 +185,7 @@ def _read_key(config: EvalConfig) -> tuple[Any, ...] | None:
 
 def _read_data(config: EvalConfig) -> InteractionLog:
     """:func:`load_data`'s reading."""
-    if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
+    if config.policy_col and policy_column(config) and config.policy_col != config.stratify_by:
         raise SwevalError(
             f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
             "different columns: the strata are the values of one policy column; give "
@@ -177,7 +194,7 @@ def _read_data(config: EvalConfig) -> InteractionLog:
     if config.data is None:
         from sweval.data.synthetic import generate_log
 
-        if config.stratify_by not in (None, "policy"):
+        if policy_column(config) not in (None, "policy"):
             raise SwevalError(
                 f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
             )
@@ -192,12 +209,18 @@ def _read_data(config: EvalConfig) -> InteractionLog:
         user_col=config.user_col,
         item_col=config.item_col,
         time_col=config.time_col,
-        policy_col=config.policy_col or config.stratify_by,
+        policy_col=config.policy_col or policy_column(config),
         time_unit=config.time_unit,
         dedup=config.dedup,
         on_invalid=config.on_invalid,
         basket_col=config.basket_col,
     )
+
+
+def policy_column(config: EvalConfig) -> str | None:
+    """The policy column ``--stratify-by`` names (None for the derived strata:
+    ``user-history``, ``returning``)."""
+    return None if config.stratify_by in DERIVED else config.stratify_by
 
 
 def window_spec(config: EvalConfig) -> WindowSpec:
@@ -286,7 +309,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         )
     specs = algorithm_specs(config)
     warm = [spec.label for spec in specs if spec.warm_starts]
-    if warm and config.stratify_by is not None:
+    if warm and policy_column(config) is not None:
         raise SwevalError(
             f"{', '.join(warm)}: warm_start cannot be combined with --stratify-by (the strata "
             "refit their models cold)."
@@ -296,6 +319,11 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             f"{', '.join(warm)}: warm_start needs the folds in order, with their state on one "
             "disk: use --task-runner sequential or threads."
         )
+    check_repeats(config)
+    unable = [spec.label for spec in specs if config.repeats and not scores_seen(spec)]
+    if unable:
+        raise SwevalError(f"--repeats: {', '.join(unable)} cannot score the items a user has "
+                          "already consumed; leave it out of --algorithms.")
     spec = window_spec(config)
     if log is None:
         log = load_data(config)
@@ -303,7 +331,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     # item-kNN reads the co-occurrences that advanced folds can carry; nothing else does
     cooccurrence = any(spec.name == "item-knn" for spec in specs)
     splits = fold_splits(log, folds, config.relevance, incremental=config.incremental,
-                         cooccurrence=cooccurrence)
+                         cooccurrence=cooccurrence, repeats=config.repeats)
     found = searches(config, tpe_objective(config, splits))
     unused = unused_tuning_options(config) if not found else []
     if unused:
@@ -312,9 +340,10 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
     units = plan_units(splits, specs, config.k)
-    strata = None
+    strata = user_strata(config)
     stratum_splits: dict[str, list[Split]] = {}
-    if config.stratify_by is not None:
+    if policy_column(config) is not None:
+        assert config.stratify_by is not None
         strata = build_strata(
             log, spec, u_min=config.u_min, mode=config.stratify_mode, column=config.stratify_by
         )
@@ -322,14 +351,79 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
             stratum_splits[label] = fold_splits(
                 strata.logs[label], strata.folds[label], config.relevance,
                 stratum=label, stratify_mode="subset", incremental=config.incremental,
-                cooccurrence=cooccurrence,
+                cooccurrence=cooccurrence, repeats=config.repeats,
             )
             units += plan_units(stratum_splits[label], specs, config.k)
+    if strata is not None and (config.cold_users or config.stratify_by == RETURNING):
+        strata = replace(strata, first_time=True)
+    cold_splits = []
+    if config.cold_users:
+        cold_splits = [cold_split(split, config.u_min, config.relevance) for split in splits]
+        units += plan_units(cold_splits, cold_specs(specs, config.fallback), config.k)
     key = run_key(config, log.fingerprint(), [spec.name for spec in specs])
-    return Plan(
+    plan = Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
+        cold_splits=cold_splits,
     )
+    _ = plan.items  # a bad --items file is an error before anything is computed
+    return plan
+
+
+def user_strata(config: EvalConfig) -> Strata | None:
+    """The derived strata of ``config`` (``--stratify-by user-history | returning``), the
+    ``first-time`` stratum alone with ``--cold-users``, else None.
+
+    Raises:
+        SwevalError: bad ``--user-bins``.
+    """
+    if config.user_bins != list(DEFAULT_BINS) and config.stratify_by != USER_HISTORY:
+        _log.warning("--user-bins has no effect without --stratify-by user-history.")
+    if config.stratify_by in DERIVED:
+        users = UserStrata.of(config.stratify_by, config.user_bins)
+        return Strata(mode="users", labels=list(users.labels), users=users)
+    if config.cold_users and config.stratify_by is None:
+        return Strata(mode="users", labels=[])
+    return None
+
+
+def cold_specs(specs: list[AlgorithmSpec], fallback: str) -> list[AlgorithmSpec]:
+    """The configurations ranked for users without history: those that can score them
+    (:meth:`~algorithms.base.Algorithm.scores_cold_users`), and POP as ``--fallback pop`` for
+    the others (once, unless a default POP is among them)."""
+    from sweval.algorithms.registry import resolve
+
+    able = [spec for spec in specs if resolve(spec.name)[0].scores_cold_users()]
+    if fallback == "pop" and len(able) < len(specs):
+        fallback_spec = AlgorithmSpec.of("pop", label="pop")
+        if all(spec.label != "pop" or spec.canonical != fallback_spec.canonical for spec in able):
+            able.append(fallback_spec)
+    return able
+
+
+def check_repeats(config: EvalConfig) -> None:
+    """``--repeats`` needs the repeats in the log.
+
+    Raises:
+        SwevalError: ``--repeats`` with ``--dedup first``.
+    """
+    if config.repeats and config.dedup != "none":
+        raise SwevalError("--repeats needs --dedup none: with --dedup first a user's second "
+                          "consumption of an item is dropped when the log is read.")
+
+
+def scores_seen(spec: AlgorithmSpec) -> bool:
+    """Whether ``spec``'s model can rank the items a user has consumed (``--repeats``)."""
+    from sweval.algorithms.registry import resolve
+
+    return bool(resolve(spec.name)[0].scores_seen_items())
+
+
+def scores_cold(spec: AlgorithmSpec) -> bool:
+    """Whether ``spec``'s model can score users without history."""
+    from sweval.algorithms.registry import resolve
+
+    return bool(resolve(spec.name)[0].scores_cold_users())
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,
@@ -367,5 +461,6 @@ def precheck(config: EvalConfig) -> None:
 
     algorithm_specs(config)
     window_spec(config)
+    check_repeats(config)
     if config.data is not None:
         source_files(config.data)

@@ -35,6 +35,10 @@ COLUMNS = [
     "n_users", "n_eligible", "skipped", "skip_reason", "config_hash",
 ]
 SORT_KEYS = ["fold", "algorithm", "stratum", "metric", "k"]
+#: Columns only some runs have, after :data:`COLUMNS`: ``fallback`` (``--cold-users``): the
+#: model whose lists a first-time row measures when its own algorithm cannot score those
+#: users (``pop``), empty elsewhere.
+OPTIONAL = ["fallback"]
 
 
 class Window(Protocol):
@@ -94,14 +98,15 @@ def unit_rows(
     rows: list[ResultRow] = []
     for label, mask in selections.items():
         n_users = len(unit.users) if mask is None else int(mask.sum())
-        measured = {
-            key: float((values if mask is None else values[mask]).mean()) if n_users else np.nan
-            for key, values in unit.values.items()
-        }
+        measured = {key: _mean(values if mask is None else values[mask])
+                    for key, values in unit.values.items()}
         if fold_level is not None:
-            measured |= {key: value if n_users else np.nan
+            measured |= {key: (value if n_users else np.nan, n_users)
                          for key, value in fold_level(mask).items()}
-        for (metric, k), value in measured.items():
+        for (metric, k), (value, n_defined) in measured.items():
+            reason = "" if n_defined else (
+                "n_users=0: no eligible user in this group" if not n_users
+                else f"n_users=0: {metric} is undefined for every user of this group")
             rows.append(
                 {
                     "fold": fold.index,
@@ -112,15 +117,27 @@ def unit_rows(
                     "metric": metric,
                     "k": k,
                     "value": value,
-                    "n_users": n_users,
+                    "n_users": n_defined,
                     "n_eligible": fold.n_eligible,
                     # a mean over no user is undefined: such a row is skipped, never averaged
-                    "skipped": not n_users,
-                    "skip_reason": "" if n_users else "n_users=0: no eligible user in this group",
+                    "skipped": not n_defined,
+                    "skip_reason": reason,
                     "config_hash": config_hash,
                 }
             )
     return rows
+
+
+def _mean(values: NDArray[np.float64]) -> tuple[float, int]:
+    """(mean, users averaged) of per-user values; a NaN value is a user for whom the metric
+    is undefined (Recall_reachable@k without a reachable relevant item) and is left out."""
+    if not len(values):
+        return np.nan, 0
+    undefined = np.isnan(values)
+    if not undefined.any():
+        return float(values.mean()), len(values)
+    defined = values[~undefined]
+    return (float(defined.mean()) if len(defined) else np.nan), len(defined)
 
 
 def skipped_rows(
@@ -218,18 +235,24 @@ def _deltas(used: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def stratum_order(strata: pd.Series) -> dict[str, int]:
-    """The rank of every stratum label: ``all`` first, then the policies as their ids sort
-    (numerically when every label spells an integer, ``2`` before ``10``; else as text)."""
+    """The rank of every stratum label: ``all`` first, then ``returning`` and ``first-time``,
+    then the policies as their ids sort (numerically when every label spells an integer, ``2``
+    before ``10``; history bins ``1-4``, ``5-19``, ``20+`` by their lower edge; else as text)."""
     labels = [str(label) for label in strata.unique()]
-    policies = [label for label in labels if label != "all"]
+    named = [label for label in ("returning", "first-time") if label in labels]
+    policies = [label for label in labels if label != "all" and label not in named]
     numeric = all(re.fullmatch(r"0|-?[1-9][0-9]*", label) for label in policies)
-    ordered = sorted(policies, key=int if numeric else str)
-    return {label: i for i, label in enumerate(["all", *ordered])}
+    bins = all(re.fullmatch(r"[1-9][0-9]*(-[1-9][0-9]*|\+)?", label) for label in policies)
+    key = int if numeric else (lambda label: int(re.split(r"[-+]", label)[0])) if bins else str
+    ordered = sorted(policies, key=key)
+    return {label: i for i, label in enumerate(["all", *named, *ordered])}
 
 
 def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
     """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
-    frame = pd.DataFrame(list(rows), columns=COLUMNS)
+    rows = list(rows)
+    optional = [name for name in OPTIONAL if any(name in row for row in rows)]
+    frame = pd.DataFrame(rows, columns=[*COLUMNS, *optional])
     frame["k"] = frame["k"].astype("Int64")
     for column in ("fold", "t_start", "t_end", "n_users", "n_eligible"):
         frame[column] = frame[column].astype(np.int64)
@@ -281,4 +304,8 @@ def summarise(results: pd.DataFrame) -> pd.DataFrame:
     summary.loc[summary["metric"].isin(UNRANKED), "delta"] = np.nan
     order = results[keys].drop_duplicates().reset_index(drop=True).reset_index()
     summary = summary.merge(order, on=keys, how="left").sort_values("index").drop(columns="index")
+    if "fallback" in results:  # --cold-users: whose lists a first-time mean measures
+        used_fallback = used[used["fallback"].fillna("") != ""]
+        fallback = used_fallback.groupby(keys, dropna=False, sort=False)["fallback"].first()
+        summary = summary.merge(fallback.reset_index(), on=keys, how="left")
     return summary.reset_index(drop=True)

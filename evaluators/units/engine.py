@@ -91,6 +91,8 @@ def compute_lists(
     depth: int,
     *,
     timings: dict[str, float] | None = None,
+    cold: bool = False,
+    repeats: bool = False,
 ) -> UnitLists:
     """Fit ``algorithm`` on ``train`` and rank ``depth`` items for each of ``users``.
 
@@ -101,6 +103,9 @@ def compute_lists(
         users: global codes of the users to rank for, ascending.
         depth: list length.
         timings: seconds measured so far (``train_data``), extended.
+        cold: the users have no training history (``--cold-users``): ranked by
+            :meth:`~algorithms.base.Algorithm.recommend_cold`, every training item a candidate.
+        repeats: the users' own training items stay candidates (``--repeats``).
     """
     timings = dict(timings or {})
     clock = time.perf_counter()
@@ -108,7 +113,12 @@ def compute_lists(
     timings["fit"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    columns = algorithm.recommend(train.rows_of(users), depth)
+    if cold:
+        columns = algorithm.recommend_cold(len(users), depth)
+    else:
+        rows = train.rows_of(users)
+        columns = (algorithm.recommend(rows, depth, exclude_seen=False) if repeats
+                   else algorithm.recommend(rows, depth))
     timings["recommend"] = time.perf_counter() - clock
     items = np.where(columns >= 0, train.item_codes[np.maximum(columns, 0)], -1)
     return UnitLists(

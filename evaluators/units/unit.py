@@ -429,7 +429,9 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
                     f"the warm-start state of unit {unit.warm_from} is missing (did its fold "
                     "fail?); rerun to recompute the chain in order"
                 )
-        lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings)
+        lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings,
+                              cold=unit.split.cold,
+                              repeats=bool(unit.split.definition.get("repeats", False)))
     except SwevalError as exc:
         if algorithm is not None and is_plugin(algorithm):  # say whose error it is
             raise SwevalError(f"{unit.spec.label} (fold {unit.split.index}): {exc}") from exc

@@ -19,7 +19,9 @@ from rich.text import Text
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.names import LABELS, shown_k
+from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
+from sweval.evaluators.run.plan import policy_column
 from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
@@ -251,6 +253,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
                                     significance=outputs.significance, failed=failed,
                                     shown=shown))
+        for line in fallback_lines(part):
+            console.print(line, style="dim", markup=False, highlight=False)
     for line in legend_lines(shown):
         console.print(line, style="dim", markup=False, highlight=False)
     for line in [*common_folds_lines(summary, metric), *same_configuration_lines(outputs.units)]:
@@ -265,6 +269,9 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     )
     for reason in skip_reasons(folds):
         console.print(f"  skipped: {reason}", style="dim", markup=False)
+    ceiling = ceiling_words(folds[~folds["skipped"].astype(bool)])
+    if ceiling is not None:
+        console.print(f"  ceiling: {ceiling}", style="dim", markup=False, highlight=False)
     strata = stratum_fold_counts(outputs.results)
     if any(skipped for _, skipped in strata.values()):
         counts = "; ".join(f"{stratum} {used_} used, {skipped} skipped"
@@ -290,6 +297,15 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def fallback_lines(part: pd.DataFrame) -> list[str]:
+    """``--cold-users``: which algorithms of a stratum's table show their fallback's lists."""
+    if "fallback" not in part:
+        return []
+    used = part[part["fallback"].notna()].drop_duplicates("algorithm")
+    return [f"  {row.algorithm}: cannot score users without history; its row shows "
+            f"{row.fallback}'s lists (--fallback {row.fallback})" for row in used.itertuples()]
 
 
 def store_usage(directory: object) -> str:
@@ -418,8 +434,9 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
             n_significant = int((at["p_holm"] < ALPHA).sum())
             untested = (f"; {len(at) - tested} untested (fewer than {MIN_FOLDS} paired folds)"
                         if tested < len(at) else "")
+            effect = "policy" if policy_column(config) else "stratum"
             console.print(
-                f"policy effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
+                f"{effect} effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
                 f"pair, stratum pair) leads differ between strata (p_holm < {ALPHA:g})"
                 f"{untested}; see significance_strata.csv", highlight=False,
             )

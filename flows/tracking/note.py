@@ -7,6 +7,7 @@ import pandas as pd
 
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.names import LABELS
+from sweval.evaluators.protocols.user_strata import DERIVED
 
 #: The run tag MLflow's UI shows (and edits) as the run's description.
 NOTE_TAG = "mlflow.note.content"
@@ -66,6 +67,10 @@ def protocol_words(config: EvalConfig, *, n_folds: int | None = None) -> str:
                  "only the user's first item in the window is relevant")
     if config.stratify_by is None:
         strata = "No stratification."
+    elif config.stratify_by in DERIVED:
+        strata = (f"Stratified by `{config.stratify_by}`: the eligible users are grouped by "
+                  "their history before each window (the training data alone); stratum `all` "
+                  "is the unstratified result.")
     elif config.stratify_mode == "subset":
         strata = (f"Stratified by `{config.stratify_by}` (subset): the whole protocol "
                   "also runs on each stratum's transactions alone, u_min per stratum; stratum "
@@ -74,6 +79,10 @@ def protocol_words(config: EvalConfig, *, n_folds: int | None = None) -> str:
         strata = (f"Stratified by `{config.stratify_by}` (test): models train on all "
                   "the history; eligible users are grouped by the policy of their test "
                   "transactions; stratum `all` is the unstratified result.")
+    if config.cold_users:
+        strata += (" Users without history in a window are evaluated as stratum `first-time`"
+                   + (f", models that cannot score them with {config.fallback}'s lists."
+                      if config.fallback != "none" else "."))
     ks = ", ".join(map(str, config.k))
     return (
         f"Sliding-window evaluation (SW-EVAL) of {', '.join(map(_escape, config.algorithms))} on "

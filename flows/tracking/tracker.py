@@ -401,6 +401,8 @@ class Tracker:
                 metrics = [m for m in metrics if logged.get(m.key) != m.value]
                 tags = ([RunTag("sweval.device", devices[algorithm])]
                         if algorithm in devices else [])
+                if "fallback" in part and part["fallback"].notna().any():  # --cold-users
+                    tags.append(RunTag("sweval.fallback", str(part["fallback"].dropna().iloc[0])))
                 first, rest = metrics[:MAX_BATCH], metrics[MAX_BATCH:]
                 if first or tags:  # the device tag goes with the summaries
                     self.client.log_batch(run_id, metrics=first, tags=tags)

@@ -55,10 +55,12 @@ def _config(data: Any, config: EvalConfig | None, output: str | Path | None,
     built = EvalConfig.build(**values)
     log = None
     if frame is not None:
+        from sweval.evaluators.run.plan import policy_column
+
         log = InteractionLog.from_frame(
             frame, user_col=built.user_col or "user", item_col=built.item_col or "item",
             time_col=built.time_col or "timestamp",
-            policy_col=built.policy_col or built.stratify_by, basket_col=built.basket_col,
+            policy_col=built.policy_col or policy_column(built), basket_col=built.basket_col,
             time_unit=built.time_unit, dedup=built.dedup, on_invalid=built.on_invalid,
             source=built.data_name or "DataFrame")
     return built, log

@@ -448,3 +448,32 @@ def test_skip_notes_count_the_splits_in_words():
     comparison = SimpleNamespace(runs={"loocv": SimpleNamespace(results=results)})
     assert skip_notes(comparison, "loocv") == ["skipped (pop-n; 2 splits): no timeline",
                                                "skipped (als; 1 split): too few users"]
+
+
+def test_user_history_strata_group_every_protocols_users_by_their_training_history(tmp_path, log):
+    """compare --stratify-by user-history: a hold-out split's user is binned by their
+    transactions in its training data (LOOCV holds one out: n_u − 1); SW-EVAL's strata are
+    sweval run's."""
+    import numpy as np
+
+    config = small_config(tmp_path, stratify_by="user-history", user_bins=[1, 10],
+                          algorithms=["pop", "item-knn"], params={})
+    result = run_compare(config, ["sw-eval", "loocv"], output=tmp_path / "out",
+                         loocv_repeats=2, log=log)
+    rows = result.results
+    assert set(rows["stratum"]) == {"all", "1-9", "10+"}
+    per_user = np.bincount(log.user, minlength=log.n_users)
+    loocv = rows[(rows["protocol"] == "loocv") & (rows["metric"] == "recall") & (rows["k"] == 5)
+                 & (rows["algorithm"] == "pop")]
+    evaluated = per_user[per_user >= 2] - 1  # every user with ≥ 2 holds one out
+    for stratum, expected in (("1-9", int((evaluated < 10).sum())),
+                              ("10+", int((evaluated >= 10).sum()))):
+        assert set(loocv[loocv["stratum"] == stratum]["n_eligible"]) == {expected}
+    reference = evaluate_config(config.model_copy(update={"output": str(tmp_path / "run")}),
+                                log=log).results
+    columns = ["fold", "algorithm", "stratum", "metric", "k", "value", "n_eligible", "skipped"]
+    sw_eval = rows[rows["protocol"] == "sw-eval"][columns].reset_index(drop=True)
+    pd.testing.assert_frame_equal(sw_eval, reference[columns].reset_index(drop=True))
+    with pytest.raises(SwevalError, match="first-time"):
+        run_compare(config.model_copy(update={"cold_users": True}), ["sw-eval", "loocv"],
+                    output=tmp_path / "cold", loocv_repeats=2, log=log)
