@@ -52,6 +52,26 @@ def create_model(
     return str(model.model_id)
 
 
+def model_of(tracker: Any, algorithm: str, stratum: str, run_id: str) -> str | None:
+    """The logged model of a child run of ``tracker``: the one its output's state
+    (``tracking.json``) records, else a new one (recorded there); None for a stratum other than
+    ``all`` or a comparison's runs."""
+    from sweval.flows.tracking.records import algorithm_params, write_state
+
+    if stratum != "all" or tracker.mode not in ("batch", "rolling"):
+        return None
+    recorded = tracker.state.setdefault("models", {})
+    name = f"{algorithm}|{stratum}"
+    if name not in recorded:
+        tags = {"sweval.algorithm": algorithm, "sweval.run_key": tracker.state["key"],
+                "sweval.data_fingerprint": tracker.fingerprint,
+                "sweval.window": str(tracker.config.window)}
+        recorded[name] = create_model(tracker.client, tracker.experiment_id, run_id, algorithm,
+                                      algorithm_params(tracker.config, algorithm), tags)
+        write_state(tracker.state_path, tracker.state)
+    return recorded[name]
+
+
 def _model_name(label: str) -> str:
     """A model name MLflow accepts (no ``/ : . %`` or quotes): the label with those replaced by
     ``_`` (``my_pkg.models:CoVisit(days=1.5)`` → ``my_pkg_models_CoVisit(days=1_5)``); the

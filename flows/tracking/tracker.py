@@ -34,7 +34,7 @@ from sweval.flows.tracking.metrics import (
     per_fold_table,
     summary_metrics,
 )
-from sweval.flows.tracking.models import create_model, finalize_models, linked
+from sweval.flows.tracking.models import finalize_models, linked, model_of
 from sweval.flows.tracking.note import NOTE_TAG, run_note
 from sweval.flows.tracking.records import (
     STATE_FILE,
@@ -306,24 +306,10 @@ class Tracker:
         return self.children[ident]
 
     def _model(self, algorithm: str, stratum: str, run_id: str) -> str | None:
-        """The logged model of a configuration (:mod:`flows.tracking.models`): the one this
-        output's state records, else a new one; None for a stratum or a comparison run."""
+        """The logged model of a configuration (:func:`flows.tracking.models.model_of`)."""
         ident = (algorithm, stratum)
         if ident not in self.models:
-            recorded = self.state.setdefault("models", {})
-            name = f"{algorithm}|{stratum}"
-            if stratum != "all" or self.mode not in ("batch", "rolling"):
-                self.models[ident] = None
-            elif name in recorded:
-                self.models[ident] = recorded[name]
-            else:
-                tags = {"sweval.algorithm": algorithm, "sweval.run_key": self.state["key"],
-                        "sweval.data_fingerprint": self.fingerprint,
-                        "sweval.window": str(self.config.window)}
-                self.models[ident] = recorded[name] = create_model(
-                    self.client, self.experiment_id, run_id, algorithm,
-                    algorithm_params(self.config, algorithm), tags)
-                write_state(self.state_path, self.state)
+            self.models[ident] = model_of(self, algorithm, stratum, run_id)
         return self.models[ident]
 
     # ---------------------------------------------------------------- logging
