@@ -9,7 +9,8 @@
     │                     shared training matrix; each unit persisted   runner
     │                     as soon as it is finished, then measured
     └── write-results     results.csv, summary.csv, folds.csv, ...      task, I/O retries
-    MLflow logging happens in the flow's thread as each fold's task completes.
+    MLflow logging happens in the flow's thread as each fold's task completes; the summary is
+    published as a table artifact keyed by the output directory (:mod:`flows.prefect_ui`).
 
 Run it::
 
@@ -53,6 +54,7 @@ from sweval.evaluators.units.locks import output_lock
 from sweval.flows.dask.cluster import LocalDask, require_dask, worker_env
 from sweval.flows.executors import chain_starts, compute_remote, threads_per_job, worker_count
 from sweval.flows.orphaned_runs import settle_flow_runs
+from sweval.flows.prefect_ui import flow_run_name, publish_summary
 from sweval.flows.processes import is_stop
 from sweval.flows.settings import user_errors_without_traceback
 
@@ -231,15 +233,16 @@ def _blas_limits(threads: int | None) -> Iterator[None]:
 
 
 def _flow_run_name() -> str:
+    """The flow run's name (:func:`flows.prefect_ui.flow_run_name`) from its parameters."""
     from prefect.runtime import flow_run
 
     parameters = flow_run.parameters or {}
     config = parameters.get("config")
     if isinstance(config, dict):
         config = EvalConfig.build(**config)
-    name = config.dataset_name if isinstance(config, EvalConfig) else "sweval"
-    window = config.window if isinstance(config, EvalConfig) else ""
-    return f"{name}-w{window}" + ("-rolling" if parameters.get("rolling") else "")
+    if not isinstance(config, EvalConfig):
+        return "sweval"
+    return flow_run_name(config, rolling=bool(parameters.get("rolling")))
 
 
 @flow(name="sliding-window-eval", flow_run_name=_flow_run_name, validate_parameters=True)
@@ -300,6 +303,10 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
     )
     if outputs is None:
         logger.info("no complete window since %s yet: nothing to evaluate", config.start)
+    else:
+        key = publish_summary(config, outputs, rolling)
+        if key is not None:
+            logger.info("summary table: Prefect artifact %s", key)
     for hook in tracking:
         from sweval.flows.tracking import shown_uri
 

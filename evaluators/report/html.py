@@ -45,8 +45,12 @@ def environment() -> jinja2.Environment:
     env.filters.update(format_mean=format_mean, format_delta=format_delta, format_k=format_k,
                        format_folds=format_folds, format_interval=format_interval,
                        plural=plural, repr=repr, breakable=breakable)
-    env.globals.update(cell_title=cell_title)
+    env.globals.update(cell_title=cell_title, BY_ROW_AFTER=BY_ROW_AFTER)
     return env
+
+#: A metric table with more algorithms than this is laid out one row per algorithm (a column per
+#: k) instead of a column pair per algorithm, so that a dozen configurations fit a 1400 px window.
+BY_ROW_AFTER = 6
 
 
 def breakable(label: object) -> markupsafe.Markup:

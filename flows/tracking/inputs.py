@@ -100,6 +100,14 @@ def fold_digest(fingerprint: str, t_start: int, t_end: int, train_window: str | 
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def fold_dataset(config: EvalConfig, fingerprint: str, fold: int, t_start: int, t_end: int,
+                 stratum: str) -> tuple[str, str]:
+    """A fold's dataset as MLflow names it: ``(<data> fold <f>[ [<stratum>]], digest)``, the
+    same for its run input and for the metrics linked to it."""
+    name = f"{config.dataset_name} fold {fold}" + ("" if stratum == "all" else f" [{stratum}]")
+    return name, fold_digest(fingerprint, t_start, t_end, config.train_window, stratum)
+
+
 #: The columns :func:`fold_inputs` reads.
 FOLD_COLUMNS = ("fold", "t_start", "t_end", "n_eligible", "skipped")
 
@@ -118,13 +126,12 @@ def fold_inputs(
     inputs = []
     for row in folds.itertuples(index=False):
         fold, t_start, t_end = int(row.fold), int(row.t_start), int(row.t_end)
-        name = f"{config.dataset_name} fold {fold}" + ("" if stratum == "all" else f" [{stratum}]")
+        name, digest = fold_dataset(config, fingerprint, fold, t_start, t_end, stratum)
         profile = {
             "fold": fold, "window_start": utc(t_start), "window_end": utc(t_end),
             "train_window": config.train_window or "all history", "stratum": stratum,
             "eligible_users": int(row.n_eligible), "skipped": bool(row.skipped),
         }
-        digest = fold_digest(fingerprint, t_start, t_end, config.train_window, stratum)
         inputs.append(_input(_dataset(name, digest, origin, profile),
                              f"{utc(t_start)} – {utc(t_end)}"))
     return inputs

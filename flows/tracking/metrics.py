@@ -49,6 +49,24 @@ def fold_metrics(fold: int, rows: list[Mapping[str, Any]]) -> list[Any]:
     return [Metric(key, value, timestamp, fold) for key, value in metrics.items()]
 
 
+def summary_metrics(part: pd.DataFrame, timestamp: int) -> list[Any]:
+    """A child's summary metrics at step 0 from its rows of summary.csv: ``mean_<key>``,
+    ``std_<key>``, ``ci_low_<key>``, ``ci_high_<key>`` (where defined), ``n_folds``,
+    ``n_skipped``."""
+    from mlflow.entities import Metric
+
+    metrics = []
+    for row in part.to_dict("records"):
+        key = metric_key(row["metric"], row["k"])
+        for stat in ("mean", "std", "ci_low", "ci_high"):
+            if row.get(stat) is not None and not pd.isna(row[stat]):
+                metrics.append(Metric(f"{stat}_{key}", float(row[stat]), timestamp, 0))
+    if len(part):
+        metrics.append(Metric("n_folds", float(part["n_folds"].max()), timestamp, 0))
+        metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), timestamp, 0))
+    return metrics
+
+
 def _truthy(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip().lower() in ("true", "1")

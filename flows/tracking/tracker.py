@@ -26,14 +26,15 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
 )
-from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_inputs, log_input
+from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_dataset, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
     MAX_BATCH,
     fold_metrics,
     key_part,
-    metric_key,
     per_fold_table,
+    summary_metrics,
 )
+from sweval.flows.tracking.models import finalize_models, linked, model_of
 from sweval.flows.tracking.note import NOTE_TAG, run_note
 from sweval.flows.tracking.records import (
     STATE_FILE,
@@ -102,6 +103,8 @@ class Tracker:
         self.run_name = run_name
         self.system_metrics: Any = None  # MLflow's SystemMetricsMonitor (--system-metrics)
         self.children: dict[tuple[str, str], str] = {}
+        #: each configuration's logged model (stratum "all"; None where the store refused one)
+        self.models: dict[tuple[str, str], str | None] = {}
         self.logged: dict[str, set[int]] = {}
         #: a reopened child's summary values (step 0) as logged: a rerun that does not change
         #: one logs it no second time
@@ -302,6 +305,13 @@ class Tracker:
             write_state(self.state_path, self.state)
         return self.children[ident]
 
+    def _model(self, algorithm: str, stratum: str, run_id: str) -> str | None:
+        """The logged model of a configuration (:func:`flows.tracking.models.model_of`)."""
+        ident = (algorithm, stratum)
+        if ident not in self.models:
+            self.models[ident] = model_of(self, algorithm, stratum, run_id)
+        return self.models[ident]
+
     # ---------------------------------------------------------------- logging
     def log_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Log the stepped metrics of result rows (SPEC §8 rows or ``results.csv`` rows).
@@ -321,13 +331,17 @@ class Tracker:
         try:
             for (algorithm, stratum), folds in grouped.items():
                 run_id = self._child(algorithm, stratum)
+                model_id = self._model(algorithm, stratum, run_id)
                 done = self.logged[run_id]
                 batch: list[Metric] = []
                 pending: list[int] = []  # marked done only once MLflow has them
                 for fold in sorted(folds):
                     if fold in done:
                         continue
-                    metrics = fold_metrics(fold, folds[fold])
+                    first = folds[fold][0]
+                    metrics = linked(fold_metrics(fold, folds[fold]), model_id, fold_dataset(
+                        self.config, self.fingerprint, fold, int(first["t_start"]),
+                        int(first["t_end"]), stratum))
                     if batch and len(batch) + len(metrics) > MAX_BATCH:
                         self.client.log_batch(run_id, metrics=batch)
                         done.update(pending)
@@ -375,7 +389,7 @@ class Tracker:
         the artifacts that may still be being written when this starts (the report): it is
         called just before they are logged. Each child's summaries and device tag go in one
         ``log_batch``, the parent's tags in another (each call a round trip to the server)."""
-        from mlflow.entities import Metric, RunTag
+        from mlflow.entities import RunTag
 
         self.log_rows(results.to_dict("records"))
         started = time.perf_counter()
@@ -388,17 +402,11 @@ class Tracker:
                 part = summary[
                     (summary["algorithm"] == algorithm) & (summary["stratum"] == stratum)
                 ]
-                metrics = []
-                for row in part.to_dict("records"):
-                    key = metric_key(row["metric"], row["k"])
-                    for stat in ("mean", "std", "ci_low", "ci_high"):
-                        if row.get(stat) is not None and not pd.isna(row[stat]):
-                            metrics.append(Metric(f"{stat}_{key}", float(row[stat]), now, 0))
-                if len(part):
-                    metrics.append(Metric("n_folds", float(part["n_folds"].max()), now, 0))
-                    metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), now, 0))
+                metrics = summary_metrics(part, now)
                 logged = self.summaries.get(run_id, {})
-                metrics = [m for m in metrics if logged.get(m.key) != m.value]
+                metrics = linked([m for m in metrics if logged.get(m.key) != m.value],
+                                 self.models.get((algorithm, stratum)),
+                                 (self.config.dataset_name, self.fingerprint))
                 tags = ([RunTag("sweval.device", devices[algorithm])]
                         if algorithm in devices else [])
                 if "fallback" in part and part["fallback"].notna().any():  # --cold-users
@@ -437,6 +445,7 @@ class Tracker:
             if parent_tags:
                 self.client.log_batch(self.parent_run_id, tags=parent_tags)
             self.devices_tagged.update(devices)
+            finalize_models(self.client, self.models, "READY")
             self._stop_system_metrics()
             self.client.set_terminated(self.parent_run_id, "FINISHED")
             if comparison_view:
@@ -456,6 +465,7 @@ class Tracker:
             return
         try:
             self._stop_system_metrics()
+            finalize_models(self.client, self.models, "FAILED")
             for run_id in self.children.values():
                 self.client.set_terminated(run_id, status)
             self.client.set_terminated(self.parent_run_id, status)

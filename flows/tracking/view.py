@@ -6,7 +6,8 @@ an experiment tag ``mlflow.sharedViewState.<id>`` whose value is
 address ``#/experiments/<id>/runs?viewStateShareKey=<id>`` opens it. At the end of an evaluation
 its experiment gets (or has replaced) the view ``sweval-latest``: the evaluation's child runs
 (one per algorithm and stratum), grouped by run name so that the chart view draws each as a
-line over the folds (steps), every run shown, charts filtered to Recall@k. The address also
+line over the folds, every run shown, charts filtered to Recall@k, their x axis the metrics'
+timestamps (each fold's window start, :mod:`flows.tracking.metrics`), so it reads dates. The address also
 asks for the chart view (``compareRunsMode=CHART``) and the "Model training" side of the UI
 (``workflowType=machine_learning``: MLflow 3.17 chooses between the GenAI and the model training
 pages by this switch, the experiment tag ``mlflow.experimentKind`` only names the kind).
@@ -35,6 +36,9 @@ def view_state(parent_run_id: str) -> dict[str, Any]:
         },
         "runsHiddenMode": "SHOW_ALL",
         "chartsSearchFilter": "^recall_at_",  # a regular expression: the per-fold lines
+        # the x axis of every line chart: the metrics' timestamps, each fold's window start
+        "globalLineChartConfig": {"xAxisKey": "time", "lineSmoothness": 0,
+                                  "selectedXAxisMetricKey": ""},
     }
 
 

@@ -5,7 +5,7 @@ with its fingerprint, and the parent run's page shows the summary table.
 Real processes only: ``sweval generate`` and ``sweval run`` write a small evaluation into a
 temporary SQLite store, ``sweval ui`` serves it on a free loopback port (``$BROWSER`` is a script
 that records the address it is asked to open), and Debian's Chromium renders each page headless
-(``--dump-dom``). Every process is started in a session of its own and its whole group is
+(``--dump-dom``); the charts' x axis reads the folds' dates. Every process is started in a session of its own and its whole group is
 stopped at the end; the test checks that none is left.
 """
 
@@ -83,6 +83,33 @@ def _page_text(url: str, profile: Path) -> tuple[str, str]:
     return dom, re.sub(r"\s+", " ", text)
 
 
+def _screenshot(url: str, profile: Path, path: Path) -> None:
+    """A 1600 × 1000 screenshot of ``url`` rendered by headless Chromium."""
+    subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1600,1000",
+         "--virtual-time-budget=20000", "--hide-scrollbars", f"--screenshot={path}", url],
+        capture_output=True, timeout=180, check=False, start_new_session=True)
+    assert path.exists()
+
+
+def _check_date_axis(dom: str, folds: pd.DataFrame) -> None:
+    """Every chart's x axis is MLflow's "Time" and its ticks are dates within the folds' window
+    starts (the metrics' timestamps), not fold indices."""
+    from datetime import UTC, datetime, timedelta
+
+    assert re.findall(r'class="g-xtitle".*?>([^<]*)</text>', dom) == ["Time"] * 4
+    ticks = [html.unescape(t) for t in re.findall(r'class="xtick"><text[^>]*data-unformatted="([^"]*)"', dom)]
+    assert ticks, "no x axis ticks in the charts"
+    used = folds[~folds["skipped"]]
+    first = datetime.fromtimestamp(int(used["t_start"].min()), UTC)
+    last = datetime.fromtimestamp(int(used["t_start"].max()), UTC)
+    for tick in ticks:  # "Jun 16<br>2015" or "Jun 17" (plotly's date ticks, the year once)
+        day = datetime.strptime(f"{tick.split('<br>')[0]} {first.year}", "%b %d %Y").replace(
+            tzinfo=UTC)
+        assert first - timedelta(days=1) <= day <= last + timedelta(days=1), (tick, first, last)
+
+
 @pytest.fixture
 def evaluation(tmp_path: Path) -> Iterator[tuple[dict[str, str], Path]]:
     """A small generated log evaluated by ``sweval run`` into a store of its own."""
@@ -134,8 +161,16 @@ def test_sweval_ui_opens_the_evaluation_in_a_browser(
         algorithms = ["pop", "pop-n", "item-knn"]
 
         # 1. the first page: the runs page with the evaluation's charts, not the GenAI overview
-        _, text = _page_text(url, tmp_path / "chromium-1")
+        dom, text = _page_text(url, tmp_path / "chromium-1")
+        for attempt in range(2):  # on a loaded machine the charts may not be drawn in time
+            if 'class="xtick"' in dom:
+                break
+            dom, text = _page_text(url, tmp_path / f"chromium-1-{attempt}")
         assert "Runs" in text and "matching runs" in text
+        _check_date_axis(dom, pd.read_csv(output / "folds.csv"))
+        if os.environ.get("SWEVAL_SCREENSHOTS"):  # how docs/mlflow-ui-comparison.png is made
+            _screenshot(url, tmp_path / "chromium-shot",
+                        Path(os.environ["SWEVAL_SCREENSHOTS"]) / "mlflow-ui-comparison.png")
         for algorithm in algorithms:
             assert f"Group: {algorithm} " in text  # a row (and a line in each chart) per algorithm
         assert "Model metrics (4)" in text  # the charts of recall_at_k per fold, k = 5, 10, 15, 20
