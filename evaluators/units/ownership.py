@@ -23,6 +23,8 @@ LISTS_FILE = "lists.parquet"
 WARM_FILE = "warm.npz"
 #: The folder of the store's live runs (:func:`evaluators.units.locks.registered`).
 RUNS_FOLDER = ".runs"
+#: The file that makes a directory a unit store (https://bford.info/cachedir/).
+STORE_TAG = "CACHEDIR.TAG"
 #: The names the store creates: shard folders, unit folders (keys), a unit's files and lock.
 SHARD = re.compile(r"[0-9a-f]{2}")
 KEY = re.compile(r"[0-9a-f]{16,64}")
@@ -37,6 +39,12 @@ def is_temporary(path: Path) -> bool:
 
 #: :func:`atomic_write`'s temporary names (``tempfile``'s random part: letters, digits, _).
 TEMPORARY = re.compile(r"\.(.+)\.[a-z0-9_]+\.tmp")
+
+
+def is_tag_temporary(path: Path) -> bool:
+    """A temporary file of the store's tag being written (``.CACHEDIR.TAG.<random>.tmp``)."""
+    found = TEMPORARY.fullmatch(path.name)
+    return found is not None and found.group(1) == STORE_TAG
 
 
 def is_own_file(path: Path) -> bool:
@@ -78,8 +86,8 @@ def foreign_names(directory: Path) -> list[str]:
     for top in sorted(directory.iterdir()):
         if top.is_symlink() or (top.name == RUNS_FOLDER and not top.is_dir()):
             foreign.append(top.name)
-        elif top.name == RUNS_FOLDER:
-            continue
+        elif top.name == RUNS_FOLDER or (is_tag_temporary(top) and top.is_file()):
+            continue  # (the tag's temporary file: another process is creating the store)
         elif not (SHARD.fullmatch(top.name) and top.is_dir()):
             foreign.append(top.name)
         else:

@@ -74,6 +74,7 @@ from sweval.evaluators.units.ownership import (
     LISTS_FILE,
     RUNS_FOLDER,
     SHARD,
+    STORE_TAG,
     UNIT_FILE,
     WARM_FILE,
     foreign_names,
@@ -88,8 +89,6 @@ from sweval.evaluators.units.ownership import (
 
 _log = logging.getLogger(__name__)
 
-#: The file that makes a directory a unit store (https://bford.info/cachedir/).
-STORE_TAG = "CACHEDIR.TAG"
 #: The layout this code reads and writes (in the tag).
 STORE_FORMAT = 1
 _TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"

@@ -194,6 +194,23 @@ def test_a_store_made_before_the_tag_is_still_a_store(tmp_path: Path) -> None:
         store.check()
 
 
+def test_a_store_another_process_is_creating_is_a_store(tmp_path: Path) -> None:
+    """Two runs creating one store at once: the second finds the first's directory with only the
+    tag's temporary file in it (written, not yet renamed) and takes it as a store, not as a
+    foreign directory; anything else beside it is still refused."""
+    directory = tmp_path / "shared"
+    directory.mkdir()
+    (directory / f".{STORE_TAG}.k3x_9a.tmp").write_text("being written")
+    UnitStore(directory).prepare()
+    assert "format 1" in (directory / STORE_TAG).read_text()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f".{STORE_TAG}.k3x_9a.tmp").write_text("being written")
+    (other / "notes.txt").write_text("a user's")
+    with pytest.raises(SwevalError, match="notes.txt"):
+        UnitStore(other).prepare()
+
+
 # ---------------------------------------------------------------------- output directories
 TINY_RUN = ("run", "--no-prefect", "--no-tracking", "--no-progress", "--scale", "0.01",
             "--folds", "2", "--u-min", "1", "--algorithms", "pop")
