@@ -264,3 +264,9 @@ def compute_remote_noting_process(recipe: Any, job: Any, send_lists: bool = Fals
     noted = Path(os.environ[JOBS_NOTED_ENV]) / f"{os.getpid()}-{job.group}-{started}"
     noted.write_text(f"{os.getpid()} {started} {time.time()}")
     return outcome
+
+
+def unwrapped(text: str | Path) -> str:
+    """``text`` without any white space: what a terminal table or line printed, however rich
+    wrapped it (it breaks a long path anywhere, even mid-name)."""
+    return "".join(str(text).split())

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sweval_testing import DAY
+from sweval_testing import DAY, unwrapped
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report.gap_page import gap_section, ranking_agreement, write_gap_report
@@ -94,7 +94,7 @@ def test_the_command_writes_the_page_and_report_redraws_it(tmp_path, capsys, mon
         "--algorithms", "pop,item-knn", "--k", "5,10", "--u-min", "0", "--no-tracking",
         "--no-progress", "--output", str(out)])
     main()
-    assert f"report: {out / 'report.html'}" in capsys.readouterr().err
+    assert unwrapped(f"report: {out / 'report.html'}") in unwrapped(capsys.readouterr().err)
     page = (out / "report.html").read_text()
     assert "<title>Validation-to-deployment gap — log.csv</title>" in page
     gap = pd.read_csv(out / "gap.csv")
@@ -108,7 +108,7 @@ def test_the_command_writes_the_page_and_report_redraws_it(tmp_path, capsys, mon
     assert [p.name for p in written] == ["report.html", "report-gap-recall-at-5.png"]
     monkeypatch.setattr(sys, "argv", ["sweval", "report", str(out)])
     main()
-    assert re.search(r"report: .*gap/report\.html", capsys.readouterr().err)
+    assert re.search(r"report:.*gap/report\.html", unwrapped(capsys.readouterr().err))
     with pytest.raises(SwevalError, match=r"k=7 not in .*gap\.csv \(it has 5, 10\)"):
         write_gap_report(out, k=7)
     (out / "gap.csv").unlink()
