@@ -353,6 +353,38 @@ class Algorithm(ABC):
     @abstractmethod
     def _fit(self, train: TrainData) -> None: ...
 
+    @classmethod
+    def can_serve(cls) -> bool:
+        """Whether a fitted model can serve a later window without refitting (:meth:`serve`)."""
+        return cls._serve is not Algorithm._serve
+
+    def serve(self, history: TrainData) -> Self:
+        """Keep the fitted parameters; score users from ``history`` from now on, and exclude
+        what it holds as seen (a model fitted at t_f serving a later window: ``history`` holds
+        each user's transactions up to the served window's start, in the fit's columns,
+        :func:`~algorithms.serving.serving_history`). Rows of ``history`` are its own users.
+
+        Raises:
+            NotImplementedError: the model keeps state per training user that it cannot
+                compute for a new history (it does not implement :meth:`_serve`).
+        """
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before serve()")
+        if not np.array_equal(history.item_codes, self.train_.item_codes):
+            raise ValueError(f"{self.name}: a served history must have the fit's columns")
+        self._serve(history)
+        self.train_ = history
+        return self
+
+    def _serve(self, history: TrainData) -> None:
+        """Point whatever the model reads per user at ``history`` (its rows, not the fit's);
+        the item-side parameters stay. A model whose scores read only ``train_`` implements it
+        as a no-op."""
+        raise NotImplementedError(
+            f"{self.name} cannot serve a later window without refitting: it keeps state per "
+            "training user (implement _serve to compute it from a new history)"
+        )
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dense scores (len(rows) × n_items) for the given training rows; higher is better."""
         if self.sparse_scores:

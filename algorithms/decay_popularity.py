@@ -75,6 +75,10 @@ class DecayPop(Algorithm):
             period_s=cfg.period_s, horizon=cfg.horizon, decay=cfg.decay,
         )  # fmt: skip
 
+    def _serve(self, history: TrainData) -> None:
+        """The decayed counts stay the fit's (at its t_f); only the seen items come from
+        ``history``."""
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return np.broadcast_to(self.scores_, (len(rows), len(self.scores_)))
 

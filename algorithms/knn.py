@@ -211,6 +211,11 @@ class ItemKNN(Algorithm):
         self.similarity_.sort_indices()
         return self.similarity_
 
+    def _serve(self, history: TrainData) -> None:
+        """S stays the fit's (its rows come from the fit's counts); a user's items I_u are
+        their row of ``history``."""
+        self.matrix_ = history.matrix
+
     def score_factors(self, rows: NDArray[np.int64]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         history = self.matrix_[rows]
         self._ensure_rows(np.unique(history.indices))
@@ -316,6 +321,11 @@ class UserKNN(Algorithm):
             (np.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape
         )
         self.ranked_ = RankedSets(train.matrix) if RankedSets.usable(train.matrix) else None
+
+    def _serve(self, history: TrainData) -> None:
+        """user-kNN has no parameters but R: neighbours and their items are read from
+        ``history`` (only the items known at the fit stay candidates)."""
+        self._fit(history)
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""

@@ -20,6 +20,9 @@ class Pop(Algorithm):
     def _fit(self, train: TrainData) -> None:
         self.counts_ = train.transactions_per_item().astype(np.float64)
 
+    def _serve(self, history: TrainData) -> None:
+        """The counts stay the fit's; only the seen items come from ``history``."""
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return np.broadcast_to(self.counts_, (len(rows), len(self.counts_)))
 
@@ -44,6 +47,9 @@ class PopN(Algorithm):
     def _fit(self, train: TrainData) -> None:
         recent = train.item_sequence[-self.config.n_recent :]
         self.counts_ = np.bincount(recent, minlength=train.n_items).astype(np.float64)
+
+    def _serve(self, history: TrainData) -> None:
+        """The counts stay the fit's; only the seen items come from ``history``."""
 
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return np.broadcast_to(self.counts_, (len(rows), len(self.counts_)))

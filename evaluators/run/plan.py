@@ -29,10 +29,12 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant
 from sweval.evaluators.protocols.folds import Fold, build_folds
+from sweval.evaluators.protocols.retraining import served_pairs
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.units.serving import plan_served
 from sweval.evaluators.units.store import UnitStore, user_cache_dir
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
@@ -65,6 +67,8 @@ class Plan:
         stratum_splits: per policy label, one split per fold (``--stratify-mode subset``).
         units: every unit the run needs, fold by fold.
         searches: the tuned algorithms and their candidates (``--tune``).
+        served: the served units of ``--horizon`` and ``--cadence`` (a fold's model on a later
+            window, :mod:`evaluators.units.serving`), by fit fold.
     """
 
     config: EvalConfig
@@ -77,6 +81,7 @@ class Plan:
     stratum_splits: dict[str, list[Split]] = field(default_factory=dict)
     units: list[Unit] = field(default_factory=list)
     searches: list[Search] = field(default_factory=list)
+    served: list[Unit] = field(default_factory=list)
 
     def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
         """The units of one fold (every stratum), optionally of some algorithms only."""
@@ -320,7 +325,26 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
     return Plan(
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
+        served=plan_retraining(config, splits, units),
     )
+
+
+def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) -> list[Unit]:
+    """The served units ``--horizon`` and ``--cadence`` need (:mod:`evaluators.protocols.retraining`),
+    on the unstratified splits.
+
+    Raises:
+        SwevalError: combined with ``--tune`` (every candidate would serve every window), or an
+            algorithm that cannot serve a later window.
+    """
+    if not (config.horizon or config.cadence):
+        return []
+    if config.tune:
+        raise SwevalError("--horizon and --cadence cannot be combined with --tune yet: run the "
+                          "tuned configuration as a variant (ALGORITHM(p=v)).")
+    evaluated = [split.index for split in splits if not split.skipped]
+    pairs = served_pairs(evaluated, config.horizon, config.cadence)
+    return plan_served(units, splits, pairs, config.k)
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,
