@@ -46,6 +46,7 @@ from sweval.algorithms.scores import snap_scores
 
 if TYPE_CHECKING:
     from sweval.algorithms.cooccurrence import Cooccurrence
+    from sweval.algorithms.serving import Delta
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
@@ -307,6 +308,9 @@ class Algorithm(ABC):
     #: and fills up with 0-score items by id, and :meth:`score` defaults to the densified
     #: product.
     sparse_scores: ClassVar[bool] = False
+    #: True when :meth:`update` gives exactly the model a fit on the updated data gives (the
+    #: contract kit then checks it: :func:`sweval.testing.check_updates`).
+    exact_update: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -375,6 +379,43 @@ class Algorithm(ABC):
         self._serve(history)
         self.train_ = history
         return self
+
+    @classmethod
+    def can_update(cls) -> bool:
+        """Whether the model can be updated with new interactions instead of refitted."""
+        return cls._update is not Algorithm._update
+
+    def update(self, delta: Delta) -> Self:
+        """Bring the fitted model up to ``delta.cutoff`` from only the interactions since its
+        last fit or update (:class:`~algorithms.serving.Delta`: global codes, timestamps, all
+        in [its previous cut-off, the new one)). Its training data becomes the previous one
+        plus the delta (:func:`~algorithms.serving.extended`), which it ranks from afterwards;
+        :meth:`_update` reads the delta and the previous data. An empty delta changes nothing
+        but the cut-off.
+
+        Raises:
+            ValueError: the delta does not start at the model's cut-off.
+            NotImplementedError: the model has no :meth:`_update` (it must be refitted).
+        """
+        from sweval.algorithms.serving import extended
+
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before update()")
+        previous = self.train_
+        if not self.can_update():
+            self._update(delta, previous)  # raises, naming the model
+        self.train_ = extended(previous, delta)  # checks the delta's start
+        self._update(delta, previous)
+        return self
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """Update the fitted state by ``delta`` (``self.train_`` is already the new data,
+        ``previous`` the data of the last fit or update); the result should equal a fit on
+        ``self.train_``, or come within a stated tolerance."""
+        raise NotImplementedError(
+            f"{self.name} cannot be updated incrementally: it must be refitted (implement "
+            "_update to add new interactions to its state)"
+        )
 
     def _serve(self, history: TrainData) -> None:
         """Point whatever the model reads per user at ``history`` (its rows, not the fit's);

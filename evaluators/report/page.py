@@ -62,6 +62,7 @@ from sweval.evaluators.report.figures import (
 )
 from sweval.evaluators.report.html import render_page, table_html
 from sweval.evaluators.report.protocols import ProtocolAgreement, protocol_agreement
+from sweval.evaluators.report.retraining import retraining_section
 from sweval.evaluators.report.significance import (
     SignificanceMatrix,
     policy_effect,
@@ -119,6 +120,17 @@ class MetricSection:
     def label(self) -> str:
         """``Recall``."""
         return metric_label(self.metric)
+
+    @property
+    def label_k(self) -> str:
+        """``Recall@k``, or the label alone for a metric without k (read by the template)."""
+        return self.label + ("" if self.table.ks == [None] else "@k")
+
+    @property
+    def label_at_k(self) -> str:
+        """``Recall@10`` at the over-time figure's k (read by the template)."""
+        return metric_label(self.metric, self.k_time)
+
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
@@ -227,6 +239,7 @@ def write_report(
     sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
     overlap = overlap_figure(data, k)
     protocols = protocol_agreement(data, k)
+    retraining = retraining_section(data.directory, chosen[0], k_time[chosen[0]])
     page = render_page(
         title=title,
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -241,9 +254,11 @@ def write_report(
         ci_level=f"{100 * data.bootstrap.level:g}%",
         overlap=overlap,
         protocols=protocols,
+        retraining=retraining,
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     figures += [overlap] if overlap is not None else []
+    figures += retraining.figures if retraining is not None else []
     figures += [protocols.scatter] if protocols is not None and protocols.scatter else []
     files = {figure.file_name: figure.png for figure in figures} | {
         REPORT_PAGE: page.encode("utf-8")}

@@ -42,6 +42,7 @@ from sweval.flows.tracking.records import (
     read_state,
     write_state,
 )
+from sweval.flows.tracking.retraining import retraining_metrics, retraining_rows
 from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
@@ -397,6 +398,8 @@ class Tracker:
                 if len(part):
                     metrics.append(Metric("n_folds", float(part["n_folds"].max()), now, 0))
                     metrics.append(Metric("n_skipped", float(part["n_skipped"].max()), now, 0))
+                if stratum == "all":  # --horizon, --cadence: curves against age and cadence
+                    metrics += retraining_metrics(files, algorithm, now)
                 logged = self.summaries.get(run_id, {})
                 metrics = [m for m in metrics if logged.get(m.key) != m.value]
                 tags = ([RunTag("sweval.device", devices[algorithm])]
@@ -422,6 +425,9 @@ class Tracker:
                     chosen = tuning[(tuning["algorithm"] == algorithm)
                                     & (tuning["stratum"] == stratum)]
                     self._log_frame(run_id, chosen, "tuning.csv")
+                if stratum == "all":
+                    for name, rows in retraining_rows(files, algorithm).items():
+                        self._log_frame(run_id, rows, name)
                 self.client.set_terminated(run_id, "FINISHED")
             for path in [*files, *late_files()]:
                 if Path(path).exists():
