@@ -111,8 +111,9 @@ def prepare(
     complete window yet. ``publish``: the run will write into ``config.output`` (checked).
 
     Raises:
-        SwevalError: any problem with the data or the options, or a run without ``rolling``
-            into a rolling series' output directory.
+        SwevalError: any problem with the data or the options, an output directory SW-EVAL
+            may not write (checked before any work: :func:`~evaluators.run.output_dir.claim`),
+            or a run without ``rolling`` into a rolling series' output directory.
     """
     if rolling:
         step = rolling_mode.plan_rolling(config, log if log is not None else load_data(config))
@@ -129,6 +130,10 @@ def prepare(
                 f"elsewhere (--output), or delete {series} to end the series."
             )
         prepared = Prepared(plan=make_plan(config, log))
+    if publish:  # before any unit is computed
+        from sweval.evaluators.run.output_dir import claim
+
+        claim(config.output)
     remember(prepared.recipe, prepared.work)
     return prepared
 

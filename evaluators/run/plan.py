@@ -4,7 +4,7 @@
 
     plan = make_plan(config)        validate the options, load the log, cut the folds and their
                                     splits (every stratum), draw --tune's candidates, key the units
-    store = unit_store(config)      --cache, $SWEVAL_CACHE, else <output>/units
+    store = unit_store(config)      --cache, $SWEVAL_CACHE, else the user's cache directory
 
 The driver (:mod:`evaluators.run.driver`) computes the units the store lacks; a unit already in
 the store is never recomputed, whichever command or run computed it.
@@ -26,8 +26,9 @@ from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
+from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.retraining import served_pairs
 from sweval.evaluators.protocols.splits import Split, fold_splits
@@ -35,7 +36,7 @@ from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
 from sweval.evaluators.units.serving import plan_served
-from sweval.evaluators.units.store import UnitStore, user_cache_dir
+from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
     AlgorithmSpec,
@@ -47,7 +48,7 @@ from sweval.evaluators.units.unit import (
 
 _log = logging.getLogger(__name__)
 
-#: Where units go without --cache: the environment's shared store, else <output>/units.
+#: Where units go without --cache: the environment's store, else the user's (user_store).
 CACHE_ENV = "SWEVAL_CACHE"
 
 
@@ -105,16 +106,22 @@ class Plan:
 
 
 def user_store() -> Path:
-    """The unit store in the user's cache directory (:func:`~evaluators.units.store.user_cache_dir`)."""
-    return user_cache_dir() / "units"
+    """The unit store every command uses unless told otherwise: ``units`` in the user's cache
+    directory (:func:`data.user_dirs.cache_home`: ``~/.cache/sweval/units`` on Linux,
+    ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
+    Windows), shared by every run, output directory and command."""
+    return cache_home() / "units"
 
 
-def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
-    """The run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else ``default``
-    (``<output>/units``)."""
-    fallback = default if default is not None else Path(config.output) / "units"
-    directory = config.cache or os.environ.get(CACHE_ENV) or fallback
-    return UnitStore(Path(directory).expanduser()).prepare()
+def store_directory(config: EvalConfig) -> Path:
+    """The directory of the run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else
+    :func:`user_store`."""
+    return Path(config.cache or os.environ.get(CACHE_ENV) or user_store()).expanduser()
+
+
+def unit_store(config: EvalConfig) -> UnitStore:
+    """The run's unit store (:func:`store_directory`), created if need be."""
+    return UnitStore(store_directory(config)).prepare()
 
 
 #: The last log this process loaded, by what it was read from (:func:`load_data`).
@@ -219,7 +226,9 @@ def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> li
     Raises:
         SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
     """
-    unknown = set(config.params) - {parse_variant(entry)[0] for entry in config.algorithms}
+    named = {parse_variant(entry)[0] for entry in config.algorithms} | {
+        alias for alias, _rest in map(split_alias, config.algorithms) if alias}
+    unknown = set(config.params) - named
     if unknown:
         raise SwevalError(
             f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."

@@ -1,6 +1,7 @@
 """The unit store: finished units under their content-addressed keys, never thrown away.
 
-Layout under the store's directory (``<output>/units`` by default, or a shared ``--cache``)::
+Layout under the store's directory (the user's cache directory by default, ``--cache`` or
+``$SWEVAL_CACHE`` another: :func:`evaluators.run.plan.store_directory`)::
 
     CACHEDIR.TAG                says the directory is an SW-EVAL unit store, and its format
                                 (written when the store is created; the Cache Directory Tagging
@@ -41,7 +42,6 @@ import json
 import logging
 import os
 import re
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -134,18 +134,6 @@ class DamagedUnit(SwevalError):
     def __init__(self, what: str) -> None:
         super().__init__(f"{what}; delete that directory to recompute it.")
         self.what = what
-
-
-def user_cache_dir() -> Path:
-    """SW-EVAL's folder in the user's cache directory, by the platform's convention:
-    ``$XDG_CACHE_HOME/sweval`` (``~/.cache/sweval``) on Linux, ``~/Library/Caches/sweval`` on
-    macOS, ``%LOCALAPPDATA%\\sweval\\Cache`` on Windows."""
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "sweval"
-    if sys.platform == "win32":
-        local = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
-        return Path(local) / "sweval" / "Cache"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
 
 
 class UnitStore:
@@ -337,6 +325,21 @@ class UnitStore:
             for directory in _own_dirs(shard, _KEY):
                 if directory.name.startswith(shard.name):
                     yield directory
+
+    def usage(self) -> tuple[int, int]:
+        """(finished units, bytes of their files), from the file system alone: a unit is
+        finished once its ``unit.json`` exists; no record is read."""
+        n_units = n_bytes = 0
+        for directory in self.unit_directories():
+            try:
+                files = _own_files(directory)
+                if not any(path.name == UNIT_FILE for path in files):
+                    continue
+                n_bytes += sum(path.lstat().st_size for path in files)
+            except OSError:
+                continue
+            n_units += 1
+        return n_units, n_bytes
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The record (``unit.json``) of every finished unit in the store."""

@@ -37,7 +37,8 @@ from typing import Any
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.text import parse_variant
+from sweval.data.user_dirs import cache_home
+from sweval.evaluators.config.text import entry_label, parse_variant, split_alias
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.units.serving import FittedModels, built, key_definition, served_lists
@@ -45,7 +46,6 @@ from sweval.evaluators.units.store import (
     DamagedUnit,
     UnitStore,
     atomic_write_text,
-    user_cache_dir,
 )
 
 _log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def _parsed_version(path: Path) -> str:
 
 
 #: Where :func:`source_version` keeps the hashes it computed.
-_VERSIONS = user_cache_dir() / "code-versions.json"
+_VERSIONS = cache_home() / "code-versions.json"
 
 
 @functools.cache
@@ -178,14 +178,15 @@ def validated_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def variant_label(name: str, params: dict[str, Any]) -> str:
-    """The label of a variant: ``name(p=v,...)`` over the given parameters, sorted, with their
-    validated values as JSON (``n_neighbors=50.0`` → ``n_neighbors=50``).
+    """The label of a variant SW-EVAL makes (a tuning candidate, a seed): ``name(p=v,...)``
+    over the given parameters in their order, each value as given, as JSON (``days=1`` for a
+    float parameter stays ``days=1``; the unit key holds the validated ``1.0`` either way).
 
     Raises:
         SwevalError: unknown algorithm or invalid parameters.
     """
-    validated = validated_params(name, params)
-    inner = ",".join(f"{key}={json.dumps(validated[key])}" for key in sorted(validated))
+    validated_params(name, params)
+    inner = ",".join(f"{key}={json.dumps(value)}" for key, value in params.items())
     return f"{name}({inner})"
 
 
@@ -217,10 +218,13 @@ class AlgorithmSpec:
 
     @classmethod
     def from_entry(cls, entry: str, settings: dict[str, dict[str, Any]]) -> AlgorithmSpec:
-        """The configuration of one ``--algorithms`` entry: ``--set NAME.P=V`` applies to every
-        entry of NAME, a variant's own parameters win."""
+        """The configuration of one ``--algorithms`` entry, labelled by its alias or as written
+        (:func:`~evaluators.config.text.entry_label`): ``--set NAME.P=V`` applies to every entry
+        of NAME, ``--set ALIAS.P=V`` to the aliased one, and a variant's own parameters win."""
+        alias, _rest = split_alias(entry)
         name, own = parse_variant(entry)
-        return cls.of(name, dict(settings.get(name, {})) | own, label=entry)
+        given = dict(settings.get(name, {})) | dict(settings.get(alias or name, {})) | own
+        return cls.of(name, given, label=entry_label(entry))
 
     def build(self) -> Algorithm:
         """A fresh model of this configuration."""

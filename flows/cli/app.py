@@ -254,6 +254,10 @@ from sweval.flows.cli.cache import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")
 
+from sweval.flows.cli.datasets import app as _datasets_app  # noqa: E402
+
+app.add_typer(_datasets_app, name="datasets")
+
 from sweval.flows.cli import servers as _servers_cli  # noqa: E402
 
 app.command(name="up")(_servers_cli.up)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the comparison's modules load when the command runs
 
     from sweval.data.log import InteractionLog
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.experiments.compare import Comparison, CompareRecipe
+    from sweval.evaluators.experiments.compare import CompareRecipe, Comparison
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
 PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global, "

@@ -169,7 +169,7 @@ def gap_command(
             )
         k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
-            print_gap(gap_frame, list(cfg.algorithms), k, metric)
+            print_gap(gap_frame, cfg.labels, k, metric)
         for note in gap_notes(results):
             stderr.print(note, style="yellow", markup=False, highlight=False)
         stderr.print(f"tables: {output}", markup=False)

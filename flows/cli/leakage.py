@@ -190,7 +190,7 @@ def leakage_command(
         output = Path(command_output(ctx, cfg, DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
         severity = run_leakage(cfg, design, output=output, console=stderr)
-        print_severity(severity, list(cfg.algorithms), shown_k(cfg.k))
+        print_severity(severity, cfg.labels, shown_k(cfg.k))
         stderr.print(f"tables and severity.png: {output}", markup=False)
 
     leakage.__doc__ = (
