@@ -76,12 +76,15 @@ class RetrainingTables:
 
 def retraining_tables(plan: Plan, result_of: Callable[[Unit], UnitResult | None],
                       measurer: Measurer) -> RetrainingTables | None:
-    """The staleness and cadence tables of a run with ``--horizon`` or ``--cadence``."""
+    """The staleness and cadence tables of a run with ``--horizon`` or ``--cadence``; None
+    without them, or when no unit has a result (every fold skipped or failed)."""
     config = plan.config
     if not (config.horizon or config.cadence):
         return None
     settings = Bootstrap.of(config)
     pairs = _pair_rows(plan, result_of, measurer)
+    if pairs is None:
+        return None
     horizon = pairs[pairs["age"] <= config.horizon] if config.horizon else None
     staleness = summary = cadence = cadence_summary = None
     if horizon is not None:
@@ -94,9 +97,9 @@ def retraining_tables(plan: Plan, result_of: Callable[[Unit], UnitResult | None]
 
 
 def _pair_rows(plan: Plan, result_of: Callable[[Unit], UnitResult | None],
-               measurer: Measurer) -> pd.DataFrame:
+               measurer: Measurer) -> pd.DataFrame | None:
     """The rows of every (fit fold, served window) the run has, age 0 (the plain units)
-    included, with the fresh value beside each and the fit's seconds."""
+    included, with the fresh value beside each and the fit's seconds; None when it has none."""
     config = plan.config
     plain = [unit for unit in plan.units if unit.split is plan.splits[unit.split.index]]
     rows: list[dict[str, Any]] = []
@@ -112,6 +115,8 @@ def _pair_rows(plan: Plan, result_of: Callable[[Unit], UnitResult | None],
             rows.append(row | {"fit_fold": fit.index, "age": fold.index - fit.index,
                                "age_s": fold.t_start - fit.t_start,
                                "fit_s": float(result.timings.get("fit", np.nan))})
+    if not rows:
+        return None
     frame = pd.DataFrame(rows)
     frame["k"] = frame["k"].astype("Int64")
     fresh = frame[frame["age"] == 0].set_index(["fold", "algorithm", "metric", "k"])["value"]
