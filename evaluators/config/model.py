@@ -173,6 +173,11 @@ class EvalConfig(BaseModel):
         "refitted every c windows and serves the ones between (cadence.csv, with fits and fit "
         "seconds).",
     )
+    update: Annotated[bool, Cli(PROTOCOL), RUN_ONLY] = Field(
+        default=False,
+        description="With --cadence: also the policy 'full retrain every c windows, incremental "
+        "update in between' (cadence.csv rows with policy=update; algorithms with an update).",
+    )
 
     # algorithms
     algorithms: Annotated[list[str], Cli(ALGORITHMS, codec=CommaList(str))] = Field(

@@ -20,10 +20,14 @@ loss ≤ −x; empty when not within the horizon), is repeated on each of the se
 ``cadence.csv``: per (algorithm, cadence c, window w, metric, k): the value of the model of the
 latest retrain r_c(w) on w (the staleness unit (r_c(w), w); cadence 1 is the plain run, value for
 value), its age, whether w is a retrain, and on retrain windows the fit's seconds (from the
-fitted unit's timings). ``cadence_summary.csv``: per (algorithm, cadence, metric, k): mean and
-interval over the windows, fits and fit seconds, the share of cadence 1's fit seconds, and the
-paired difference to cadence 1 over the same windows with its interval and the Wilcoxon and
-paired t-test p-values (:func:`~evaluators.stats.significance.paired_tests`).
+fitted unit's timings). Its ``policy`` is ``retrain``; with ``--update`` each cadence c > 1 has
+a second series, ``update``: on the windows between two retrains the model of r_c(w) updated by
+the interactions in [t_{r_c(w)}, t_w) (:meth:`~algorithms.base.Algorithm.update`), with the
+update's seconds (``update_s``). ``cadence_summary.csv``: per (algorithm, policy, cadence,
+metric, k): mean and interval over the windows, fits, fit and update seconds, ``fit_share`` =
+(fit + update seconds) / cadence 1's fit seconds, and the paired difference to cadence 1 over
+the same windows with its interval and the Wilcoxon and paired t-test p-values
+(:func:`~evaluators.stats.significance.paired_tests`).
 """
 
 from __future__ import annotations
@@ -51,8 +55,11 @@ if TYPE_CHECKING:
 LOSSES = (0.1, 0.5)
 STALENESS_COLUMNS = ["fit_fold", "fold", "t_start", "t_end", "age", "age_s", "algorithm",
                      "metric", "k", "value", "fresh", "n_users", "config_hash"]
-CADENCE_COLUMNS = ["cadence", "fold", "t_start", "algorithm", "metric", "k", "value", "fit_fold",
-                   "age", "retrained", "fit_s", "n_users"]
+CADENCE_COLUMNS = ["cadence", "policy", "fold", "t_start", "algorithm", "metric", "k", "value",
+                   "fit_fold", "age", "retrained", "fit_s", "update_s", "n_users"]
+#: The policies of cadence.csv: refit every c windows and serve the fit in between, or update
+#: it in between (``--update``).
+POLICIES = ("retrain", "update")
 FILES = ("staleness.csv", "staleness_summary.csv", "cadence.csv", "cadence_summary.csv")
 
 
@@ -85,13 +92,14 @@ def retraining_tables(plan: Plan, result_of: Callable[[Unit], UnitResult | None]
     pairs = _pair_rows(plan, result_of, measurer)
     if pairs is None:
         return None
-    horizon = pairs[pairs["age"] <= config.horizon] if config.horizon else None
+    served = pairs[~pairs["updated"]]
+    horizon = served[served["age"] <= config.horizon] if config.horizon else None
     staleness = summary = cadence = cadence_summary = None
     if horizon is not None:
         staleness = horizon[STALENESS_COLUMNS].reset_index(drop=True)
         summary = staleness_summary(staleness, settings)
     if config.cadence:
-        cadence = cadence_series(plan, pairs, config.cadence)
+        cadence = cadence_series(plan, pairs, config.cadence, update=config.update)
         cadence_summary = summarise_cadences(cadence, settings)
     return RetrainingTables(staleness, summary, cadence, cadence_summary)
 
@@ -114,7 +122,9 @@ def _pair_rows(plan: Plan, result_of: Callable[[Unit], UnitResult | None],
                              fold_level=fold_level(result, facts, config.k, config.metrics)):
             rows.append(row | {"fit_fold": fit.index, "age": fold.index - fit.index,
                                "age_s": fold.t_start - fit.t_start,
-                               "fit_s": float(result.timings.get("fit", np.nan))})
+                               "fit_s": float(result.timings.get("fit", np.nan)),
+                               "updated": unit.updated,
+                               "update_s": float(result.timings.get("update", 0.0))})
     if not rows:
         return None
     frame = pd.DataFrame(rows)
@@ -170,27 +180,35 @@ def _age_of_loss(summary: pd.DataFrame, row: pd.Series, share: float) -> float:
     return float(lost["age"].iloc[0]) if len(lost) else np.nan
 
 
-def cadence_series(plan: Plan, pairs: pd.DataFrame, cadences: list[int]) -> pd.DataFrame:
-    """Per cadence, the series of the model of each window's latest retrain (module
-    docstring)."""
+def cadence_series(plan: Plan, pairs: pd.DataFrame, cadences: list[int], *,
+                   update: bool = False) -> pd.DataFrame:
+    """Per cadence (and policy), the series of the model of each window's latest retrain,
+    served as fitted or, with ``update``, updated to the window (module docstring)."""
     evaluated = [split.index for split in plan.splits if not split.skipped]
-    keyed = pairs.set_index(["fit_fold", "fold"]).sort_index()
+    keyed = {flag: part.set_index(["fit_fold", "fold"]).sort_index()
+             for flag, part in pairs.groupby("updated")}
     parts = []
-    for cadence in cadences:
+    policies = POLICIES if update else POLICIES[:1]
+    for policy, cadence in [(p, c) for p in policies for c in cadences]:
+        if policy == "update" and cadence == 1:  # nothing between two retrains
+            continue
         served = serving_fold(evaluated, cadence)
         retrains = set(retrain_folds(evaluated, cadence))
         for window, fit in served.items():
-            if (fit, window) not in keyed.index:
+            source = keyed.get(policy == "update" and fit != window)
+            if source is None or (fit, window) not in source.index:
                 continue
-            part = keyed.loc[[(fit, window)]].reset_index()
-            part["cadence"] = cadence
+            part = source.loc[[(fit, window)]].reset_index()
+            part["cadence"], part["policy"] = cadence, policy
             part["retrained"] = window in retrains and fit == window
             part.loc[~part["retrained"], "fit_s"] = 0.0
             parts.append(part)
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=CADENCE_COLUMNS)
     order = {spec.label: i for i, spec in enumerate(plan.specs)}
     frame["_order"] = frame["algorithm"].map(order)
-    frame = frame.sort_values(["_order", "cadence", "fold", "metric", "k"], kind="stable")
+    frame["_policy"] = frame["policy"].map(POLICIES.index)
+    frame = frame.sort_values(["_order", "_policy", "cadence", "fold", "metric", "k"],
+                              kind="stable")
     return frame[CADENCE_COLUMNS].reset_index(drop=True)
 
 
@@ -200,16 +218,19 @@ def summarise_cadences(cadence: pd.DataFrame, settings: Bootstrap) -> pd.DataFra
     rows = []
     keys = ["algorithm", "metric", "k"]
     for (algorithm, metric, k), series in cadence.groupby(keys, sort=False, dropna=False):
-        base = series[series["cadence"] == 1].set_index("fold")
+        base = series[(series["cadence"] == 1)
+                      & (series["policy"] == "retrain")].set_index("fold")
         base_fit_s = float(base["fit_s"].sum()) if len(base) else np.nan
-        for cadence_value, part in series.groupby("cadence", sort=True):
+        for (policy, cadence_value), part in series.groupby(["policy", "cadence"], sort=False):
             value = part["value"].to_numpy(float)
             low, high = interval(value, settings)
-            row = {"algorithm": algorithm, "cadence": int(cadence_value), "metric": metric,
-                   "k": k, "n_windows": len(part), "mean": value.mean(), "ci_low": low,
-                   "ci_high": high, "fits": int(part["retrained"].sum()),
+            cost = float(part["fit_s"].sum()) + float(part["update_s"].sum())
+            row = {"algorithm": algorithm, "cadence": int(cadence_value), "policy": policy,
+                   "metric": metric, "k": k, "n_windows": len(part), "mean": value.mean(),
+                   "ci_low": low, "ci_high": high, "fits": int(part["retrained"].sum()),
                    "fit_s": float(part["fit_s"].sum()),
-                   "fit_share": float(part["fit_s"].sum()) / base_fit_s
+                   "update_s": float(part["update_s"].sum()),
+                   "fit_share": cost / base_fit_s
                    if base_fit_s and base_fit_s > 0 else np.nan}
             row |= _against_cadence_1(part.set_index("fold"), base, settings)
             rows.append(row)

@@ -30,7 +30,7 @@ from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
-from sweval.evaluators.protocols.retraining import served_pairs
+from sweval.evaluators.protocols.retraining import cadence_pairs, served_pairs
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.windows import WindowSpec
@@ -343,9 +343,13 @@ def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) 
     on the unstratified splits.
 
     Raises:
-        SwevalError: combined with ``--tune`` (every candidate would serve every window), or an
-            algorithm that cannot serve a later window.
+        SwevalError: combined with ``--tune`` (every candidate would serve every window),
+            ``--update`` without ``--cadence``, or an algorithm that cannot serve a later
+            window (or be updated, with ``--update``).
     """
+    if config.update and not config.cadence:
+        raise SwevalError("--update needs --cadence: the windows between two retrains are the "
+                          "ones an updated model serves (e.g. --cadence 1,7 --update).")
     if not (config.horizon or config.cadence):
         return []
     if config.tune:
@@ -353,7 +357,8 @@ def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) 
                           "tuned configuration as a variant (ALGORITHM(p=v)).")
     evaluated = [split.index for split in splits if not split.skipped]
     pairs = served_pairs(evaluated, config.horizon, config.cadence)
-    return plan_served(units, splits, pairs, config.k)
+    updated = cadence_pairs(evaluated, config.cadence) if config.update else []
+    return plan_served(units, splits, pairs, config.k, updated)
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

@@ -270,6 +270,8 @@ class Unit:
         warm_from: the key of the unit whose fitted model this one starts from, or None.
         fitted: for a served unit (:mod:`evaluators.units.serving`), the unit whose model
             serves ``split`` without a refit; None: the unit fits its own.
+        updated: a served unit whose model is first updated by the interactions up to
+            ``split``'s window (``--update``).
     """
 
     split: Split
@@ -278,6 +280,7 @@ class Unit:
     depth: int
     warm_from: str | None = None
     fitted: Unit | None = None
+    updated: bool = False
 
 
 def plan_units(
@@ -481,7 +484,8 @@ def describe(unit: Unit) -> dict[str, Any]:
     """What a stored unit records about itself (its key's inputs, in words and values)."""
     return {
         "split": key_definition(unit.split.definition,
-                                unit.fitted.key if unit.fitted is not None else None),
+                                unit.fitted.key if unit.fitted is not None else None,
+                                updated=unit.updated),
         "split_index": unit.split.index,
         "algorithm": unit.spec.name,
         "label": unit.spec.label,

@@ -6,6 +6,9 @@ Each algorithm's child run gets its curves as stepped metrics, so MLflow's chart
     stale_loss_<metric>_at_<k>   step = age: mean / mean of models retrained before the window − 1
     cadence_<metric>_at_<k>      step = cadence in windows: the series' mean
     cadence_fit_s                step = cadence: the fit seconds it costs
+    cadence_update_<metric>_at_<k>, cadence_update_s
+                                 the same for the update policy (``--update``): the series'
+                                 mean, and its fit + update seconds
 
 and its rows of ``staleness.csv`` and ``cadence.csv`` as artifacts (the parent run has the whole
 tables, with the run's other files).
@@ -44,11 +47,17 @@ def retraining_metrics(files: Iterable[Path], algorithm: str, now: int) -> list[
     cadence = _table(files, "cadence_summary.csv")
     if cadence is not None:
         mine = cadence[cadence["algorithm"] == algorithm]
-        for row in mine.to_dict("records"):
-            key = metric_key(row["metric"], None if pd.isna(row["k"]) else int(row["k"]))
-            metrics.append(Metric(f"cadence_{key}", float(row["mean"]), now, int(row["cadence"])))
-        for row in mine.drop_duplicates("cadence").to_dict("records"):
-            metrics.append(Metric("cadence_fit_s", float(row["fit_s"]), now, int(row["cadence"])))
+        policy = mine["policy"] if "policy" in mine else pd.Series("retrain", index=mine.index)
+        for name, part in mine.groupby(policy, sort=False):
+            prefix = "cadence" if name == "retrain" else f"cadence_{name}"
+            for row in part.to_dict("records"):
+                key = metric_key(row["metric"], None if pd.isna(row["k"]) else int(row["k"]))
+                metrics.append(Metric(f"{prefix}_{key}", float(row["mean"]), now,
+                                      int(row["cadence"])))
+            for row in part.drop_duplicates("cadence").to_dict("records"):
+                cost = float(row["fit_s"]) + float(row.get("update_s", 0.0))
+                metrics.append(Metric("cadence_fit_s" if name == "retrain" else
+                                      f"cadence_{name}_s", cost, now, int(row["cadence"])))
     return metrics
 
 

@@ -86,8 +86,8 @@ class Evaluation:
         tuning, optimism: ``tuning.csv`` and ``optimism.csv`` (with ``tune``).
         overlap: ``overlap.csv``: the lists' Jaccard overlap.
         per_user: ``per_user.parquet`` (with ``per_user=True``).
-        retraining: with ``horizon`` or ``cadence``, ``.staleness``, ``.staleness_summary``,
-            ``.cadence`` and ``.cadence_summary`` (docs/retraining.md).
+        retraining: with ``horizon`` or ``cadence`` (and ``update``), ``.staleness``,
+            ``.staleness_summary``, ``.cadence`` and ``.cadence_summary`` (docs/retraining.md).
         devices: where each algorithm ran.
         failed: the units whose algorithm raised (left out of every table).
         n_reused, n_computed: units taken from the store, units computed.
@@ -123,7 +123,8 @@ class Evaluation:
             optimism=outputs.optimism, overlap=outputs.overlap,
             per_user=(outputs.per_user.table().to_pandas()
                       if outputs.per_user is not None else None),
-            retraining=outputs.retraining, devices=dict(outputs.devices), failed=tuple(outputs.failed),
+            retraining=outputs.retraining, devices=dict(outputs.devices),
+            failed=tuple(outputs.failed),
             n_reused=outputs.n_reused, n_computed=outputs.n_computed, directory=directory,
             _outputs=outputs, _plan=plan,
         )

@@ -185,3 +185,49 @@ def test_serving_history_is_the_later_data_in_the_fits_columns() -> None:
                           later.item_codes[later.item_sequence][keep])
     assert np.array_equal(history.timestamps, later.timestamps[keep])
     assert history.timestamps.max() < history.cutoff == later.cutoff
+
+
+def test_update_policy_of_an_exact_model_is_retraining_every_window(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--update on the hand-built log: POP fitted at the retrains and updated in between.
+
+    Cadence 2 retrains at windows 0 and 2; window 1 is served by fit 0 updated by the
+    interactions of window 0 (day 2), which gives POP the counts of fit 1 (a5 c4 b2): 1.0, the
+    fresh value, where the served (not updated) fit 0 scores 0.75. Cadence 3 (retrain at 0)
+    updates fit 0 to t_1 and to t_2: 0.4, 1.0, 0.75, cadence 1's series. So POP's update series
+    equal cadence 1's value for value with 2 and 1 fits instead of 3; the fits are counted:
+    one per fold, none for an update.
+    """
+    fits: list[int] = []
+    original = Pop._fit
+
+    def counted(self: Pop, train: object) -> None:
+        fits.append(train.cutoff)  # type: ignore[attr-defined]
+        original(self, train)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Pop, "_fit", counted)
+    run = sweval.evaluate(hand_log(), cache=store, cadence=[1, 2, 3], update=True, **OPTIONS)
+    assert sorted(fits) == [T0 + 2 * DAY, T0 + 3 * DAY, T0 + 4 * DAY]
+    cadence = recall_at_1(run.retraining.cadence)
+    series = {(p, c): part["value"].tolist()
+              for (p, c), part in cadence.groupby(["policy", "cadence"])}
+    assert series == {("retrain", 1): pytest.approx([0.4, 1.0, 0.75]),
+                      ("retrain", 2): pytest.approx([0.4, 0.75, 0.75]),
+                      ("retrain", 3): pytest.approx([0.4, 0.75, 0.5]),
+                      ("update", 2): pytest.approx([0.4, 1.0, 0.75]),
+                      ("update", 3): pytest.approx([0.4, 1.0, 0.75])}
+    updated = cadence[(cadence["policy"] == "update") & ~cadence["retrained"]]
+    assert (updated["update_s"] > 0).all() and (updated["fit_s"] == 0).all()
+    summary = recall_at_1(run.retraining.cadence_summary).set_index(["policy", "cadence"])
+    assert summary.loc[("update", 2), "fits"] == 2 and summary.loc[("update", 3), "fits"] == 1
+    assert summary.loc[("update", 3), "mean_diff"] == pytest.approx(0.0)
+    pd.testing.assert_frame_equal(run.results, sweval.evaluate(hand_log(), cache=store,
+                                                               **OPTIONS).results)
+
+
+def test_update_needs_cadence_and_an_algorithm_that_updates(store: str) -> None:
+    with pytest.raises(SwevalError, match="svd has no incremental update"):
+        sweval.evaluate(hand_log(), cache=store, cadence=[2], update=True,
+                        **(OPTIONS | {"algorithms": ["svd"]}))
+    with pytest.raises(SwevalError, match="--update needs --cadence"):
+        sweval.evaluate(hand_log(), cache=store, update=True, **OPTIONS)
