@@ -7,7 +7,8 @@ Read from ``staleness_summary.csv`` and ``cadence_summary.csv`` (a run with ``--
   retrained just before the same windows, with the windows until it loses 10 % and 50 %; a
   figure of the paired difference (stale − fresh) against age, with its bootstrap interval;
 - cadence: per algorithm and cadence, the mean, fits, fit seconds and the paired difference to
-  retraining every window; a Pareto figure of that difference against the fit time saved.
+  retraining every window; a Pareto figure of that difference against the relative fit (+ update)
+  seconds.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ def retraining_section(directory: str | Path, metric: str,
                           if staleness is not None else None),
         cadence=_cadence_table(cadence) if cadence is not None else None,
         pareto=(_figure("cadence", metric, k, _pareto_figure(cadence, label, colours),
-                        f"{label} lost against fit time saved, per cadence")
+                        f"{label} lost against relative fit time, per cadence")
                 if cadence is not None else None),
     )
 
@@ -127,14 +128,14 @@ def _staleness_table(summary: pd.DataFrame) -> PlainTable:
 def _cadence_table(summary: pd.DataFrame) -> PlainTable:
     rows = [[str(r.algorithm), _cadence_label(r), f"{r.mean:.4f}", str(r.fits),
              f"{r.fit_s + getattr(r, 'update_s', 0.0):.2f}",
-             _percent(1 - r.fit_share) if not pd.isna(r.fit_share) else "",
+             "" if pd.isna(r.fit_share) else f"{r.fit_share:.3g}×",
              "" if r.cadence == 1 else f"{r.mean_diff:+.4f} [{r.diff_ci_low:+.4f}, "
              f"{r.diff_ci_high:+.4f}]",
              "" if r.cadence == 1 or pd.isna(r.p_wilcoxon) else f"{r.p_wilcoxon:.3g}"]
             for r in summary.itertuples()]
     return PlainTable(columns=["algorithm", "cadence (windows)", "mean", "fits",
                                "fit (+ update) s",
-                               "fit time saved", "difference to cadence 1 [interval]",
+                               "relative to cadence 1", "difference to cadence 1 [interval]",
                                "Wilcoxon p"], rows=rows)
 
 
@@ -171,8 +172,9 @@ def _staleness_figure(summary: pd.DataFrame, label: str,
 
 def _pareto_figure(summary: pd.DataFrame, label: str,
                    colours: dict[str, tuple[float, ...]]) -> Figure:
-    """Per algorithm and cadence: the fit time saved against cadence 1 (x) and the paired
-    difference in ``label`` (y, with its interval); points of one algorithm joined by cadence."""
+    """Per algorithm and cadence: the fit (+ update) seconds relative to cadence 1's (x, log
+    scale: an update may cost more than the fit it replaces) and the paired difference in
+    ``label`` (y, with its interval); points of one algorithm and policy joined by cadence."""
     fig = Figure(figsize=(7.0, 4.2), dpi=DPI, layout="constrained")
     ax: Axes = fig.subplots()
     handles = []
@@ -182,21 +184,22 @@ def _pareto_figure(summary: pd.DataFrame, label: str,
         if name != "retrain":  # the update series starts from the same point, cadence 1
             part = pd.concat([summary[(summary["algorithm"] == algorithm) & (policy == "retrain")
                                       & (summary["cadence"] == 1)], part])
-        saved = 100 * (1 - part["fit_share"].to_numpy(float))
+        share = part["fit_share"].to_numpy(float)
         diff = part["mean_diff"].to_numpy(float)
         low = np.nan_to_num(diff - part["diff_ci_low"].to_numpy(float))
         high = np.nan_to_num(part["diff_ci_high"].to_numpy(float) - diff)
         colour = colours[str(algorithm)]
-        container = ax.errorbar(saved, diff, yerr=[low, high], marker="o", color=colour,
+        container = ax.errorbar(share, diff, yerr=[low, high], marker="o", color=colour,
                                 capsize=3, linestyle="-" if name == "retrain" else "--",
                                 label=str(algorithm) if name == "retrain"
                                 else f"{algorithm}, updated between retrains")
-        for x, y, cadence in zip(saved, diff, part["cadence"], strict=True):
+        for x, y, cadence in zip(share, diff, part["cadence"], strict=True):
             ax.annotate(f"c={cadence}", (x, y), textcoords="offset points", xytext=(4, 4),
                         fontsize=7, color=colour)
         handles.append(container)
     ax.axhline(0.0, color="grey", linewidth=0.8)
-    ax.set_xlabel("fit (+ update) time saved against retraining every window (%)")
+    ax.set_xscale("log")
+    ax.set_xlabel("fit (+ update) seconds / those of retraining every window (log scale)")
     ax.set_ylabel(f"{label}: cadence c − cadence 1")
     legend_above(fig, handles)
     return fig

@@ -231,3 +231,23 @@ def test_update_needs_cadence_and_an_algorithm_that_updates(store: str) -> None:
                         **(OPTIONS | {"algorithms": ["svd"]}))
     with pytest.raises(SwevalError, match="--update needs --cadence"):
         sweval.evaluate(hand_log(), cache=store, update=True, **OPTIONS)
+
+
+def test_the_report_section_reads_the_tables(store: str, tmp_path: Path) -> None:
+    """The report's section: staleness by age, each cadence and policy with its relative
+    cost, both figures."""
+    from sweval.evaluators.report.retraining import retraining_section
+
+    out = tmp_path / "run"
+    sweval.evaluate(hand_log(), cache=store, output=str(out), horizon=2, cadence=[1, 2],
+                    update=True, **OPTIONS)
+    section = retraining_section(out, "recall", 1)
+    assert section is not None and section.label == "Recall@1"
+    assert section.staleness.rows == [["pop", "0.7167", "0.7500 (-14.3 %)", "0.5000 (-33.3 %)",
+                                       "1", "> 2"]]
+    cadences = [row[1] for row in section.cadence.rows]
+    assert cadences == ["1", "2", "2, updated"]
+    assert [row[2] for row in section.cadence.rows] == ["0.7167", "0.6333", "0.7167"]
+    assert {f.file_name for f in section.figures} == {"report-staleness-recall-at-1.png",
+                                                      "report-cadence-recall-at-1.png"}
+    assert retraining_section(tmp_path, "recall", 1) is None
