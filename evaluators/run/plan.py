@@ -358,7 +358,8 @@ def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) 
     evaluated = [split.index for split in splits if not split.skipped]
     pairs = served_pairs(evaluated, config.horizon, config.cadence)
     updated = cadence_pairs(evaluated, config.cadence) if config.update else []
-    return plan_served(units, splits, pairs, config.k, updated)
+    plain = [unit for unit in units if unit.split is splits[unit.split.index]]  # no strata
+    return plan_served(plain, splits, pairs, config.k, updated)
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

@@ -251,3 +251,14 @@ def test_the_report_section_reads_the_tables(store: str, tmp_path: Path) -> None
     assert {f.file_name for f in section.figures} == {"report-staleness-recall-at-1.png",
                                                       "report-cadence-recall-at-1.png"}
     assert retraining_section(tmp_path, "recall", 1) is None
+
+
+def test_strata_do_not_enter_the_staleness_tables(store: str) -> None:
+    """With --stratify-by, the served units are the all-users models' only: the tables equal the
+    unstratified run's."""
+    log = hand_log()
+    log["policy"] = ["A", "B"] * (len(log) // 2)
+    plain = sweval.evaluate(log.drop(columns="policy"), cache=store, horizon=2, **OPTIONS)
+    strata = sweval.evaluate(log, cache=store, horizon=2, stratify_by="policy", **OPTIONS)
+    pd.testing.assert_frame_equal(strata.retraining.staleness.drop(columns="config_hash"),
+                                  plain.retraining.staleness.drop(columns="config_hash"))
