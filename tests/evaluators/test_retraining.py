@@ -262,3 +262,24 @@ def test_strata_do_not_enter_the_staleness_tables(store: str) -> None:
     strata = sweval.evaluate(log, cache=store, horizon=2, stratify_by="policy", **OPTIONS)
     pd.testing.assert_frame_equal(strata.retraining.staleness.drop(columns="config_hash"),
                                   plain.retraining.staleness.drop(columns="config_hash"))
+
+
+def test_history_sweep_pairs_training_window_lengths(store: str) -> None:
+    """sweval.history_sweep on the hand-built log: per training window, the run's summary row,
+    the mean training transactions and the loss against all history.
+
+    1D: fold 0 trains on day 1 (2 rows), fold 1 on day 2 (5), fold 2 on day 3 (5): n_train 4.
+    All history: 6, 11, 16 rows: n_train 11; POP's Recall@1 is 2.15 / 3 (the hand-built
+    staleness test's cadence 1).
+    """
+    table = sweval.history_sweep(hand_log(), ["1D", None], cache=store, **OPTIONS)
+    table = recall_at_1(table).set_index("train_window")
+    assert list(table.index) == ["1D", "all"]
+    assert table["n_train"].tolist() == [4.0, 11.0]
+    assert table.loc["all", "mean"] == pytest.approx(2.15 / 3)
+    assert table.loc["all", "loss"] == 0.0
+    short = sweval.evaluate(hand_log(), cache=store, train_window="1D", **OPTIONS)
+    expected = recall_at_1(short.summary)["mean"].item()
+    assert table.loc["1D", "mean"] == pytest.approx(expected)
+    assert table.loc["1D", "loss"] == pytest.approx(expected / (2.15 / 3) - 1)
+    assert (table["fit_s"] >= 0).all() and table["n_folds"].tolist() == [3, 3]
