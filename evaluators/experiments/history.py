@@ -7,8 +7,8 @@ fold. :func:`history_table` joins the runs' tables, per (train window, algorithm
 
     mean, ci_low, ci_high, n_folds   the run's summary.csv row (all users)
     n_train                          mean training transactions per used fold (folds.csv)
-    fit_s, train_data_s              total fit and training-data seconds over the folds
-                                     (units.csv; stored units keep the seconds of their fit)
+    fit_s                            total fit seconds over the folds (units.csv; stored units
+                                     keep the seconds of their fit)
     loss                             mean / mean of the longest history − 1
 """
 
@@ -22,7 +22,7 @@ import pandas as pd
 #: The label of the default training window: all history before each window.
 ALL_HISTORY = "all"
 HISTORY_COLUMNS = ["train_window", "algorithm", "metric", "k", "mean", "ci_low", "ci_high",
-                   "n_folds", "n_train", "fit_s", "train_data_s", "loss"]
+                   "n_folds", "n_train", "fit_s", "loss"]
 
 
 def history_table(runs: Mapping[str, Any]) -> pd.DataFrame:
@@ -34,7 +34,7 @@ def history_table(runs: Mapping[str, Any]) -> pd.DataFrame:
     for label, run in runs.items():
         summary = run.summary[run.summary["stratum"] == "all"]
         used = run.folds[~run.folds["skipped"].astype(bool)]
-        costs = run.units.groupby("algorithm", sort=False)[["fit_s", "train_data_s"]].sum()
+        costs = run.units.groupby("algorithm", sort=False)[["fit_s"]].sum()
         part = summary[["algorithm", "metric", "k", "mean", "ci_low", "ci_high",
                         "n_folds"]].copy()
         part.insert(0, "train_window", label)
