@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -10,6 +10,7 @@ from pydantic import Field
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
 from sweval.algorithms.implicit_device import Device, OnDevice, to_numpy
+from sweval.algorithms.serving import Delta, columns_of
 from sweval.algorithms.threads import unit_threads
 from sweval.data.errors import SwevalError
 
@@ -113,6 +114,54 @@ class ALS(OnDevice, Algorithm):
         # (96 MB of fresh float64), 3.6 % of the fit, for the ~1 % of users that are scored.
         self.user_factors_ = to_numpy(model.user_factors)
         self.item_factors_ = to_numpy(model.item_factors).astype(np.float64)
+
+    def _serve(self, history: TrainData) -> None:
+        """The item factors stay the fit's; every user of ``history`` gets the factors that
+        minimise the loss above for their row given them (implicit's ``recalculate_user``,
+        the ALS user step, on the CPU): the fold-in a live system applies to a user between
+        two fits."""
+        self.user_factors_ = self._implicit_cpu().recalculate_user(
+            np.arange(history.n_users), history.matrix.astype(np.float32))
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """implicit's own partial fit, on the CPU: the factors moved to the new rows and
+        columns (new users and items start at 0), then the delta's users recomputed from their
+        rows of the new R (``partial_fit_users``), the delta's items from their columns
+        (``partial_fit_items``) and the delta's users once more. Not a refit: the other factors
+        keep the fit's values (tests/algorithms/test_updates.py measures the difference)."""
+        train = self.train_
+        assert train is not None
+        model = self._implicit_cpu()
+        factors = self.item_factors_.shape[1]
+        users = np.zeros((train.n_users, factors), dtype=np.float32)
+        users[np.searchsorted(train.user_codes, previous.user_codes)] = self.user_factors_
+        items = np.zeros((train.n_items, factors), dtype=np.float32)
+        items[columns_of(previous.item_codes, train.item_codes)] = self.item_factors_
+        model.user_factors, model.item_factors = users, items
+        rows = np.unique(np.searchsorted(train.user_codes, delta.users))
+        columns = np.unique(columns_of(delta.items, train.item_codes))
+        matrix = train.matrix.astype(np.float32)
+        if len(rows):
+            model.partial_fit_users(rows, matrix[rows])
+        if len(columns):
+            model.partial_fit_items(columns, matrix.T.tocsr()[columns])
+        if len(rows):
+            model.partial_fit_users(rows, matrix[rows])
+        self.user_factors_ = np.asarray(model.user_factors)
+        self.item_factors_ = np.asarray(model.item_factors, dtype=np.float64)
+
+    def _implicit_cpu(self) -> Any:
+        """implicit's CPU model of this configuration holding the fitted item factors."""
+        import implicit.cpu.als
+
+        cfg = self.config
+        model = implicit.cpu.als.AlternatingLeastSquares(
+            factors=cfg.factors, regularization=cfg.regularization, alpha=cfg.alpha,
+            iterations=cfg.iterations, calculate_training_loss=False, random_state=cfg.seed,
+            num_threads=unit_threads.get() or 0,
+        )
+        model.item_factors = np.ascontiguousarray(self.item_factors_, dtype=np.float32)
+        return model
 
     def warm_state(self) -> WarmState:
         if self.train_ is None:

@@ -52,6 +52,7 @@ from sweval.algorithms.scores import snap_scores
 
 if TYPE_CHECKING:
     from sweval.algorithms.cooccurrence import Cooccurrence
+    from sweval.algorithms.serving import Delta
 
 #: Dense score blocks are at most this many floats (8 MB): the user batch adapts to the
 #: catalogue, and a block this size is recycled by the allocator instead of page-faulting.
@@ -316,6 +317,9 @@ class Algorithm(ABC):
     #: False when the model's score of an item the user has consumed means nothing: it is then
     #: left out of ``--repeats`` runs (:meth:`scores_seen_items`).
     seen_items: ClassVar[bool] = True
+    #: True when :meth:`update` gives exactly the model a fit on the updated data gives (the
+    #: contract kit then checks it: :func:`sweval.testing.check_updates`).
+    exact_update: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -361,6 +365,75 @@ class Algorithm(ABC):
 
     @abstractmethod
     def _fit(self, train: TrainData) -> None: ...
+
+    @classmethod
+    def can_serve(cls) -> bool:
+        """Whether a fitted model can serve a later window without refitting (:meth:`serve`)."""
+        return cls._serve is not Algorithm._serve
+
+    def serve(self, history: TrainData) -> Self:
+        """Keep the fitted parameters; score users from ``history`` from now on, and exclude
+        what it holds as seen (a model fitted at t_f serving a later window: ``history`` holds
+        each user's transactions up to the served window's start, in the fit's columns,
+        :func:`~algorithms.serving.serving_history`). Rows of ``history`` are its own users.
+
+        Raises:
+            NotImplementedError: the model keeps state per training user that it cannot
+                compute for a new history (it does not implement :meth:`_serve`).
+        """
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before serve()")
+        if not np.array_equal(history.item_codes, self.train_.item_codes):
+            raise ValueError(f"{self.name}: a served history must have the fit's columns")
+        self._serve(history)
+        self.train_ = history
+        return self
+
+    @classmethod
+    def can_update(cls) -> bool:
+        """Whether the model can be updated with new interactions instead of refitted."""
+        return cls._update is not Algorithm._update
+
+    def update(self, delta: Delta) -> Self:
+        """Bring the fitted model up to ``delta.cutoff`` from only the interactions since its
+        last fit or update (:class:`~algorithms.serving.Delta`: global codes, timestamps, all
+        in [its previous cut-off, the new one)). Its training data becomes the previous one
+        plus the delta (:func:`~algorithms.serving.extended`), which it ranks from afterwards;
+        :meth:`_update` reads the delta and the previous data. An empty delta changes nothing
+        but the cut-off.
+
+        Raises:
+            ValueError: the delta does not start at the model's cut-off.
+            NotImplementedError: the model has no :meth:`_update` (it must be refitted).
+        """
+        from sweval.algorithms.serving import extended
+
+        if self.train_ is None:
+            raise RuntimeError(f"{self.name}: call fit() before update()")
+        previous = self.train_
+        if not self.can_update():
+            self._update(delta, previous)  # raises, naming the model
+        self.train_ = extended(previous, delta)  # checks the delta's start
+        self._update(delta, previous)
+        return self
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """Update the fitted state by ``delta`` (``self.train_`` is already the new data,
+        ``previous`` the data of the last fit or update); the result should equal a fit on
+        ``self.train_``, or come within a stated tolerance."""
+        raise NotImplementedError(
+            f"{self.name} cannot be updated incrementally: it must be refitted (implement "
+            "_update to add new interactions to its state)"
+        )
+
+    def _serve(self, history: TrainData) -> None:
+        """Point whatever the model reads per user at ``history`` (its rows, not the fit's);
+        the item-side parameters stay. A model whose scores read only ``train_`` implements it
+        as a no-op."""
+        raise NotImplementedError(
+            f"{self.name} cannot serve a later window without refitting: it keeps state per "
+            "training user (implement _serve to compute it from a new history)"
+        )
 
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """Dense scores (len(rows) × n_items) for the given training rows; higher is better."""

@@ -12,6 +12,7 @@ from pydantic import Field, field_validator
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
 from sweval.algorithms.scores import snap_scores
+from sweval.algorithms.serving import Delta, columns_of
 from sweval.data.durations import parse_duration
 
 
@@ -65,6 +66,7 @@ class DecayPop(Algorithm):
     """
 
     name: ClassVar[str] = "decay-pop"
+    exact_update: ClassVar[bool] = True
     Config: ClassVar[type[AlgorithmConfig]] = DecayPopConfig
     user_independent: ClassVar[bool] = True
 
@@ -74,6 +76,29 @@ class DecayPop(Algorithm):
             train.item_sequence, train.timestamps, train.cutoff, train.n_items,
             period_s=cfg.period_s, horizon=cfg.horizon, decay=cfg.decay,
         )  # fmt: skip
+        # the transactions inside the horizon, in global codes, for updates
+        inside = train.timestamps >= train.cutoff - cfg.horizon * cfg.period_s
+        self.window_items_ = train.item_codes[train.item_sequence[inside]]
+        self.window_times_ = np.asarray(train.timestamps[inside])
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """The kept transactions and the delta's, those older than the new t_f − H·P dropped,
+        decayed at the new t_f (every transaction of the horizon is kept: exact)."""
+        cfg = self.config
+        assert self.train_ is not None
+        items = np.concatenate([self.window_items_, delta.items])
+        times = np.concatenate([self.window_times_, delta.timestamps])
+        inside = times >= delta.cutoff - cfg.horizon * cfg.period_s
+        self.window_items_, self.window_times_ = items[inside], times[inside]
+        self.scores_ = decayed_counts(
+            columns_of(self.window_items_, self.train_.item_codes), self.window_times_,
+            delta.cutoff, self.train_.n_items, period_s=cfg.period_s, horizon=cfg.horizon,
+            decay=cfg.decay,
+        )
+
+    def _serve(self, history: TrainData) -> None:
+        """The decayed counts stay the fit's (at its t_f); only the seen items come from
+        ``history``."""
 
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         return np.broadcast_to(self.scores_, (len(rows), len(self.scores_)))

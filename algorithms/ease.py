@@ -82,6 +82,10 @@ class EASE(Algorithm):
         weights[np.diag_indices(n)] = 0.0
         self.weights_ = weights
 
+    def _serve(self, history: TrainData) -> None:
+        """B stays the fit's; a user's row comes from ``history``."""
+        self.matrix_ = history.matrix.astype(np.float64)
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         scores = np.ascontiguousarray(self.matrix_[rows] @ self.weights_, dtype=np.float64)
         return snap_scores(scores)

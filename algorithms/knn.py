@@ -21,7 +21,7 @@ mathematically tied scores tie exactly and are ordered by item id, as SPEC §3 r
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,10 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.serving import Delta
+
+if TYPE_CHECKING:
+    from sweval.algorithms.cooccurrence import Cooccurrence
 
 
 def top_cosines(
@@ -172,6 +176,7 @@ class ItemKNN(Algorithm):
     """
 
     name: ClassVar[str] = "item-knn"
+    exact_update: ClassVar[bool] = True
     Config: ClassVar[type[AlgorithmConfig]] = ItemKNNConfig
     sparse_scores: ClassVar[bool] = True
 
@@ -179,18 +184,11 @@ class ItemKNN(Algorithm):
         from sweval.algorithms.neighbour_kernels import shared_incidence
 
         matrix = train.matrix
-        self.matrix_ = matrix
         n_items = train.n_items
-        self.similarity_ = sp.csr_matrix((n_items, n_items), dtype=np.float64)
-        self.has_row_ = np.zeros(n_items, dtype=bool)
-        self.cooccurrence_ = train.cooccurrence
-        self.item_codes_ = train.item_codes
-        if self.cooccurrence_ is not None:  # rows of RᵀR carried across folds: no walk
-            self.item_sizes_ = self.cooccurrence_.item_users.astype(np.float64)  # global codes
-            # global code → column (a gather per neighbour; a binary search cost 2× the rows)
-            self.column_of_ = np.full(self.cooccurrence_.n_items, -1, dtype=np.int64)
-            self.column_of_[train.item_codes] = np.arange(n_items, dtype=np.int64)
+        if train.cooccurrence is not None:  # rows of RᵀR carried across folds: no walk
+            self._from_cooccurrence(train, train.cooccurrence)
             return
+        self._reset(train, None)
         # The walk's arrays without the users of one item (they add only to S(j, j)): per
         # item its users of ≥ 2 items, per such user its items, in the narrowest index type.
         # Reading these users' rows is what bounds the count; smaller arrays stay in cache.
@@ -205,11 +203,48 @@ class ItemKNN(Algorithm):
         )
         self.item_sizes_ = sizes.astype(np.float64)
 
+    def _reset(self, train: TrainData, cooccurrence: Cooccurrence | None) -> None:
+        """A model of ``train`` with no row of S computed yet."""
+        self.matrix_ = train.matrix
+        self.similarity_ = sp.csr_matrix((train.n_items, train.n_items), dtype=np.float64)
+        self.has_row_ = np.zeros(train.n_items, dtype=bool)
+        self.cooccurrence_ = cooccurrence
+        self.item_codes_ = train.item_codes
+
+    def _from_cooccurrence(self, train: TrainData, cooccurrence: Cooccurrence) -> None:
+        """S's rows to come from C = RᵀR of ``train`` (global item codes)."""
+        self._reset(train, cooccurrence)
+        self.item_sizes_ = cooccurrence.item_users.astype(np.float64)  # global codes
+        # global code → column (a gather per neighbour; a binary search cost 2× the rows)
+        self.column_of_ = np.full(cooccurrence.n_items, -1, dtype=np.int64)
+        self.column_of_[train.item_codes] = np.arange(train.n_items, dtype=np.int64)
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """C advanced by the delta's new (user, item) pairs (:meth:`Cooccurrence.advanced`:
+        exact integer counts; counted once from the fit's data when the fit walked the users
+        instead); the cached rows of S are dropped and come from the new C as users are
+        scored, the same floats as a fit on the new data."""
+        assert self.train_ is not None
+        from sweval.algorithms.cooccurrence import Cooccurrence
+
+        counts = self.cooccurrence_
+        if counts is None or counts.n_items < delta.n_items:
+            counts = Cooccurrence.from_matrix(previous.matrix, previous.item_codes,
+                                              delta.n_items)
+        counts = counts.advanced(previous.matrix, previous.user_codes, previous.item_codes,
+                                 *delta.pairs())
+        self._from_cooccurrence(self.train_, counts)
+
     def similarity(self, items: NDArray[np.int64] | None = None) -> sp.csr_matrix:
         """The pruned similarity matrix S (all rows, or only ``items``' rows filled in)."""
         self._ensure_rows(np.arange(self.matrix_.shape[1]) if items is None else items)
         self.similarity_.sort_indices()
         return self.similarity_
+
+    def _serve(self, history: TrainData) -> None:
+        """S stays the fit's (its rows come from the fit's counts); a user's items I_u are
+        their row of ``history``."""
+        self.matrix_ = history.matrix
 
     def score_factors(self, rows: NDArray[np.int64]) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         history = self.matrix_[rows]
@@ -306,6 +341,7 @@ class UserKNN(Algorithm):
     """
 
     name: ClassVar[str] = "user-knn"
+    exact_update: ClassVar[bool] = True
     Config: ClassVar[type[AlgorithmConfig]] = UserKNNConfig
     sparse_scores: ClassVar[bool] = True
 
@@ -316,6 +352,16 @@ class UserKNN(Algorithm):
             (np.ones(matrix.nnz), matrix.indices, matrix.indptr), shape=matrix.shape
         )
         self.ranked_ = RankedSets(train.matrix) if RankedSets.usable(train.matrix) else None
+
+    def _serve(self, history: TrainData) -> None:
+        """user-kNN has no parameters but R: neighbours and their items are read from
+        ``history`` (only the items known at the fit stay candidates)."""
+        self._fit(history)
+
+    def _update(self, delta: Delta, previous: TrainData) -> None:
+        """user-kNN has no parameters but R: the updated model reads the new R."""
+        assert self.train_ is not None
+        self._fit(self.train_)
 
     def neighbours(self, rows: NDArray[np.int64]) -> sp.csr_matrix:
         """W: row r holds cos(rows[r], v) for the kept neighbours v (columns = training rows)."""

@@ -63,6 +63,10 @@ class PureSVD(Algorithm):
         cfg = self.config
         self.components_ = leading_right_vectors(self.matrix_, cfg.factors, cfg.seed)
 
+    def _serve(self, history: TrainData) -> None:
+        """V stays the fit's; a user's row R[u, :] comes from ``history``."""
+        self.matrix_ = history.matrix.astype(np.float64)
+
     def score(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         latent = self.matrix_[rows] @ self.components_  # (len(rows), f)
         scores = np.ascontiguousarray(latent @ self.components_.T, dtype=np.float64)

@@ -205,6 +205,23 @@ class EvalConfig(BaseModel):
         description="--cold-users: what the models that cannot score a user without history "
         "recommend to one: pop (stated in the tables' fallback column) | none (not scored).",
     )
+    # retraining (docs/retraining.md): read from extra units; results.csv stays the plain run's
+    horizon: Annotated[int, Cli(PROTOCOL), RUN_ONLY] = Field(
+        default=0, ge=0,
+        description="Staleness: each fold's model also serves the next J windows, unrefitted "
+        "(staleness.csv: metrics against model age).",
+    )
+    cadence: Annotated[list[int], Cli(PROTOCOL, codec=CommaList(int)), RUN_ONLY] = Field(
+        default_factory=list,
+        description="Retraining cadences in windows, e.g. 1,2,7: the series when the model is "
+        "refitted every c windows and serves the ones between (cadence.csv, with fits and fit "
+        "seconds).",
+    )
+    update: Annotated[bool, Cli(PROTOCOL), RUN_ONLY] = Field(
+        default=False,
+        description="With --cadence: also the policy 'full retrain every c windows, incremental "
+        "update in between' (cadence.csv rows with policy=update; algorithms with an update).",
+    )
 
     # algorithms
     algorithms: Annotated[list[str], Cli(ALGORITHMS, codec=CommaList(str))] = Field(
@@ -340,6 +357,13 @@ class EvalConfig(BaseModel):
                 f"every k must be at most {MAX_K:,}, got {max(ks):,} (a unit keeps a list of "
                 "max(k) items for every evaluated user)")
         return sorted(set(ks))
+
+    @field_validator("cadence")
+    @classmethod
+    def _check_cadence(cls, cadences: list[int]) -> list[int]:
+        if any(c < 1 for c in cadences):
+            raise ValueError(f"every cadence is at least 1 window, got {cadences}")
+        return sorted(set(cadences))
 
     @field_validator("sep")
     @classmethod

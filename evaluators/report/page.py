@@ -62,6 +62,7 @@ from sweval.evaluators.report.figures import (
 )
 from sweval.evaluators.report.html import render_page, table_html
 from sweval.evaluators.report.protocols import ProtocolAgreement, protocol_agreement
+from sweval.evaluators.report.retraining import retraining_section
 from sweval.evaluators.report.significance import (
     SignificanceMatrix,
     policy_effect,
@@ -238,6 +239,7 @@ def write_report(
     sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
     overlap = overlap_figure(data, k)
     protocols = protocol_agreement(data, k)
+    retraining = retraining_section(data.directory, chosen[0], k_time[chosen[0]])
     page = render_page(
         title=title,
         generated=datetime.now(tz=timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -252,9 +254,11 @@ def write_report(
         ci_level=f"{100 * data.bootstrap.level:g}%",
         overlap=overlap,
         protocols=protocols,
+        retraining=retraining,
     )
     figures = [f for s in sections for f in (s.vs_k, s.over_time) if f is not None]
     figures += [overlap] if overlap is not None else []
+    figures += retraining.figures if retraining is not None else []
     figures += [protocols.scatter] if protocols is not None and protocols.scatter else []
     files = {figure.file_name: figure.png for figure in figures} | {
         REPORT_PAGE: page.encode("utf-8")}

@@ -45,6 +45,7 @@ from sweval.evaluators.metrics.names import DEFAULT_METRICS
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, UnitResult
 from sweval.evaluators.units.files import UnitFiles
+from sweval.evaluators.units.serving import FittedModels
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
@@ -207,6 +208,7 @@ def compute_group(work: Work, job: Job, store: UnitStore, *, send_lists: bool = 
     units = [unit for unit in work.groups[job.group] if unit.spec.label in job.labels]
     computed: dict[str, UnitLists] = {}
     failed: list[UnitFailure] = []
+    models = FittedModels.for_units(units)  # one fit per fold serves the later windows
     with thread_budget(threads):
         try:
             for unit in units:
@@ -216,7 +218,7 @@ def compute_group(work: Work, job: Job, store: UnitStore, *, send_lists: bool = 
                     if store.has(unit.key, depth=unit.depth):  # another process finished it
                         continue
                     try:
-                        computed[unit.key] = compute_unit(unit, store,
+                        computed[unit.key] = compute_unit(unit, store, models=models,
                                                           log_failure=work.log_failures)
                     except AlgorithmFailed as exc:  # logged with its traceback where it failed
                         failed.append(exc.failure)

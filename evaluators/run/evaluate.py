@@ -64,6 +64,9 @@ class Prepared:
         groups: dict[int, list[Any]] = {fold.index: [] for fold in plan.folds}
         for unit in plan.units:
             groups[unit.split.index].append(unit)
+        for unit in plan.served:  # with the fold whose model they serve: one fit
+            assert unit.fitted is not None
+            groups[unit.fitted.split.index].append(unit)
         return Work(groups=[groups[fold.index] for fold in plan.folds],
                     measurer=Measurer(list(plan.config.k), list(plan.config.metrics),
                                       items=plan.items),

@@ -31,6 +31,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.seeds import seed_pairs
+from sweval.evaluators.experiments.retraining import RetrainingTables, retraining_tables
 from sweval.evaluators.metrics.measures import fold_level
 from sweval.evaluators.metrics.reachable import in_catalogue, unreachable_share
 from sweval.evaluators.protocols.folds import Fold
@@ -93,6 +94,8 @@ class Outputs:
     significance_strata: pd.DataFrame | None = None
     per_user: PerUser | None = None
     overlap: pd.DataFrame | None = None
+    #: staleness and cadence tables (``--horizon``, ``--cadence``)
+    retraining: RetrainingTables | None = None
 
 
 @dataclass
@@ -177,6 +180,7 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         ),
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
+        retraining=retraining_tables(plan, collected.result, measurer),
     )
 
 
@@ -367,6 +371,8 @@ def write_outputs(plan: Plan, outputs: Outputs) -> None:
             tables[name] = table.to_csv(index=False, float_format="%.10g")
     if outputs.overlap is not None and not outputs.overlap.empty:
         tables[OVERLAP_FILE] = outputs.overlap.to_csv(index=False, float_format="%.10g")
+    if outputs.retraining is not None:
+        tables |= outputs.retraining.files()
     files = {name: text.encode("utf-8") for name, text in tables.items()}
     if outputs.per_user is not None:
         files[PER_USER_FILE] = outputs.per_user.parquet_bytes()

@@ -31,6 +31,7 @@ from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
+from sweval.evaluators.protocols.retraining import cadence_pairs, served_pairs
 from sweval.evaluators.protocols.splits import Split, cold_split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.user_strata import (
@@ -42,6 +43,7 @@ from sweval.evaluators.protocols.user_strata import (
 )
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.units.serving import plan_served
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
@@ -75,6 +77,8 @@ class Plan:
         cold_splits: per fold, the cold twin of its split (``--cold-users``; else empty).
         units: every unit the run needs, fold by fold.
         searches: the tuned algorithms and their candidates (``--tune``).
+        served: the served units of ``--horizon`` and ``--cadence`` (a fold's model on a later
+            window, :mod:`evaluators.units.serving`), by fit fold.
     """
 
     config: EvalConfig
@@ -88,6 +92,7 @@ class Plan:
     units: list[Unit] = field(default_factory=list)
     searches: list[Search] = field(default_factory=list)
     cold_splits: list[Split] = field(default_factory=list)
+    served: list[Unit] = field(default_factory=list)
 
     def units_of(self, fold: int, names: list[str] | None = None) -> list[Unit]:
         """The units of one fold (every stratum), optionally of some algorithms only."""
@@ -365,6 +370,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
         cold_splits=cold_splits,
+        served=plan_retraining(config, splits, units),
     )
     _ = plan.items  # a bad --items file is an error before anything is computed
     return plan
@@ -424,6 +430,35 @@ def scores_cold(spec: AlgorithmSpec) -> bool:
     from sweval.algorithms.registry import resolve
 
     return bool(resolve(spec.name)[0].scores_cold_users())
+
+
+def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) -> list[Unit]:
+    """The served units ``--horizon`` and ``--cadence`` need (:mod:`evaluators.protocols.retraining`),
+    on the unstratified splits.
+
+    Raises:
+        SwevalError: combined with ``--tune`` (every candidate would serve every window),
+            ``--repeats`` or ``--cold-users`` (served models rank the plain way),
+            ``--update`` without ``--cadence``, or an algorithm that cannot serve a later
+            window (or be updated, with ``--update``).
+    """
+    if config.update and not config.cadence:
+        raise SwevalError("--update needs --cadence: the windows between two retrains are the "
+                          "ones an updated model serves (e.g. --cadence 1,7 --update).")
+    if not (config.horizon or config.cadence):
+        return []
+    if config.tune:
+        raise SwevalError("--horizon and --cadence cannot be combined with --tune yet: run the "
+                          "tuned configuration as a variant (ALGORITHM(p=v)).")
+    if config.repeats or config.cold_users:
+        raise SwevalError("--horizon and --cadence cannot be combined with --repeats or "
+                          "--cold-users yet: a served model ranks the plain way (seen items "
+                          "excluded, users with history only).")
+    evaluated = [split.index for split in splits if not split.skipped]
+    pairs = served_pairs(evaluated, config.horizon, config.cadence)
+    updated = cadence_pairs(evaluated, config.cadence) if config.update else []
+    plain = [unit for unit in units if unit.split is splits[unit.split.index]]  # no strata
+    return plan_served(plain, splits, pairs, config.k, updated)
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

@@ -109,9 +109,31 @@ def compute_lists(
     """
     timings = dict(timings or {})
     clock = time.perf_counter()
-    algorithm.fit(train if type(algorithm).__module__.startswith("sweval.") else train.read_only())
+    algorithm.fit(handed(algorithm, train))
     timings["fit"] = time.perf_counter() - clock
+    return rank_lists(algorithm, train, users, depth, timings=timings, cold=cold,
+                      repeats=repeats)
 
+
+def handed(algorithm: Algorithm, data: TrainData) -> TrainData:
+    """``data`` as ``algorithm`` receives it: SW-EVAL's own models the data itself, a plugin
+    (a class that is not SW-EVAL's) :meth:`~algorithms.base.TrainData.read_only` views."""
+    return data if type(algorithm).__module__.startswith("sweval.") else data.read_only()
+
+
+def rank_lists(
+    algorithm: Algorithm,
+    train: TrainData,
+    users: NDArray[np.int64],
+    depth: int,
+    *,
+    timings: dict[str, float],
+    cold: bool = False,
+    repeats: bool = False,
+) -> UnitLists:
+    """The top-``depth`` lists of a fitted (or served) ``algorithm`` for ``users``, whose rows
+    are ``train``'s (the data it was fitted on, or the history it serves); ``cold`` and
+    ``repeats`` as in :func:`compute_lists`."""
     clock = time.perf_counter()
     if cold:
         columns = algorithm.recommend_cold(len(users), depth)

@@ -42,6 +42,7 @@ from sweval.evaluators.config.text import entry_label, parse_variant, split_alia
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
 from sweval.evaluators.units.files import atomic_write_text
+from sweval.evaluators.units.serving import FittedModels, built, key_definition, served_lists
 from sweval.evaluators.units.store import DamagedUnit, UnitStore
 
 _log = logging.getLogger(__name__)
@@ -264,6 +265,10 @@ class Unit:
         depth: the list length this command needs (a stored unit with shorter lists is
             recomputed).
         warm_from: the key of the unit whose fitted model this one starts from, or None.
+        fitted: for a served unit (:mod:`evaluators.units.serving`), the unit whose model
+            serves ``split`` without a refit; None: the unit fits its own.
+        updated: a served unit whose model is first updated by the interactions up to
+            ``split``'s window (``--update``).
     """
 
     split: Split
@@ -271,6 +276,8 @@ class Unit:
     key: str
     depth: int
     warm_from: str | None = None
+    fitted: Unit | None = None
+    updated: bool = False
 
 
 def plan_units(
@@ -405,10 +412,13 @@ def outdated_by_code(units: Sequence[Unit], store: UnitStore) -> int:
     return outdated
 
 
-def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
+def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True,
+                 models: FittedModels | None = None) -> UnitLists:
     """Fit and rank one unit, starting from its predecessor's stored state when it warm-starts,
     and save it in ``store``. A failure is logged with its traceback unless ``log_failure`` is
-    False (a caller that knows the unit will be computed, and fail, again).
+    False (a caller that knows the unit will be computed, and fail, again). A served unit takes
+    its model from ``models`` (fitted there once per job) and serves it; a fitted unit leaves
+    its model there when a served unit of the job reads it.
 
     Raises:
         AlgorithmFailed: fitting or ranking raised an exception other than a
@@ -420,18 +430,17 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
     train = unit.split.train
     timings = {"train_data": time.perf_counter() - clock}
     algorithm = None
+    models = models if models is not None else FittedModels()
     try:
-        algorithm = unit.spec.build()
-        if unit.warm_from is not None:
-            algorithm.warm_ = store.load(unit.warm_from, unit.split.log).warm_state
-            if algorithm.warm_ is None:
-                raise RuntimeError(
-                    f"the warm-start state of unit {unit.warm_from} is missing (did its fold "
-                    "fail?); rerun to recompute the chain in order"
-                )
-        lists = compute_lists(algorithm, train, unit.split.users, unit.depth, timings=timings,
-                              cold=unit.split.cold,
-                              repeats=bool(unit.split.definition.get("repeats", False)))
+        if unit.fitted is not None:
+            algorithm = unit.spec.build()  # whose error a SwevalError is
+            lists = served_lists(unit, store, models, timings)
+        else:
+            algorithm = built(unit, store)
+            lists = compute_lists(algorithm, train, unit.split.users, unit.depth,
+                                  timings=timings, cold=unit.split.cold,
+                                  repeats=bool(unit.split.definition.get("repeats", False)))
+            models.keep(unit, algorithm, lists.timings["fit"])
     except SwevalError as exc:
         if algorithm is not None and is_plugin(algorithm):  # say whose error it is
             raise SwevalError(f"{unit.spec.label} (fold {unit.split.index}): {exc}") from exc
@@ -472,7 +481,9 @@ def read_or_recompute(
 def describe(unit: Unit) -> dict[str, Any]:
     """What a stored unit records about itself (its key's inputs, in words and values)."""
     return {
-        "split": unit.split.definition,
+        "split": key_definition(unit.split.definition,
+                                unit.fitted.key if unit.fitted is not None else None,
+                                updated=unit.updated),
         "split_index": unit.split.index,
         "algorithm": unit.spec.name,
         "label": unit.spec.label,

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.retraining import FILES as RETRAINING_FILES
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
@@ -175,7 +176,8 @@ def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
 #: The tables a run may write, in the order the "results:" line names those it wrote.
 RESULT_FILES = (
     "results.csv", "folds.csv", "summary.csv", "significance.csv", "significance_strata.csv",
-    "units.csv", "tuning.csv", "optimism.csv", "overlap.csv", "per_user.parquet", "config.json",
+    "units.csv", "tuning.csv", "optimism.csv", "overlap.csv", "per_user.parquet",
+    *RETRAINING_FILES, "config.json",
 )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.experiments.retraining import FILES as RETRAINING_FILES
 from sweval.evaluators.run.driver import Driver, Hook, Job, Outcome
 from sweval.evaluators.run.evaluate import Prepared
 from sweval.evaluators.run.outputs import Outputs, Rows, algorithm_rows
@@ -38,7 +39,7 @@ TRACKING_INTERVAL_S = 1.0
 #: The files of a run logged as artifacts, when it wrote them.
 RUN_FILES = ("results.csv", "summary.csv", "folds.csv", "units.csv", "config.json", "tuning.csv",
              "optimism.csv", "significance.csv", "significance_strata.csv", "overlap.csv",
-             "per_user.parquet")
+             "per_user.parquet", *RETRAINING_FILES)
 
 
 class RunTracking(Hook):

@@ -43,6 +43,7 @@ from sweval.flows.tracking.records import (
     read_state,
     write_state,
 )
+from sweval.flows.tracking.retraining import retraining_metrics, retraining_rows
 from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
@@ -403,6 +404,8 @@ class Tracker:
                     (summary["algorithm"] == algorithm) & (summary["stratum"] == stratum)
                 ]
                 metrics = summary_metrics(part, now)
+                if stratum == "all":  # --horizon, --cadence: curves against age and cadence
+                    metrics += retraining_metrics(files, algorithm, now)
                 logged = self.summaries.get(run_id, {})
                 metrics = linked([m for m in metrics if logged.get(m.key) != m.value],
                                  self.models.get((algorithm, stratum)),
@@ -432,6 +435,9 @@ class Tracker:
                     chosen = tuning[(tuning["algorithm"] == algorithm)
                                     & (tuning["stratum"] == stratum)]
                     self._log_frame(run_id, chosen, "tuning.csv")
+                if stratum == "all":
+                    for name, rows in retraining_rows(files, algorithm).items():
+                        self._log_frame(run_id, rows, name)
                 self.client.set_terminated(run_id, "FINISHED")
             for path in [*files, *late_files()]:
                 if Path(path).exists():

@@ -25,6 +25,7 @@ in threads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,8 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 
-__all__ = ["Evaluation", "compare", "datasets", "evaluate", "fetch", "gap", "inspect", "leakage",
-           "load"]
+__all__ = ["Evaluation", "compare", "datasets", "evaluate", "fetch", "gap", "history_sweep",
+           "inspect", "leakage", "load"]
 
 
 # ---------------------------------------------------------------------- options
@@ -88,6 +89,8 @@ class Evaluation:
         tuning, optimism: ``tuning.csv`` and ``optimism.csv`` (with ``tune``).
         overlap: ``overlap.csv``: the lists' Jaccard overlap.
         per_user: ``per_user.parquet`` (with ``per_user=True``).
+        retraining: with ``horizon`` or ``cadence`` (and ``update``), ``.staleness``,
+            ``.staleness_summary``, ``.cadence`` and ``.cadence_summary`` (docs/retraining.md).
         devices: where each algorithm ran.
         failed: the units whose algorithm raised (left out of every table).
         n_reused, n_computed: units taken from the store, units computed.
@@ -105,6 +108,7 @@ class Evaluation:
     optimism: pd.DataFrame | None = None
     overlap: pd.DataFrame | None = None
     per_user: pd.DataFrame | None = None
+    retraining: Any = None
     devices: dict[str, str] = field(default_factory=dict)
     failed: tuple[Any, ...] = ()
     n_reused: int = 0
@@ -122,7 +126,8 @@ class Evaluation:
             optimism=outputs.optimism, overlap=outputs.overlap,
             per_user=(outputs.per_user.table().to_pandas()
                       if outputs.per_user is not None else None),
-            devices=dict(outputs.devices), failed=tuple(outputs.failed),
+            retraining=outputs.retraining, devices=dict(outputs.devices),
+            failed=tuple(outputs.failed),
             n_reused=outputs.n_reused, n_computed=outputs.n_computed, directory=directory,
             _outputs=outputs, _plan=plan,
         )
@@ -226,6 +231,32 @@ def evaluate(
     else:
         outputs = run()
     return Evaluation.of(outputs, plans[0], Path(cfg.output) if output is not None else None)
+
+
+def history_sweep(
+    data: Any = None,
+    train_windows: Sequence[str | None] = ("30D", "90D", None),
+    *,
+    config: EvalConfig | None = None,
+    workers: int | None = None,
+    **settings: Any,
+) -> pd.DataFrame:
+    """Recall (and every metric) and fit cost against the length of the training history: the
+    run of :func:`evaluate` once per ``--train-window`` in ``train_windows`` (None: all history
+    before each window), on the same folds; units shared with earlier runs are reused
+    (docs/retraining.md). Returns :func:`evaluators.experiments.history.history_table`'s table,
+    in the order given (``loss`` against the last one).
+
+    Raises:
+        SwevalError: bad data or options, as :func:`evaluate`.
+    """
+    from sweval.evaluators.experiments.history import ALL_HISTORY, history_table
+
+    runs = {ALL_HISTORY if window is None else window:
+            evaluate(data, config=config, workers=workers,
+                     **(settings | {"train_window": window}))
+            for window in train_windows}
+    return history_table(runs)
 
 
 def load(directory: str | Path) -> Evaluation:

@@ -35,6 +35,10 @@ name; the model is built as ``algorithm(**params)``, i.e. validated by its ``Con
   for every user (``user_independent``) must tie them all and list unseen items by id.
 - :func:`check_pickling`: a fresh and a fitted model survive ``pickle`` and ``cloudpickle``
   (how Dask ships them to workers) and give the same lists afterwards.
+- :func:`check_serving` and :func:`check_updates` (:mod:`sweval.testing_retraining`): a model
+  that serves later windows (``_serve``) lists only the fit's unseen items and keeps its fitted
+  parameters; one that updates (``_update``) is unchanged by an empty delta, never sees the
+  future through an update, and with ``exact_update`` equals a refit.
 
 The data are small synthetic logs (:func:`random_log`), evaluated through the engine exactly as
 ``sweval run`` evaluates them (:func:`sweval.evaluators.units.engine.evaluate_unit`).
@@ -55,6 +59,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.units.engine import evaluate_unit
+from sweval.testing_retraining import check_serving, check_updates
 
 __all__ = [
     "CHECKS",
@@ -64,6 +69,8 @@ __all__ = [
     "check_no_future_data",
     "check_pickling",
     "check_scores_and_lists",
+    "check_serving",
+    "check_updates",
     "fold_lists",
     "random_log",
 ]
@@ -358,6 +365,8 @@ CHECKS: tuple[Callable[[AlgorithmLike, Params], None], ...] = (
     check_no_future_data,
     check_known_answer,
     check_pickling,
+    check_serving,
+    check_updates,
 )
 
 

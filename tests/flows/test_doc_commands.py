@@ -108,6 +108,9 @@ LEFT_OUT: list[tuple[str, str]] = [
     (r"prune --run runs/latest", "prunes the quick start's run (runs/latest), which is not run "
      "here (minutes on 2 cores); tests/evaluators/test_units.py checks prune --run"),
     (r"--data logs/bias", "reads the logs `sweval generate` writes at scale 1 (left out above)"),
+    (r"--horizon \d+ --cadence",
+     "staleness, cadence and updates of five algorithms over 12 to 28 folds (minutes on 2 "
+     "cores): tests/evaluators/test_retraining.py runs the same options on a hand-built log"),
 ]
 
 #: Programs other than sweval: servers, workers, containers, the reader's shell.
