@@ -42,10 +42,13 @@ from sweval.evaluators.run.results import results_frame, skipped_rows, summarise
 from sweval.evaluators.stats.overlap import Lists, list_overlap
 from sweval.evaluators.stats.significance import (
     Bootstrap,
+    Comparisons,
     compare_algorithms,
     compare_strata,
+    override_intervals,
     with_intervals,
 )
+from sweval.evaluators.stats.users import UserValues, two_level_summary
 from sweval.evaluators.stats.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.units.engine import UnitResult
 from sweval.evaluators.units.unit import Unit, UnitFailure
@@ -99,6 +102,17 @@ class Rows:
     #: ``{(fold, label): (users, top-max(k) lists)}`` of the unstratified units, for overlap
     lists: dict[tuple[int, str], Lists] | None = None
     failed: frozenset[str] = field(default_factory=frozenset)
+    #: the per-user values the users-level statistics need (--test-unit users,
+    #: --summary-bootstrap two-level)
+    users: UserValues | None = None
+
+    def add(self, result: UnitResult, log: Any, *, stratum: str,
+            mask: Any = None) -> None:
+        """Collect a unit's per-user values (for per_user.parquet, for the statistics)."""
+        if self.per_user is not None:
+            self.per_user.add(result, log, stratum=stratum, mask=mask)
+        if self.users is not None:
+            self.users.add(result, stratum=stratum, mask=mask)
 
 
 def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
@@ -110,7 +124,8 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
     devices: dict[str, str] = {}
     context = Rows(plan, collected.result, measurer,
                    PerUser() if plan.config.per_user else None, lists={},
-                   failed=frozenset(failure.key for failure in collected.failed))
+                   failed=frozenset(failure.key for failure in collected.failed),
+                   users=UserValues() if needs_users(plan.config) else None)
     for fold in plan.folds:
         for spec in plan.specs:
             fold_rows, record = algorithm_rows(context, fold.index, spec.label)
@@ -126,17 +141,22 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
         optimism_table = optimism(results, plan.config, plan.searches)
-        if context.per_user is not None:
-            chosen = tuning[tuning["chosen"]]
-            context.per_user.add_relabelled({
-                (int(row.fold), row.stratum, row.candidate): row.algorithm
-                for row in chosen.itertuples()})
+        chosen = tuning[tuning["chosen"]]
+        sources = {(int(row.fold), row.stratum, row.candidate): row.algorithm
+                   for row in chosen.itertuples()}
+        for collector in (context.per_user, context.users):
+            if collector is not None:
+                collector.add_relabelled(sources)
     settings = Bootstrap.of(plan.config)
+    comparisons = Comparisons.of(plan.config)
+    summary = with_intervals(summarise(results), results, settings)
+    if plan.config.summary_bootstrap == "two-level" and context.users:
+        summary = override_intervals(summary, two_level_summary(context.users, settings))
     return Outputs(
         directory=directory,
         unit_store=unit_store,
         results=results,
-        summary=with_intervals(summarise(results), results, settings),
+        summary=summary,
         folds=pd.DataFrame([fold.summary() for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
@@ -147,13 +167,20 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         tuning=tuning,
         optimism=optimism_table,
         failed=collected.failed,
-        significance=compare_algorithms(results, settings, labels),
+        significance=compare_algorithms(results, settings, labels, comparisons=comparisons,
+                                        users=context.users),
         significance_strata=(
-            compare_strata(results, settings, labels) if plan.strata is not None else None
+            compare_strata(results, settings, labels, correction=comparisons.correction)
+            if plan.strata is not None else None
         ),
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
     )
+
+
+def needs_users(config: Any) -> bool:
+    """Whether the statistics need the units' per-user values."""
+    return config.test_unit == "users" or config.summary_bootstrap == "two-level"
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
@@ -190,8 +217,7 @@ def algorithm_rows(
     facts = context.measurer.facts_of(split)
     rows = unit_rows(fold, result, config_hash=plan.key,
                      fold_level=fold_level(result, facts, config.k, config.metrics))
-    if context.per_user is not None:
-        context.per_user.add(result, split.log, stratum="all")
+    context.add(result, split.log, stratum="all")
     if context.lists is not None and result.recommended is not None:
         context.lists[(fold.index, name)] = (result.users,
                                              result.recommended[:, : max(config.k)])
@@ -215,11 +241,11 @@ def stratum_rows(
     assert plan.strata is not None
     config = plan.config
     if plan.strata.mode == "test":
-        if context.per_user is not None:
+        if context.per_user is not None or context.users is not None:
             groups = groups_by_test_policy(plan.log, fold, result.users, plan.strata.labels)
             for label, mask in groups.items():
                 if int(mask.sum()) >= config.u_min:
-                    context.per_user.add(result, plan.log, stratum=label, mask=mask)
+                    context.add(result, plan.log, stratum=label, mask=mask)
         return group_rows(
             plan.strata, plan.log, fold, result, ks=config.k, u_min=config.u_min,
             config_hash=plan.key, metrics=config.metrics,
@@ -239,8 +265,7 @@ def stratum_rows(
         sub_facts = context.measurer.facts_of(split)
         rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key,
                           fold_level=fold_level(sub_result, sub_facts, config.k, config.metrics))
-        if context.per_user is not None:
-            context.per_user.add(sub_result, split.log, stratum=label)
+        context.add(sub_result, split.log, stratum=label)
     return rows
 
 

@@ -33,7 +33,14 @@ from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.stats.tuning import (
+    Objective,
+    Search,
+    ordered_labels,
+    searches,
+    tune_metric,
+    with_candidates,
+)
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
     AlgorithmFailed,
@@ -271,6 +278,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
                      "has" if len(unused) == 1 else "have")
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
+    check_baseline(config, found)
     units = plan_units(splits, specs, config.k)
     strata = None
     stratum_splits: dict[str, list[Split]] = {}
@@ -290,6 +298,22 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
         config=config, log=log, folds=folds, key=key, strata=strata, specs=specs,
         splits=splits, stratum_splits=stratum_splits, units=units, searches=found,
     )
+
+
+def check_baseline(config: EvalConfig, found: list[Search]) -> None:
+    """Refuse a ``--baseline`` that is none of the run's algorithms.
+
+    Raises:
+        SwevalError: naming the algorithms it may be.
+    """
+    if config.baseline is None:
+        return
+    labels = ordered_labels(config, found)
+    if config.baseline not in labels:
+        raise SwevalError(
+            f"--baseline {config.baseline!r}: not one of the run's algorithms "
+            f"({', '.join(labels)})."
+        )
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

@@ -1,7 +1,7 @@
 """The summary printed at the end of a run: mean Recall@k per algorithm and k (the first chosen
 metric when --metrics leaves Recall out), with Δ% to the best, its bootstrap interval and whether
-the best's lead over the runner-up is significant; the top-k overlap between algorithms; and the
-progress bar shown while units run."""
+the best's lead over the runner-up (or --baseline) is significant, with what the design can show;
+the top-k overlap between algorithms; and the progress bar shown while units run."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.run.outputs import Outputs
 from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.overlap import overlap_matrix
+from sweval.evaluators.stats.leads import design_power, power_statement, table_unit
+from sweval.evaluators.stats.power import CORRECTION_NAMES
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
 from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_line
@@ -35,11 +37,13 @@ if TYPE_CHECKING:
 def summary_table(
     summary: pd.DataFrame, *, metric: str, stratum: str, title: str,
     significance: pd.DataFrame | None = None, failed: Mapping[str, int] | None = None,
+    unit: str | None = None, baseline: str | None = None,
 ) -> Table:
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
     the bootstrap interval when the summary has one), and the folds used/skipped, with the
     units that failed (``failed``: per label) in red; with ``significance``, a last row says
-    whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``).
+    whether the best's lead over the runner-up (or ``baseline``) is significant on ``unit``
+    (Wilcoxon, the run's correction, ``ALPHA``), or that the design cannot tell.
 
     In a narrow console the algorithm labels fold and the numbers stay whole; a column of
     numbers is as wide as they are, the lead row's notes wrap within it."""
@@ -63,17 +67,32 @@ def summary_table(
     for name, values, folds in body:
         table.add_row(name, *values, folds)
     if significance is not None:
-        table.add_row("best's lead", *(
-            note_cell(lead_cell(summary, significance, stratum=stratum, metric=metric, k=k))
+        table.add_row("best's lead" if baseline is None else f"lead over {escape(baseline)}", *(
+            note_cell(lead_cell(summary, significance, stratum=stratum, metric=metric, k=k,
+                                unit=unit, baseline=baseline))
             for k in ks
         ), "", style="italic", end_section=False)
     return table
 
 
+def delta_text(delta: float) -> str:
+    """Δ% to the best: whole percents, one decimal below 1% so that a value just below (or,
+    scored on other folds, above) the best never reads +0%; ``-<0.1%`` / ``+<0.1%`` below
+    that; ``0%`` only for an exact tie."""
+    percent = 100 * delta
+    if percent == 0:
+        return "0%"
+    if abs(percent) >= 0.95:
+        return f"{percent:+.0f}%"
+    if abs(percent) >= 0.05:
+        return f"{percent:+.1f}%"
+    return "-<0.1%" if percent < 0 else "+<0.1%"
+
+
 def value_cell(row: pd.Series, *, best: bool) -> str:
     """One algorithm's cell at one k (a summary row): its mean, green for the best, else with
-    its Δ% to the best (+0% when it rounds to 0, never -0%); below it the bootstrap interval
-    when the row has one."""
+    its Δ% to the best (:func:`delta_text`); below it the bootstrap interval when the row has
+    one."""
     if pd.isna(row["mean"]):
         return "—"
     if pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
@@ -81,7 +100,7 @@ def value_cell(row: pd.Series, *, best: bool) -> str:
     elif best:
         cell = f"[bold green]{row['mean']:.4f}[/]    "
     else:
-        cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+z.0f}%[/]"
+        cell = f"{row['mean']:.4f} [dim]{delta_text(row['delta'])}[/]"
     if "ci_low" in row and pd.notna(row["ci_low"]):
         cell += f"\n[dim]{interval_text(row['ci_low'], row['ci_high'])}[/]"
     return cell
@@ -94,20 +113,27 @@ def folds_cell(rows: pd.DataFrame, n_failed: int) -> str:
 
 
 def lead_cell(
-    summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int
+    summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int,
+    unit: str | None = None, baseline: str | None = None,
 ) -> str:
-    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``no power`` (too few folds), ``behind``
-    (the runner-up, scored on fewer folds, is ahead of the best on them) or ``—``."""
-    lead = best_lead(summary, significance, stratum=stratum, metric=metric, k=k)
+    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``cannot tell`` (the design cannot reach
+    α: see the power statement below the table), ``no power`` (too few units), ``behind`` (the
+    runner-up, scored on fewer folds, or the baseline is ahead of the best on them; over users,
+    each weighing the same, the order of the fold means can turn) or ``—``."""
+    lead = best_lead(summary, significance, stratum=stratum, metric=metric, k=k, unit=unit,
+                     baseline=baseline)
     if lead is None or pd.isna(lead.mean_diff):
         return "—"
-    if lead.mean_diff < 0:
-        return f"[yellow]behind {escape(lead.runner_up)}[/]"
-    if lead.note == NO_POWER:
+    if lead.mean_diff < 0:  # over users, each user weighs the same: the order can differ
+        over = " (users)" if lead.unit == "users" else ""
+        return f"[yellow]behind {escape(lead.runner_up)}{over}[/]"
+    if lead.note.startswith(f"fewer than {MIN_FOLDS} paired"):
         return "[yellow]no power[/]"
     if lead.significant:
-        return f"[bold green]p={lead.p_holm:.2g} ✓[/]"
-    return f"[dim]p={lead.p_holm:.2g} n.s.[/]"
+        return f"[bold green]p={lead.p:.2g} ✓[/]"
+    if lead.cannot_tell:
+        return f"[yellow]cannot tell (p ≥ {lead.min_p_reachable:.2g})[/]"
+    return f"[dim]p={lead.p:.2g} n.s.[/]"
 
 
 #: More algorithms than this (e.g. --tune candidates): the overlap matrix stays in the files.
@@ -235,7 +261,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         )
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
-                                    significance=outputs.significance, failed=failed))
+                                    significance=outputs.significance, failed=failed,
+                                    unit=config.test_unit, baseline=config.baseline))
     for line in [*common_folds_lines(summary, metric), *same_configuration_lines(outputs.units)]:
         console.print(line, style="dim", markup=False, highlight=False)
     print_significance_notes(outputs, config, console)
@@ -301,27 +328,41 @@ def same_configuration_lines(units: pd.DataFrame) -> list[str]:
 def common_folds_lines(summary: pd.DataFrame, metric: str) -> list[str]:
     """Where some algorithms were scored on fewer folds than the others (a tuned series lacks
     its first ones, a unit failed): one line per stratum naming them and saying what their Δ%
-    compares (:func:`~evaluators.run.results.summarise`)."""
+    compares (:func:`~evaluators.run.results.summarise`), with the best of each k when the
+    best is not the same at every k."""
     part = summary[(summary["metric"] == metric) & summary["k"].notna() & (summary["n_folds"] > 0)]
     lines = []
     strata = part["stratum"].unique()
     for stratum in strata:
-        rows = part[part["stratum"] == stratum]
-        rows = rows[rows["k"] == rows["k"].iloc[0]]
+        here = part[part["stratum"] == stratum]
+        rows = here[here["k"] == here["k"].iloc[0]]
         most = int(rows["n_folds"].max())
         fewer = rows[rows["n_folds"] < most]
         if fewer.empty:
             continue
-        complete = rows[rows["n_folds"] == most]
-        best = str(complete["algorithm"].iloc[int(np.argmax(complete["mean"].to_numpy()))])
         names = ", ".join(f"{a} ({n} of {most} folds)"
                           for a, n in zip(fewer["algorithm"], fewer["n_folds"], strict=True))
         where = f"stratum {stratum}: " if len(strata) > 1 else ""
         lines.append(
-            f"{where}{names}: Δ% against the best ({best}) on the folds both have; the best is "
-            f"the highest mean among the algorithms scored on all {most} folds"
+            f"{where}{names}: Δ% against the best ({best_names(here, most)}) on the folds both "
+            f"have; the best is the highest mean among the algorithms scored on all {most} folds"
         )
     return lines
+
+
+def best_names(rows: pd.DataFrame, most: int) -> str:
+    """The best of the algorithms scored on ``most`` folds, at each k of ``rows`` (one
+    stratum's summary rows): one name when it is the same at every k, else ``a at k=5, b at
+    k=10 and 20``."""
+    bests: dict[str, list[int]] = {}
+    for k, at_k in rows.groupby("k", sort=True):
+        complete = at_k[at_k["n_folds"] == most]
+        if complete["mean"].notna().any():
+            name = str(complete["algorithm"].iloc[int(np.nanargmax(complete["mean"].to_numpy()))])
+            bests.setdefault(name, []).append(int(k))
+    if len(bests) == 1:
+        return next(iter(bests))
+    return ", ".join(f"{name} at k={' and '.join(map(str, ks))}" for name, ks in bests.items())
 
 
 def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
@@ -344,11 +385,12 @@ def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.Da
     the strata that skipped folds, for which more folds are not the remedy."""
     intervals = ("the intervals are rough" if (powerless["n_folds"] > 1).any()
                  else f"the intervals are {NO_INTERVAL}")
-    said = f"the tests have no power and report no p-value; {intervals}"
+    said = f"the fold-level tests have no power and report no p-value; {intervals}"
     n_used = int((~folds["skipped"].astype(bool)).sum())
     if n_used < MIN_FOLDS:
         return (f"fewer than {MIN_FOLDS} paired folds: {said}. Evaluate more folds (--folds) "
-                "before calling a difference real.")
+                "before calling a difference real over time; --test-unit users tests over the "
+                "users.")
     every = summary[summary["stratum"] == "all"]
     scored = every.groupby("algorithm", sort=False)["n_folds"].max()
     paired = set(powerless.loc[powerless["stratum"] == "all", ["algorithm_a", "algorithm_b"]]
@@ -367,18 +409,43 @@ def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.Da
     return f"fewer than {MIN_FOLDS} paired folds for some pairs: {why}. For those, {said}."
 
 
+def power_lines(significance: pd.DataFrame, metric: str, k: int | None,
+                unit: str) -> list[tuple[str, str]]:
+    """The power statements (text, style) of the folds' design and, when the table has them,
+    the users' at ``metric``@``k`` of stratum ``all``: yellow where the design cannot tell."""
+    what = f"{LABELS.get(metric, metric)}" + (f"@{k}" if k is not None else "")
+    lines = []
+    units = ["folds", "users"] if unit == "users" else ["folds"]
+    for name in units:
+        power = design_power(significance, stratum="all", metric=metric, k=k, unit=name)
+        if power is not None:
+            lines.append((power_statement(power, what), "yellow" if power.cannot_tell else "dim"))
+    return lines
+
+
 def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Console) -> None:
-    """What the "best's lead" row means, the warning when folds are too few for a test, and the
-    policy effect's count of significant differences (``significance_strata.csv``)."""
+    """What the "best's lead" row means, what each design can show (the power statements),
+    the warning when folds are too few for a test, and the policy effect's count of
+    significant differences (``significance_strata.csv``)."""
     significance = outputs.significance
     if significance is None or significance.empty:
         return
+    unit = table_unit(significance, config.test_unit)
+    paired = ("users (each user's mean over the folds where it is eligible)"
+              if unit == "users" else "folds")
+    against = "the runner-up" if config.baseline is None else config.baseline
+    correction = CORRECTION_NAMES[config.correction]
     console.print(
-        f"best's lead: best vs runner-up, paired over folds, Wilcoxon signed-rank, Holm-corrected "
-        f"over the algorithm pairs (✓: p_holm < {ALPHA:g}); every pair and the t-test: "
-        "significance.csv", style="dim", highlight=False,
+        f"best's lead: best vs {against}, paired over {paired}, Wilcoxon signed-rank, "
+        f"{correction} over the algorithm pairs (✓: p < {ALPHA:g}); every pair, both units, "
+        "the t-test, the permutation test and effect sizes: significance.csv",
+        style="dim", highlight=False,
     )
-    powerless = significance[significance["note"] == NO_POWER]
+    metric = shown_metric(outputs.summary)
+    for line, style in power_lines(significance, metric, shown_k(config.k), unit):
+        console.print(f"  {line}", style=style, highlight=False)
+    folds_rows = significance[significance["unit"] == "folds"]
+    powerless = folds_rows[folds_rows["note"] == NO_POWER]
     if len(powerless):
         console.print(no_power_advice(powerless, outputs.summary, outputs.folds),
                       style="yellow", highlight=False)
@@ -389,13 +456,13 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
         at = at[at["k"] == k]
         if len(at):
             tested = int(at["p_holm"].notna().sum())
-            n_significant = int((at["p_holm"] < ALPHA).sum())
+            n_significant = int((at["p_adjusted"] < ALPHA).sum())
             untested = (f"; {len(at) - tested} untested (fewer than {MIN_FOLDS} paired folds)"
                         if tested < len(at) else "")
             console.print(
                 f"policy effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
-                f"pair, stratum pair) leads differ between strata (p_holm < {ALPHA:g})"
-                f"{untested}; see significance_strata.csv", highlight=False,
+                f"pair, stratum pair) leads differ between strata (p < {ALPHA:g}, "
+                f"{correction}){untested}; see significance_strata.csv", highlight=False,
             )
 
 

@@ -77,8 +77,12 @@ def test_files_and_tables(comparison):
     # random-split evaluate POP alone (no POP-N without a timeline): no pair to test
     significance = pd.read_csv(out / "significance.csv")
     assert set(significance["protocol"]) == set(PROTOCOLS) - {"loocv", "random-split"}
-    assert significance["p_value"].isna().all() and significance["note"].str.contains(
-        "no power").all()
+    folds = significance[significance["unit"] == "folds"]
+    assert folds["p_value"].isna().all() and folds["note"].str.contains("no power").all()
+    # over the users, a single split is a test: leave-last-one-out has p-values
+    users = significance[(significance["unit"] == "users")
+                         & (significance["protocol"] == "leave-last-one-out")]
+    assert len(users) and users["p_value"].notna().any()
     protocols = pd.read_csv(out / "significance_protocols.csv")
     assert len(protocols) and protocols["p_value"].isna().all()
     assert "no power" in (out / "compare.txt").read_text()

@@ -337,13 +337,24 @@ def test_in_80_columns_the_lead_note_wraps_within_the_numbers_width():
     assert f"behind{runner_up}" in lead
 
 
-def test_a_delta_that_rounds_to_zero_prints_plus_zero_not_minus_zero():
+def test_a_value_just_below_the_best_never_reads_plus_zero():
+    """QA on real data: 0.0399 against a best of 0.04 printed "+0%", as if level or ahead."""
     summary = pd.DataFrame({
         "algorithm": ["pop", "als"], "stratum": "all", "metric": "recall", "k": 10,
         "mean": [0.0399, 0.04], "delta": [-0.0025, 0.0], "n_folds": 6, "n_skipped": 0,
     })
     text = render(summary)
-    assert "0.0399 +0%" in text and "-0%" not in text
+    assert "0.0399 -0.2%" in text and "+0%" not in text and "-0%" not in text
+
+
+@pytest.mark.parametrize(("delta", "text"), [
+    (-0.0025, "-0.2%"), (-0.00001, "-<0.1%"), (0.00001, "+<0.1%"), (0.0, "0%"),
+    (-0.012, "-1%"), (-0.4, "-40%"), (0.0049, "+0.5%"), (-0.0096, "-1%"),
+])
+def test_delta_text(delta, text):
+    from sweval.flows.cli.summary import delta_text
+
+    assert delta_text(delta) == text
 
 
 def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
@@ -362,7 +373,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
     log = InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp"]))
     config = EvalConfig.build(window="1D", folds=1, start=str(4 * day), u_min=0, k=[1, 2],
                               algorithms=["pop", "pop-n"], progress=False, tracking=False,
-                              output=str(tmp_path / "out"))
+                              output=str(tmp_path / "out"), test_unit="folds")
     outputs = evaluate_config(config, log=log)
     console = Console(width=200, record=True)
     print_summary(outputs, config, console)
