@@ -99,16 +99,22 @@ def check_row(row: pd.Series, x: np.ndarray, y: np.ndarray, n_folds: int, seed: 
     assert row["p_floor"] == pytest.approx(floor, rel=1e-9, abs=1e-300)
 
 
+CONFIG = dict(data="movielens-latest-small", window="7D", folds=10, u_min=1,
+              start="2007-12-20", algorithms=["pop", "pop-n", "pop-n(n_recent=200)"],
+              k=[10, 20], metrics=["recall", "ndcg"], progress=False, tracking=False,
+              per_user=True, bootstrap=B, bootstrap_seed=7)
+
+
 @pytest.fixture(scope="module")
-def users_run(tmp_path_factory) -> Path:
+def users_outputs(tmp_path_factory):
     """10 weekly folds of MovieLens where users come back week after week (clusters)."""
     directory = tmp_path_factory.mktemp("users") / "out"
-    evaluate_config(EvalConfig.build(
-        data="movielens-latest-small", window="7D", folds=10, u_min=1, start="2007-12-20",
-        algorithms=["pop", "pop-n", "pop-n(n_recent=200)"], k=[10, 20],
-        metrics=["recall", "ndcg"], output=str(directory), progress=False, tracking=False,
-        per_user=True, bootstrap=B, bootstrap_seed=7))
-    return directory
+    return evaluate_config(EvalConfig.build(**CONFIG, output=str(directory)))
+
+
+@pytest.fixture(scope="module")
+def users_run(users_outputs) -> Path:
+    return users_outputs.directory
 
 
 @pytest.mark.slow
@@ -134,6 +140,26 @@ def test_users_rows_equal_scipy_applied_by_hand_to_per_user_parquet(users_run):
     hand = np.minimum(1, np.maximum.accumulate((m - np.arange(m)) * p[order]))
     assert family["p_holm"].to_numpy()[order] == pytest.approx(hand)
     assert family["p_adjusted"].to_numpy() == pytest.approx(family["p_holm"].to_numpy())
+
+
+@pytest.mark.slow
+def test_the_terminal_and_the_report_say_what_each_design_can_show(users_outputs):
+    from rich.console import Console
+
+    from sweval.evaluators.report.page import write_report
+    from sweval.flows.cli.summary import print_summary
+
+    config = EvalConfig.build(**CONFIG, output=str(users_outputs.directory))
+    console = Console(width=240, record=True)
+    print_summary(users_outputs, config, console)
+    text = console.export_text()
+    assert "paired over users (each user's mean over the folds where it is eligible)" in text
+    assert "  folds (10 paired folds, 3 pairs): " in text and "  users (" in text
+    assert text.count("goes unseen in over 20% of runs") == 2
+    write_report(users_outputs.directory)
+    html = (users_outputs.directory / "report.html").read_text(encoding="utf-8")
+    assert "stratum all, paired over users, Holm" in html
+    assert html.count('<p class="power') == 2  # Recall@10: the folds' design, the users'
 
 
 # ---------------------------------------------------------------------- synthetic clusters
@@ -275,11 +301,8 @@ def test_two_level_draws_have_the_variance_of_their_definition():
 @pytest.mark.slow
 def test_summary_two_level_intervals_come_from_per_user_parquet(users_run, tmp_path):
     directory = tmp_path / "two"
-    evaluate_config(EvalConfig.build(
-        data="movielens-latest-small", window="7D", folds=10, u_min=1, start="2007-12-20",
-        algorithms=["pop", "pop-n", "pop-n(n_recent=200)"], k=[10, 20],
-        metrics=["recall", "ndcg"], output=str(directory), progress=False, tracking=False,
-        per_user=True, bootstrap=B, bootstrap_seed=7, summary_bootstrap="two-level"))
+    evaluate_config(EvalConfig.build(**CONFIG, output=str(directory),
+                                     summary_bootstrap="two-level"))
     assert (directory / "results.csv").read_bytes() == (users_run / "results.csv").read_bytes()
     summary = pd.read_csv(directory / "summary.csv")
     folds_only = pd.read_csv(users_run / "summary.csv")
@@ -301,3 +324,11 @@ def test_summary_two_level_intervals_come_from_per_user_parquet(users_run, tmp_p
     assert merged["ci_low"].to_numpy() == pytest.approx(merged["ci_low_hand"].to_numpy())
     assert merged["ci_high"].to_numpy() == pytest.approx(merged["ci_high_hand"].to_numpy())
     assert not np.allclose(summary["ci_low"], folds_only["ci_low"])  # not the folds' intervals
+    # the report, reading the directory back, takes them from summary.csv (it has no users)
+    from sweval.evaluators.report.data import load
+
+    report = load(directory).summary
+    both = report.merge(summary, on=["algorithm", "stratum", "metric", "k"],
+                        suffixes=("", "_file"))
+    assert both["ci_low"].to_numpy() == pytest.approx(both["ci_low_file"].to_numpy(),
+                                                      nan_ok=True)

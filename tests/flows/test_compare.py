@@ -414,3 +414,19 @@ def test_skip_notes_count_the_splits_in_words():
     comparison = SimpleNamespace(runs={"loocv": SimpleNamespace(results=results)})
     assert skip_notes(comparison, "loocv") == ["skipped (pop-n; 2 splits): no timeline",
                                                "skipped (als; 1 split): too few users"]
+
+
+def test_rank_metric_ndcg_is_the_metric_of_every_printed_line(comparison):
+    """QA: with --rank-metric ndcg, Table 2, the lead column and the protocol-effect lines
+    still said Recall@k."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from sweval.flows.cli.compare_tables import print_comparison
+
+    ndcg = replace(comparison, options=replace(comparison.options, rank_metric="ndcg"))
+    console = Console(width=200, record=True)
+    print_comparison(ndcg, console)
+    text = console.export_text()
+    assert "Mean NDCG@k" in text and "Recall" not in text

@@ -469,3 +469,42 @@ def test_labels_of_one_configuration_are_said_to_be_one():
         "pop-n(n_recent=1000) is pop-n: one configuration, the same units, so the same numbers"]
     assert same_configuration_lines(units[units["algorithm"] != "pop-n"]) == []
     assert same_configuration_lines(pd.DataFrame()) == []
+
+
+def test_a_design_that_cannot_reach_alpha_says_cannot_tell_never_n_s():
+    """6 folds, 6 pairs: Wilcoxon's floor 2/64 times 6 under Holm is 0.19: "n.s." would claim
+    a test that could have said yes; the cell says "cannot tell" and the power statement says
+    why, with the minimum detectable lead of the paired t-test."""
+    from sweval.flows.cli.summary import power_lines
+
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    a = np.array([0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
+    results = long_results({name: list(np.round(a + lift + rng.normal(0, 0.003, 6), 6))
+                            for name, lift in (("a", 0.0), ("b", 0.02), ("c", 0.05),
+                                               ("d", 0.06))})
+    text = render_with_lead(results)
+    assert "cannot tell" in text and "n.s." not in text
+    _, significance = summary_of(results)
+    lines = power_lines(significance, "recall", 10, "folds")
+    assert len(lines) == 1
+    line, style = lines[0]
+    assert style == "yellow"
+    assert line.startswith("folds (6 paired folds, 6 pairs): this design cannot tell. The "
+                           "Wilcoxon test cannot go below p = 0.0312, after Holm 0.188 ≥ 0.05")
+    assert "goes unseen" in line and "Recall@10" in line
+
+
+def test_the_best_of_each_k_is_named_when_it_differs_by_k():
+    """QA on real data: the footnote named one best (k's first) for every k."""
+    from sweval.flows.cli.summary import common_folds_lines
+
+    summary = pd.DataFrame({
+        "algorithm": ["A", "B", "T"] * 2, "stratum": "all", "metric": "recall",
+        "k": [5, 5, 5, 10, 10, 10], "mean": [0.3, 0.2, 0.4, 0.3, 0.5, 0.6],
+        "n_folds": [4, 4, 2] * 2, "n_skipped": 0,
+    })
+    assert common_folds_lines(summary, "recall") == [
+        "T (2 of 4 folds): Δ% against the best (A at k=5, B at k=10) on the folds both have; "
+        "the best is the highest mean among the algorithms scored on all 4 folds"]
