@@ -172,7 +172,8 @@ def _span(low: float, high: float) -> str:
 
 def power_statement(power: Power, what: str) -> str:
     """One sentence on what ``power``'s design can show (``what``: the metric, e.g.
-    ``Recall@10``): whether it can reach α at all, and the minimum detectable lead."""
+    ``Recall@10``): the smallest p its test can give, after the correction, whether that can
+    reach α at all, and the minimum detectable lead."""
     from sweval.evaluators.stats.power import CORRECTION_NAMES
 
     n = (f"{power.n_units[0]}" if power.n_units[0] == power.n_units[1]
@@ -180,12 +181,13 @@ def power_statement(power: Power, what: str) -> str:
     design = f"{power.unit} ({n} paired {power.unit}, {power.n_pairs} "
     design += "pair)" if power.n_pairs == 1 else "pairs)"
     corrected = ("" if power.correction == "none"
-                 else f", after {CORRECTION_NAMES[power.correction]} {power.min_p_reachable:.3g}")
-    detect = (f"a lead below {_span(*power.mde)} {what} goes unseen in over 20% of runs "
-              "(minimum detectable at 80% power, paired t-test, from the observed variance)")
+                 else f", {power.min_p_reachable:.3g} after {CORRECTION_NAMES[power.correction]}")
+    detect = (f"Minimum detectable lead at 80% power (paired t-test, from the observed "
+              f"variance): {_span(*power.mde)} {what}.")
     test = TEST_NAMES.get(power.test, power.test)
     if power.cannot_tell:
         return (f"{design}: this design cannot tell. The {test} test cannot go below "
-                f"p = {power.floor:.3g}{corrected} ≥ {ALPHA:g}, whatever the data; {detect}.")
-    return (f"{design}: the smallest p the {test} test can give is {power.floor:.3g}"
-            f"{corrected}; {detect}.")
+                f"p = {power.floor:.3g}{corrected}, not below {ALPHA:g} whatever the data. "
+                f"{detect}")
+    return (f"{design}: the {test} test can go down to p = {power.floor:.3g}{corrected}. "
+            f"{detect}")

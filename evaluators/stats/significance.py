@@ -20,19 +20,12 @@ other algorithm a against B (m − 1 pairs). Families, corrections, ``min_p_reac
 Between strata s and s' (the logging-policy effect), the paired unit is the fold and the
 difference is a difference of leads: x_f = value(a, s, f) − value(b, s, f), y_f the same in s'.
 
-Between protocols P and Q of ``sweval compare`` nothing pairs the splits: a's lead over b is
-compared unpaired, the per-split leads x_i (P) against y_j (Q)::
-
-    mean_diff    = mean(x) − mean(y)       interval: resampling.unpaired_intervals
-    mann-whitney = scipy.stats.mannwhitneyu(x, y)
-    welch        = scipy.stats.ttest_ind(x, y, equal_var=False)
-
-each side needing :data:`MIN_FOLDS` splits for a p-value; Holm per (metric, k, test).
+Between protocols of ``sweval compare`` (``significance_protocols.csv``): unpaired,
+:mod:`evaluators.stats.between_protocols`.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -42,7 +35,15 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from sweval.evaluators.stats.between_protocols import (
+    NO_POWER_UNPAIRED,
+    PROTOCOL_COLUMNS,
+    UNPAIRED_TESTS,
+    compare_protocols,
+    unpaired_tests,
+)
 from sweval.evaluators.stats.leads import ALPHA, Lead, best_lead, ranked_algorithms
+from sweval.evaluators.stats.long_table import blocks, groups, ordered, rows_of, used_values
 from sweval.evaluators.stats.paired import (
     CONSTANT_DIFFERENCE,
     DIFFERENCE_DECIMALS,
@@ -67,13 +68,13 @@ from sweval.evaluators.stats.resampling import (
     interval,
     mean_intervals,
     unpaired_interval,
-    unpaired_intervals,
 )
 from sweval.evaluators.stats.users import UserValues, user_pairs
 
 __all__ = [
     "ALPHA", "CONSTANT_DIFFERENCE", "DIFFERENCE_DECIMALS", "MIN_FOLDS", "NO_POWER",
-    "NO_POWER_UNPAIRED", "NO_POWER_USERS", "SIGNIFICANCE_COLUMNS", "TESTS", "Bootstrap",
+    "NO_POWER_UNPAIRED", "NO_POWER_USERS", "PROTOCOL_COLUMNS", "SIGNIFICANCE_COLUMNS",
+    "STRATA_COLUMNS", "TESTS", "UNPAIRED_TESTS", "Bootstrap", "unpaired_tests",
     "Comparisons", "Lead", "best_lead", "compare_algorithms", "compare_protocols",
     "compare_strata", "holm", "interval", "paired_tests", "ranked_algorithms",
     "unpaired_interval", "wilcoxon_method", "with_intervals",
@@ -83,7 +84,6 @@ __all__ = [
 MIN_FOLDS = MIN_UNITS
 NO_POWER = no_power_note("folds")
 NO_POWER_USERS = no_power_note("users")
-NO_POWER_UNPAIRED = f"fewer than {MIN_FOLDS} splits on a side: the test has no power, no p-value"
 #: The columns every paired table adds after its own (``significance.csv``'s first 14 and
 #: ``significance_strata.csv``'s first 15 are as before).
 POWER_COLUMNS = [
@@ -102,12 +102,6 @@ STRATA_COLUMNS = [
     "mean_diff", "ci_low", "ci_high", "test", "statistic", "p_value", "p_holm", "note",
     *POWER_COLUMNS,
 ]
-#: Columns of ``significance_protocols.csv`` (a's lead over b, one protocol against another).
-PROTOCOL_COLUMNS = [
-    "metric", "k", "algorithm_a", "algorithm_b", "protocol_a", "protocol_b", "n_folds_a",
-    "n_folds_b", "mean_diff", "ci_low", "ci_high", "test", "statistic", "p_value", "p_holm", "note",
-]
-UNPAIRED_TESTS = ("mann-whitney", "welch")
 _KEYS = ["stratum", "metric", "k"]
 
 
@@ -192,18 +186,6 @@ def _members(codes: Any) -> list[Any]:
     return sorted(groups, key=lambda members: members[0])
 
 
-def _used(results: pd.DataFrame) -> pd.DataFrame:
-    """The non-skipped values, as ``results.csv`` writes them (10 significant digits): the
-    intervals and tests are then exactly reproducible from the file."""
-    used = results[~results["skipped"] & results["value"].notna()]
-    written = [float(f"{value:.10g}") for value in used["value"]]
-    return used.assign(k=used["k"].astype("Int64"), value=written)
-
-
-def _groups(frame: pd.DataFrame, keys: list[str]) -> Any:
-    return frame.groupby(keys, dropna=False, sort=False)
-
-
 def with_intervals(
     summary: pd.DataFrame, results: pd.DataFrame, settings: Bootstrap
 ) -> pd.DataFrame:
@@ -211,7 +193,7 @@ def with_intervals(
     folds it averages (keys: algorithm, stratum, metric, k, and protocol when both have one)."""
     keys = [c for c in ("protocol", "algorithm", "stratum", "metric", "k")
             if c in summary.columns and c in results.columns]
-    parts = list(_groups(_used(results), keys))
+    parts = list(groups(used_values(results), keys))
     low, high = mean_intervals([part["value"].to_numpy() for _, part in parts], settings)
     rows = [dict(zip(keys, key, strict=True)) | {"ci_low": lo, "ci_high": hi}
             for (key, _), lo, hi in zip(parts, low, high, strict=True)]
@@ -243,32 +225,14 @@ def override_intervals(summary: pd.DataFrame, intervals: pd.DataFrame) -> pd.Dat
     return out
 
 
-def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:
-    rank = {name: i for i, name in enumerate(order or [])}
-    return sorted(names, key=lambda name: (rank.get(name, len(rank)), list(names).index(name)))
-
-
-def _blocks(used: pd.DataFrame, keys: list[str], columns: list[str]
-            ) -> list[tuple[tuple[Any, ...], pd.DataFrame]]:
-    """``used`` in one wide table (rows: fold, columns: ``columns``' values) per value of
-    ``keys``, in order of appearance (one reshape for all, not one pivot per key)."""
-    if used.empty:
-        return []
-    wide = used.set_index([*keys, "fold", *columns])["value"].unstack(columns)
-    found = dict(iter(wide.groupby(level=list(range(len(keys))), sort=False, dropna=False)))
-    order = used[keys].drop_duplicates().itertuples(index=False, name=None)
-    return [(key, found[key].droplevel(list(range(len(keys))))) for key in map(tuple, order)
-            if key in found]
-
-
 def fold_pairs(results: pd.DataFrame, order: Sequence[str] | None,
                comparisons: Comparisons) -> list[Pair]:
     """The folds-level :class:`Pair` of every (stratum, metric, k) and pair of algorithms."""
     pairs = []
-    used = _used(results)
-    for key, wide in _blocks(used, _KEYS, ["algorithm"]):
-        present = used.loc[_rows_of(used, _KEYS, key), "algorithm"]
-        names = _ordered(list(dict.fromkeys(present)), order)
+    used = used_values(results)
+    for key, wide in blocks(used, _KEYS, ["algorithm"]):
+        present = used.loc[rows_of(used, _KEYS, key), "algorithm"]
+        names = ordered(list(dict.fromkeys(present)), order)
         values = {name: wide[name].to_numpy() for name in names}
         for first, second in comparisons.pairs(names):
             x, y = values[first], values[second]
@@ -277,15 +241,6 @@ def fold_pairs(results: pd.DataFrame, order: Sequence[str] | None,
                               | {"algorithm_a": first, "algorithm_b": second},
                               x[both], y[both], int(both.sum())))
     return pairs
-
-
-def _rows_of(frame: pd.DataFrame, keys: list[str], key: tuple[Any, ...]) -> Any:
-    """The rows of ``frame`` whose ``keys`` are ``key`` (NaN matching NaN)."""
-    mask = np.ones(len(frame), dtype=bool)
-    for column, value in zip(keys, key, strict=True):
-        mask &= (frame[column].isna() if pd.isna(value) else frame[column] == value).to_numpy(
-            dtype=bool, na_value=False)
-    return mask
 
 
 def compare_algorithms(
@@ -309,13 +264,13 @@ def compare_strata(
     """``significance_strata.csv``: is a's lead over b different in stratum s than in s'?
     Every pair of algorithms and every pair of strata other than ``all``, paired over the folds
     where all four values exist; corrected within each (metric, k, test)."""
-    used = _used(results)
+    used = used_values(results)
     used = used[used["stratum"] != "all"]
     pairs: list[Pair] = []
-    for (metric, k), part in _groups(used, ["metric", "k"]):
+    for (metric, k), part in groups(used, ["metric", "k"]):
         wide = part.pivot_table(index="fold", columns=["stratum", "algorithm"], values="value",
                                 aggfunc="first")
-        names = _ordered(list(dict.fromkeys(part["algorithm"])), order)
+        names = ordered(list(dict.fromkeys(part["algorithm"])), order)
         strata = list(dict.fromkeys(part["stratum"]))
         for first, second in combinations(names, 2):
             for s_a, s_b in combinations(strata, 2):
@@ -330,89 +285,6 @@ def compare_strata(
                                   lead_a.to_numpy(), lead_b.to_numpy(), len(four)))
     return finish(paired_rows(pairs, settings, unit="folds"), STRATA_COLUMNS,
                   ["metric", "k"], correction)
-
-
-def unpaired_tests(x: ArrayLike, y: ArrayLike, settings: Bootstrap) -> list[dict[str, Any]]:
-    """Mann-Whitney U and Welch's t-test of x against y: one row per test with n_folds_a,
-    n_folds_b, mean_diff (mean x − mean y) and its interval, statistic, p_value and note."""
-    return _unpaired_rows([({}, x, y)], settings)
-
-
-def _unpaired_rows(pairs: Sequence[tuple[dict[str, Any], ArrayLike, ArrayLike]],
-                   settings: Bootstrap) -> list[dict[str, Any]]:
-    """The unpaired rows of many pairs; the tests run once per (n_x, n_y, ties) group (scipy
-    chooses Mann-Whitney's method from the sizes and whether any value ties)."""
-    from scipy.stats import mannwhitneyu, ttest_ind
-
-    arrays = [(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
-              for _, x, y in pairs]
-    low, high = unpaired_intervals(arrays, settings)
-    results = {test: (np.full(len(pairs), np.nan), np.full(len(pairs), np.nan))
-               for test in UNPAIRED_TESTS}
-    groups: dict[tuple[int, int, bool], list[int]] = {}
-    for i, (a, b) in enumerate(arrays):
-        both = np.concatenate([a, b])
-        identical = len(a) > 0 and np.all(both == a[0])
-        if min(len(a), len(b)) >= MIN_FOLDS and not identical:
-            groups.setdefault((len(a), len(b), len(np.unique(both)) < len(both)), []).append(i)
-    with warnings.catch_warnings():  # near-constant values: scipy's precision warning
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for chosen in groups.values():
-            xs = np.vstack([arrays[i][0] for i in chosen])
-            ys = np.vstack([arrays[i][1] for i in chosen])
-            for test, result in (("mann-whitney", mannwhitneyu(xs, ys, axis=1)),
-                                 ("welch", ttest_ind(xs, ys, equal_var=False, axis=1))):
-                results[test][0][chosen], results[test][1][chosen] = (result.statistic,
-                                                                      result.pvalue)
-    rows = []
-    for i, ((labels, _, _), (a, b)) in enumerate(zip(pairs, arrays, strict=True)):
-        common = labels | {"n_folds_a": len(a), "n_folds_b": len(b),
-                           "mean_diff": float(a.mean() - b.mean()) if len(a) and len(b)
-                           else np.nan, "ci_low": low[i], "ci_high": high[i]}
-        for test in UNPAIRED_TESTS:
-            statistic, p_value, note = results[test][0][i], results[test][1][i], ""
-            if min(len(a), len(b)) < MIN_FOLDS:
-                note = NO_POWER_UNPAIRED
-            elif len(a) and np.all(np.concatenate([a, b]) == a[0]):
-                statistic, p_value, note = 0.0, 1.0, "identical on every split"
-            rows.append(common | {"test": test, "statistic": statistic, "p_value": p_value,
-                                  "note": note})
-    return rows
-
-
-def compare_protocols(
-    results: pd.DataFrame, settings: Bootstrap, order: Sequence[str] | None = None
-) -> pd.DataFrame:
-    """``significance_protocols.csv``: is a's lead over b different under protocol P than under
-    Q? The long table of ``sweval compare`` (a ``protocol`` column; stratum ``all``), every pair
-    of algorithms both protocols evaluate, unpaired tests; Holm within each (metric, k, test)."""
-    used = _used(results)
-    used = used[used["stratum"] == "all"]
-    pairs: list[tuple[dict[str, Any], ArrayLike, ArrayLike]] = []
-    for (metric, k), wide in _blocks(used, ["metric", "k"], ["protocol", "algorithm"]):
-        part = used.loc[_rows_of(used, ["metric", "k"], (metric, k))]
-        names = _ordered(list(dict.fromkeys(part["algorithm"])), order)
-        protocols = list(dict.fromkeys(part["protocol"]))
-        leads: dict[tuple[str, str, str], Any] = {}
-        for protocol in protocols:
-            for first, second in combinations(names, 2):
-                if (protocol, first) in wide.columns and (protocol, second) in wide.columns:
-                    x, y = wide[(protocol, first)].to_numpy(), wide[(protocol, second)].to_numpy()
-                    both = ~np.isnan(x) & ~np.isnan(y)
-                    leads[(protocol, first, second)] = x[both] - y[both]
-        for first, second in combinations(names, 2):
-            for p_a, p_b in combinations(protocols, 2):
-                if (p_a, first, second) in leads and (p_b, first, second) in leads:
-                    pairs.append(({"metric": metric, "k": k, "algorithm_a": first,
-                                   "algorithm_b": second, "protocol_a": p_a, "protocol_b": p_b},
-                                  leads[(p_a, first, second)], leads[(p_b, first, second)]))
-    frame = pd.DataFrame(_unpaired_rows(pairs, settings),
-                         columns=[c for c in PROTOCOL_COLUMNS if c != "p_holm"])
-    frame["p_holm"] = np.nan
-    for _, part in _groups(frame, ["metric", "k", "test"]):
-        frame.loc[part.index, "p_holm"] = holm(part["p_value"].to_numpy(dtype=float))
-    frame["k"] = frame["k"].astype("Int64")
-    return frame[PROTOCOL_COLUMNS]
 
 
 def compare_algorithms_per_protocol(

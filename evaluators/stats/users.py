@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from sweval.evaluators.stats.long_table import ordered
 from sweval.evaluators.stats.paired import Pair
 from sweval.evaluators.stats.resampling import Bootstrap, two_level_intervals
 
@@ -135,7 +136,7 @@ def user_pairs(values: UserValues, pairs_of: Any, order: Sequence[str] | None) -
     ``pairs_of(names)`` gives (module docstring); one universe per stratum and set of folds."""
     out: list[Pair] = []
     for stratum in values.strata():
-        names = _ordered(values.algorithms(stratum), order)
+        names = ordered(values.algorithms(stratum), order)
         folds_of = {name: values.folds(stratum, name) for name in names}
         groups: dict[tuple[int, ...], list[tuple[str, str]]] = {}
         for a, b in pairs_of(names):
@@ -152,11 +153,6 @@ def user_pairs(values: UserValues, pairs_of: Any, order: Sequence[str] | None) -
                               "algorithm_b": b}, means[a], means[b], len(folds))
                         for a, b in chosen]
     return out
-
-
-def _ordered(names: Sequence[str], order: Sequence[str] | None) -> list[str]:
-    rank = {name: i for i, name in enumerate(order or [])}
-    return sorted(names, key=lambda name: (rank.get(name, len(rank)), list(names).index(name)))
 
 
 def two_level_summary(values: UserValues, settings: Bootstrap) -> pd.DataFrame:

@@ -26,7 +26,8 @@ from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.power import CORRECTION_NAMES
 from sweval.evaluators.stats.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.evaluators.wording import plural
-from sweval.flows.cli.summary import delta_text, lead_cell, power_lines
+from sweval.flows.cli.significance import lead_cell, power_lines
+from sweval.flows.cli.summary import delta_text
 from sweval.flows.cli.terminal import folding_header, table_console
 
 if TYPE_CHECKING:

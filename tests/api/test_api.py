@@ -51,6 +51,20 @@ def test_evaluate_returns_the_tables_sweval_run_writes(tmp_path: Path, store: st
     assert (again.n_computed, again.n_reused) == (0, run.n_computed + run.n_reused)
 
 
+def test_the_statistics_options_reach_significance(store: str) -> None:
+    """--test-unit, --baseline and --correction are keyword arguments like every option."""
+    run = sweval.evaluate("movielens-latest-small", cache=store, baseline="pop",
+                          correction="bh", **OPTIONS)
+    table = run.significance
+    assert set(table["unit"]) == {"folds", "users"} and (table["correction"] == "bh").all()
+    assert set(table["algorithm_b"]) == {"pop"}
+    folds = sweval.evaluate("movielens-latest-small", cache=store, test_unit="folds",
+                            **OPTIONS)
+    assert set(folds.significance["unit"]) == {"folds"}
+    with pytest.raises(SwevalError, match="--baseline 'svd': not one of the run's algorithms"):
+        sweval.evaluate("movielens-latest-small", cache=store, baseline="svd", **OPTIONS)
+
+
 def test_a_dataframe_is_the_same_log_as_its_file(store: str) -> None:
     from sweval.data.loaders import load_log
 

@@ -155,7 +155,7 @@ def test_the_terminal_and_the_report_say_what_each_design_can_show(users_outputs
     text = console.export_text()
     assert "paired over users (each user's mean over the folds where it is eligible)" in text
     assert "  folds (10 paired folds, 3 pairs): " in text and "  users (" in text
-    assert text.count("goes unseen in over 20% of runs") == 2
+    assert text.count("Minimum detectable lead at 80% power") == 2
     write_report(users_outputs.directory)
     html = (users_outputs.directory / "report.html").read_text(encoding="utf-8")
     assert "stratum all, paired over users, Holm" in html

@@ -97,7 +97,7 @@ def test_fewer_than_five_folds_say_no_power():
 
 def test_no_power_advice_says_why_the_pairs_are_short():
     """QA: a run of 8 folds whose runner-up failed on 4 said "Evaluate more folds (--folds)"."""
-    from sweval.flows.cli.summary import no_power_advice
+    from sweval.flows.cli.significance import no_power_advice
 
     eight = [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11]
     results = long_results({"a": eight, "b": [x + 0.05 for x in eight]})
@@ -187,7 +187,7 @@ def test_a_series_ahead_on_fewer_folds_is_the_runner_up_and_the_best_stays_the_s
     the lead row names T as the runner-up A is behind, not a significant lead of T's."""
     from sweval.evaluators.report.tables import metric_table
     from sweval.evaluators.stats.significance import best_lead, ranked_algorithms
-    from sweval.flows.cli.summary import lead_cell
+    from sweval.flows.cli.significance import lead_cell
 
     results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
     results = pd.concat([results, long_results({"T[tuned]": [0.5, 0.7]}).assign(fold=[2, 3])])
@@ -475,7 +475,7 @@ def test_a_design_that_cannot_reach_alpha_says_cannot_tell_never_n_s():
     """6 folds, 6 pairs: Wilcoxon's floor 2/64 times 6 under Holm is 0.19: "n.s." would claim
     a test that could have said yes; the cell says "cannot tell" and the power statement says
     why, with the minimum detectable lead of the paired t-test."""
-    from sweval.flows.cli.summary import power_lines
+    from sweval.flows.cli.significance import power_lines
 
     import numpy as np
 
@@ -492,8 +492,9 @@ def test_a_design_that_cannot_reach_alpha_says_cannot_tell_never_n_s():
     line, style = lines[0]
     assert style == "yellow"
     assert line.startswith("folds (6 paired folds, 6 pairs): this design cannot tell. The "
-                           "Wilcoxon test cannot go below p = 0.0312, after Holm 0.188 ≥ 0.05")
-    assert "goes unseen" in line and "Recall@10" in line
+                           "Wilcoxon test cannot go below p = 0.0312, 0.188 after Holm, not "
+                           "below 0.05 whatever the data. Minimum detectable lead at 80% power")
+    assert line.endswith(" Recall@10.")
 
 
 def test_the_best_of_each_k_is_named_when_it_differs_by_k():
