@@ -298,6 +298,41 @@ def test_two_level_draws_have_the_variance_of_their_definition():
     assert np.all(expected > ((means - means.mean(axis=0)) ** 2).mean(axis=0) / F)
 
 
+def test_two_level_draws_follow_the_exact_distribution_of_a_tiny_case():
+    """Two folds (users 0, 1 and 10, 20, 40), enumerated by hand: draw two folds with
+    replacement, then each drawn fold's users with replacement; θ* = the mean of the two
+    drawn folds' user means. 40,000 draws: every θ* is one of the enumerated values, each
+    as often as its exact probability (within 0.01), and the interval is their percentiles."""
+    from itertools import product
+
+    folds = [np.array([0.0, 1.0]), np.array([10.0, 20.0, 40.0])]
+
+    def user_means(fold):  # the mean of n_f users drawn with replacement, and its probability
+        n = len(fold)
+        found: dict[int, float] = {}
+        for draw in product(range(n), repeat=n):
+            total = int(fold[list(draw)].sum())  # integers: exact, the mean is total / n
+            found[total] = found.get(total, 0.0) + n ** -n
+        return {total / n: p for total, p in found.items()}
+
+    exact: dict[float, float] = {}
+    for first, second in product(range(2), repeat=2):  # the folds drawn, 1/4 each
+        for (a, pa), (b, pb) in product(user_means(folds[first]).items(),
+                                        user_means(folds[second]).items()):
+            theta = round((a + b) / 2, 6)
+            exact[theta] = exact.get(theta, 0.0) + pa * pb / 4
+    assert sum(exact.values()) == pytest.approx(1)
+    settings = Bootstrap(n_resamples=40_000, seed=2)
+    draws = two_level_draws([fold[:, None] for fold in folds], settings)[:, 0]
+    seen = pd.Series(np.round(draws, 6)).value_counts(normalize=True)
+    assert set(seen.index) <= set(exact)
+    assert max(abs(seen.get(theta, 0.0) - p) for theta, p in exact.items()) < 0.01
+    from sweval.evaluators.stats.resampling import two_level_intervals
+
+    low, high = two_level_intervals([fold[:, None] for fold in folds], settings)
+    assert (low[0], high[0]) == pytest.approx(tuple(np.percentile(draws, [2.5, 97.5])))
+
+
 @pytest.mark.slow
 def test_summary_two_level_intervals_come_from_per_user_parquet(users_run, tmp_path):
     directory = tmp_path / "two"
