@@ -12,6 +12,8 @@ are counted once::
     .venv/bin/python -m benchmarks.compare_stats                        # MovieLens latest-small
     .venv/bin/python -m benchmarks.compare_stats --scale 0.66 --window 1D --folds 30
     .venv/bin/python -m benchmarks.compare_stats --top 15               # the costliest entries
+    PYTHONPATH=/tmp/old/src .venv/bin/python benchmarks/compare_stats.py --test-units default
+                                                  # an earlier version (git archive of it)
 
 The profiler slows pure-Python code more than numpy's, so the share it gives the statistics is
 an estimate; the plain wall time is the number to compare.
@@ -62,9 +64,12 @@ def statistics_time(profile: pstats.Stats, top: int) -> tuple[float, list[tuple[
 
 
 def run_compare(settings: dict[str, Any], store: Path, output: Path, test_unit: str) -> Any:
-    return sweval.compare(settings["data"], cache=str(store), output=output,
-                          test_unit=test_unit, progress=False,
-                          **{key: value for key, value in settings.items() if key != "data"})
+    """``sweval.compare`` into ``output`` with the store ``store``; ``test_unit`` "default"
+    passes none (an earlier version without the option)."""
+    unit = {} if test_unit == "default" else {"test_unit": test_unit}
+    return sweval.compare(settings["data"], cache=str(store), output=output, progress=False,
+                          **unit, **{key: value for key, value in settings.items()
+                                     if key != "data"})
 
 
 def measure(settings: dict[str, Any], store: Path, root: Path, test_unit: str,
@@ -96,9 +101,11 @@ def main() -> None:
     parser.add_argument("--scale", type=float, help="a generated log of this scale instead")
     parser.add_argument("--window", default="7D")
     parser.add_argument("--folds", type=int, default=10)
-    parser.add_argument("--algorithms", default="pop,pop-n,item-knn,user-knn,svd,als,ease")
+    parser.add_argument("--algorithms", default="pop,pop-n,item-knn,user-knn,svd,als")
     parser.add_argument("--protocols", default="sw-eval,loocv,leave-last-one-out")
     parser.add_argument("--bootstrap", type=int, default=9999)
+    parser.add_argument("--test-units", default="folds,users",
+                        help="'default' alone times a version without --test-unit")
     parser.add_argument("--repeat", type=int, default=2, help="plain runs; the best is shown")
     parser.add_argument("--top", type=int, default=8, help="costliest statistics entries shown")
     args = parser.parse_args()
@@ -113,10 +120,11 @@ def main() -> None:
         root = Path(directory)
         store = root / "units"
         clock = time.perf_counter()
-        run_compare(settings, store, root / "fill", "users")
+        units = args.test_units.split(",")
+        run_compare(settings, store, root / "fill", units[-1])
         fill = time.perf_counter() - clock
         results = {unit: measure(settings, store, root, unit, args.top, args.repeat)
-                   for unit in ("folds", "users")}
+                   for unit in units}
     source = f"generated log, scale {args.scale}" if args.scale else args.data
     print(f"sweval compare, {source}, --window {args.window} --folds {args.folds}, "
           f"{len(settings['algorithms'])} algorithms × {len(settings['protocols'])} protocols, "

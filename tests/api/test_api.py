@@ -119,6 +119,13 @@ def test_compare_returns_the_tables_sweval_compare_writes(
                       "--loocv-repeats", "2", "--output", tmp_path / "cli", "--cache", store) == 0
     assert csv_text(comparison.results) == (tmp_path / "cli" / "compare.csv").read_text()
     assert csv_text(comparison.kendall) == (tmp_path / "cli" / "kendall.csv").read_text()
+    users = comparison.significance
+    assert set(users["unit"]) == {"folds", "users"} and (users["correction"] == "holm").all()
+    folds = sweval.compare("movielens-latest-small", protocols=["sw-eval", "loocv"],
+                           loocv_repeats=2, cache=store, test_unit="folds", baseline="item-knn",
+                           correction="bh", **options).significance
+    assert set(folds["unit"]) == {"folds"} and (folds["correction"] == "bh").all()
+    assert set(zip(folds["algorithm_a"], folds["algorithm_b"])) == {("pop", "item-knn")}
 
 
 def test_leakage_gap_and_inspect_return_their_tables(tmp_path: Path, store: str) -> None:
