@@ -3,11 +3,11 @@ on demand (not a test).
 
 Runs ``sweval.compare`` (the same composition as ``sweval compare``) into a fresh unit store to
 fill it, then again with every unit reused, once per ``--test-unit`` (``folds``: the folds'
-rows alone; ``users``: the users' rows too, the default). Each reused run is timed twice: plain
-(the best wall seconds of ``--repeat``), and under ``cProfile``, where the *statistics* are the cumulative time of every
-function of ``evaluators/stats/`` called from outside that package (its entry points: the
-significance tables, the summary's intervals, Kendall's τ, the overlap, ...), so nested calls
-are counted once::
+rows alone; ``users``: the users' rows too, the default). Each reused run is timed plain (the
+best wall seconds of ``--repeat``), then once under ``cProfile``, where the *statistics* are
+the cumulative time of every function of ``evaluators/stats/`` called from outside that
+package (its entry points: the significance tables, the summary's intervals, the overlap, ...),
+so nested calls are counted once::
 
     .venv/bin/python -m benchmarks.compare_stats                        # MovieLens latest-small
     .venv/bin/python -m benchmarks.compare_stats --scale 0.66 --window 1D --folds 30
