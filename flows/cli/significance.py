@@ -17,6 +17,12 @@ from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, bes
 from sweval.evaluators.wording import NO_INTERVAL
 
 
+def shown_metric(summary: pd.DataFrame) -> str:
+    """The metric of the terminal tables: Recall, else the first metric with a k."""
+    metrics = list(summary.loc[summary["k"].notna(), "metric"].unique())
+    return "recall" if "recall" in metrics or not metrics else str(metrics[0])
+
+
 def lead_cell(
     summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int,
     unit: str | None = None, baseline: str | None = None,
@@ -104,8 +110,6 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
         "the t-test, the permutation test and effect sizes: significance.csv",
         style="dim", highlight=False,
     )
-    from sweval.flows.cli.summary import shown_metric
-
     metric = shown_metric(outputs.summary)
     for line, style in power_lines(significance, metric, shown_k(config.k), unit):
         console.print(f"  {line}", style=style, highlight=False)

@@ -30,7 +30,7 @@ from sweval.evaluators.wording import (
     units_line,
 )
 from sweval.flows.cli.labels import label_room, legend_lines, short_labels
-from sweval.flows.cli.significance import lead_cell, print_significance_notes
+from sweval.flows.cli.significance import lead_cell, print_significance_notes, shown_metric
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
 
 
@@ -140,12 +140,6 @@ def overlap_table(overlap: pd.DataFrame, k: int,
         table.add_row(escape(named.get(str(label), str(label))),
                       *("" if pd.isna(value) else f"{value:.2f}" for value in row))
     return Group(title, table)
-
-
-def shown_metric(summary: pd.DataFrame) -> str:
-    """The metric of the terminal tables: Recall, else the first metric with a k."""
-    metrics = list(summary.loc[summary["k"].notna(), "metric"].unique())
-    return "recall" if "recall" in metrics or not metrics else str(metrics[0])
 
 
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
