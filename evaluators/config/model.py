@@ -283,6 +283,27 @@ class EvalConfig(BaseModel):
     bootstrap_seed: Annotated[int, Cli(STATISTICS), RUN_ONLY] = Field(
         default=0, description="Seed of the bootstrap (the same seed, the same intervals).",
     )
+    test_unit: Annotated[Literal["users", "folds"], Cli(STATISTICS), RUN_ONLY] = Field(
+        default="users",
+        description="The sampling unit of the tests: users (each user's mean over the folds "
+        "where it is eligible, one cluster; significance.csv keeps the folds' rows beside) | "
+        "folds (the folds alone). docs/protocol.md §8.",
+    )
+    baseline: Annotated[str | None, Cli(STATISTICS), RUN_ONLY] = Field(
+        default=None,
+        description="Test every algorithm against this one only (m − 1 tests instead of "
+        "m(m − 1)/2). [default: every pair]",
+    )
+    correction: Annotated[Literal["holm", "bh", "none"], Cli(STATISTICS), RUN_ONLY] = Field(
+        default="holm",
+        description="Correction for the pairs tested at one (stratum, metric, k): holm | bh "
+        "(Benjamini–Hochberg, for many configurations) | none.",
+    )
+    summary_bootstrap: Annotated[Literal["folds", "two-level"], Cli(STATISTICS), RUN_ONLY] = (
+        Field(default="folds",
+              description="summary.csv's intervals: folds (resample the folds) | two-level "
+              "(the folds, then the users within each resampled fold).")
+    )
 
     # where and how
     output: Annotated[str, Cli(RUN), RUN_ONLY] = Field(
@@ -380,6 +401,19 @@ class EvalConfig(BaseModel):
             raise ValueError(f"--metrics {', '.join(lacking)} need the items' categories: "
                              "give --items FILE (or --items movielens-latest-small)")
         return chosen
+
+    @field_validator("baseline")
+    @classmethod
+    def _check_baseline(cls, baseline: str | None) -> str | None:
+        """A variant is named as --algorithms names it (its normalised label)."""
+        if baseline is None:
+            return None
+        name, params = parse_variant(baseline)
+        if not params:
+            return baseline
+        from sweval.evaluators.units.unit import variant_label
+
+        return variant_label(name, params)
 
     @field_validator("seeds")
     @classmethod

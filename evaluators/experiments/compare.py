@@ -47,6 +47,7 @@ from sweval.evaluators.experiments.protocol_runs import (
     ProtocolRun,
     plan_protocol,
     protocol_run,
+    protocol_users,
     protocol_work,
 )
 from sweval.evaluators.metrics.names import shown_k
@@ -67,7 +68,7 @@ from sweval.evaluators.protocols.holdout import (
 from sweval.evaluators.protocols.holdout import Protocol as EvalProtocol
 from sweval.evaluators.run.driver import Executor, Hook, Work, compute, fail_on, remember
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.outputs import tables, write_outputs
+from sweval.evaluators.run.outputs import needs_users, tables, write_outputs
 from sweval.evaluators.run.plan import (
     Plan,
     load_data,
@@ -79,9 +80,11 @@ from sweval.evaluators.run.plan import (
 from sweval.evaluators.stats.protocol_tuning import tune_comparison
 from sweval.evaluators.stats.significance import (
     Bootstrap,
+    Comparisons,
     compare_algorithms_per_protocol,
     compare_protocols,
 )
+from sweval.evaluators.stats.users import UserValues
 from sweval.evaluators.units.locks import output_lock
 from sweval.evaluators.units.store import UnitStore
 
@@ -408,14 +411,20 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
         collected = fail_on(compute(work, store, hooks=hooks,
                                     executor=executor(recipe) if executor is not None else None))
         runs: dict[str, ProtocolRun] = {}
+        known: dict[str, pd.DataFrame] = {}  # sw-eval's significance.csv, as sweval run's
         for name, protocol in planned.protocols.items():
             runs[name] = _with_strata(protocol_run(planned.main[name], collected),
                                       [protocol_run(sub, collected)
                                        for sub in planned.strata.get(name, [])])
-            files = _write_protocol(directory, name, runs[name], plan, collected, store)
+            files = _write_protocol(directory, name, runs[name], plan, collected, store, known)
             if tracker is not None:
                 tracker.log_protocol(protocol, runs[name], planned.keys[name], files)
-        comparison = _assemble(config, options, directory, runs, plan, store)
+        users = ({name: protocol_users([planned.main[name], *planned.strata.get(name, [])],
+                                       collected) for name in planned.protocols}
+                 if needs_users(config) else {})
+        if config.tune or plan.strata is not None:  # compare's sw-eval rows differ from run's
+            known.clear()
+        comparison = _assemble(config, options, directory, runs, plan, store, users, known)
         comparison.timings = {name: _seconds(run) for name, run in runs.items()}
         from sweval.evaluators.experiments.protocol_overlap import protocol_overlap
 
@@ -453,9 +462,9 @@ def _seconds(run: ProtocolRun) -> float:
 
 
 def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, collected: Any,
-                    store: UnitStore) -> list[Path]:
+                    store: UnitStore, known: dict[str, pd.DataFrame]) -> list[Path]:
     """A protocol's own files, published as one set; for ``sw-eval`` exactly those of
-    ``sweval run``."""
+    ``sweval run`` (its significance table is kept in ``known``)."""
     from sweval.evaluators.run.driver import Measurer
 
     try:
@@ -464,6 +473,8 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
             outputs = tables(plan, collected, measurer,
                              directory=Path(plan.config.output), unit_store=store.directory)
             write_outputs(plan, outputs)
+            if outputs.significance is not None:
+                known[name] = outputs.significance
             return [outputs.directory / file for file in
                     ("results.csv", "summary.csv", "folds.csv", "units.csv", "config.json")]
         target = directory / name
@@ -482,12 +493,19 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
 
 
 def _assemble(config: EvalConfig, options: CompareOptions, directory: Path,
-              runs: dict[str, ProtocolRun], plan: Plan, store: UnitStore) -> Comparison:
+              runs: dict[str, ProtocolRun], plan: Plan, store: UnitStore,
+              users: dict[str, UserValues], known: dict[str, pd.DataFrame]) -> Comparison:
     tuning: dict[str, pd.DataFrame] = {}
     if config.tune and "sw-eval" in runs:
         others = {name: run.results for name, run in runs.items() if name != "sw-eval"}
         results, tuning = tune_comparison(runs["sw-eval"].results, others, config, plan.searches)
         runs["sw-eval"] = replace(runs["sw-eval"], results=results)
+        chosen = tuning["tuning.csv"]
+        chosen = chosen[chosen["chosen"]]
+        if "sw-eval" in users:
+            users["sw-eval"].add_relabelled({
+                (int(row.fold), row.stratum, row.candidate): row.algorithm
+                for row in chosen.itertuples()})
     results = pd.concat([runs[name].results for name in options.protocols], ignore_index=True)
     results = results[COMPARE_COLUMNS]
     summary = compare_summary(results)
@@ -505,7 +523,9 @@ def _assemble(config: EvalConfig, options: CompareOptions, directory: Path,
                                           ignore_index=True)),
         log=plan.log,
         unit_store=store.directory,
-        significance=compare_algorithms_per_protocol(results, settings, order),
+        significance=compare_algorithms_per_protocol(
+            results, settings, order, comparisons=Comparisons.of(config), users=users,
+            known=known),
         protocol_effect=compare_protocols(results, settings, order),
         tuning_tables=tuning,
     )

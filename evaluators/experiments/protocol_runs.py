@@ -44,6 +44,7 @@ from sweval.evaluators.run.driver import (
     fail_on,
 )
 from sweval.evaluators.run.results import ResultRow, results_frame, skipped_rows, unit_rows
+from sweval.evaluators.stats.users import UserValues
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import AlgorithmSpec, Unit, plan_units
 
@@ -200,6 +201,18 @@ def protocol_run(plan: ProtocolPlan, collected: Collected) -> ProtocolRun:
         devices=devices,
         params=plan.protocol.describe(),
     )
+
+
+def protocol_users(plans: Sequence[ProtocolPlan], collected: Collected) -> UserValues:
+    """The per-user values of the units of ``plans`` (a protocol and its strata), by the
+    plan's stratum, split and label: the users-level statistics' input."""
+    users = UserValues()
+    for plan in plans:
+        for unit in plan.units.values():
+            result = collected.result(unit)
+            if result is not None:
+                users.add(result, stratum=plan.stratum)
+    return users
 
 
 def run_protocols(

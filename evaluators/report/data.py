@@ -5,7 +5,9 @@ a ``protocol`` column, else ``results.csv``), the run record (``compare.json`` /
 ``folds.csv`` and ``units.csv`` into a :class:`ReportData`. Means, Δ% and fold counts are
 recomputed from the long table with :func:`evaluators.run.results.summarise` (per protocol), so they
 match ``summary.csv``; so are the bootstrap intervals, with the run's ``--ci``, ``--ci-method``,
-``--bootstrap`` and ``--bootstrap-seed`` read from its record (defaults when it has none).
+``--bootstrap`` and ``--bootstrap-seed`` read from its record (defaults when it has none), except
+a run's two-level intervals (``--summary-bootstrap two-level``, which need the per-user values),
+read from its ``summary.csv``. ``significance.csv`` is read when it has the ``unit`` column.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class ReportData:
         config: ``config.json`` (``compare.json`` next to ``compare.csv``; empty when absent).
         folds: ``folds.csv`` (None when absent).
         units: ``units.csv`` (None when absent or empty).
+        significance: ``significance.csv`` (None when absent or written before it had a
+            ``unit`` column).
     """
 
     directory: Path
@@ -50,6 +54,7 @@ class ReportData:
     config: dict[str, Any] = field(default_factory=dict)
     folds: pd.DataFrame | None = None
     units: pd.DataFrame | None = None
+    significance: pd.DataFrame | None = None
 
     @property
     def bootstrap(self) -> Bootstrap:
@@ -164,6 +169,9 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
     folds = _read_optional(directory / "folds.csv")
     units = _read_optional(directory / "units.csv")
     summary = summarise_protocols(results)
+    two_level = config.get("config", {}).get("summary_bootstrap") == "two-level"
+    if intervals is None and two_level and name == "results.csv":
+        intervals = _read_optional(directory / "summary.csv")
     if intervals is not None and name == "results.csv":
         summary = attach_intervals(summary, intervals)
     else:
@@ -171,7 +179,30 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
     return ReportData(
         directory=directory, table_file=name, results=results,
         summary=summary, config=config, folds=folds, units=units,
+        significance=read_significance(directory / "significance.csv"),
     )
+
+
+def read_significance(path: Path) -> pd.DataFrame | None:
+    """``significance.csv`` with its proper types (names stay text, empty numbers are NaN),
+    or None when absent, unreadable or without the ``unit`` column (an older table)."""
+    if not path.is_file():
+        return None
+    text = {"algorithm_a": str, "algorithm_b": str, "stratum": str, "metric": str,
+            "test": str, "note": str, "unit": str, "correction": str, "protocol": str}
+    try:
+        frame = pd.read_csv(path, keep_default_na=False, dtype=text,
+                            na_values={c: [""] for c in ("k", "statistic", "p_value", "p_holm",
+                                                         "ci_low", "ci_high", "mean_diff")})
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, OSError):
+        return None
+    if "unit" not in frame.columns:
+        return None
+    for column in frame.columns:
+        if column not in text:
+            frame[column] = pd.to_numeric(frame[column].replace("", np.nan))
+    frame["k"] = frame["k"].astype("Int64")
+    return frame
 
 
 def _read_optional(path: Path) -> pd.DataFrame | None:

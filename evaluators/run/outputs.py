@@ -52,11 +52,14 @@ from sweval.evaluators.run.results import (
 from sweval.evaluators.stats.overlap import Lists, list_overlap
 from sweval.evaluators.stats.significance import (
     Bootstrap,
+    Comparisons,
     compare_algorithms,
     compare_strata,
+    override_intervals,
     with_intervals,
 )
 from sweval.evaluators.stats.tuning import optimism, ordered_labels, tune
+from sweval.evaluators.stats.users import UserValues, two_level_summary
 from sweval.evaluators.units.engine import UnitResult
 from sweval.evaluators.units.unit import Unit, UnitFailure
 
@@ -126,6 +129,17 @@ class Rows:
                 found = groups_by_test_policy(self.plan.log, fold, result.users, strata.labels)
             self.grouped[fold.index] = found
         return self.grouped[fold.index]
+    #: the per-user values the users-level statistics need (--test-unit users,
+    #: --summary-bootstrap two-level)
+    users: UserValues | None = None
+
+    def add(self, result: UnitResult, log: Any, *, stratum: str,
+            mask: Any = None) -> None:
+        """Collect a unit's per-user values (for per_user.parquet, for the statistics)."""
+        if self.per_user is not None:
+            self.per_user.add(result, log, stratum=stratum, mask=mask)
+        if self.users is not None:
+            self.users.add(result, stratum=stratum, mask=mask)
 
 
 def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
@@ -137,7 +151,8 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
     devices: dict[str, str] = {}
     context = Rows(plan, collected.result, measurer,
                    PerUser() if plan.config.per_user else None, lists={},
-                   failed=frozenset(failure.key for failure in collected.failed))
+                   failed=frozenset(failure.key for failure in collected.failed),
+                   users=UserValues() if needs_users(plan.config) else None)
     for fold in plan.folds:
         for spec in plan.specs:
             fold_rows, record = algorithm_rows(context, fold.index, spec.label)
@@ -153,17 +168,22 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         tuned, tuning = tune(results, plan.config, plan.searches)
         results = results_frame([*rows, *tuned.to_dict("records")], labels)
         optimism_table = optimism(results, plan.config, plan.searches)
-        if context.per_user is not None:
-            chosen = tuning[tuning["chosen"]]
-            context.per_user.add_relabelled({
-                (int(row.fold), row.stratum, row.candidate): row.algorithm
-                for row in chosen.itertuples()})
+        chosen = tuning[tuning["chosen"]]
+        sources = {(int(row.fold), row.stratum, row.candidate): row.algorithm
+                   for row in chosen.itertuples()}
+        for collector in (context.per_user, context.users):
+            if collector is not None:
+                collector.add_relabelled(sources)
     settings = Bootstrap.of(plan.config)
+    comparisons = Comparisons.of(plan.config)
+    summary = with_intervals(summarise(results), results, settings)
+    if plan.config.summary_bootstrap == "two-level" and context.users:
+        summary = override_intervals(summary, two_level_summary(context.users, settings))
     return Outputs(
         directory=directory,
         unit_store=unit_store,
         results=results,
-        summary=with_intervals(summarise(results), results, settings),
+        summary=summary,
         folds=pd.DataFrame([fold_summary(plan, fold.index) for fold in plan.folds]),
         units=pd.DataFrame(unit_records),
         devices=devices,
@@ -174,9 +194,11 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         tuning=tuning,
         optimism=optimism_table,
         failed=collected.failed,
-        significance=compare_algorithms(results, settings, labels),
+        significance=compare_algorithms(results, settings, labels, comparisons=comparisons,
+                                        users=context.users),
         significance_strata=(
-            compare_strata(results, settings, labels) if plan.strata is not None else None
+            compare_strata(results, settings, labels, correction=comparisons.correction)
+            if plan.strata is not None else None
         ),
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
@@ -193,6 +215,11 @@ def fold_summary(plan: Plan, index: int) -> dict[str, Any]:
     split = plan.splits[index]
     catalogue = in_catalogue(plan.log, fold.train_lo, fold.train_hi)
     return fold.summary() | {"unreachable_share": unreachable_share(split.relevant, catalogue)}
+
+
+def needs_users(config: Any) -> bool:
+    """Whether the statistics need the units' per-user values."""
+    return config.test_unit == "users" or config.summary_bootstrap == "two-level"
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
@@ -229,8 +256,7 @@ def algorithm_rows(
     facts = context.measurer.facts_of(split)
     rows = unit_rows(fold, result, config_hash=plan.key,
                      fold_level=fold_level(result, facts, config.k, config.metrics))
-    if context.per_user is not None:
-        context.per_user.add(result, split.log, stratum="all")
+    context.add(result, split.log, stratum="all")
     if context.lists is not None and result.recommended is not None:
         context.lists[(fold.index, name)] = (result.users,
                                              result.recommended[:, : max(config.k)])
@@ -257,10 +283,10 @@ def stratum_rows(
     rows: list[ResultRow] = []
     if plan.strata.mode in ("test", "users") and plan.strata.labels:
         groups = context.groups(fold, result)
-        if context.per_user is not None:
+        if context.per_user is not None or context.users is not None:
             for label, mask in groups.items():
                 if int(mask.sum()) >= config.u_min:
-                    context.per_user.add(result, plan.log, stratum=label, mask=mask)
+                    context.add(result, plan.log, stratum=label, mask=mask)
         rows += group_rows(
             groups, fold, result, ks=config.k, u_min=config.u_min,
             config_hash=plan.key, metrics=config.metrics,
@@ -293,8 +319,7 @@ def subset_rows(context: Rows, fold: Fold, name: str) -> list[ResultRow]:
         sub_facts = context.measurer.facts_of(split)
         rows += unit_rows(sub_fold, sub_result, stratum=label, config_hash=plan.key,
                           fold_level=fold_level(sub_result, sub_facts, config.k, config.metrics))
-        if context.per_user is not None:
-            context.per_user.add(sub_result, split.log, stratum=label)
+        context.add(sub_result, split.log, stratum=label)
     return rows
 
 
@@ -333,8 +358,7 @@ def first_time_rows(context: Rows, fold: Fold, name: str) -> list[dict[str, Any]
                      fold_level=fold_level(result, facts, config.k, config.metrics))
     for row in rows:
         row["fallback"] = "" if source == name else source
-    if context.per_user is not None:
-        context.per_user.add(result, plan.log, stratum=FIRST_TIME)
+    context.add(result, plan.log, stratum=FIRST_TIME)
     return rows
 
 

@@ -42,7 +42,14 @@ from sweval.evaluators.protocols.user_strata import (
     UserStrata,
 )
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric, with_candidates
+from sweval.evaluators.stats.tuning import (
+    Objective,
+    Search,
+    ordered_labels,
+    searches,
+    tune_metric,
+    with_candidates,
+)
 from sweval.evaluators.units.serving import plan_served
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
@@ -344,6 +351,7 @@ def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
                      "has" if len(unused) == 1 else "have")
     if config.tune_sampler != "grid":
         specs = algorithm_specs(config, found)
+    check_baseline(config, found)
     units = plan_units(splits, specs, config.k)
     strata = user_strata(config)
     stratum_splits: dict[str, list[Split]] = {}
@@ -459,6 +467,22 @@ def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) 
     updated = cadence_pairs(evaluated, config.cadence) if config.update else []
     plain = [unit for unit in units if unit.split is splits[unit.split.index]]  # no strata
     return plan_served(plain, splits, pairs, config.k, updated)
+
+
+def check_baseline(config: EvalConfig, found: list[Search]) -> None:
+    """Refuse a ``--baseline`` that is none of the run's algorithms.
+
+    Raises:
+        SwevalError: naming the algorithms it may be.
+    """
+    if config.baseline is None:
+        return
+    labels = ordered_labels(config, found)
+    if config.baseline not in labels:
+        raise SwevalError(
+            f"--baseline {config.baseline!r}: not one of the run's algorithms "
+            f"({', '.join(labels)})."
+        )
 
 
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,

@@ -225,7 +225,8 @@ _RUN_ONLY = frozenset({"lag", "metrics", "seeds", "per_user"})
 #: ... nor in leakage and gap, which score one split per algorithm.
 _SPLIT_ONLY = _RUN_ONLY | {"folds", "tune", "tune_windows", "tune_metric", "tune_sampler",
                            "tune_trials", "tune_seed", "tune_mode", "ci", "ci_method",
-                           "bootstrap", "bootstrap_seed", "stratify_by", "stratify_mode"}
+                           "bootstrap", "bootstrap_seed", "test_unit", "baseline", "correction",
+                           "summary_bootstrap", "stratify_by", "stratify_mode"}
 
 app.command(name="compare")(with_eval_options(
     compare_command(build_config, _setup_logging),
@@ -241,7 +242,7 @@ from sweval.flows.cli.leakage import leakage_command  # noqa: E402
 app.command(name="leakage")(with_eval_options(
     leakage_command(build_config, _setup_logging),
     defaults={"output": leakage_output},
-    omit=_SPLIT_ONLY | {"start"}))
+    omit=_SPLIT_ONLY | {"start", "train_window", "relevance"}))
 
 from sweval.flows.cli.gap import DEFAULT_OUTPUT as gap_output  # noqa: E402
 from sweval.flows.cli.gap import gap_command  # noqa: E402

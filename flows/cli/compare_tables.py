@@ -23,9 +23,11 @@ from sweval.evaluators.experiments.compare_views import (
 )
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.run.results import is_best
+from sweval.evaluators.stats.power import CORRECTION_NAMES
 from sweval.evaluators.stats.significance import ALPHA, NO_POWER_UNPAIRED
 from sweval.evaluators.wording import plural
-from sweval.flows.cli.summary import lead_cell
+from sweval.flows.cli.significance import lead_cell, power_lines
+from sweval.flows.cli.summary import delta_text
 from sweval.flows.cli.terminal import folding_header, table_console
 
 if TYPE_CHECKING:
@@ -61,8 +63,10 @@ def _protocol_title(comparison: Comparison, name: str) -> str:
     return what
 
 
-def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -> Table:
-    """The paper's Table 2 block of one protocol: rows k, per algorithm the mean and Δ%."""
+def table2_table(comparison: Comparison, name: str, *, metric: str | None = None) -> Table:
+    """The paper's Table 2 block of one protocol: rows k, per algorithm the mean and Δ%, on
+    ``metric`` (default: the comparison's rank metric)."""
+    metric = metric or comparison.rank_metric
     part = table2(comparison.summary, metric=metric)
     part = part[part["protocol"] == name]
     label = LABELS.get(metric, metric)
@@ -73,7 +77,9 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
     for algorithm in algorithms:  # a long label folds over its numbers, which never do
         table.add_column(folding_header(algorithm), justify="right")
         table.add_column("Δ%", justify="right", style="dim", no_wrap=True)
-    table.add_column("best's lead", justify="right", overflow="fold")
+    baseline = comparison.config.baseline
+    table.add_column("best's lead" if baseline is None else f"lead over {escape(baseline)}",
+                     justify="right", overflow="fold")
     summary = comparison.summary[comparison.summary["protocol"] == name]
     at = summary[(summary["metric"] == metric) & (summary["stratum"] == "all")]
     bests = {(str(a), int(k)) for a, k in at.loc[is_best(at), ["algorithm", "k"]].itertuples(
@@ -91,15 +97,18 @@ def table2_table(comparison: Comparison, name: str, *, metric: str = "recall") -
             mean, delta = float(row["mean"].iloc[0]), float(row["delta"].iloc[0])
             best = (algorithm, k) in bests
             cells += [f"[bold]{mean:.4f}[/bold]" if best else f"{mean:.4f}",
-                      "best" if best else (f"{100 * delta:+z.0f}%" if not np.isnan(delta) else "")]
-        cells.append(lead_cell(summary, significance, stratum="all", metric=metric, k=k)
+                      "best" if best else (delta_text(delta) if not np.isnan(delta) else "")]
+        cells.append(lead_cell(summary, significance, stratum="all", metric=metric, k=k,
+                               unit=comparison.config.test_unit, baseline=baseline)
                      if len(significance) else "—")
         table.add_row(*cells)
     return table
 
 
-def protocol_effect_lines(comparison: Comparison, *, metric: str = "recall") -> list[str]:
-    """Per k, how many algorithm leads differ between protocols (significance_protocols.csv)."""
+def protocol_effect_lines(comparison: Comparison, *, metric: str | None = None) -> list[str]:
+    """Per k, how many algorithm leads differ between protocols (significance_protocols.csv),
+    on ``metric`` (default: the comparison's rank metric)."""
+    metric = metric or comparison.rank_metric
     frame = comparison.protocol_effect
     if frame.empty:
         return []
@@ -130,8 +139,10 @@ def skip_notes(comparison: Comparison, name: str) -> list[str]:
     return notes
 
 
-def ranking_table(comparison: Comparison, *, metric: str = "recall") -> Table:
-    """The ranking of the algorithms under every protocol, per k (best first)."""
+def ranking_table(comparison: Comparison, *, metric: str | None = None) -> Table:
+    """The ranking of the algorithms under every protocol, per k (best first), by ``metric``
+    (default: the comparison's rank metric)."""
+    metric = metric or comparison.rank_metric
     table = Table(title=f"Ranking by mean {LABELS.get(metric, metric)}@k (best first)",
                   title_justify="left")
     table.add_column("protocol", style="bold", overflow="fold")
@@ -257,6 +268,28 @@ def overlap_rich(comparison: Comparison) -> Table | None:
     return table
 
 
+def print_lead_notes(comparison: Comparison, console: Console) -> None:
+    """What the "best's lead" column means, and per protocol what its designs can show at the
+    rank metric @ k = 10 (else the middle k)."""
+    config = comparison.config
+    against = "runner-up" if config.baseline is None else config.baseline
+    over = ("users (each user's mean over the splits where it is eligible)"
+            if config.test_unit == "users" else "the protocol's splits")
+    console.print(
+        f"  best's lead: best vs {against}, paired over {over}, Wilcoxon, "
+        f"{CORRECTION_NAMES[config.correction]} (✓: p < {ALPHA:g}; no power: fewer than 5 "
+        "units); significance.csv", style="dim", highlight=False,
+    )
+    significance = comparison.significance
+    if significance.empty or "unit" not in significance.columns:
+        return
+    metric, k = comparison.rank_metric, shown_k(comparison.ks)
+    for name in comparison.protocols:
+        rows = significance[significance["protocol"] == name]
+        for line, style in power_lines(rows, metric, k, config.test_unit):
+            console.print(f"  {name}, {line}", style=style, highlight=False)
+
+
 def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
     """Print Table 2 per protocol, the rankings, Kendall's τ, the leakage diagnostic and the
     lists' overlap with SW-EVAL's."""
@@ -272,11 +305,7 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         console.print(table2_table(comparison, name))
         for note in skip_notes(comparison, name)[:4]:
             console.print(f"  {escape(note)}", style="dim", highlight=False)
-    console.print(
-        "  best's lead: best vs runner-up, paired over the protocol's splits, Wilcoxon, Holm "
-        f"(✓: p < {ALPHA:g}; no power: fewer than 5 splits); significance.csv",
-        style="dim", highlight=False,
-    )
+    print_lead_notes(comparison, console)
     strata = strata_table(comparison)
     if strata is not None:
         console.print(strata)

@@ -34,7 +34,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sweval.data.errors import SwevalError
 from sweval.flows.cli.options import command_output
 from sweval.flows.cli.terminal import table_console
 
@@ -160,8 +159,9 @@ def leakage_command(
     build_config: Callable[[typer.Context, dict[str, Any]], EvalConfig],
     setup_logging: Callable[[bool], None],
 ) -> Callable[..., None]:
-    """The ``sweval leakage`` command, registered by :mod:`flows.cli.app` with every option of
-    ``sweval run`` (data, --window as the period width, --k, --u-min, --algorithms, --set)."""
+    """The ``sweval leakage`` command, registered by :mod:`flows.cli.app` with the options of
+    ``sweval run`` it uses (data, --window as the period width, --k, --u-min, --algorithms,
+    --set, where and how to run)."""
 
     def leakage(
         ctx: typer.Context,
@@ -174,15 +174,10 @@ def leakage_command(
         from sweval.evaluators.metrics.names import shown_k
 
         setup_logging(options["verbose"])
+        # --stratify-by, --train-window and --relevance are not offered (flows/cli/app.py):
+        # the training sets are the whole log up to P's end plus j periods (that is the
+        # experiment), each test user holds out one transaction, results are unstratified
         cfg = build_config(ctx, options)
-        if cfg.stratify_by is not None:
-            raise SwevalError("--stratify-by: sweval leakage reports unstratified results.")
-        if cfg.train_window is not None or cfg.relevance != "all":
-            raise SwevalError(
-                "--train-window and --relevance do not apply to sweval leakage: its training "
-                "sets are the whole log up to P's end plus j periods (that is the experiment), "
-                "and each test user holds out one transaction."
-            )
         design = SeverityDesign(
             test_start=parse_time(leak_test_start, option="--leak-test-start"),
             period_s=parse_duration(cfg.window), periods=leak_periods,

@@ -1,13 +1,12 @@
 """The summary printed at the end of a run: mean Recall@k per algorithm and k (the first chosen
 metric when --metrics leaves Recall out), with Δ% to the best, its bootstrap interval and whether
-the best's lead over the runner-up is significant; the top-k overlap between algorithms; and the
-progress bar shown while units run."""
+the best's lead over the runner-up (or --baseline) is significant, with what the design can show;
+and the top-k overlap between algorithms."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -22,10 +21,8 @@ from sweval.evaluators.experiments.retraining import FILES as RETRAINING_FILES
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.plan import policy_column
 from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.overlap import overlap_matrix
-from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
 from sweval.evaluators.wording import (
     NO_INTERVAL,
@@ -35,21 +32,21 @@ from sweval.evaluators.wording import (
     units_line,
 )
 from sweval.flows.cli.labels import label_room, legend_lines, short_labels
+from sweval.flows.cli.significance import lead_cell, print_significance_notes, shown_metric
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
-
-if TYPE_CHECKING:
-    pass
 
 
 def summary_table(
     summary: pd.DataFrame, *, metric: str, stratum: str, title: str,
     significance: pd.DataFrame | None = None, failed: Mapping[str, int] | None = None,
+    unit: str | None = None, baseline: str | None = None,
     shown: Mapping[str, str] | None = None,
 ) -> Table:
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
     the bootstrap interval when the summary has one), and the folds used/skipped, with the
     units that failed (``failed``: per label) in red; with ``significance``, a last row says
-    whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``).
+    whether the best's lead over the runner-up (or ``baseline``) is significant on ``unit``
+    (Wilcoxon, the run's correction, ``ALPHA``), or that the design cannot tell.
 
     In a narrow console the algorithm labels fold and the numbers stay whole; a column of
     numbers is as wide as they are, the lead row's notes wrap within it. ``shown``: the name to
@@ -75,17 +72,32 @@ def summary_table(
     for name, values, folds in body:
         table.add_row(name, *values, folds)
     if significance is not None:
-        table.add_row("best's lead", *(
-            note_cell(lead_cell(summary, significance, stratum=stratum, metric=metric, k=k))
+        table.add_row("best's lead" if baseline is None else f"lead over {escape(baseline)}", *(
+            note_cell(lead_cell(summary, significance, stratum=stratum, metric=metric, k=k,
+                                unit=unit, baseline=baseline))
             for k in ks
         ), "", style="italic", end_section=False)
     return table
 
 
+def delta_text(delta: float) -> str:
+    """Δ% to the best: whole percents, one decimal below 1% so that a value just below (or,
+    scored on other folds, above) the best never reads +0%; ``-<0.1%`` / ``+<0.1%`` below
+    that; ``0%`` only for an exact tie."""
+    percent = 100 * delta
+    if percent == 0:
+        return "0%"
+    if abs(percent) >= 0.95:
+        return f"{percent:+.0f}%"
+    if abs(percent) >= 0.05:
+        return f"{percent:+.1f}%"
+    return "-<0.1%" if percent < 0 else "+<0.1%"
+
+
 def value_cell(row: pd.Series, *, best: bool) -> str:
     """One algorithm's cell at one k (a summary row): its mean, green for the best, else with
-    its Δ% to the best (+0% when it rounds to 0, never -0%); below it the bootstrap interval
-    when the row has one."""
+    its Δ% to the best (:func:`delta_text`); below it the bootstrap interval when the row has
+    one."""
     if pd.isna(row["mean"]):
         return "—"
     if pd.isna(row["delta"]):  # every algorithm scored 0 at this k: no best, no Δ%
@@ -93,7 +105,7 @@ def value_cell(row: pd.Series, *, best: bool) -> str:
     elif best:
         cell = f"[bold green]{row['mean']:.4f}[/]    "
     else:
-        cell = f"{row['mean']:.4f} [dim]{100 * row['delta']:+z.0f}%[/]"
+        cell = f"{row['mean']:.4f} [dim]{delta_text(row['delta'])}[/]"
     if "ci_low" in row and pd.notna(row["ci_low"]):
         cell += f"\n[dim]{interval_text(row['ci_low'], row['ci_high'])}[/]"
     return cell
@@ -103,23 +115,6 @@ def folds_cell(rows: pd.DataFrame, n_failed: int) -> str:
     """An algorithm's folds used/skipped (its summary rows), with its failed units in red."""
     cell = f"{int(rows['n_folds'].max())}/{int(rows['n_skipped'].max())}"
     return cell + (f" [red]{n_failed} failed[/]" if n_failed else "")
-
-
-def lead_cell(
-    summary: pd.DataFrame, significance: pd.DataFrame, *, stratum: str, metric: str, k: int
-) -> str:
-    """``p=0.002 ✓`` (significant), ``p=0.41 n.s.``, ``no power`` (too few folds), ``behind``
-    (the runner-up, scored on fewer folds, is ahead of the best on them) or ``—``."""
-    lead = best_lead(summary, significance, stratum=stratum, metric=metric, k=k)
-    if lead is None or pd.isna(lead.mean_diff):
-        return "—"
-    if lead.mean_diff < 0:
-        return f"[yellow]behind {escape(lead.runner_up)}[/]"
-    if lead.note == NO_POWER:
-        return "[yellow]no power[/]"
-    if lead.significant:
-        return f"[bold green]p={lead.p_holm:.2g} ✓[/]"
-    return f"[dim]p={lead.p_holm:.2g} n.s.[/]"
 
 
 #: More algorithms than this (e.g. --tune candidates): the overlap matrix stays in the files.
@@ -147,12 +142,6 @@ def overlap_table(overlap: pd.DataFrame, k: int,
         table.add_row(escape(named.get(str(label), str(label))),
                       *("" if pd.isna(value) else f"{value:.2f}" for value in row))
     return Group(title, table)
-
-
-def shown_metric(summary: pd.DataFrame) -> str:
-    """The metric of the terminal tables: Recall, else the first metric with a k."""
-    metrics = list(summary.loc[summary["k"].notna(), "metric"].unique())
-    return "recall" if "recall" in metrics or not metrics else str(metrics[0])
 
 
 def optimism_table(optimism: pd.DataFrame, config: EvalConfig) -> Table:
@@ -254,6 +243,7 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
                                     significance=outputs.significance, failed=failed,
+                                    unit=config.test_unit, baseline=config.baseline,
                                     shown=shown))
         for line in fallback_lines(part):
             console.print(line, style="dim", markup=False, highlight=False)
@@ -345,27 +335,41 @@ def same_configuration_lines(units: pd.DataFrame) -> list[str]:
 def common_folds_lines(summary: pd.DataFrame, metric: str) -> list[str]:
     """Where some algorithms were scored on fewer folds than the others (a tuned series lacks
     its first ones, a unit failed): one line per stratum naming them and saying what their Δ%
-    compares (:func:`~evaluators.run.results.summarise`)."""
+    compares (:func:`~evaluators.run.results.summarise`), with the best of each k when the
+    best is not the same at every k."""
     part = summary[(summary["metric"] == metric) & summary["k"].notna() & (summary["n_folds"] > 0)]
     lines = []
     strata = part["stratum"].unique()
     for stratum in strata:
-        rows = part[part["stratum"] == stratum]
-        rows = rows[rows["k"] == rows["k"].iloc[0]]
+        here = part[part["stratum"] == stratum]
+        rows = here[here["k"] == here["k"].iloc[0]]
         most = int(rows["n_folds"].max())
         fewer = rows[rows["n_folds"] < most]
         if fewer.empty:
             continue
-        complete = rows[rows["n_folds"] == most]
-        best = str(complete["algorithm"].iloc[int(np.argmax(complete["mean"].to_numpy()))])
         names = ", ".join(f"{a} ({n} of {most} folds)"
                           for a, n in zip(fewer["algorithm"], fewer["n_folds"], strict=True))
         where = f"stratum {stratum}: " if len(strata) > 1 else ""
         lines.append(
-            f"{where}{names}: Δ% against the best ({best}) on the folds both have; the best is "
-            f"the highest mean among the algorithms scored on all {most} folds"
+            f"{where}{names}: Δ% against the best ({best_names(here, most)}) on the folds both "
+            f"have; the best is the highest mean among the algorithms scored on all {most} folds"
         )
     return lines
+
+
+def best_names(rows: pd.DataFrame, most: int) -> str:
+    """The best of the algorithms scored on ``most`` folds, at each k of ``rows`` (one
+    stratum's summary rows): one name when it is the same at every k, else ``a at k=5, b at
+    k=10 and 20``."""
+    bests: dict[str, list[int]] = {}
+    for k, at_k in rows.groupby("k", sort=True):
+        complete = at_k[at_k["n_folds"] == most]
+        if complete["mean"].notna().any():
+            name = str(complete["algorithm"].iloc[int(np.nanargmax(complete["mean"].to_numpy()))])
+            bests.setdefault(name, []).append(int(k))
+    if len(bests) == 1:
+        return next(iter(bests))
+    return ", ".join(f"{name} at k={' and '.join(map(str, ks))}" for name, ks in bests.items())
 
 
 def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
@@ -380,66 +384,4 @@ def unscored_tuned_lines(results: pd.DataFrame) -> list[str]:
             lines.append(f"{algorithm}: no fold scored: {reason}")
     return lines
 
-
-def no_power_advice(powerless: pd.DataFrame, summary: pd.DataFrame, folds: pd.DataFrame) -> str:
-    """Why some pairs have fewer than MIN_FOLDS paired folds (``powerless``: their rows of
-    ``significance.csv``), and what to do: evaluate more folds when the run scored fewer than
-    MIN_FOLDS; otherwise name the series scored on fewer of the run's folds (failed units) or
-    the strata that skipped folds, for which more folds are not the remedy."""
-    intervals = ("the intervals are rough" if (powerless["n_folds"] > 1).any()
-                 else f"the intervals are {NO_INTERVAL}")
-    said = f"the tests have no power and report no p-value; {intervals}"
-    n_used = int((~folds["skipped"].astype(bool)).sum())
-    if n_used < MIN_FOLDS:
-        return (f"fewer than {MIN_FOLDS} paired folds: {said}. Evaluate more folds (--folds) "
-                "before calling a difference real.")
-    every = summary[summary["stratum"] == "all"]
-    scored = every.groupby("algorithm", sort=False)["n_folds"].max()
-    paired = set(powerless.loc[powerless["stratum"] == "all", ["algorithm_a", "algorithm_b"]]
-                 .to_numpy().ravel().tolist())
-    short = [f"{name} on {int(scored[name])}" for name in scored.index
-             if name in paired and scored[name] < n_used]
-    reasons = []
-    if short:
-        reasons.append(f"{', '.join(short)} of the {n_used} folds the run scored (its other "
-                       "units failed or were skipped: see above)")
-    strata = sorted(set(powerless["stratum"].astype(str)) - {"all"})
-    if strata:
-        reasons.append(f"folds skipped in stratum {', '.join(strata)} (u_min applies per "
-                       "stratum)")
-    why = "; ".join(reasons) or "see significance.csv"
-    return f"fewer than {MIN_FOLDS} paired folds for some pairs: {why}. For those, {said}."
-
-
-def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Console) -> None:
-    """What the "best's lead" row means, the warning when folds are too few for a test, and the
-    policy effect's count of significant differences (``significance_strata.csv``)."""
-    significance = outputs.significance
-    if significance is None or significance.empty:
-        return
-    console.print(
-        f"best's lead: best vs runner-up, paired over folds, Wilcoxon signed-rank, Holm-corrected "
-        f"over the algorithm pairs (✓: p_holm < {ALPHA:g}); every pair and the t-test: "
-        "significance.csv", style="dim", highlight=False,
-    )
-    powerless = significance[significance["note"] == NO_POWER]
-    if len(powerless):
-        console.print(no_power_advice(powerless, outputs.summary, outputs.folds),
-                      style="yellow", highlight=False)
-    strata = outputs.significance_strata
-    if strata is not None and not strata.empty:
-        at = strata[(strata["metric"] == "recall") & (strata["test"] == "wilcoxon")]
-        k = 10 if (at["k"] == 10).any() else at["k"].dropna().min()
-        at = at[at["k"] == k]
-        if len(at):
-            tested = int(at["p_holm"].notna().sum())
-            n_significant = int((at["p_holm"] < ALPHA).sum())
-            untested = (f"; {len(at) - tested} untested (fewer than {MIN_FOLDS} paired folds)"
-                        if tested < len(at) else "")
-            effect = "policy" if policy_column(config) else "stratum"
-            console.print(
-                f"{effect} effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
-                f"pair, stratum pair) leads differ between strata (p_holm < {ALPHA:g})"
-                f"{untested}; see significance_strata.csv", highlight=False,
-            )
 

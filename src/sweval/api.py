@@ -84,7 +84,9 @@ class Evaluation:
         summary: ``summary.csv``: mean, std, folds used and skipped, Δ% to the best, interval.
         folds: ``folds.csv``: per fold, window bounds, sizes, eligible users, skip reason.
         units: ``units.csv``: per (fold, algorithm) unit, device, timings, key, reused.
-        significance: ``significance.csv``: paired tests between algorithms.
+        significance: ``significance.csv``: paired tests between algorithms, over folds and
+            (``test_unit="users"``, the default) over users, with effect sizes and what the
+            design can show (``baseline=``, ``correction=``; docs/protocol.md §8).
         significance_strata: ``significance_strata.csv`` (with ``stratify_by``).
         tuning, optimism: ``tuning.csv`` and ``optimism.csv`` (with ``tune``).
         overlap: ``overlap.csv``: the lists' Jaccard overlap.

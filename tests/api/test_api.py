@@ -51,6 +51,20 @@ def test_evaluate_returns_the_tables_sweval_run_writes(tmp_path: Path, store: st
     assert (again.n_computed, again.n_reused) == (0, run.n_computed + run.n_reused)
 
 
+def test_the_statistics_options_reach_significance(store: str) -> None:
+    """--test-unit, --baseline and --correction are keyword arguments like every option."""
+    run = sweval.evaluate("movielens-latest-small", cache=store, baseline="pop",
+                          correction="bh", **OPTIONS)
+    table = run.significance
+    assert set(table["unit"]) == {"folds", "users"} and (table["correction"] == "bh").all()
+    assert set(table["algorithm_b"]) == {"pop"}
+    folds = sweval.evaluate("movielens-latest-small", cache=store, test_unit="folds",
+                            **OPTIONS)
+    assert set(folds.significance["unit"]) == {"folds"}
+    with pytest.raises(SwevalError, match="--baseline 'svd': not one of the run's algorithms"):
+        sweval.evaluate("movielens-latest-small", cache=store, baseline="svd", **OPTIONS)
+
+
 def test_a_dataframe_is_the_same_log_as_its_file(store: str) -> None:
     from sweval.data.loaders import load_log
 
@@ -105,6 +119,13 @@ def test_compare_returns_the_tables_sweval_compare_writes(
                       "--loocv-repeats", "2", "--output", tmp_path / "cli", "--cache", store) == 0
     assert csv_text(comparison.results) == (tmp_path / "cli" / "compare.csv").read_text()
     assert csv_text(comparison.kendall) == (tmp_path / "cli" / "kendall.csv").read_text()
+    users = comparison.significance
+    assert set(users["unit"]) == {"folds", "users"} and (users["correction"] == "holm").all()
+    folds = sweval.compare("movielens-latest-small", protocols=["sw-eval", "loocv"],
+                           loocv_repeats=2, cache=store, test_unit="folds", baseline="item-knn",
+                           correction="bh", **options).significance
+    assert set(folds["unit"]) == {"folds"} and (folds["correction"] == "bh").all()
+    assert set(zip(folds["algorithm_a"], folds["algorithm_b"])) == {("pop", "item-knn")}
 
 
 def test_leakage_gap_and_inspect_return_their_tables(tmp_path: Path, store: str) -> None:

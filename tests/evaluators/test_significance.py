@@ -1,6 +1,6 @@
 """Intervals and tests equal scipy's own functions applied by hand to the per-fold values of
 ``results.csv``; Holm against a hand computation; too few folds give no p-value; identical
-algorithms do not crash the Wilcoxon test."""
+algorithms do not crash the Wilcoxon test. (Users as the unit: test_significance_users.py.)"""
 
 from __future__ import annotations
 
@@ -81,8 +81,9 @@ def test_significance_csv_equals_scipys_tests_of_results_csv(outdir):
     results = read_results(outdir / "results.csv")
     table = pd.read_csv(outdir / "significance.csv")
     assert list(table.columns) == SIGNIFICANCE_COLUMNS
-    # 3 pairs x 2 tests at each of 13 (metric, k)
-    assert len(table) == 3 * 2 * 13
+    # 3 pairs x 3 tests (8 folds: the permutation test too) at each of 13 (metric, k), both units
+    assert len(table) == 3 * 3 * 13 * 2
+    table = table[table["unit"] == "folds"]
     checked = 0
     for row in table[table["k"].notna()].itertuples():
         a = per_fold(results, row.algorithm_a, row.metric, int(row.k))
@@ -99,12 +100,28 @@ def test_significance_csv_equals_scipys_tests_of_results_csv(outdir):
                              rng=np.random.default_rng(7)).confidence_interval
         assert (row.ci_low, row.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-9)
         ties = np.any(d == 0) or len(np.unique(np.abs(d))) < len(d)
-        expected = (stats.wilcoxon(d, method="approx" if ties else "auto")
-                    if row.test == "wilcoxon" else stats.ttest_rel(x, y))
+        method = "approx" if ties else "auto"
+        expected = floor = None
+        if row.test == "wilcoxon":
+            expected = stats.wilcoxon(d, method=method)
+            floor = stats.wilcoxon(np.abs(d), method=method).pvalue
+        elif row.test == "t-test":
+            expected, floor = stats.ttest_rel(x, y), 0.0
+        else:
+            def mean(v, axis=-1):
+                return np.mean(v, axis=axis)
+
+            def flips(v):
+                return stats.permutation_test((v,), mean, permutation_type="samples",
+                                              n_resamples=B, rng=np.random.default_rng(7))
+
+            expected, floor = flips(d), flips(np.abs(d)).pvalue
         assert row.statistic == pytest.approx(expected.statistic, rel=1e-9)
         assert row.p_value == pytest.approx(expected.pvalue, rel=1e-9)
+        assert row.p_floor == pytest.approx(floor, rel=1e-9)
+        assert row.min_p_reachable == pytest.approx(min(1.0, 3 * floor), rel=1e-9)
         checked += 1
-    assert checked >= 40
+    assert checked >= 60
     # Holm within one (stratum, metric, k, test): the three pairs' p-values, by hand
     family = table[(table["metric"] == "recall") & (table["k"] == 10)
                    & (table["test"] == "t-test")]
@@ -130,9 +147,10 @@ def test_same_seed_same_numbers_other_seed_other_intervals(outdir, tmp_path):
 
 @pytest.mark.slow
 def test_fewer_than_five_folds_give_no_p_value(tmp_path):
-    directory = run(tmp_path, "few", folds=4)
+    directory = run(tmp_path, "few", folds=4, test_unit="folds")
     table = pd.read_csv(directory / "significance.csv", keep_default_na=False,
                         na_values={c: [""] for c in ("statistic", "p_value", "p_holm")})
+    assert set(table["unit"]) == {"folds"}
     assert (table["n_folds"] == 4).all()
     assert table["p_value"].isna().all() and table["p_holm"].isna().all()
     assert table["statistic"].isna().all()
@@ -153,7 +171,7 @@ def test_identical_algorithms_do_not_crash_and_give_p_one():
     values = np.array([0.1, 0.2, 0.3, 0.25, 0.15, 0.05])
     rows = paired_tests(values, values.copy(), Bootstrap(n_resamples=B))
     assert [(r["test"], r["statistic"], r["p_value"]) for r in rows] == [
-        ("wilcoxon", 0.0, 1.0), ("t-test", 0.0, 1.0)]
+        ("wilcoxon", 0.0, 1.0), ("t-test", 0.0, 1.0), ("permutation", 0.0, 1.0)]
     assert all(r["mean_diff"] == 0 and (r["ci_low"], r["ci_high"]) == (0, 0) for r in rows)
 
 
@@ -165,7 +183,8 @@ def test_float_noise_is_not_a_difference_and_a_constant_lead_has_no_t_test():
 
     values = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     assert len(set(values - (values - 0.01))) > 1  # the noise this is about
-    wilcoxon, t_test = paired_tests(values, values - 0.01, Bootstrap(n_resamples=B))
+    wilcoxon, t_test, flips = paired_tests(values, values - 0.01, Bootstrap(n_resamples=B))
+    assert flips["p_value"] == pytest.approx(2 / 64)  # every sign the same: the exact floor
     expected = stats.wilcoxon(np.full(6, 0.01), method="approx")
     assert wilcoxon["p_value"] == pytest.approx(expected.pvalue, rel=1e-12)  # 0.0196
     assert np.isnan(t_test["statistic"]) and np.isnan(t_test["p_value"])
@@ -174,7 +193,7 @@ def test_float_noise_is_not_a_difference_and_a_constant_lead_has_no_t_test():
     noisy = values + np.array([3e-16, 0, -4e-16, 0, 6e-16, 0])
     assert np.any(values != noisy)
     assert [r["note"] for r in paired_tests(values, noisy, Bootstrap(n_resamples=B))] == [
-        "identical on every fold"] * 2
+        "identical on every fold"] * 3
 
 
 def test_interval_edge_cases():

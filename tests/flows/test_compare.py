@@ -78,8 +78,12 @@ def test_files_and_tables(comparison):
     # random-split evaluate POP alone (no POP-N without a timeline): no pair to test
     significance = pd.read_csv(out / "significance.csv")
     assert set(significance["protocol"]) == set(PROTOCOLS) - {"loocv", "random-split"}
-    assert significance["p_value"].isna().all() and significance["note"].str.contains(
-        "no power").all()
+    folds = significance[significance["unit"] == "folds"]
+    assert folds["p_value"].isna().all() and folds["note"].str.contains("no power").all()
+    # over the users, a single split is a test: leave-last-one-out has p-values
+    users = significance[(significance["unit"] == "users")
+                         & (significance["protocol"] == "leave-last-one-out")]
+    assert len(users) and users["p_value"].notna().any()
     protocols = pd.read_csv(out / "significance_protocols.csv")
     assert len(protocols) and protocols["p_value"].isna().all()
     assert "no power" in (out / "compare.txt").read_text()
@@ -477,3 +481,19 @@ def test_user_history_strata_group_every_protocols_users_by_their_training_histo
     with pytest.raises(SwevalError, match="first-time"):
         run_compare(config.model_copy(update={"cold_users": True}), ["sw-eval", "loocv"],
                     output=tmp_path / "cold", loocv_repeats=2, log=log)
+
+
+def test_rank_metric_ndcg_is_the_metric_of_every_printed_line(comparison):
+    """QA: with --rank-metric ndcg, Table 2, the lead column and the protocol-effect lines
+    still said Recall@k."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from sweval.flows.cli.compare_tables import print_comparison
+
+    ndcg = replace(comparison, options=replace(comparison.options, rank_metric="ndcg"))
+    console = Console(width=200, record=True)
+    print_comparison(ndcg, console)
+    text = console.export_text()
+    assert "Mean NDCG@k" in text and "Recall" not in text

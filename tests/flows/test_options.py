@@ -241,6 +241,8 @@ def test_list_option_errors_name_the_option() -> None:
 @pytest.mark.parametrize(("command", "flag"), [
     ("leakage", "--seeds"), ("leakage", "--tune"), ("leakage", "--per-user"),
     ("leakage", "--metrics"), ("leakage", "--folds"), ("leakage", "--start"),
+    ("leakage", "--train-window"), ("leakage", "--relevance"), ("leakage", "--stratify-by"),
+    ("leakage", "--test-unit"), ("gap", "--baseline"), ("gap", "--correction"),
     ("gap", "--seeds"), ("gap", "--tune"), ("gap", "--per-user"), ("gap", "--metrics"),
     ("gap", "--stratify-by"), ("compare", "--seeds"), ("compare", "--per-user"),
     ("compare", "--lag"),

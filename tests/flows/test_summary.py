@@ -97,7 +97,7 @@ def test_fewer_than_five_folds_say_no_power():
 
 def test_no_power_advice_says_why_the_pairs_are_short():
     """QA: a run of 8 folds whose runner-up failed on 4 said "Evaluate more folds (--folds)"."""
-    from sweval.flows.cli.summary import no_power_advice
+    from sweval.flows.cli.significance import no_power_advice
 
     eight = [0.10, 0.12, 0.11, 0.13, 0.10, 0.12, 0.14, 0.11]
     results = long_results({"a": eight, "b": [x + 0.05 for x in eight]})
@@ -187,7 +187,7 @@ def test_a_series_ahead_on_fewer_folds_is_the_runner_up_and_the_best_stays_the_s
     the lead row names T as the runner-up A is behind, not a significant lead of T's."""
     from sweval.evaluators.report.tables import metric_table
     from sweval.evaluators.stats.significance import best_lead, ranked_algorithms
-    from sweval.flows.cli.summary import lead_cell
+    from sweval.flows.cli.significance import lead_cell
 
     results = long_results({"A": [0.1, 0.2, 0.3, 0.4], "B": [0.2] * 4})
     results = pd.concat([results, long_results({"T[tuned]": [0.5, 0.7]}).assign(fold=[2, 3])])
@@ -337,13 +337,24 @@ def test_in_80_columns_the_lead_note_wraps_within_the_numbers_width():
     assert f"behind{runner_up}" in lead
 
 
-def test_a_delta_that_rounds_to_zero_prints_plus_zero_not_minus_zero():
+def test_a_value_just_below_the_best_never_reads_plus_zero():
+    """QA on real data: 0.0399 against a best of 0.04 printed "+0%", as if level or ahead."""
     summary = pd.DataFrame({
         "algorithm": ["pop", "als"], "stratum": "all", "metric": "recall", "k": 10,
         "mean": [0.0399, 0.04], "delta": [-0.0025, 0.0], "n_folds": 6, "n_skipped": 0,
     })
     text = render(summary)
-    assert "0.0399 +0%" in text and "-0%" not in text
+    assert "0.0399 -0.2%" in text and "+0%" not in text and "-0%" not in text
+
+
+@pytest.mark.parametrize(("delta", "text"), [
+    (-0.0025, "-0.2%"), (-0.00001, "-<0.1%"), (0.00001, "+<0.1%"), (0.0, "0%"),
+    (-0.012, "-1%"), (-0.4, "-40%"), (0.0049, "+0.5%"), (-0.0096, "-1%"),
+])
+def test_delta_text(delta, text):
+    from sweval.flows.cli.summary import delta_text
+
+    assert delta_text(delta) == text
 
 
 def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
@@ -362,7 +373,7 @@ def test_one_scored_fold_says_n_a_and_counts_it_in_the_singular(tmp_path):
     log = InteractionLog.from_frame(pd.DataFrame(rows, columns=["user", "item", "timestamp"]))
     config = EvalConfig.build(window="1D", folds=1, start=str(4 * day), u_min=0, k=[1, 2],
                               algorithms=["pop", "pop-n"], progress=False, tracking=False,
-                              output=str(tmp_path / "out"))
+                              output=str(tmp_path / "out"), test_unit="folds")
     outputs = evaluate_config(config, log=log)
     console = Console(width=200, record=True)
     print_summary(outputs, config, console)
@@ -458,6 +469,46 @@ def test_labels_of_one_configuration_are_said_to_be_one():
         "pop-n(n_recent=1000) is pop-n: one configuration, the same units, so the same numbers"]
     assert same_configuration_lines(units[units["algorithm"] != "pop-n"]) == []
     assert same_configuration_lines(pd.DataFrame()) == []
+
+
+def test_a_design_that_cannot_reach_alpha_says_cannot_tell_never_n_s():
+    """6 folds, 6 pairs: Wilcoxon's floor 2/64 times 6 under Holm is 0.19: "n.s." would claim
+    a test that could have said yes; the cell says "cannot tell" and the power statement says
+    why, with the minimum detectable lead of the paired t-test."""
+    import numpy as np
+
+    from sweval.flows.cli.significance import power_lines
+
+    rng = np.random.default_rng(4)
+    a = np.array([0.10, 0.12, 0.11, 0.13, 0.10, 0.12])
+    results = long_results({name: list(np.round(a + lift + rng.normal(0, 0.003, 6), 6))
+                            for name, lift in (("a", 0.0), ("b", 0.02), ("c", 0.05),
+                                               ("d", 0.06))})
+    text = render_with_lead(results)
+    assert "cannot tell" in text and "n.s." not in text
+    _, significance = summary_of(results)
+    lines = power_lines(significance, "recall", 10, "folds")
+    assert len(lines) == 1
+    line, style = lines[0]
+    assert style == "yellow"
+    assert line.startswith("folds (6 paired folds, 6 pairs): this design cannot tell. The "
+                           "Wilcoxon test cannot go below p = 0.0312, 0.188 after Holm, not "
+                           "below 0.05 whatever the data. Minimum detectable lead at 80% power")
+    assert line.endswith(" Recall@10.")
+
+
+def test_the_best_of_each_k_is_named_when_it_differs_by_k():
+    """QA on real data: the footnote named one best (k's first) for every k."""
+    from sweval.flows.cli.summary import common_folds_lines
+
+    summary = pd.DataFrame({
+        "algorithm": ["A", "B", "T"] * 2, "stratum": "all", "metric": "recall",
+        "k": [5, 5, 5, 10, 10, 10], "mean": [0.3, 0.2, 0.4, 0.3, 0.5, 0.6],
+        "n_folds": [4, 4, 2] * 2, "n_skipped": 0,
+    })
+    assert common_folds_lines(summary, "recall") == [
+        "T (2 of 4 folds): Δ% against the best (A at k=5, B at k=10) on the folds both have; "
+        "the best is the highest mean among the algorithms scored on all 4 folds"]
 
 
 def test_a_dozen_long_labels_get_short_names_and_a_legend_in_80_columns():
