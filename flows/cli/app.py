@@ -146,7 +146,9 @@ def main() -> None:
     except SwevalError as exc:
         if received_signal():  # a stop signal's exception, turned into another on its way out
             _interrupted()
-        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        from sweval.evaluators.wording import shown_uri
+
+        console.print(f"[bold red]error:[/bold red] {escape(shown_uri(str(exc)))}")
         sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         _interrupted()

@@ -54,7 +54,7 @@ def backing_store(uri: str) -> str:
     ``sweval up``/``down`` reopens its parent run."""
     if uri.split(":", 1)[0] not in ("http", "https"):
         return uri
-    from sweval.flows.server_state import served_store
+    from sweval.flows.servers import served_store
 
     return served_store(uri) or uri
 

@@ -81,7 +81,8 @@ class ExperimentTracker:
                                            artifact_root(self.uri))
             state = TRACKING.read(self.directory)
             run = None
-            if state.get("key") == self.key and state.get("store") == backing_store(self.uri):
+            store = shown_uri(backing_store(self.uri))  # as recorded: never a password
+            if state.get("key") == self.key and state.get("store") == store:
                 run = active_run(self.client, state.get("parent_run_id"))
             if run is None:
                 stamp = time.strftime("%Y%m%dT%H%M", time.gmtime())
@@ -92,8 +93,9 @@ class ExperimentTracker:
                           "sweval.data_fingerprint": self.fingerprint,
                           "sweval.output_dir": str(self.directory.resolve())})
                 TRACKING.write(self.directory, {
-                    "key": self.key, "tracking_uri": self.uri, "store": backing_store(self.uri),
+                    "key": self.key, "tracking_uri": shown_uri(self.uri), "store": store,
                     "experiment_id": experiment, "parent_run_id": run.info.run_id})
+                self.run_id = run.info.run_id
                 self._log_params()
             else:
                 self.client.update_run(run.info.run_id, status="RUNNING")
@@ -110,7 +112,7 @@ class ExperimentTracker:
         values = flatten({"design": self.design}) | {
             "algorithms": ",".join(self.config.algorithms),
             "k": ",".join(map(str, self.config.k)), "window": self.config.window,
-            "u_min": str(self.config.u_min), "data": str(self.config.data),
+            "u_min": str(self.config.u_min), "data": shown_uri(str(self.config.data)),
         }
         params = [Param(key, str(value)[:6000]) for key, value in sorted(values.items())]
         self.client.log_batch(self._run(), params=params[:100])

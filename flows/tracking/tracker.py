@@ -149,7 +149,7 @@ class Tracker:
             parent = None
             if (
                 state.get("key") == key
-                and state.get("store", state.get("tracking_uri")) == backing_store(uri)
+                and state.get("store", state.get("tracking_uri")) == shown_uri(backing_store(uri))
                 and state.get("experiment_id") == experiment_id
             ):
                 parent = active_run(client, state.get("parent_run_id"))
@@ -164,8 +164,8 @@ class Tracker:
                 )
                 state = {
                     "key": key,
-                    "tracking_uri": uri,
-                    "store": backing_store(uri),
+                    "tracking_uri": shown_uri(uri),  # never a password in a file
+                    "store": shown_uri(backing_store(uri)),
                     "experiment_id": experiment_id,
                     "parent_run_id": parent.info.run_id,
                     "children": {},
@@ -189,8 +189,8 @@ class Tracker:
             if reused:
                 client.update_run(parent.info.run_id, status="RUNNING")
                 tracker._find_children()
-                if state.get("tracking_uri") != uri:  # the same store, reached another way
-                    state["tracking_uri"] = uri  # (through `sweval up`'s server, or no longer)
+                if state.get("tracking_uri") != shown_uri(uri):  # the same store, reached
+                    state["tracking_uri"] = shown_uri(uri)  # another way (`sweval up`'s server)
                     write_state(state_path, state)
             params, tags = parent_params_and_tags(
                 config, key=key, fingerprint=fingerprint, source=source, mode=mode,
