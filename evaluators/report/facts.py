@@ -79,8 +79,13 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
             protocol += f", training window {config['train_window']}"
         facts.append(("protocol", protocol))
         if config.get("stratify_by"):
+            shown = "" if data.strata_total is None else (
+                f"; {data.strata_total} strata: this report shows the "
+                f"{sum(s != 'all' for s in data.strata)} with the most eligible users, every "
+                "stratum is in "
+                "results.csv and summary.csv")
             facts.append(("strata", f"by {config['stratify_by']} "
-                          f"(mode {config.get('stratify_mode')})"))
+                          f"(mode {config.get('stratify_mode')}){shown}"))
     if data.config.get("protocols"):
         protocols = ", ".join(map(str, data.config["protocols"]))
         if "loocv_repeats" in data.config:

@@ -38,7 +38,13 @@ from sweval.evaluators.run.driver import Collected, Measurer
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.run.per_user import PerUser
-from sweval.evaluators.run.results import results_frame, skipped_rows, summarise, unit_rows
+from sweval.evaluators.run.results import (
+    largest_strata,
+    results_frame,
+    skipped_rows,
+    summarise,
+    unit_rows,
+)
 from sweval.evaluators.stats.overlap import Lists, list_overlap
 from sweval.evaluators.stats.significance import (
     Bootstrap,
@@ -149,11 +155,26 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         failed=collected.failed,
         significance=compare_algorithms(results, settings, labels),
         significance_strata=(
-            compare_strata(results, settings, labels) if plan.strata is not None else None
+            compare_strata(_compared_strata(results), settings, labels)
+            if plan.strata is not None else None
         ),
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),
     )
+
+
+def _compared_strata(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows ``significance_strata.csv`` compares: every stratum's, or with more than
+    :data:`~evaluators.run.results.MAX_STRATA_SHOWN` strata, those of the largest (the pairs of
+    all would grow with the square of their number), said in a warning."""
+    kept = largest_strata(results)
+    if kept is None:
+        return results
+    n_strata = results.loc[results["stratum"] != "all", "stratum"].nunique()
+    _log.warning("%d strata: significance_strata.csv compares the %d with the most eligible "
+                 "users pair by pair (every stratum's results are in results.csv and "
+                 "summary.csv)", n_strata, len(kept))
+    return results[results["stratum"].isin(["all", *kept])]
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:
