@@ -245,11 +245,6 @@ def build_algorithm(name: str, params: dict[str, Any] | None = None) -> Algorith
         raise SwevalError(f"bad parameters for {name}: {problems} (parameters: {known}).") from None
 
 
-def default_params(name: str) -> dict[str, Any]:
-    """The default hyper-parameters of ``name``."""
-    return algorithm_class(name).Config().model_dump()
-
-
 def is_plugin(algorithm: Algorithm) -> bool:
     """Whether ``algorithm``'s class comes from outside SW-EVAL (an entry point or an import
     path): the engine fits such a model on read-only training data."""

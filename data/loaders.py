@@ -2,7 +2,8 @@
 
 ``load_log(path_or_name, ...)`` is the one entry point. ``path_or_name`` is
 
-- the name of a bundled dataset (``movielens-latest-small``);
+- the name of a bundled dataset (``movielens-latest-small``) or of a fetched one
+  (``movielens-100k``, after ``sweval datasets fetch movielens-100k``: :mod:`data.datasets`);
 - a file: CSV/TSV, JSON Lines, Parquet or a MovieLens layout (:mod:`data.readers`), gzip
   accepted;
 - a directory, or a glob such as ``exports/part-*.parquet``, whose part files are read as one
@@ -34,10 +35,18 @@ BUNDLED: dict[str, tuple[str, Format]] = {
 
 
 def resolve_source(path_or_name: str) -> tuple[Path, Format]:
-    """Turn a bundled dataset name or a path into (path, suggested format)."""
+    """Turn a bundled or fetched dataset's name or a path into (path, suggested format).
+
+    Raises:
+        SwevalError: the name of a dataset that is not fetched yet, saying how to fetch it.
+    """
+    from sweval.data.datasets import DATASETS, fetched_log
+
     if path_or_name in BUNDLED:
         relative, fmt = BUNDLED[path_or_name]
         return BUNDLED_DIR / relative, fmt
+    if path_or_name in DATASETS:
+        return fetched_log(path_or_name), DATASETS[path_or_name].log[1]
     return Path(path_or_name), "auto"
 
 
@@ -58,8 +67,11 @@ def source_files(path_or_name: str) -> list[Path]:
     try:
         is_directory = stat.S_ISDIR(path.stat().st_mode)
     except (FileNotFoundError, NotADirectoryError):
+        from sweval.data.datasets import DATASETS
+
         raise SwevalError(
-            f"{path}: no such file or bundled dataset (bundled: {', '.join(BUNDLED)})."
+            f"{path}: no such file or dataset (bundled: {', '.join(BUNDLED)}; fetched with "
+            f"`sweval datasets fetch NAME`: {', '.join(DATASETS)})."
         ) from None
     except OSError:
         is_directory = False  # check_file names the problem

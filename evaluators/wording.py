@@ -45,3 +45,26 @@ def units_line(reused: int, computed: int, code_changed: int, *, planned: bool =
     line = f"{done} {plural(reused, 'unit')}, {doing} {computed}"
     line += f" ({code_changed} because the code changed)" if code_changed else ""
     return line + (f", {failed} failed" if failed else "")
+
+
+def byte_size(n: float) -> str:
+    """A number of bytes in binary units, as ``sweval cache`` prints them: ``512 B``,
+    ``3.4 KiB``, ``12.0 MiB``, ``1.5 GiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def store_line(directory: object, n_units: int, n_bytes: int) -> str:
+    """``unit store ~/.cache/sweval/units: 240 units, 12.0 MiB`` (the home directory as ``~``),
+    the line a run's summary ends its unit counts with."""
+    from pathlib import Path
+
+    path = Path(str(directory))
+    try:
+        shown = "~/" + str(path.relative_to(Path.home()))
+    except ValueError:
+        shown = str(path)
+    return f"unit store {shown}: {plural(n_units, 'unit')}, {byte_size(n_bytes)}"

@@ -1,144 +1,176 @@
-"""The start-up of ``sweval run`` done side by side: Prefect's temporary server, MLflow, imports.
+"""The start-up of ``sweval run``: Prefect's temporary API first, everything else beside it.
 
-With no ``PREFECT_API_URL``, the first flow call starts Prefect's temporary API server, a
-subprocess that needs about 3 s to answer, and this process only waits for it; the flow then
-imports MLflow and sets up its store (about 1.7 s more on a 2-core machine). Done side by side,
-the wait and the set-up overlap::
+Without a Prefect API (no ``PREFECT_API_URL``, no ``sweval up``), Prefect's ephemeral mode
+imports its whole server module into the command's process (seconds), then starts the server
+in a subprocess and waits seconds more for it to answer; only then does the flow begin to load
+the log. Here the same server (Prefect's app, ``prefect.server.api.server:create_app``, run by
+uvicorn in ephemeral mode exactly as Prefect runs it) is spawned as the very first thing a run
+does, ``PREFECT_API_URL`` points at it, and Prefect is only a client in this process::
 
-    main thread    import Prefect's server module ─┬─ import MLflow, set up the store, ─ join ─ flow
-                                                   │  import the report's plotting, scipy.stats
-    helper thread                                  └─ start the temporary server: spawn it,
-                                                      poll /health until it answers ─────┘
+    main thread   options ─ spawn the server ─ first line ─ load the log, import Prefect ─ wait ─ flow
+    preload       └──────────────── open MLflow's store, import scipy.stats, the report ────┘
+    server        └──────────── import Prefect's server, open its database, listen ───────┘
 
-The server object is Prefect's own (``SubprocessASGIServer``, one per port): the flow's client
-finds it running and reuses it, and Prefect stops it at exit as usual. Whatever fails here is
-left for the flow to meet again where it raises its usual clear error.
-
-With a running API (``sweval up``'s servers, or ``PREFECT_API_URL``) there is nothing to wait
-for at the start, but the flow then waits on its servers at every call (creating the flow and
-task runs, each MLflow ``log_batch``: a round trip each). The same set-up runs in a background
-thread meanwhile, using those waits::
-
-    main thread     flow: Prefect and MLflow calls (waits) ... collect, report ─ join at exit
-    preload thread  open MLflow's client, import scipy.stats and the report's plotting
+The server runs in a session of its own (a terminal's Ctrl-C reaches only the command, which
+stops the server at exit, after Prefect's workers have delivered what they queued) with a guard
+process that stops it should the command be killed outright
+(:func:`flows.processes.stop_with_this_process`). A profile or ``prefect.toml`` that names an
+API (read once Prefect is imported) wins: the spawned server is then stopped unused.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import importlib.util
 import logging
+import os
+import socket
 import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Iterator
-from typing import Any
+import time
+import urllib.request
+from pathlib import Path
+from typing import IO
 
+from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 
 _log = logging.getLogger(__name__)
 
+#: The environment of Prefect's ephemeral server (as Prefect's own SubprocessASGIServer sets it).
+_SERVER_ENV = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+               "PREFECT__SERVER_FINAL": "1"}
+#: Seconds between two health checks while the server starts.
+_POLL_S = 0.1
 
-#: Seconds a stopped command still gives the temporary server's start-up thread (it polls the
-#: server's health for up to the start-up timeout, 120 s by default, under a loaded machine).
-STOPPED_JOIN_S = 1.0
-#: The thread of :func:`_preload` while it runs (see :func:`finish_preloading`).
-_preloading: threading.Thread | None = None
+
+class TemporaryApi:
+    """Prefect's API server, started for one command (see the module docstring)."""
+
+    def __init__(self, process: subprocess.Popen[bytes], port: int, output: IO[bytes]) -> None:
+        self.process = process
+        self.port = port
+        self.output = output
+        self.url = f"http://127.0.0.1:{port}/api"
+
+    @classmethod
+    def start(cls) -> TemporaryApi | None:
+        """Spawn the server and point ``PREFECT_API_URL`` at it; None when an API is set."""
+        if os.environ.get("PREFECT_API_URL") or os.environ.get(
+                "PREFECT_SERVER_EPHEMERAL_ENABLED", "true").lower() in ("false", "0"):
+            return None
+        spec = importlib.util.find_spec("prefect")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        port = _free_port()
+        argv = [sys.executable, "-m", "uvicorn", "--app-dir",
+                str(Path(next(iter(spec.submodule_search_locations))).parent), "--factory",
+                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
+                str(port), "--log-level", "error", "--lifespan", "on"]
+        from sweval.flows.processes import stop_with_this_process
+
+        output = tempfile.TemporaryFile()  # its last lines, should it fail (a pipe could fill)
+        process = subprocess.Popen(argv, env=os.environ | _SERVER_ENV, start_new_session=True,
+                                   stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+        stop_with_this_process(process.pid)
+        api = cls(process, port, output)
+        atexit.register(api.stop)  # registered first: runs after Prefect's own exit handlers
+        os.environ["PREFECT_API_URL"] = api.url
+        return api
+
+    def wait(self, timeout_s: float) -> None:
+        """Return once the server answers its health check.
+
+        Raises:
+            SwevalError: it exited, or did not answer within ``timeout_s`` (with its last
+                lines of output).
+        """
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise SwevalError(f"Prefect's temporary API server exited with status "
+                                  f"{self.process.returncode}: {self._tail()}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.url}/health", timeout=1) as response:
+                    if response.status == 200:
+                        return
+            time.sleep(_POLL_S)
+        raise SwevalError(f"Prefect's temporary API server did not answer within {timeout_s:g} s "
+                          f"(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): {self._tail()}")
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, SIGKILL after 5 s)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def _tail(self) -> str:
+        if self.process.poll() is None:
+            return "(still starting)"
+        self.output.seek(0)
+        output = self.output.read().decode(errors="replace")
+        return " | ".join(output.strip().splitlines()[-5:]) or "(no output)"
 
 
-def prepare_side_by_side(config: EvalConfig) -> None:
-    """Start the temporary Prefect server (when one is needed) while MLflow is set up here;
-    with a running API (``sweval up``'s, ``PREFECT_API_URL``), set up MLflow and import what the
-    end of the flow needs in a background thread instead (see :func:`_preload`)."""
-    global _preloading
-    server = _start_temporary_server()
-    if server is None:
-        _preloading = threading.Thread(target=_preload, args=(config,),
-                                       name="sweval-preload", daemon=True)
-        _preloading.start()
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def ready_api(api: TemporaryApi | None) -> None:
+    """Wait for the temporary server, once Prefect is imported: stop it unused when Prefect's
+    settings name another API (a profile, ``prefect.toml``).
+
+    Raises:
+        SwevalError: the server did not start.
+    """
+    if api is None:
         return
-    try:
-        _preload(config)
-    except BaseException:  # a stop signal: no waiting for the server to answer
-        server.join(STOPPED_JOIN_S)  # (the exit sweep stops its process)
-        raise
-    server.join()
-
-
-def _start_temporary_server() -> threading.Thread | None:
-    """A thread starting Prefect's temporary server, or None when an API URL is configured
-    (or ephemeral mode is off: the flow call then raises Prefect's own error)."""
     from prefect.settings import get_current_settings
 
     settings = get_current_settings()
-    if settings.api.url or not settings.server.ephemeral.enabled:
-        return None
-    from prefect.server.api.server import SubprocessASGIServer
+    configured = str(settings.api.url or "")
+    if configured and configured.rstrip("/") != api.url:
+        api.stop()
+        return
+    api.wait(float(settings.server.ephemeral.startup_timeout_seconds))
 
-    def start() -> None:
+
+#: The thread of :func:`preload` while it runs (see :func:`finish_preloading`).
+_preloading: threading.Thread | None = None
+
+
+def preload(config: EvalConfig) -> None:
+    """Open MLflow's store and import scipy's statistics and the report's plotting in a thread
+    of their own (about 2.5 s of imports on 2 cores the run would do in turn, done while it
+    loads its log and waits for the server); a failure is left for the run to meet again."""
+    global _preloading
+
+    def run() -> None:
         try:
-            server = SubprocessASGIServer()
-            with _own_session_and_guard():
-                server.start()
-        except Exception as exc:  # noqa: BLE001  (the flow's client retries and raises)
-            _log.debug("start-up: the temporary Prefect server did not start early: %s", exc)
+            if config.tracking:
+                from sweval.flows.tracking import open_client, resolve_tracking_uri
 
-    thread = threading.Thread(target=start, name="sweval-prefect-server", daemon=True)
-    thread.start()
-    return thread
+                open_client(resolve_tracking_uri(config))
+            import scipy.stats  # noqa: F401  (the summary's intervals)
 
+            import sweval.evaluators.report.page  # noqa: F401  (matplotlib: the report)
+        except Exception as exc:  # noqa: BLE001  (the run does it again and reports the error)
+            _log.debug("start-up: the background set-up failed: %s", exc)
 
-@contextlib.contextmanager
-def _own_session_and_guard() -> Iterator[None]:
-    """Processes this thread spawns meanwhile start a session of their own, each with a guard.
-
-    Prefect spawns its temporary server in our process group, where a terminal's Ctrl-C
-    (SIGINT to the whole foreground group) kills it along with us, while the stopping flow still
-    reports to it. In its own session the server outlives the signal until our exit stops it
-    (Prefect's ``stop`` at exit). A SIGKILL leaves no exit to run: the guard of
-    :func:`~flows.processes.stop_with_this_process`, started the moment the server's process
-    exists (not seconds later, once it answers), stops it then. Other threads' spawns, and
-    spawns that choose their session themselves (the guard's own), are left as they are; the
-    replacement is a ``Popen`` subclass, so ``isinstance`` still holds.
-    """
-    from sweval.flows.processes import stop_with_this_process
-
-    popen = subprocess.Popen
-    owner = threading.get_ident()
-
-    class Popen(popen):  # type: ignore[misc,valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            ours = threading.get_ident() == owner and "start_new_session" not in kwargs
-            if ours:
-                kwargs["start_new_session"] = True
-            super().__init__(*args, **kwargs)
-            if ours:
-                stop_with_this_process(self.pid)
-
-    subprocess.Popen = Popen  # type: ignore[misc]
-    try:
-        yield
-    finally:
-        subprocess.Popen = popen  # type: ignore[misc]
-
-
-def _preload(config: EvalConfig) -> None:
-    """Open the MLflow client, import the report's plotting and scipy's statistics (the summary's
-    bootstrap intervals): about 2.5 s of imports on 2 cores that the flow would do in turn, done
-    while it waits on the temporary server's start-up or, in a background thread, on the Prefect
-    and MLflow servers (each call a round trip). The flow's thread takes each module from here,
-    or waits for its import to finish. A failure is left for the flow to meet again."""
-    try:
-        if config.tracking:
-            from sweval.flows.tracking import open_client, resolve_tracking_uri
-
-            open_client(resolve_tracking_uri(config))
-        import scipy.stats  # noqa: F401  (evaluators.stats.significance, at the end of the flow)
-
-        import sweval.evaluators.report.page  # noqa: F401  (matplotlib: the report)
-    except Exception as exc:  # noqa: BLE001  (the flow does it again and reports the error)
-        _log.debug("start-up: the background set-up failed: %s", exc)
+    _preloading = threading.Thread(target=run, name="sweval-preload", daemon=True)
+    _preloading.start()
 
 
 def finish_preloading() -> None:
-    """Wait for :func:`_preload` (an import cut short at exit can abort the interpreter)."""
+    """Wait for :func:`preload` (an import cut short at exit can abort the interpreter)."""
     if _preloading is not None:
         _preloading.join()

@@ -1,7 +1,10 @@
 """Test-wide settings. Shared helpers live in ``tests/sweval_testing.py``.
 
-No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home): both point into one
-temporary directory for the session, set before anything imports Prefect or MLflow (this file
+No test may touch the user's ``~/.sweval`` (MLflow store, Prefect home) or cache directory
+(unit store, code versions, fetched datasets): they point into one temporary directory for
+the session (``$XDG_CACHE_HOME``, ``$SWEVAL_CACHE`` and ``$SWEVAL_DATA_DIR`` too; each test gets
+a unit store of its own, see :func:`own_unit_store`), set before anything imports Prefect or
+MLflow (this file
 is loaded before every other conftest.py; the other session directories are made inside it by
 :func:`sweval_testing.session_directory`). A session that passes removes it; one that fails keeps it and says
 where, for inspection. Then, like every entry point,
@@ -20,6 +23,9 @@ _HOME = Path(tempfile.mkdtemp(prefix="sweval-tests-"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ["SWEVAL_HOME"] = str(_HOME / "sweval")  # even where the shell sets them
 os.environ["PREFECT_HOME"] = str(_HOME / "prefect")
+os.environ["XDG_CACHE_HOME"] = str(_HOME / "cache")  # code versions; the user's otherwise
+os.environ["SWEVAL_CACHE"] = str(_HOME / "units")  # the default store is the user's otherwise
+os.environ["SWEVAL_DATA_DIR"] = str(_HOME / "datasets")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
@@ -47,6 +53,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._sweval_failed = exitstatus not in (0, 5)  # 5: no tests collected
+
+
+@pytest.fixture(autouse=True)
+def own_unit_store(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own unit store (``$SWEVAL_CACHE``), so that no test reuses another's units:
+    every command's default store is otherwise the user's one store, shared by every run."""
+    store = tmp_path_factory.mktemp("units")
+    monkeypatch.setenv("SWEVAL_CACHE", str(store))
+    return store
+
+
+@pytest.fixture
+def user_cache(tmp_path_factory: pytest.TempPathFactory,
+               monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No ``$SWEVAL_CACHE``, and the user's cache directory in a temporary folder
+    (``$XDG_CACHE_HOME``): every command uses its default store. Returns that store's path."""
+    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+    home = tmp_path_factory.mktemp("xdg-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home / "sweval" / "units"
 
 
 @pytest.fixture

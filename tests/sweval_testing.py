@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -18,6 +20,20 @@ REPO = Path(__file__).resolve().parents[1]
 UNITS_GLOB = "*/*/unit.json"
 DAY = 86_400
 T0 = 1_704_067_200  # 2024-01-01T00:00:00Z
+
+
+def sweval_cli(*argv: str | Path) -> int:
+    """``sweval ARGV`` run in this process (the tests' one command-line runner); its exit
+    status. A subprocess is for tests where the process itself is the point (signals, servers,
+    packaging)."""
+    from sweval.flows.cli.app import main
+
+    with mock.patch.object(sys, "argv", ["sweval", *map(str, argv)]):
+        try:
+            main()
+        except SystemExit as exc:
+            return int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    return 0
 
 
 def session_directory(prefix: str) -> Path:

@@ -40,8 +40,11 @@ from sweval.evaluators.config.text import (
     CommaList,
     Grids,
     Settings,
+    entry_label,
     grid_values,
     parse_variant,
+    split_alias,
+    written_entry,
 )
 from sweval.evaluators.metrics.names import ALL_METRICS, DEFAULT_METRICS, parse_metrics
 from sweval.evaluators.wording import shown_uri
@@ -238,7 +241,8 @@ class EvalConfig(BaseModel):
     cache: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None,
         description="Unit store shared by runs and commands: a finished (fold, algorithm) unit "
-        "is reused by every run that needs it. [default: $SWEVAL_CACHE, else <output>/units]",
+        "is reused by every run that needs it. [default: $SWEVAL_CACHE, else the user's cache "
+        "directory (~/.cache/sweval/units on Linux)]",
     )
     experiment: Annotated[str | None, Cli(RUN), RUN_ONLY] = Field(
         default=None, description="MLflow experiment. [default: sweval/<dataset>]"
@@ -262,7 +266,13 @@ class EvalConfig(BaseModel):
         description="Threads (threads) or local Dask worker processes (dask). "
         "[default: the CPU count]",
     )
-    progress: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(default=True, description="Show a progress bar.")
+    progress: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
+        default=True, description="Show a progress bar.")
+    report: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
+        default=True,
+        description="Draw report.html and its figures beside the tables (--no-report: the "
+        "tables only; `sweval report DIR` draws it later).",
+    )
     incremental: Annotated[bool, Cli(RUN), RUN_ONLY] = Field(
         default=True,
         description="Advance each fold's training data from the previous fold's by the window "
@@ -353,35 +363,44 @@ class EvalConfig(BaseModel):
     @classmethod
     def _read_variant_tables(cls, entries: Any) -> Any:
         """A configuration file may give a variant as a table:
-        ``{algorithm = "item-knn", params = {n_neighbors = 50}}`` (TOML ``[[algorithms]]``)."""
+        ``{algorithm = "item-knn", params = {n_neighbors = 50}, alias = "knn50"}`` (TOML
+        ``[[algorithms]]``; ``alias`` optional)."""
         if not isinstance(entries, list):
             return entries
-        return [
-            f"{entry['algorithm']}(" + ",".join(
-                f"{key}={json.dumps(value)}" for key, value in entry.get("params", {}).items()
-            ) + ")" if isinstance(entry, dict) and "algorithm" in entry else entry
-            for entry in entries
-        ]
+        return [_table_entry(entry) if isinstance(entry, dict) and "algorithm" in entry
+                else entry for entry in entries]
 
     @field_validator("algorithms")
     @classmethod
-    def _check_algorithms(cls, names: list[str]) -> list[str]:
-        """Plain names stay; variants become their normalised label (parameters validated,
-        sorted, values as JSON: ``item-knn(n_neighbors=50.0)`` → ``item-knn(n_neighbors=50)``)."""
-        if not names:
+    def _check_algorithms(cls, entries: list[str]) -> list[str]:
+        """Each entry as written, less spaces (:func:`~evaluators.config.text.written_entry`),
+        its parameters validated. Refused: two entries with one label (an alias, or the entry
+        itself), and two unaliased entries of one algorithm with the same parameters however
+        written (``item-knn(n_neighbors=50)``, ``item-knn(n_neighbors=50.0)``)."""
+        if not entries:
             raise ValueError("give at least one algorithm")
-        labels = []
-        for entry in names:
-            name, params = parse_variant(entry)
+        written, labels, configurations = [], [], []
+        for entry in entries:
+            text = written_entry(entry)
+            alias, _rest = split_alias(text)
+            name, params = parse_variant(text)
+            validated = {}
             if params:
-                from sweval.evaluators.units.unit import variant_label
+                from sweval.evaluators.units.unit import validated_params
 
-                labels.append(variant_label(name, params))
-            else:
-                labels.append(name)
-        if len(set(labels)) != len(labels):
-            raise ValueError(f"an algorithm is listed twice: {labels}")
-        return labels
+                validated = validated_params(name, params)
+            written.append(text)
+            labels.append(entry_label(text))
+            if alias is None:
+                configurations.append(f"{name}{json.dumps(validated, sort_keys=True)}")
+        if len(set(labels)) != len(labels) or len(set(configurations)) != len(configurations):
+            raise ValueError(f"an algorithm is listed twice: {written}")
+        return written
+
+    @property
+    def labels(self) -> list[str]:
+        """The name of each ``--algorithms`` entry in the tables: its alias, else the entry."""
+        return [entry_label(entry) for entry in self.algorithms]
 
     # ------------------------------------------------------------------ derived
     def output_or(self, default: str) -> str:
@@ -480,6 +499,16 @@ def _numeric(annotation: Any) -> bool:
     """Whether an option takes numbers (int or float, alone, optional or in a list)."""
     return annotation in (int, float) or (
         get_origin(annotation) is not dict and any(_numeric(a) for a in get_args(annotation)))
+
+
+def _table_entry(entry: dict[str, Any]) -> str:
+    """A variant given as a table in a configuration file, as ``--algorithms`` writes it:
+    ``{algorithm = "cv", params = {days = 1}, alias = "c1"}`` → ``c1=cv(days=1)``."""
+    params = entry.get("params", {})
+    text = entry["algorithm"] + (
+        "(" + ",".join(f"{key}={json.dumps(value)}" for key, value in params.items()) + ")"
+        if params else "")
+    return f"{entry['alias']}={text}" if entry.get("alias") else text
 
 
 def _problem(error: Any) -> str:

@@ -3,8 +3,9 @@ in their seed (the pairs of intrinsic overlap, papers/000 Fig. 7).
 
 An algorithm is stochastic when its configuration has a ``seed`` or ``random_state`` parameter
 (svd, als). With ``--seeds 0,1,2`` the entry ``als`` becomes ``als(seed=0)``, ``als(seed=1)``,
-``als(seed=2)`` and ``als(factors=32)`` becomes ``als(factors=32,seed=0)``, ...; every other
-entry stays as it is. A variant with the default seed shares its units with the plain entry.
+``als(seed=2)`` and ``als(factors=32)`` becomes ``als(factors=32,seed=0)``, ...; an aliased
+``a=als`` becomes ``a(seed=0)=als(seed=0)``, ... (labelled ``a(seed=0)``); every other entry
+stays as it is. A variant with the default seed shares its units with the plain entry.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 from sweval.algorithms.registry import ALGORITHMS, algorithm_class
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.units.unit import variant_label
 
 #: The names a seed parameter goes by.
@@ -40,6 +41,7 @@ def expand_seeds(
         return list(entries)
     expanded: list[str] = []
     for entry in entries:
+        alias, _rest = split_alias(entry)
         name, params = parse_variant(entry)
         field = seed_parameter(name)
         if field is None:
@@ -53,7 +55,8 @@ def expand_seeds(
             raise SwevalError(
                 f"--seeds: --set {name}.{field} sets the seed of every {name} entry; drop one."
             )
-        expanded += [variant_label(name, params | {field: seed}) for seed in seeds]
+        expanded += [(f"{alias}({field}={seed})=" if alias else "")
+                     + variant_label(name, params | {field: seed}) for seed in seeds]
     if expanded == list(entries):
         raise SwevalError(
             f"--seeds: none of {', '.join(entries)} has a seed parameter (svd and als do)."

@@ -6,6 +6,7 @@ the small grammars of ``--algorithms``, ``--set`` and ``--tune``.
     --k 5,10                               CommaList(int)   -> [5, 10]
     --algorithms 'pop,item-knn(n=50,x=1)'  split_top_level  -> ["pop", "item-knn(n=50,x=1)"]
     item-knn(n_neighbors=50)               parse_variant    -> ("item-knn", {"n_neighbors": 50})
+    knn50=item-knn(n_neighbors=50)         entry_label      -> "knn50" (an alias; else the entry)
     --set als.factors=32                   parse_settings   -> {"als": {"factors": 32}}
     --tune item-knn.n_neighbors=10,50      parse_grids      -> {"item-knn": {"n_neighbors": [10, 50]}}
 
@@ -143,12 +144,33 @@ def parse_value(raw: str) -> Any:
         return raw
 
 
-def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
-    """``item-knn(n_neighbors=50)`` → ``("item-knn", {"n_neighbors": 50})``; a plain name has
-    no parameters.
+def split_alias(entry: str) -> tuple[str | None, str]:
+    """An ``--algorithms`` entry's short name, if it gives one, and the rest:
+    ``cv=my_pkg.models:CoVisit(days=1)`` → ``("cv", "my_pkg.models:CoVisit(days=1)")``,
+    ``item-knn(n_neighbors=50)`` → ``(None, "item-knn(n_neighbors=50)")``: the alias is what
+    comes before the first ``=`` outside parentheses.
 
     Raises:
-        SwevalError: not ``NAME`` or ``NAME(PARAM=VALUE, ...)``.
+        SwevalError: an empty alias or nothing after it.
+    """
+    depth = 0
+    for position, char in enumerate(entry):
+        depth += (char in "([{") - (char in ")]}")
+        if char == "=" and depth == 0:
+            alias, rest = entry[:position].strip(), entry[position + 1:].strip()
+            if not alias or not rest:
+                raise SwevalError(f"--algorithms {entry!r}: expected ALIAS=NAME or "
+                                  "ALIAS=NAME(PARAM=VALUE, ...), e.g. cv=my_pkg.models:CoVisit.")
+            return alias, rest
+    return None, entry
+
+
+def _variant_parts(entry: str) -> tuple[str, list[tuple[str, str]]]:
+    """``NAME(PARAM=VALUE, ...)`` (no alias) → the name and the (parameter, value as typed)
+    pairs, in their order.
+
+    Raises:
+        SwevalError: not ``NAME`` or ``NAME(PARAM=VALUE, ...)``, or a parameter given twice.
     """
     match = re.fullmatch(r"\s*([^()\s,]+)\s*(?:\((.*)\))?\s*", entry, flags=re.DOTALL)
     if match is None:
@@ -156,15 +178,43 @@ def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
             f"--algorithms: cannot read {entry!r}; expected NAME or NAME(PARAM=VALUE, ...), "
             "e.g. item-knn(n_neighbors=50)."
         )
-    params: dict[str, Any] = {}
+    pairs: list[tuple[str, str]] = []
     for part in split_top_level(match[2] or ""):
         key, sep, raw = part.partition("=")
         if not sep or not key.strip() or not raw.strip():
             raise SwevalError(f"--algorithms {entry!r}: {part!r} is not PARAM=VALUE.")
-        if key.strip() in params:
+        if key.strip() in dict(pairs):
             raise SwevalError(f"--algorithms {entry!r}: {key.strip()!r} is given twice.")
-        params[key.strip()] = parse_value(raw.strip())
-    return match[1], params
+        pairs.append((key.strip(), raw.strip()))
+    return match[1], pairs
+
+
+def parse_variant(entry: str) -> tuple[str, dict[str, Any]]:
+    """``item-knn(n_neighbors=50)`` → ``("item-knn", {"n_neighbors": 50})``; a plain name has
+    no parameters; an alias (``knn50=item-knn(n_neighbors=50)``) is left out.
+
+    Raises:
+        SwevalError: not ``[ALIAS=]NAME`` or ``[ALIAS=]NAME(PARAM=VALUE, ...)``.
+    """
+    name, pairs = _variant_parts(split_alias(entry)[1])
+    return name, {key: parse_value(raw) for key, raw in pairs}
+
+
+def written_entry(entry: str) -> str:
+    """An ``--algorithms`` entry as typed, less the spaces around its parts:
+    ``cv = CoVisit( days = 1 )`` → ``cv=CoVisit(days=1)``; values stay as written (``days=1``
+    for a float parameter is not ``days=1.0``)."""
+    alias, rest = split_alias(entry)
+    name, pairs = _variant_parts(rest)
+    text = name + (f"({','.join(f'{key}={raw}' for key, raw in pairs)})" if pairs else "")
+    return f"{alias}={text}" if alias else text
+
+
+def entry_label(entry: str) -> str:
+    """The name an ``--algorithms`` entry goes by in every table, plot and MLflow run: its
+    alias, else the entry as written (:func:`written_entry`)."""
+    alias, _rest = split_alias(entry)
+    return alias if alias else written_entry(entry)
 
 
 def algorithm_setting(text: str, *, flag: str, example: str) -> tuple[str, str, str]:

@@ -327,7 +327,7 @@ class CompareRecipe:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def store(self) -> UnitStore:
-        return unit_store(self.config, default=Path(self.config.output).parent / "units")
+        return unit_store(self.config)
 
     def work(self) -> Work:
         planned = plan_compare(self.config, self.options)
@@ -372,7 +372,7 @@ def run_compare(
     directory = Path(output)
     with output_lock(directory, command="compare"):
         config = config.model_copy(update={"output": str(directory / "sw-eval")})
-        store = unit_store(config, default=directory / "units")
+        store = unit_store(config)
         with store.in_use():  # prune keeps this comparison's units, from its start
             return _compare(config, options, directory, store, log=log, executor=executor,
                             hooks=hooks, tracking=tracking, printed=printed)
@@ -408,9 +408,10 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
         if tracker is not None:
             comparison.mlflow_run_id = tracker.parent_run_id
         write_comparison(comparison, printed(comparison) if printed is not None else "")
-        from sweval.evaluators.run.evaluate import write_report_quietly
+        if config.report:
+            from sweval.evaluators.run.evaluate import write_report_quietly
 
-        write_report_quietly(directory)
+            write_report_quietly(directory)
         if tracker is not None:
             tracker.finish(comparison)
     except BaseException as exc:

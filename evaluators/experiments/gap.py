@@ -208,7 +208,7 @@ class GapRecipe:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def store(self) -> UnitStore:
-        return unit_store(self.config, default=Path(self.output) / "units")
+        return unit_store(self.config)
 
     def work(self) -> Work:
         log = load_data(self.config)

@@ -29,6 +29,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.config.text import entry_label
 from sweval.evaluators.experiments.leakage import (
     LeakageSeverity,
     Severity,
@@ -65,8 +66,9 @@ class LeakageRecipe:
     fingerprint: str = ""
 
     def reseeded(self) -> dict[str, str]:
-        """Per seeded model, the entry of the same model with seed + 1 (intrinsic overlap)."""
-        return {entry: other for entry in self.config.algorithms
+        """Per seeded model's label, the entry of the same model with seed + 1 (intrinsic
+        overlap)."""
+        return {entry_label(entry): other for entry in self.config.algorithms
                 if (other := reseeded_entry(entry, self.config.params)) is not None}
 
     def plans(self, log: InteractionLog) -> list[ProtocolPlan]:
@@ -85,7 +87,7 @@ class LeakageRecipe:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def store(self) -> UnitStore:
-        return unit_store(self.config, default=Path(self.output) / "units")
+        return unit_store(self.config)
 
     def work(self) -> Work:
         log = load_data(self.config)
@@ -166,7 +168,7 @@ def write_severity(output: Path, severity: Severity, design: SeverityDesign,
               "ranking.csv": severity.ranking, "overlap.csv": severity.overlap}
     files = {name: frame.to_csv(index=False).encode() for name, frame in tables.items()}
     files["severity.png"] = figure_png(severity_figure(severity.results,
-                                                       list(config.algorithms), shown_k(config.k)))
+                                                       config.labels, shown_k(config.k)))
     record = {"design": {"test_start": design.test_start, "test_end": design.test_end,
                          "period_s": design.period_s, "periods": design.periods},
               "config": config.model_dump(mode="json")}

@@ -39,7 +39,7 @@ from sweval.evaluators.run.driver import (
     compute,
     fail_on,
 )
-from sweval.evaluators.run.results import results_frame, skipped_rows, unit_rows
+from sweval.evaluators.run.results import ResultRow, results_frame, skipped_rows, unit_rows
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import AlgorithmSpec, Unit, plan_units
 
@@ -141,7 +141,7 @@ def protocol_run(plan: ProtocolPlan, collected: Collected) -> ProtocolRun:
     """The tables of one protocol from its collected units (every unit must be there)."""
     name = plan.protocol.name
     first_seen = item_first_seen(plan.log)
-    rows: list[dict[str, object]] = []
+    rows: list[ResultRow] = []
     leaks: list[dict[str, object]] = []
     units: list[dict[str, object]] = []
     devices: dict[str, str] = {}
@@ -151,14 +151,14 @@ def protocol_run(plan: ProtocolPlan, collected: Collected) -> ProtocolRun:
             unit = plan.units.get((position, label))
             if unit is None:
                 reason = split.skip_reason or plan.protocol.unsupported(spec.name)
-                rows += skipped_rows(split, label, plan.ks, reason=reason,  # type: ignore[arg-type]
+                rows += skipped_rows(split, label, plan.ks, reason=reason,
                                      n_users=split.n_eligible, config_hash=plan.config_hash,
                                      stratum=plan.stratum)
                 continue
             result = collected.result(unit)
             if result is None:  # failed: fail_on raised before any table is made
                 continue
-            rows += unit_rows(split, result, config_hash=plan.config_hash,  # type: ignore[arg-type]
+            rows += unit_rows(split, result, config_hash=plan.config_hash,
                               stratum=plan.stratum)
             leaks += leakage_rows(name, split, result, plan.ks, first_seen)
             devices[label] = result.device

@@ -14,7 +14,6 @@ docs/protocol.md §4b. ``--metrics all`` takes every metric; the default is SPEC
 from __future__ import annotations
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.metrics.ranking import LABELS as SPEC_LABELS
 
 #: SPEC §4's metrics: the default of ``--metrics``.
 DEFAULT_METRICS = ["recall", "hit_rate", "ndcg", "r_precision"]
@@ -24,6 +23,9 @@ PER_USER = ["recall", "hit_rate", "ndcg", "r_precision", "precision", "recall_ca
 #: Every per-fold exposure metric, in display order.
 PER_FOLD = ["coverage", "popularity", "gini"]
 ALL_METRICS = PER_USER + PER_FOLD
+#: SPEC §4's display labels, e.g. ``Recall@10``.
+SPEC_LABELS = {"recall": "Recall", "hit_rate": "HitRate", "ndcg": "NDCG",
+               "r_precision": "R-precision"}
 #: Display labels, e.g. ``Precision@10``.
 LABELS = SPEC_LABELS | {
     "precision": "Precision", "recall_capped": "Recall (capped)", "mrr": "MRR",

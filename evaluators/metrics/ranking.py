@@ -40,8 +40,6 @@ from sweval.data.log import InteractionLog
 
 Relevance = Literal["all", "first"]
 #: Display labels, e.g. ``Recall@10``.
-LABELS = {"recall": "Recall", "hit_rate": "HitRate", "ndcg": "NDCG", "r_precision": "R-precision"}
-
 
 @dataclass(frozen=True, slots=True)
 class RelevantSets:

@@ -355,11 +355,3 @@ def parse_protocols(names: Sequence[str]) -> list[str]:
         raise SwevalError(f"--protocols: a protocol is listed twice: {names}.")
     return names
 
-
-def count_units(log: InteractionLog, protocol: Protocol, algorithms: list[str]) -> int:
-    """How many (split, algorithm) models ``protocol`` fits (for progress bars)."""
-    if isinstance(protocol, _FoldProtocol):
-        folds = protocol.folds(log)
-        return sum(not f.skipped for f in folds) * len(algorithms)
-    n_splits = protocol.repeats if isinstance(protocol, LOOCV) else 1
-    return n_splits * sum(protocol.unsupported(name) is None for name in algorithms)

@@ -29,7 +29,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.metrics.measures import FoldLevel
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.run.results import skipped_rows, unit_rows
+from sweval.evaluators.run.results import ResultRow, skipped_rows, unit_rows
 from sweval.evaluators.units.engine import UnitResult
 
 Mode = Literal["subset", "test"]
@@ -127,11 +127,11 @@ def group_rows(
     config_hash: str,
     metrics: list[str] | None = None,
     fold_level: FoldLevel | None = None,
-) -> list[dict[str, object]]:
+) -> list[ResultRow]:
     """Mode ``test``: the rows of every policy group of one (fold, algorithm) unit, from the
     unstratified unit's per-user values and lists (groups with fewer than u_min users are
     skipped); ``metrics``, ``fold_level`` as in :func:`~evaluators.run.results.unit_rows`."""
-    rows: list[dict[str, object]] = []
+    rows: list[ResultRow] = []
     groups = groups_by_test_policy(log, fold, all_unit.users, strata.labels)
     for label, mask in groups.items():
         size = int(mask.sum())

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sweval.evaluators.metrics.ranking import LABELS
+from sweval.evaluators.metrics.names import LABELS
 from sweval.evaluators.report.figures import DPI
 
 MAX_LABELLED = 12

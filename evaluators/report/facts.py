@@ -96,8 +96,17 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
                       f"{data.config.get('folds_skipped', 0)} skipped"))
     params = data.config.get("resolved_params")
     devices = data.config.get("devices", {})
+    tuned = data.config.get("tuning_candidates") or {}
+    entries = {_label(entry): entry for entry in config.get("algorithms") or []}
     for algorithm in data.algorithms if params is not None else []:
-        bits = [", ".join(f"{p}={v}" for p, v in params.get(algorithm, {}).items()) or "defaults"]
+        if algorithm not in params and algorithm in tuned:
+            facts.append((algorithm, f"tuned: per fold, the best of {len(tuned[algorithm])} "
+                          "candidates on the windows before it (tuning.csv)"))
+            continue
+        values = ", ".join(f"{p}={v}" for p, v in params.get(algorithm, {}).items())
+        bits = [values or "defaults"]
+        if entries.get(algorithm, algorithm) != algorithm:  # an alias: what it names
+            bits.insert(0, entries[algorithm])
         if isinstance(devices.get(algorithm), str):
             bits.append(f"device {devices[algorithm]}")
         facts.append((algorithm, "; ".join(bits)))
@@ -105,6 +114,18 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
         facts.append(("run key", str(data.config["run_key"])))
     facts.append(("source", origin or str(data.directory / data.table_file)))
     return facts
+
+
+def _label(entry: object) -> str:
+    """An ``--algorithms`` entry's label (its alias, or the entry); an entry this version
+    cannot read is its own label."""
+    from sweval.data.errors import SwevalError
+    from sweval.evaluators.config.text import entry_label
+
+    try:
+        return entry_label(str(entry))
+    except SwevalError:
+        return str(entry)
 
 
 def folds_summary(data: ReportData) -> FoldsSummary | None:

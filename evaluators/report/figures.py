@@ -168,10 +168,18 @@ def _over_time_panels(data: ReportData) -> list[tuple[str, str]]:
 
 def figure_over_time(data: ReportData, metric: str, k: int | None) -> Figure | None:
     """``metric``@k per fold, n_eligible as bars behind, skipped folds marked; one panel per
-    (protocol, stratum) on a timeline. None when no protocol has a timeline."""
+    (protocol, stratum) on a timeline. With more than ``MAX_LINES`` algorithms on one panel,
+    small multiples instead (:mod:`evaluators.report.multiples`). None when no protocol has a
+    timeline."""
     panels = _over_time_panels(data)
     if not panels:
         return None
+    from sweval.evaluators.report.multiples import MAX_LINES, figure_small_multiples
+
+    if len(data.algorithms) > MAX_LINES and len(panels) == 1:  # one line each: unreadable
+        protocol, stratum = panels[0]
+        return figure_small_multiples(data, metric, k, protocol, stratum,
+                                      _panel_title(data, protocol, stratum))
     colours = series_colours(data.algorithms)
     u_min = data.config.get("config", {}).get("u_min")
     fig = Figure(figsize=(12.5, 2.9 * len(panels)), dpi=DPI, layout="constrained")

@@ -7,11 +7,13 @@ the page as text, never as markup. The templates call the text formatting of
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from sweval.evaluators.report.tables import (
     MetricTable,
@@ -42,9 +44,18 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(format_mean=format_mean, format_delta=format_delta, format_k=format_k,
                        format_folds=format_folds, format_interval=format_interval,
-                       plural=plural, repr=repr)
+                       plural=plural, repr=repr, breakable=breakable)
     env.globals.update(cell_title=cell_title)
     return env
+
+
+def breakable(label: object) -> markupsafe.Markup:
+    """A label, escaped, that a narrow column may break before its parameters and after each
+    comma between them (``<wbr>``): ``item-knn(n_neighbors=50,weighting="cosine")`` wraps as
+    ``item-knn`` / ``(n_neighbors=50,`` / ``weighting="cosine")``, never mid-word."""
+    text = str(markupsafe.escape(str(label)))
+    text = re.sub(r"(?<=.)([(\[])", r"<wbr>\1", text)
+    return markupsafe.Markup(text.replace(",", ",<wbr>"))
 
 
 def render_page(**context: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sweval.evaluators.metrics.ranking import LABELS
+from sweval.evaluators.metrics.names import LABELS
 from sweval.evaluators.report.figures import DPI, legend_above, series_colours
 
 REFERENCE = "decay-pop"

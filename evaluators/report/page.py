@@ -122,12 +122,12 @@ class MetricSection:
 
     @property
     def label_k(self) -> str:
-        """``Recall@k``, or the label alone for a metric without k."""
+        """``Recall@k``, or the label alone for a metric without k (read by the template)."""
         return self.label + ("" if self.table.ks == [None] else "@k")
 
     @property
     def label_at_k(self) -> str:
-        """``Recall@10`` at the over-time figure's k."""
+        """``Recall@10`` at the over-time figure's k (read by the template)."""
         return metric_label(self.metric, self.k_time)
 
 

@@ -65,9 +65,9 @@ class MetricTable:
         return max(c.n_folds for c in found), max(c.n_skipped for c in found)
 
     def algorithms_by_protocol(self, protocols: Sequence[str]) -> list[tuple[str, list[str]]]:
-        """Each of ``protocols`` with its columns' algorithms, in table order."""
+        """Each of ``protocols`` with its columns' algorithms, in table order (read by the
+        template)."""
         return [(p, [a for q, a in self.columns if q == p]) for p in protocols]
-
 
 def metric_table(summary: pd.DataFrame, metric: str) -> MetricTable:
     """The Table 2/3 layout of ``metric`` from a per-protocol summary.

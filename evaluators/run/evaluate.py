@@ -108,8 +108,9 @@ def prepare(
     complete window yet. ``publish``: the run will write into ``config.output`` (checked).
 
     Raises:
-        SwevalError: any problem with the data or the options, or a run without ``rolling``
-            into a rolling series' output directory.
+        SwevalError: any problem with the data or the options, an output directory SW-EVAL
+            may not write (checked before any work: :func:`~evaluators.run.output_dir.claim`),
+            or a run without ``rolling`` into a rolling series' output directory.
     """
     if rolling:
         step = rolling_mode.plan_rolling(config, log if log is not None else load_data(config))
@@ -126,6 +127,10 @@ def prepare(
                 f"elsewhere (--output), or delete {series} to end the series."
             )
         prepared = Prepared(plan=make_plan(config, log))
+    if publish:  # before any unit is computed
+        from sweval.evaluators.run.output_dir import claim
+
+        claim(config.output)
     remember(prepared.recipe, prepared.work)
     return prepared
 
@@ -214,8 +219,8 @@ def evaluate_config(
             them the run's recipe, :attr:`Prepared.recipe`).
         hooks: told of the start, each finished fold, a failure (progress).
         steps: how the named steps run (default: plain calls).
-        publish: write the tables and the report into ``config.output`` (a notebook's
-            :func:`sweval.evaluate` may keep them in memory).
+        publish: write the tables, and the report unless ``config.report`` is false, into
+            ``config.output`` (a notebook's :func:`sweval.evaluate` may keep them in memory).
         on_prepared: called with the prepared run; returns more hooks (MLflow's, which needs
             the plan).
         on_outputs: called with the tables once they are written, while the report is drawn
@@ -244,7 +249,7 @@ def evaluate_config(
     try:
         outputs = steps("write-results", _write, prepared, collected, store, publish)
         report = (write_report_in_background(outputs.directory, intervals=outputs.summary)
-                  if publish else None)
+                  if publish and plan.config.report else None)
         try:
             if prepared.step is not None and not outputs.failed:
                 rolling_mode.record(prepared.step)

@@ -39,6 +39,7 @@ from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.run.per_user import PerUser
 from sweval.evaluators.run.results import (
+    ResultRow,
     largest_strata,
     results_frame,
     skipped_rows,
@@ -111,7 +112,7 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
            directory: Path, unit_store: Path) -> Outputs:
     """The run's tables from its collected units (see the module docstring); ``directory``
     and ``unit_store`` are recorded (where the tables go, the store the units are in)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     unit_records: list[dict[str, Any]] = []
     devices: dict[str, str] = {}
     context = Rows(plan, collected.result, measurer,
@@ -186,7 +187,7 @@ def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame
 
 def algorithm_rows(
     context: Rows, fold_index: int, name: str
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+) -> tuple[list[ResultRow], dict[str, Any] | None]:
     """The results rows of one (fold, algorithm), every stratum, and its ``units.csv`` record
     (None for a skipped fold); none for a failed unit, nor for the strata of a
     (fold, algorithm) with one."""
@@ -228,7 +229,7 @@ def algorithm_rows(
 
 def stratum_rows(
     context: Rows, fold: Fold, result: UnitResult, name: str, facts: Any
-) -> list[dict[str, Any]]:
+) -> list[ResultRow]:
     """The policy strata's rows of one (fold, algorithm): regrouped users of the ``all`` unit
     (mode ``test``, exposure from the ``all`` fold's facts) or the stratum's own units (mode
     ``subset``)."""
@@ -246,7 +247,7 @@ def stratum_rows(
             config_hash=plan.key, metrics=config.metrics,
             fold_level=fold_level(result, facts, config.k, config.metrics),
         )
-    rows: list[dict[str, Any]] = []
+    rows: list[ResultRow] = []
     for label in plan.strata.labels:
         split = plan.stratum_splits[label][fold.index]
         sub_fold = plan.strata.folds[label][fold.index]

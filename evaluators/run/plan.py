@@ -4,7 +4,7 @@
 
     plan = make_plan(config)        validate the options, load the log, cut the folds and their
                                     splits (every stratum), draw --tune's candidates, key the units
-    store = unit_store(config)      --cache, $SWEVAL_CACHE, else <output>/units
+    store = unit_store(config)      --cache, $SWEVAL_CACHE, else the user's cache directory
 
 The driver (:mod:`evaluators.run.driver`) computes the units the store lacks; a unit already in
 the store is never recomputed, whichever command or run computed it.
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -27,8 +26,9 @@ from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
+from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.splits import Split, fold_splits
 from sweval.evaluators.protocols.stratify import Strata, build_strata
@@ -46,7 +46,7 @@ from sweval.evaluators.units.unit import (
 
 _log = logging.getLogger(__name__)
 
-#: Where units go without --cache: the environment's shared store, else <output>/units.
+#: Where units go without --cache: the environment's store, else the user's (user_store).
 CACHE_ENV = "SWEVAL_CACHE"
 
 
@@ -101,35 +101,73 @@ class Plan:
 
 
 def user_store() -> Path:
-    """The unit store in the user's cache directory, by the platform's convention:
-    ``$XDG_CACHE_HOME/sweval/units`` (``~/.cache/sweval/units``) on Linux,
+    """The unit store every command uses unless told otherwise: ``units`` in the user's cache
+    directory (:func:`data.user_dirs.cache_home`: ``~/.cache/sweval/units`` on Linux,
     ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
-    Windows."""
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches" / "sweval"
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local") / \
-            "sweval" / "Cache"
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sweval"
-    return base / "units"
+    Windows), shared by every run, output directory and command."""
+    return cache_home() / "units"
 
 
-def unit_store(config: EvalConfig, *, default: str | Path | None = None) -> UnitStore:
-    """The run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else ``default``
-    (``<output>/units``)."""
-    fallback = default if default is not None else Path(config.output) / "units"
-    directory = config.cache or os.environ.get(CACHE_ENV) or fallback
-    return UnitStore(Path(directory).expanduser()).prepare()
+def store_directory(config: EvalConfig) -> Path:
+    """The directory of the run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else
+    :func:`user_store`."""
+    return Path(config.cache or os.environ.get(CACHE_ENV) or user_store()).expanduser()
+
+
+def unit_store(config: EvalConfig) -> UnitStore:
+    """The run's unit store (:func:`store_directory`), created if need be."""
+    return UnitStore(store_directory(config)).prepare()
+
+
+#: The last log this process loaded, by what it was read from (:func:`load_data`).
+_LOADED: dict[tuple[Any, ...], InteractionLog] = {}
+#: The options that say how a log is read (the same options and files: the same log).
+_READ_OPTIONS = ("data", "format", "sep", "user_col", "item_col", "time_col", "policy_col",
+                 "stratify_by", "basket_col", "time_unit", "dedup", "on_invalid", "scale", "seed")
 
 
 def load_data(config: EvalConfig) -> InteractionLog:
     """The run's log: the file or bundled dataset of ``config.data``, else a generated one.
 
+    The last log loaded is kept: read again with the same options from the same files (each
+    file's size and modification time), it is not read twice (``sweval run`` loads it while
+    Prefect's API starts, the flow's first task takes it; a notebook's second question).
+
     Raises:
         SwevalError: unreadable or invalid data, or ``--policy-col`` and ``--stratify-by``
             naming different columns (the strata are the values of the one policy column).
     """
+    key = _read_key(config)
+    if key is not None and key in _LOADED:
+        return _LOADED[key]
+    log = _read_data(config)
+    if key is not None:
+        _LOADED.clear()
+        _LOADED[key] = log
+    return log
+
+
+def _read_key(config: EvalConfig) -> tuple[Any, ...] | None:
+    """What a log is read from: the reading options and each source file's identity; None
+    for a stream (read once, never again)."""
+    from sweval.data.loaders import source_files
+    from sweval.data.streams import is_stream
+
+    options = tuple(str(getattr(config, name)) for name in _READ_OPTIONS)
+    if config.data is None:
+        return options
+    if is_stream(config.data):
+        return None
+    try:
+        files = source_files(config.data)
+        return options + tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
+                               for path in map(Path, files))
+    except (OSError, SwevalError):
+        return None
+
+
+def _read_data(config: EvalConfig) -> InteractionLog:
+    """:func:`load_data`'s reading."""
     if config.policy_col and config.stratify_by and config.policy_col != config.stratify_by:
         raise SwevalError(
             f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
@@ -183,7 +221,9 @@ def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> li
     Raises:
         SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
     """
-    unknown = set(config.params) - {parse_variant(entry)[0] for entry in config.algorithms}
+    named = {parse_variant(entry)[0] for entry in config.algorithms} | {
+        alias for alias, _rest in map(split_alias, config.algorithms) if alias}
+    unknown = set(config.params) - named
     if unknown:
         raise SwevalError(
             f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."

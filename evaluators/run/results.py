@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Protocol, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -27,7 +28,6 @@ from numpy.typing import NDArray
 
 from sweval.evaluators.metrics.measures import FoldLevel
 from sweval.evaluators.metrics.names import ORDER, UNRANKED, metric_keys
-from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.units.engine import UnitResult
 
 COLUMNS = [
@@ -37,15 +37,49 @@ COLUMNS = [
 SORT_KEYS = ["fold", "algorithm", "stratum", "metric", "k"]
 
 
+class Window(Protocol):
+    """What a row needs of the fold or split it measures: a
+    :class:`~evaluators.protocols.folds.Fold` or a :class:`~evaluators.protocols.splits.Split`."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def t_start(self) -> int: ...
+    @property
+    def t_end(self) -> int: ...
+    @property
+    def n_eligible(self) -> int: ...
+    @property
+    def skip_reason(self) -> str | None: ...
+
+
+class ResultRow(TypedDict):
+    """One row of ``results.csv`` (the columns of :data:`COLUMNS`, in order)."""
+
+    fold: int
+    t_start: int
+    t_end: int
+    algorithm: str
+    stratum: str
+    metric: str
+    k: int | None
+    value: float
+    n_users: int
+    n_eligible: int
+    skipped: bool
+    skip_reason: str
+    config_hash: str
+
+
 def unit_rows(
-    fold: Fold,
+    fold: Window,
     unit: UnitResult,
     *,
     stratum: str = "all",
     groups: Mapping[str, NDArray[np.bool_]] | None = None,
     config_hash: str = "",
     fold_level: FoldLevel | None = None,
-) -> list[dict[str, object]]:
+) -> list[ResultRow]:
     """Rows of one evaluated unit: the mean over all its users, or over each group's users.
 
     Args:
@@ -57,7 +91,7 @@ def unit_rows(
         fold_level: the exposure metrics of the same users' lists (one value per fold).
     """
     selections = groups if groups is not None else {stratum: None}
-    rows = []
+    rows: list[ResultRow] = []
     for label, mask in selections.items():
         n_users = len(unit.users) if mask is None else int(mask.sum())
         measured = {
@@ -90,7 +124,7 @@ def unit_rows(
 
 
 def skipped_rows(
-    fold: Fold,
+    fold: Window,
     algorithm: str,
     ks: list[int],
     *,
@@ -99,7 +133,7 @@ def skipped_rows(
     n_users: int | None = None,
     config_hash: str = "",
     metrics: list[str] | None = None,
-) -> list[dict[str, object]]:
+) -> list[ResultRow]:
     """Rows of a skipped unit: every metric present (default: SPEC §4's), value empty, reason
     recorded."""
     return [

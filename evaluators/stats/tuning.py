@@ -32,7 +32,7 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.seeds import expand_seeds
-from sweval.evaluators.config.text import parse_variant
+from sweval.evaluators.config.text import entry_label, parse_variant
 from sweval.evaluators.metrics.names import ALL_METRICS, UNRANKED, WITHOUT_K
 from sweval.evaluators.run.results import results_frame
 
@@ -122,11 +122,15 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
         empty = [param for param, values in grid.items() if not values]
         if not grid or empty:
             raise SwevalError(f"--tune {name}.{(empty or ['?'])[0]}: give at least one value.")
-        grid = {param: _distinct(name, param, values) for param, values in grid.items()}
+        distinct = {param: _distinct(name, param, values) for param, values in grid.items()}
+        grid = {param: [valid for _given, valid in pairs] for param, pairs in distinct.items()}
         fixed = _fixed_params(name, grid, listed)
         params = [_candidate(name, fixed | dict(zip(grid, values, strict=True)))
                   for values in itertools.product(*grid.values())]
-        labels = [variant_label(name, p) for p in params]
+        # labelled as typed (days=1 stays days=1 for a float parameter)
+        labels = [variant_label(name, fixed | dict(zip(grid, values, strict=True)))
+                  for values in itertools.product(*([given for given, _valid in pairs]
+                                                    for pairs in distinct.values()))]
         found.append(Search(name=name, candidates=labels, params=params, grid=dict(grid),
                             fixed=fixed))
     if found:
@@ -152,9 +156,9 @@ def _candidate(name: str, params: dict[str, Any]) -> dict[str, Any]:
         raise SwevalError(f"--tune {name}: the candidate {params} is refused: {exc}") from None
 
 
-def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
-    """The grid's values as the algorithm's config reads them (``10.0`` → ``10`` for an
-    integer), repeats dropped, first occurrence kept.
+def _distinct(name: str, param: str, values: list[Any]) -> list[tuple[Any, Any]]:
+    """The grid's values, each as given and as the algorithm's config reads it (``10.0`` →
+    ``10`` for an integer), less those equal to an earlier one: the first spelling is kept.
 
     Raises:
         SwevalError: an unknown parameter or a value of the wrong type.
@@ -173,7 +177,7 @@ def _distinct(name: str, param: str, values: list[Any]) -> list[Any]:
         except SwevalError as exc:
             raise SwevalError(f"--tune {name}.{param}: the value {value!r} is refused: {exc}") \
                 from None
-        seen.setdefault(json.dumps(valid, sort_keys=True), valid)
+        seen.setdefault(json.dumps(valid, sort_keys=True), (value, valid))
     return list(seen.values())
 
 
@@ -394,11 +398,12 @@ def ordered_labels(config: EvalConfig, found: list[Search] | None = None) -> lis
     tuned = {parse_variant(entry)[0] for entry in config.algorithms} & set(config.tune)
     labels: list[str] = []
     for entry in expand_seeds(config.algorithms, config.seeds, config.params):
-        labels.append(entry)
+        labels.append(entry_label(entry))
         name = parse_variant(entry)[0]
         if name in tuned and TUNED.format(name) not in labels:
             labels.append(TUNED.format(name))
-    return labels + [label for label in with_candidates(config, found) if label not in labels]
+    return labels + [label for label in map(entry_label, with_candidates(config, found))
+                     if label not in labels]
 
 
 #: The hold-out protocols ``sweval compare --tune`` also tunes on (the timeline-blind way).

@@ -1,6 +1,7 @@
 """The unit store: finished units under their content-addressed keys, never thrown away.
 
-Layout under the store's directory (``<output>/units`` by default, or a shared ``--cache``)::
+Layout under the store's directory (the user's cache directory by default, ``--cache`` or
+``$SWEVAL_CACHE`` another: :func:`evaluators.run.plan.store_directory`)::
 
     CACHEDIR.TAG                says the directory is an SW-EVAL unit store, and its format
                                 (written when the store is created; the Cache Directory Tagging
@@ -286,7 +287,7 @@ class UnitStore:
 
         Raises:
             DamagedUnit: a file of the unit cannot be read, or its lists are not the bytes
-                written (:func:`evaluators.units.unit.stored_or_computed` computes such a unit
+                written (:func:`evaluators.units.unit.read_or_recompute` computes such a unit
                 again).
             SwevalError: lists whose ids ``log`` does not have.
         """
@@ -324,6 +325,21 @@ class UnitStore:
             for directory in _own_dirs(shard, _KEY):
                 if directory.name.startswith(shard.name):
                     yield directory
+
+    def usage(self) -> tuple[int, int]:
+        """(finished units, bytes of their files), from the file system alone: a unit is
+        finished once its ``unit.json`` exists; no record is read."""
+        n_units = n_bytes = 0
+        for directory in self.unit_directories():
+            try:
+                files = _own_files(directory)
+                if not any(path.name == UNIT_FILE for path in files):
+                    continue
+                n_bytes += sum(path.lstat().st_size for path in files)
+            except OSError:
+                continue
+            n_units += 1
+        return n_units, n_bytes
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The record (``unit.json``) of every finished unit in the store."""

@@ -37,10 +37,15 @@ from typing import Any
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.text import parse_variant
+from sweval.data.user_dirs import cache_home
+from sweval.evaluators.config.text import entry_label, parse_variant, split_alias
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
-from sweval.evaluators.units.store import DamagedUnit, UnitStore
+from sweval.evaluators.units.store import (
+    DamagedUnit,
+    UnitStore,
+    atomic_write_text,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -72,7 +77,24 @@ CORE_MODULES = (
 
 @functools.cache
 def source_version(path: Path) -> str:
-    """A hash of a module's code with comments, docstrings and formatting left out."""
+    """A hash of a module's code with comments, docstrings and formatting left out.
+
+    Parsing a module costs milliseconds and a run hashes about twenty: the hashes are kept in
+    ``code-versions.json`` in the user's cache directory, by file, size and modification time
+    (a file that changes is hashed again)."""
+    stat = path.stat()
+    identity = f"{stat.st_mtime_ns}:{stat.st_size}"
+    known = _known_versions()
+    if known.get(str(path), [None])[0] == identity:
+        return str(known[str(path)][1])
+    version = _parsed_version(path)
+    known[str(path)] = [identity, version]
+    with contextlib.suppress(OSError):
+        atomic_write_text(_VERSIONS, json.dumps(known))
+    return version
+
+
+def _parsed_version(path: Path) -> str:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
@@ -82,6 +104,19 @@ def source_version(path: Path) -> str:
         ):
             node.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]
     return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
+
+
+#: Where :func:`source_version` keeps the hashes it computed.
+_VERSIONS = cache_home() / "code-versions.json"
+
+
+@functools.cache
+def _known_versions() -> dict[str, list[str]]:
+    try:
+        known = json.loads(_VERSIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
 
 
 @functools.cache
@@ -142,14 +177,15 @@ def validated_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def variant_label(name: str, params: dict[str, Any]) -> str:
-    """The label of a variant: ``name(p=v,...)`` over the given parameters, sorted, with their
-    validated values as JSON (``n_neighbors=50.0`` → ``n_neighbors=50``).
+    """The label of a variant SW-EVAL makes (a tuning candidate, a seed): ``name(p=v,...)``
+    over the given parameters in their order, each value as given, as JSON (``days=1`` for a
+    float parameter stays ``days=1``; the unit key holds the validated ``1.0`` either way).
 
     Raises:
         SwevalError: unknown algorithm or invalid parameters.
     """
-    validated = validated_params(name, params)
-    inner = ",".join(f"{key}={json.dumps(validated[key])}" for key in sorted(validated))
+    validated_params(name, params)
+    inner = ",".join(f"{key}={json.dumps(value)}" for key, value in params.items())
     return f"{name}({inner})"
 
 
@@ -181,10 +217,13 @@ class AlgorithmSpec:
 
     @classmethod
     def from_entry(cls, entry: str, settings: dict[str, dict[str, Any]]) -> AlgorithmSpec:
-        """The configuration of one ``--algorithms`` entry: ``--set NAME.P=V`` applies to every
-        entry of NAME, a variant's own parameters win."""
+        """The configuration of one ``--algorithms`` entry, labelled by its alias or as written
+        (:func:`~evaluators.config.text.entry_label`): ``--set NAME.P=V`` applies to every entry
+        of NAME, ``--set ALIAS.P=V`` to the aliased one, and a variant's own parameters win."""
+        alias, _rest = split_alias(entry)
         name, own = parse_variant(entry)
-        return cls.of(name, dict(settings.get(name, {})) | own, label=entry)
+        given = dict(settings.get(name, {})) | dict(settings.get(alias or name, {})) | own
+        return cls.of(name, given, label=entry_label(entry))
 
     def build(self) -> Algorithm:
         """A fresh model of this configuration."""
@@ -411,18 +450,6 @@ def compute_unit(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> U
         raise AlgorithmFailed(failure) from exc
     store.save(unit.key, lists, unit.split.log, describe(unit))
     return lists
-
-
-def stored_or_computed(unit: Unit, store: UnitStore, *, log_failure: bool = True) -> UnitLists:
-    """The unit's lists: read from ``store`` when it holds the unit (:func:`read_or_recompute`),
-    else computed (and saved; :func:`compute_unit`).
-
-    Raises:
-        AlgorithmFailed: as :func:`compute_unit`.
-    """
-    if store.has(unit.key, depth=unit.depth):
-        return read_or_recompute(unit, store, log_failure=log_failure)[0]
-    return compute_unit(unit, store, log_failure=log_failure)
 
 
 def read_or_recompute(

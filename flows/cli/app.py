@@ -211,8 +211,7 @@ from sweval.flows.cli import ui as _ui  # noqa: E402
 from sweval.flows.cli.logs import setup_logging as _setup_logging  # noqa: E402
 from sweval.flows.cli.run import UnreachablePrefectApi  # noqa: E402
 
-app.command(epilog="[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
-            + _run.algorithm_help())(_run.run)
+app.command(cls=_run.RunCommand)(_run.run)
 app.command()(_serve.serve)
 app.command()(_algorithms.algorithms)
 app.command()(_ui.ui)
@@ -261,6 +260,10 @@ app.command(name="gap")(with_eval_options(
 from sweval.flows.cli.cache import app as _cache_app  # noqa: E402
 
 app.add_typer(_cache_app, name="cache")
+
+from sweval.flows.cli.datasets import app as _datasets_app  # noqa: E402
+
+app.add_typer(_datasets_app, name="datasets")
 
 from sweval.flows.cli import servers as _servers_cli  # noqa: E402
 

@@ -1,184 +1,47 @@
 """``sweval cache``: look into the unit store and prune it, on request only.
 
-The store (``--cache``, else ``$SWEVAL_CACHE``, else ``<output>/units``) keeps every finished
-unit until the user says otherwise::
+The store (``--cache``, else ``$SWEVAL_CACHE``, else the user's cache directory:
+:func:`evaluators.run.plan.user_store`) keeps every finished unit until the user says
+otherwise::
 
-    sweval cache list  [--cache DIR | --output DIR]       one line per unit
-    sweval cache size  [--cache DIR | --output DIR]       units and bytes per algorithm
+    sweval cache list  [--cache DIR | --output RUN]       one line per unit
+    sweval cache size  [--cache DIR | --output RUN]       units and bytes per algorithm
     sweval cache prune --older-than 30D [--dry-run]      units no run used for 30 days
+    sweval cache prune --max-size 2G [--dry-run]         the least recently used, down to 2 GiB
     sweval cache prune --run runs/old [--dry-run]        the units a run's units.csv names
 
-``prune --run DIR`` without ``--cache`` or ``--output`` prunes the store that run used (see
-:func:`run_store_directory`). A store directory that does not exist is an error, not an empty
+``--output RUN`` (and ``prune --run RUN`` without ``--cache`` or ``--output``) means the store
+that run used, as its record says (see :func:`run_store_directory`). A store directory that does not exist is an error, not an empty
 store: a mistyped path must not look like a clean one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-import os
+import re
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.wording import byte_size as _size
+from sweval.flows.cli.cache_stores import chosen_store, existing_store, run_store_directory
 from sweval.flows.cli.terminal import table_console
 
 app = typer.Typer(help="List, size and prune the unit store (finished units are never deleted "
                   "otherwise).", no_args_is_help=True)
 
 CacheOption = Annotated[str | None, typer.Option(
-    "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else <output>/units]")]
+    "--cache", help="The unit store. \\[default: $SWEVAL_CACHE, else the user's cache "
+    "directory, as for sweval run]")]
 OutputOption = Annotated[str | None, typer.Option(
-    "--output", help="The run directory whose units/ to use when no store is named. "
-    "\\[default: runs/latest]", show_default=False)]
-
-#: ``--output`` when none is given (``sweval run``'s default output directory).
-DEFAULT_OUTPUT = "runs/latest"
-#: How to name a store, for the error about a missing one.
-NAME_A_STORE = "name one with --cache DIR or --output RUN_DIR, or set $SWEVAL_CACHE"
-
-
-def _run_rule(
-    cache: str | None, cache_origin: str, fallback: Path, fallback_origin: str
-) -> tuple[Path, str]:
-    """``sweval run``'s choice of store (:func:`evaluators.run.plan.unit_store`): ``cache``, else
-    ``$SWEVAL_CACHE``, else ``fallback``; with which of them it is, in words (for messages)."""
-    from sweval.evaluators.run.plan import CACHE_ENV
-
-    if cache:
-        return Path(cache).expanduser(), cache_origin
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser(), f"named by ${CACHE_ENV}"
-    return fallback, fallback_origin
-
-
-def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
-    """The store the cache commands act on (``--cache``, else ``$SWEVAL_CACHE``, else
-    ``<output>/units``), and which of them named it."""
-    if output:
-        fallback, origin = Path(output).expanduser() / "units", f"the units/ of --output {output}"
-    else:
-        fallback = Path(DEFAULT_OUTPUT) / "units"
-        origin = f"the units/ of the default --output {DEFAULT_OUTPUT}"
-    return _run_rule(cache, "named by --cache", fallback, origin)
-
-
-def run_home(run: Path) -> Path:
-    """The directory whose record and store a run directory shares: ``run`` itself, or, for a
-    comparison's protocol sub-directory (``sw-eval/``, ``loocv/``, ... without a ``units/`` of
-    its own), the comparison's directory."""
-    if not (run / "units").is_dir() and (run.parent / "compare.json").is_file():
-        return run.parent
-    return run
-
-
-def run_record(home: Path) -> tuple[dict[str, Any], Path] | None:
-    """The record of the run in ``home``, ``config.json`` (a comparison's: ``compare.json``),
-    and its path; None without one.
-
-    Raises:
-        SwevalError: the record exists but cannot be read.
-    """
-    for name in ("config.json", "compare.json"):
-        path = home / name
-        if not path.is_file():
-            continue
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SwevalError(f"{path}: unreadable run record ({exc}).") from exc
-        return (record if isinstance(record, dict) else {}), path
-    return None
-
-
-def run_store_directory(run: Path) -> tuple[Path, str]:
-    """The store the run in ``run`` used, and where that came from (for messages).
-
-    Its record's ``unit_store``: the absolute directory of the store the run used, whatever
-    named it. A record from before ``unit_store``: ``sweval run``'s rule applied to the run's
-    recorded options, its ``--cache`` (:func:`recorded_cache`), else ``$SWEVAL_CACHE`` (which
-    such a record does not hold), else the run's own ``units/`` (a comparison's, for one of its
-    protocol sub-directories).
-    """
-    home = run_home(run)
-    found = run_record(home)
-    if found is None:
-        return _run_rule(None, "", home / "units", f"the units/ of the run {home}")
-    record, path = found
-    if record.get("unit_store"):
-        return Path(record["unit_store"]), f"the unit store that {path} records"
-    return _run_rule(recorded_cache(record, path), f"the --cache that {path} records",
-                     home / "units", f"the units/ of the run {home}")
-
-
-def recorded_cache(record: dict[str, Any], path: Path) -> str | None:
-    """The ``--cache`` that an older run record (``path``) names, a relative one made absolute
-    against the directory the run was started in: that is what the run resolved it against,
-    whatever the current directory is now. None when the run was given no ``--cache``.
-
-    Raises:
-        SwevalError: a relative ``--cache`` with an ``--output`` that does not tell that
-            directory (an absolute one, or one that is not the tail of the record's directory).
-    """
-    config = record.get("config") if isinstance(record.get("config"), dict) else {}
-    cache = config.get("cache")
-    if not cache:
-        return None
-    if Path(cache).expanduser().is_absolute():
-        return str(Path(cache).expanduser())
-    started_in = _started_in(path, str(config.get("output") or ""))
-    if started_in is None:
-        raise SwevalError(
-            f"{path} records the relative --cache {cache!r} but not the directory the run was "
-            f"started in (its --output is {config.get('output')!r}): name the store with "
-            "--cache DIR.")
-    return str(started_in / cache)
-
-
-def _started_in(path: Path, output: str) -> Path | None:
-    """The directory a run was started in, from its record ``path`` and the ``--output`` the
-    record holds (relative to that directory): the record's directory less the output's parts.
-    A comparison records its ``sw-eval`` sub-directory as output, its record lies one up. None
-    when the output is absolute or does not end the record's directory."""
-    recorded = Path(output)
-    if path.name == "compare.json":
-        recorded = recorded.parent
-    if not output or recorded.is_absolute() or ".." in recorded.parts:
-        return None
-    here = path.parent.resolve()
-    parts = recorded.parts  # "." has none: the run's directory itself
-    if parts and here.parts[-len(parts):] != parts:
-        return None
-    return Path(*here.parts[:len(here.parts) - len(parts)])
-
-
-def existing_store(directory: Path, origin: str):  # noqa: ANN201 (lazy import of the store)
-    """The store at ``directory``, which must exist and be a unit store (``origin``: how it was
-    chosen, in words).
-
-    Raises:
-        SwevalError: no directory there, naming it and how to name another store, or a
-            directory that is not a unit store (:meth:`UnitStore.check`).
-    """
-    from sweval.evaluators.units.store import UnitStore
-
-    if not directory.is_dir():
-        raise SwevalError(f"no unit store at {directory} ({origin}; {NAME_A_STORE}).")
-    return UnitStore(directory).check()
-
-
-def _store(cache: str | None, output: str | None):  # noqa: ANN202 (lazy import of the store)
-    """The store that ``--cache`` / ``$SWEVAL_CACHE`` / ``--output`` name, which must exist."""
-    return existing_store(*store_directory(cache, output))
-
+    "--output", help="A run's output directory: the unit store that run used (its config.json "
+    "or compare.json records it).", show_default=False)]
 
 def _split_text(split: dict) -> str:
     kind = split.get("kind", "?")
@@ -203,18 +66,10 @@ def _changed_params(algorithm: str, params: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in changed.items()) or "defaults"
 
 
-def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 @app.command("list")
 def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
     """One line per finished unit: algorithm, split, parameters, depth, users, size, last use."""
-    store = _store(cache, output)
+    store = chosen_store(cache, output)
     table = Table(title=f"unit store {store.directory}")
     for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "last used"):
         table.add_column(column,
@@ -237,8 +92,10 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
 @app.command("size")
 def size(cache: CacheOption = None, output: OutputOption = None) -> None:
     """How many units and bytes the store holds, per algorithm."""
-    store = _store(cache, output)
+    store = chosen_store(cache, output)
     rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
+    import pandas as pd
+
     frame = pd.DataFrame(rows, columns=["algorithm", "bytes"])
     table = Table(title=f"unit store {store.directory}")
     for column in ("algorithm", "units", "size"):
@@ -260,6 +117,8 @@ def run_unit_keys(run: Path) -> set[str]:
     for path in [run / "units.csv", *sorted(run.glob("*/units.csv"))]:
         if not path.exists():
             continue
+        import pandas as pd
+
         frame = pd.read_csv(path, dtype=str)
         if "unit_key" in frame:
             found = True
@@ -284,35 +143,49 @@ def prune(
     run: Annotated[Path | None, typer.Option(
         help="Delete the units this run directory used (its units.csv) from the store it used "
         "(the one its config.json records) unless --cache or --output names one.")] = None,
+    max_size: Annotated[str | None, typer.Option(
+        help="Then delete the least recently used units until the store holds at most this "
+        "much (2G, 500M, 1.5GiB: powers of 1024).")] = None,
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Only say what would be deleted.")] = False,
     cache: CacheOption = None,
     output: OutputOption = None,
 ) -> None:
-    """Delete units by last use or by run. Nothing else ever deletes a finished unit."""
+    """Delete units by last use, by run or down to a size. Nothing else ever deletes a finished
+    unit."""
     from sweval.data.durations import parse_duration
     from sweval.evaluators.units.locks import describe_registrants
     from sweval.evaluators.units.store import MTIME_SLACK_S
 
-    if older_than is None and run is None:
-        raise SwevalError("sweval cache prune: give --older-than DURATION and/or --run DIR.")
+    if older_than is None and run is None and max_size is None:
+        raise SwevalError("sweval cache prune: give --older-than DURATION, --run DIR and/or "
+                          "--max-size SIZE.")
+    max_bytes = parse_size(max_size, option="--max-size") if max_size is not None else None
     cutoff = time.time() - parse_duration(older_than, option="--older-than") \
         if older_than is not None else None
     keys = run_unit_keys(run) if run is not None else None
     if run is not None and cache is None and output is None:
         store = existing_store(*run_store_directory(run))
     else:
-        store = _store(cache, output)
+        store = chosen_store(cache, output)
     live = store.live_runs()
     # a run that has not planned yet (or a comparison, which finds units as it goes) may still
     # reach for any unit; one that has planned uses only what it used since it began
     in_use_since = None if not live else (
         live[0]["since"] - MTIME_SLACK_S if all(run.get("planned") for run in live) else -math.inf)
+    entries = list(store.entries())
+
+    def used_live(entry: Any) -> bool:
+        return in_use_since is not None and entry.last_used >= in_use_since
+
     chosen, in_use = [], []
-    for entry in store.entries():
-        if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):
-            used_live = in_use_since is not None and entry.last_used >= in_use_since
-            (in_use if used_live else chosen).append(entry)
+    if older_than is not None or run is not None:
+        for entry in entries:
+            if (cutoff is None or entry.last_used < cutoff) and (keys is None or entry.key in keys):
+                (in_use if used_live(entry) else chosen).append(entry)
+    if max_bytes is not None:
+        more, kept_live = least_recently_used(entries, chosen, max_bytes, used_live)
+        chosen, in_use = chosen + more, in_use + [e for e in kept_live if e not in in_use]
     kept = (f"; kept {len(in_use)} that running sweval commands use or may use "
             f"({describe_registrants(live)})" if in_use else "")
     leftovers_before = time.time() - LEFTOVER_AGE_S
@@ -338,11 +211,55 @@ def prune(
 
 
 prune.__doc__ = "\n\n".join([
-    "Delete units by last use or by run. Nothing else ever deletes a finished unit.",
+    "Delete units by last use, by run or down to a size. Nothing else ever deletes a finished "
+    "unit.",
+    "--older-than and --run choose units (both: those they both name); --max-size then deletes "
+    "the least recently used of the rest until the store holds at most that much.",
     "The units that running sweval commands have used since they began, or computed, stay.",
     "Every prune also deletes the files that killed writes left in the store (temporary files, "
     "units whose record was never written) once they are an hour old.",
 ])
+
+
+def least_recently_used(entries: list, chosen: list, max_bytes: int,
+                        live: Any) -> tuple[list, list]:
+    """The units to delete, besides ``chosen``, for the store to hold at most ``max_bytes``:
+    the least recently used first, skipping those a live run uses (``live(entry)``).
+
+    Returns:
+        (the units to delete, the live units that would otherwise have gone).
+    """
+    picked = {entry.key for entry in chosen}
+    rest = sorted((e for e in entries if e.key not in picked), key=lambda e: e.last_used)
+    total = _bytes(rest)
+    more, kept = [], []
+    for entry in rest:
+        if total <= max_bytes:
+            break
+        if live(entry):
+            kept.append(entry)
+            continue
+        more.append(entry)
+        total -= entry.size_bytes
+    return more, kept
+
+
+_SIZE = re.compile(r"(\d+(?:\.\d*)?|\.\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
+
+
+def parse_size(text: str, *, option: str) -> int:
+    """Bytes from ``2G``, ``500M``, ``1.5GiB``, ``800k``, ``1024`` (K, M, G, T: powers of 1024,
+    as ``sweval cache size`` prints them; ``B``, ``iB`` may follow).
+
+    Raises:
+        SwevalError: text that is not such a size, naming ``option``.
+    """
+    found = _SIZE.fullmatch(text.strip())
+    if found is None:
+        raise SwevalError(f"{option} {text!r}: not a size (e.g. 2G, 500M, 1.5GiB; powers of "
+                          "1024).")
+    power = " kmgt".index(found.group(2).lower() or " ")
+    return int(float(found.group(1)) * 1024 ** power)
 
 
 #: Files of a killed write (:meth:`UnitStore.leftovers`) older than this are deleted by every

@@ -25,26 +25,21 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from sweval.data.errors import SwevalError
-from sweval.data.log import InteractionLog
-from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.experiments.compare import (
-    CompareOptions,
-    CompareRecipe,
-    Comparison,
-)
-from sweval.evaluators.experiments.compare import run_compare as compare_protocols
 from sweval.evaluators.metrics.names import DEFAULT_METRICS
-from sweval.flows.cli.compare_tables import print_comparison
 from sweval.flows.cli.options import command_output
-from sweval.flows.cli.progress import ProgressHook
-from sweval.flows.cli.summary import check_something_scored
 from sweval.flows.cli.terminal import PRINT_WIDTH, table_console
+
+if TYPE_CHECKING:  # the comparison's modules load when the command runs
+    from rich.console import Console
+
+    from sweval.data.log import InteractionLog
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.experiments.compare import CompareRecipe, Comparison
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
 PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global, "
@@ -70,6 +65,9 @@ def run_compare(
     Raises:
         SwevalError: see :func:`evaluators.experiments.compare.run_compare`.
     """
+    from sweval.evaluators.experiments.compare import CompareOptions
+    from sweval.evaluators.experiments.compare import run_compare as compare_protocols
+    from sweval.flows.cli.progress import ProgressHook
     from sweval.flows.executors import executor_for
 
     options = CompareOptions(tuple(protocols), loocv_repeats, split_ratio, split_seed,
@@ -93,6 +91,8 @@ def run_compare(
 
 def printed_text(comparison: Comparison) -> str:
     """The comparison's tables as ``sweval compare`` prints them (``compare.txt``)."""
+    from sweval.flows.cli.compare_tables import print_comparison
+
     recorder = table_console(record=True, width=PRINT_WIDTH, file=io.StringIO())
     print_comparison(comparison, recorder)
     return recorder.export_text()
@@ -118,6 +118,9 @@ def compare_command(
         rank_metric: Annotated[str, typer.Option(help="The metric of the rankings, Kendall's τ and the rank shifts: recall, hit_rate or ndcg (papers/002 ranks by NDCG@10).")] = "recall",
         **options: Any,
     ) -> None:
+        from sweval.flows.cli.compare_tables import print_comparison
+        from sweval.flows.cli.summary import check_something_scored
+
         setup_logging(options["verbose"])
         cfg = build_config(ctx, options)
         if cfg.stratify_by is not None and cfg.stratify_mode != "subset":

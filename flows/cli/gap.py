@@ -28,31 +28,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
-from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.experiments.gap import (
-    VALIDATIONS,
-    GapDesign,
-    gap_notes,
-    skipped_sets,
-)
-from sweval.evaluators.experiments.gap import run_gap as run_experiment
-from sweval.evaluators.metrics.names import LABELS, shown_k
-from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.report.gap_page import write_gap_report
-from sweval.evaluators.run.plan import load_data, window_spec
 from sweval.flows.cli.options import command_output
-from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.cli.terminal import table_console
+
+if TYPE_CHECKING:  # the experiment's modules load when the command runs
+    import pandas as pd
+    from rich.console import Console
+
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.experiments.gap import GapDesign
 
 DEFAULT_OUTPUT = "runs/gap"
 
@@ -66,6 +55,8 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
         SwevalError: see :func:`evaluators.experiments.gap.run_gap`; MLflow's errors come after
             the tables are written.
     """
+    from sweval.evaluators.experiments.gap import run_gap as run_experiment
+    from sweval.flows.cli.progress import ProgressHook
     from sweval.flows.executors import executor_for
 
     progress = ProgressHook(config, label="validation and deployment",
@@ -79,6 +70,8 @@ def run_gap(config: EvalConfig, design: GapDesign, *, output: Path,
 
 def track(config: EvalConfig, design: GapDesign, output: Path, gap: pd.DataFrame) -> None:
     """Log the experiment to MLflow: each set's value per algorithm, metric and k; the files."""
+    import pandas as pd
+
     from sweval.flows.tracking.experiment_runs import ExperimentTracker
     from sweval.flows.tracking.metrics import key_part, metric_key
 
@@ -99,6 +92,13 @@ def print_gap(gap: pd.DataFrame, algorithms: list[str], k: int, metric: str = "r
               console: Console | None = None) -> None:
     """003 Table 2: per algorithm, each validation value with its change to the test value
     (``drop_pct`` in gap.csv: negative when the score shrinks after deployment)."""
+    import pandas as pd
+    from rich.markup import escape
+    from rich.table import Table
+
+    from sweval.evaluators.experiments.gap import VALIDATIONS
+    from sweval.evaluators.metrics.names import LABELS
+
     console = console or table_console()
     part = gap[(gap["metric"] == metric) & (gap["k"] == k)]
     table = Table(title=f"{LABELS[metric]}@{k}: validated before T, then deployed on [T, T+tΔ) "
@@ -139,6 +139,13 @@ def gap_command(
         split_seed: Annotated[int, typer.Option(help="Traditional validation: the seed of the random hold-out.")] = 0,
         **options: Any,
     ) -> None:
+        from sweval.data.durations import parse_duration, parse_time
+        from sweval.evaluators.experiments.gap import GapDesign, gap_notes, skipped_sets
+        from sweval.evaluators.metrics.names import shown_k
+        from sweval.evaluators.protocols.windows import WindowSpec
+        from sweval.evaluators.report.gap_page import write_gap_report
+        from sweval.evaluators.run.plan import load_data, window_spec
+
         setup_logging(options["verbose"])
         cfg = build_config(ctx, options)
         if cfg.stratify_by is not None:
@@ -162,7 +169,7 @@ def gap_command(
             )
         k = shown_k(cfg.k)
         for metric in ("recall", "ndcg"):
-            print_gap(gap_frame, list(cfg.algorithms), k, metric)
+            print_gap(gap_frame, cfg.labels, k, metric)
         for note in gap_notes(results):
             stderr.print(note, style="yellow", markup=False, highlight=False)
         stderr.print(f"tables: {output}", markup=False)

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pandas as pd
 import typer
 from rich.markup import escape
 from rich.table import Table
@@ -22,6 +21,10 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.text import DATA
 from sweval.flows.cli.options import build_config, with_eval_options
 from sweval.flows.cli.terminal import message_console, table_console
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 console = message_console(markup=False)  # paths print as they are
 

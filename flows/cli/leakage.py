@@ -30,26 +30,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
-import pandas as pd
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
-from sweval.data.timestamps import minute_utc
-from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.experiments.leakage import Severity, SeverityDesign, pivot_by_j
-from sweval.evaluators.experiments.leakage_run import FILES
-from sweval.evaluators.experiments.leakage_run import run_leakage as run_experiment
-from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.flows.cli.options import command_output
-from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.cli.terminal import table_console
+
+if TYPE_CHECKING:  # the experiment's modules load when the command runs
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
+
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.experiments.leakage import Severity, SeverityDesign
 
 DEFAULT_OUTPUT = "runs/leakage"
 
@@ -63,6 +58,8 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
         SwevalError: see :func:`evaluators.experiments.leakage_run.run_leakage`; MLflow's
             errors come after the tables are written.
     """
+    from sweval.evaluators.experiments.leakage_run import run_leakage as run_experiment
+    from sweval.flows.cli.progress import ProgressHook
     from sweval.flows.executors import executor_for
 
     progress = ProgressHook(config, label="leakage severity",
@@ -76,6 +73,9 @@ def run_leakage(config: EvalConfig, design: SeverityDesign, *, output: Path,
 
 def track(config: EvalConfig, design: SeverityDesign, output: Path, severity: Severity) -> None:
     """Log the experiment to MLflow: every metric per algorithm and k at step j, the files."""
+    import pandas as pd
+
+    from sweval.evaluators.experiments.leakage_run import FILES
     from sweval.flows.tracking.experiment_runs import ExperimentTracker
     from sweval.flows.tracking.metrics import key_part, metric_key
 
@@ -90,6 +90,13 @@ def track(config: EvalConfig, design: SeverityDesign, output: Path, severity: Se
 def print_severity(severity: Severity, algorithms: list[str], k: int,
                    console: Console | None = None) -> None:
     """The experiment's tables: metric@k per j, future items, % change, ranking, overlap."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from sweval.data.timestamps import minute_utc
+    from sweval.evaluators.experiments.leakage import pivot_by_j
+    from sweval.evaluators.metrics.names import LABELS
+
     console = console or table_console()
     splits = Table(title="Training data per j (the test users are the same for every j)",
                    title_justify="left")
@@ -134,6 +141,11 @@ def print_severity(severity: Severity, algorithms: list[str], k: int,
 
 
 def _by_j(table: pd.DataFrame, title: str, fmt: str) -> Table:
+    import numpy as np
+    import pandas as pd
+    from rich.markup import escape
+    from rich.table import Table
+
     out = Table(title=title, title_justify="left")
     out.add_column("algorithm")
     for j in table.columns:
@@ -157,6 +169,10 @@ def leakage_command(
         leak_periods: Annotated[int, typer.Option(help="J: train with 0, 1, ..., J periods of --window after P.")] = 2,
         **options: Any,
     ) -> None:
+        from sweval.data.durations import parse_duration, parse_time
+        from sweval.evaluators.experiments.leakage import SeverityDesign
+        from sweval.evaluators.metrics.names import shown_k
+
         setup_logging(options["verbose"])
         cfg = build_config(ctx, options)
         if cfg.stratify_by is not None:
@@ -174,7 +190,7 @@ def leakage_command(
         output = Path(command_output(ctx, cfg, DEFAULT_OUTPUT))
         stderr = table_console(stderr=True)
         severity = run_leakage(cfg, design, output=output, console=stderr)
-        print_severity(severity, list(cfg.algorithms), shown_k(cfg.k))
+        print_severity(severity, cfg.labels, shown_k(cfg.k))
         stderr.print(f"tables and severity.png: {output}", markup=False)
 
     leakage.__doc__ = (

@@ -23,7 +23,6 @@ import typer
 
 from sweval.data.errors import SwevalError
 from sweval.flows.cli.terminal import message_console
-from sweval.flows.tracking import get_run, open_client, resolve_uri, shown_uri
 
 console = message_console(markup=False)  # paths print as they are
 
@@ -81,6 +80,7 @@ def report_from_run(
         SwevalError: unknown run, or neither it nor its parent has a results table.
     """
     from sweval.evaluators.report.page import write_report
+    from sweval.flows.tracking import get_run
 
     client = _client(tracking_uri)
     holder = run_id
@@ -109,6 +109,8 @@ def log_report(
     artifact_path: str = ARTIFACT_PATH,
 ) -> None:
     """Log report files (``write_report``'s return value) to an MLflow run as artifacts."""
+    from sweval.flows.tracking import shown_uri
+
     client = _client(tracking_uri)
     try:
         for path in paths:
@@ -125,6 +127,8 @@ def _client(tracking_uri: str | None) -> Any:
     Raises:
         SwevalError: the store cannot be opened (a server or database that does not answer).
     """
+    from sweval.flows.tracking import open_client, resolve_uri, shown_uri
+
     uri = resolve_uri(tracking_uri)
     try:
         return open_client(uri)
@@ -137,6 +141,8 @@ def _client(tracking_uri: str | None) -> Any:
 
 def _download_results(client: Any, run_id: str, into: Path) -> Path | None:
     """Download the run's artifacts; return the shallowest directory holding a results table."""
+    from sweval.flows.tracking import get_run, shown_uri
+
     get_run(client, run_id)  # a clear error for an unknown id
     into.mkdir(parents=True, exist_ok=True)
     try:

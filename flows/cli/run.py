@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from sweval.data.errors import SwevalError
 from sweval.flows.cli.logs import setup_logging
@@ -23,6 +24,20 @@ if TYPE_CHECKING:
     from sweval.evaluators.config.model import EvalConfig
 
 console = message_console()
+
+
+class RunCommand(TyperCommand):
+    """``sweval run``: its help ends with every algorithm's parameters, read from the registry
+    only when the help is shown (importing every model costs seconds; ``--help`` must not)."""
+
+    @property  # type: ignore[override]
+    def epilog(self) -> str:
+        return ("[bold]Algorithm parameters[/bold] (set with --set NAME.PARAM=VALUE):\n\n"
+                + algorithm_help())
+
+    @epilog.setter
+    def epilog(self, value: str | None) -> None:
+        """click sets the epilog it was given (none): the property makes it."""
 
 
 def algorithm_help() -> str:
@@ -52,6 +67,15 @@ def run(
     setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
+    api = None
+    if prefect:
+        from sweval.flows.startup import TemporaryApi
+
+        api = TemporaryApi.start()  # first: it answers seconds later, while the run gets ready
+    console.print(f"evaluating {cfg.dataset_name}: " + (
+        "starting Prefect's temporary API..." if api is not None else
+        "Prefect flow sliding-window-eval..." if prefect else "in this process (--no-prefect)..."),
+        markup=False, highlight=False)
     from sweval.evaluators.run.plan import precheck
     from sweval.flows.cli.summary import print_summary
 
@@ -62,11 +86,11 @@ def run(
         from sweval.evaluators.run.plan import unit_store
 
         # a live run of its store from here, not once the flow starts: Prefect's start-up takes
-        # seconds (9 s with the temporary server), in which `sweval cache prune` deleted units;
-        # the output directory is claimed first (its units/ may be the store)
+        # seconds, in which `sweval cache prune` could delete units; the output directory is
+        # claimed first (its units/ may be the store)
         claim(cfg.output)
         with unit_store(cfg).in_use():
-            outputs = run_flow(cfg, rolling=rolling)
+            outputs = run_flow(cfg, rolling=rolling, api=api)
     else:
         from sweval.flows.execute import execute
 
@@ -97,22 +121,29 @@ def run(
         check_something_scored(outputs.results, u_min=cfg.u_min)
 
 
-def run_flow(cfg: EvalConfig, *, rolling: bool) -> Any:
-    """Call the flow, turning an unreachable Prefect API into one clear error."""
-    from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
-    from sweval.flows.sliding_window import sliding_window_eval
-    from sweval.flows.startup import finish_preloading, prepare_side_by_side
+def run_flow(cfg: EvalConfig, *, rolling: bool, api: Any = None) -> Any:
+    """Call the flow, turning an unreachable Prefect API into one clear error; the log is
+    loaded and MLflow set up while Prefect's temporary API (``api``) starts
+    (:mod:`flows.startup`)."""
+    from sweval.evaluators.run.plan import load_data
+    from sweval.flows.startup import finish_preloading, preload, ready_api
 
-    with reaching_prefect("Start it (`sweval up`, or `prefect server start`), unset "
-                           "PREFECT_API_URL to use a temporary local one, or run with "
-                           "--no-prefect."):
-        hide_reported_errors_in_terminal()
-        prepare_side_by_side(cfg)
-        try:
+    preload(cfg)
+    try:
+        if api is not None and not rolling:
+            load_data(cfg)  # kept for the flow's load-log task
+        with reaching_prefect("Start it (`sweval up`, or `prefect server start`), unset "
+                              "PREFECT_API_URL to use a temporary local one, or run with "
+                              "--no-prefect."):
+            from sweval.flows.settings import flow_run_settings, hide_reported_errors_in_terminal
+            from sweval.flows.sliding_window import sliding_window_eval
+
+            hide_reported_errors_in_terminal()
+            ready_api(api)
             with flow_run_settings():
                 return sliding_window_eval(config=cfg, rolling=rolling)
-        finally:
-            finish_preloading()
+    finally:
+        finish_preloading()
 
 
 @contextmanager

@@ -5,9 +5,8 @@ progress bar shown while units run."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,16 +24,24 @@ from sweval.evaluators.run.results import is_best, largest_strata
 from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead
 from sweval.evaluators.stats.tuning import TUNED
-from sweval.evaluators.wording import NO_INTERVAL, interval_text, plural, units_line
+from sweval.evaluators.wording import (
+    NO_INTERVAL,
+    interval_text,
+    plural,
+    store_line,
+    units_line,
+)
+from sweval.flows.cli.labels import label_room, legend_lines, short_labels
 from sweval.flows.cli.terminal import folding_header, note_cell, table_console, widest_line
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    pass
 
 
 def summary_table(
     summary: pd.DataFrame, *, metric: str, stratum: str, title: str,
     significance: pd.DataFrame | None = None, failed: Mapping[str, int] | None = None,
+    shown: Mapping[str, str] | None = None,
 ) -> Table:
     """A rich table: one row per algorithm, one column per k (mean and Δ% to the best, below it
     the bootstrap interval when the summary has one), and the folds used/skipped, with the
@@ -42,14 +49,16 @@ def summary_table(
     whether the best's lead over the runner-up is significant (Wilcoxon, Holm, ``ALPHA``).
 
     In a narrow console the algorithm labels fold and the numbers stay whole; a column of
-    numbers is as wide as they are, the lead row's notes wrap within it."""
+    numbers is as wide as they are, the lead row's notes wrap within it. ``shown``: the name to
+    show for a label (:func:`short_labels`), else the label."""
     part = summary[(summary["metric"] == metric) & (summary["stratum"] == stratum)]
     best = is_best(part)
     ks = sorted(int(k) for k in part["k"].dropna().unique())
     body = []  # (label, a cell per k, folds) per algorithm
     for algorithm, rows in part.groupby("algorithm", sort=False):
         at_k = [rows[rows["k"] == k].iloc[0] for k in ks]
-        body.append((escape(str(algorithm)),  # labels such as item-knn[tuned] are not markup
+        name = (shown or {}).get(str(algorithm), str(algorithm))
+        body.append((escape(name),  # labels such as item-knn[tuned] are not markup
                      [value_cell(row, best=bool(best.loc[row.name])) for row in at_k],
                      folds_cell(rows, (failed or {}).get(str(algorithm), 0))))
     table = Table(title=title, title_justify="left", padding=(0, 1))
@@ -114,7 +123,8 @@ def lead_cell(
 MAX_OVERLAP_ALGORITHMS = 8
 
 
-def overlap_table(overlap: pd.DataFrame, k: int) -> Group | None:
+def overlap_table(overlap: pd.DataFrame, k: int,
+                  shown: Mapping[str, str] | None = None) -> Group | None:
     """Mean J@k between algorithms (and seeds) over folds; the diagonal is each algorithm's
     stability over consecutive folds (None when there is nothing to compare, or too much).
 
@@ -127,10 +137,11 @@ def overlap_table(overlap: pd.DataFrame, k: int) -> Group | None:
                  "consecutive folds (overlap.csv)", style="italic")
     table = Table(padding=(0, 1))
     table.add_column("", style="bold", overflow="fold")
+    named = shown or {}
     for label in matrix.columns:
-        table.add_column(folding_header(str(label)), justify="right")
+        table.add_column(folding_header(named.get(str(label), str(label))), justify="right")
     for label, row in matrix.iterrows():
-        table.add_row(escape(str(label)),
+        table.add_row(escape(named.get(str(label), str(label))),
                       *("" if pd.isna(value) else f"{value:.2f}" for value in row))
     return Group(title, table)
 
@@ -217,6 +228,9 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     console = console or table_console()
     summary = outputs.summary
     metric = shown_metric(summary)
+    n_ks = summary.loc[summary["metric"] == metric, "k"].nunique()
+    shown = short_labels([str(label) for label in summary["algorithm"].unique()],
+                         label_room(console.width, n_ks))
     strata = list(summary["stratum"].unique())
     largest = largest_strata(outputs.results)
     if largest is not None:  # hundreds of strata: the largest, not hundreds of tables
@@ -241,7 +255,10 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         )
         failed = Counter(f.label for f in outputs.failed if f.stratum == stratum)
         console.print(summary_table(summary, metric=metric, stratum=stratum, title=title,
-                                    significance=outputs.significance, failed=failed))
+                                    significance=outputs.significance, failed=failed,
+                                    shown=shown))
+    for line in legend_lines(shown):
+        console.print(line, style="dim", markup=False, highlight=False)
     for line in [*common_folds_lines(summary, metric), *same_configuration_lines(outputs.units)]:
         console.print(line, style="dim", markup=False, highlight=False)
     print_significance_notes(outputs, config, console)
@@ -265,13 +282,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     line = units_line(outputs.n_reused, outputs.n_computed, outputs.n_code_changed,
                       failed=len({failure.key for failure in outputs.failed}))
     console.print(f"units: {line}")
+    console.print(store_usage(outputs.unit_store), style="dim", markup=False, highlight=False)
     if outputs.optimism is not None and not outputs.optimism.empty:
         console.print(optimism_table(outputs.optimism, config))
     for line in unscored_tuned_lines(outputs.results):
         console.print(line, style="yellow", markup=False, highlight=False)
     if outputs.overlap is not None and not outputs.overlap.empty:
         k = shown_k(config.k)
-        overlap = overlap_table(outputs.overlap, k)
+        overlap = overlap_table(outputs.overlap, k, shown)
         if overlap is not None:
             console.print(overlap)
     written = [name for name in RESULT_FILES if (outputs.directory / name).exists()]
@@ -280,6 +298,14 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
         console.print(f"report:  {outputs.directory / 'report.html'}", markup=False)
     for failure in outputs.failed:
         console.print(f"failed:  {escape(failure.describe())}", style="red", highlight=False)
+
+
+def store_usage(directory: object) -> str:
+    """The unit store's line of the summary: where it is, how many units and bytes it holds
+    (``unit store ~/.cache/sweval/units: 240 units, 12.0 MiB``)."""
+    from sweval.evaluators.units.store import UnitStore
+
+    return store_line(directory, *UnitStore(directory).usage())
 
 
 def interval_words(part: pd.DataFrame, level: float) -> str:
@@ -406,30 +432,3 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
                 f"{untested}; see significance_strata.csv", highlight=False,
             )
 
-
-def unit_progress(label: str, *, enabled: bool, console: Console | None = None) -> Progress:
-    """A transient rich progress display over units: ``label`` (a rich format of the task, e.g.
-    ``"{task.description}"``), a bar, done/total and the elapsed time; blank unless ``enabled``.
-    """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    return Progress(
-        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=console, disable=not enabled, transient=True,
-    )
-
-
-@contextlib.contextmanager
-def progress_bar(config: EvalConfig, total: int) -> Iterator[Callable[[int], None]]:
-    """A transient progress bar over ``total`` units; yields ``advance(n)``."""
-    with unit_progress(
-        "[bold]evaluating[/bold] {task.description}", enabled=config.progress
-    ) as progress:
-        bar = progress.add_task(config.dataset_name, total=total)
-        yield lambda n: progress.advance(bar, n)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.metrics.ranking import LABELS
+from sweval.evaluators.metrics.names import LABELS
 
 #: The run tag MLflow's UI shows (and edits) as the run's description.
 NOTE_TAG = "mlflow.note.content"

@@ -53,10 +53,12 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 def algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
     """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``,
     then a variant's own), under its label."""
+    from sweval.evaluators.config.text import entry_label
     from sweval.evaluators.units.unit import AlgorithmSpec
 
+    entry = {entry_label(entry): entry for entry in config.algorithms}.get(algorithm, algorithm)
     try:
-        spec = AlgorithmSpec.from_entry(algorithm, config.params)
+        spec = AlgorithmSpec.from_entry(entry, config.params)
     except SwevalError:
         return {"algorithm": algorithm} | flatten(dict(config.params.get(algorithm, {})))
     return {"algorithm": spec.label, "registry_name": spec.name} | flatten(spec.canonical)

@@ -67,13 +67,13 @@ def test_a_live_runs_registration_is_seen_while_it_lives_and_cleared_once_it_is_
     assert store.live_runs() == [] and list(folder.glob("*.lock")) == []
 
 
-def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch, capsys):
+def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch, capsys,
+                                                           user_cache):
     """QA: `prune --older-than 1s` during a run deleted units the run had just reused or
     computed; a run that had planned to reuse a unit then failed to load it."""
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
     evaluate_config(config(tmp_path))
-    store = out / "units"
+    store = user_cache
     age_units(store, 2)
     pop = [path.parent.name for path in stored_units(store) if '"pop"' in path.read_text()]
     n_units = len(stored_units(store))
@@ -91,13 +91,13 @@ def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch
     assert stored_units(store) == []
 
 
-def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monkeypatch, capsys):
+def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monkeypatch, capsys,
+                                                                 user_cache):
     """QA: a prune between a run's start and its planning (the log loading: 1.45 s there)
     deleted 396 units the run then recomputed; a comparison finds its units as it goes."""
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
     evaluate_config(config(tmp_path))
-    store = out / "units"
+    store = user_cache
     age_units(store, 2)
     n_units = len(stored_units(store))
     with holding(USES_THE_STORE, store, "--planning"):
@@ -107,10 +107,9 @@ def test_prune_keeps_every_unit_while_a_live_run_has_not_planned(tmp_path, monke
         assert len(stored_units(store)) == n_units
 
 
-def test_a_unit_found_after_prune_chose_it_is_not_deleted(tmp_path, monkeypatch):
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
+def test_a_unit_found_after_prune_chose_it_is_not_deleted(tmp_path, user_cache):
     evaluate_config(config(tmp_path))
-    store_path = Path(config(tmp_path).output) / "units"
+    store_path = user_cache
     age_units(store_path, 2)
     store = UnitStore(store_path)
     chosen = list(store.entries())
@@ -159,7 +158,7 @@ class _LoadingTheLog(Exception):
 
 @pytest.mark.parametrize("command", ["compare", "leakage", "gap"])
 def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
-    command: str, tmp_path: Path, monkeypatch
+    command: str, tmp_path: Path, monkeypatch, user_cache: Path
 ) -> None:
     """A prune while `compare`, `leakage` or `gap` loaded its log (seconds on a large one)
     deleted units it was about to reuse: they registered only once the log was loaded."""
@@ -170,8 +169,7 @@ def test_commands_that_find_units_as_they_go_register_before_loading_the_log(
     from sweval.evaluators.experiments.leakage import SeverityDesign
     from sweval.flows.cli import compare, gap, leakage
 
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
-    store = UnitStore(tmp_path / command / "units")
+    store = UnitStore(user_cache)
 
     def loading(*_args: object, **_kwargs: object) -> None:
         assert [record["pid"] for record in store.live_runs()] == [os.getpid()]

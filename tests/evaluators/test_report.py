@@ -631,3 +631,36 @@ def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkey
     monkeypatch.setattr(output_dir.os, "fsync", real)
     assert write_report_quietly(directory)[0] == directory / "report.html"
     shutil.rmtree(directory)
+
+
+def test_a_dozen_configurations_get_small_multiples_and_headers_that_break(tmp_path):
+    """Issue 46: with 11 configurations the per-fold chart had 11 overlapping lines and the
+    tables' headers ran wide. Past MAX_LINES algorithms the chart is one small panel per
+    algorithm (its line in colour, the others grey); a label breaks before its parameters and
+    after commas (<wbr>), never mid-word."""
+    from sweval.evaluators.config.model import EvalConfig
+    from sweval.evaluators.report.data import load
+    from sweval.evaluators.report.figures import figure_over_time
+    from sweval.evaluators.report.html import breakable
+    from sweval.evaluators.report.multiples import MAX_LINES
+    from sweval.evaluators.run.evaluate import evaluate_config
+
+    algorithms = ["pop", "decay-pop", *(f"pop-n(n_recent={n})" for n in (10, 100, 300, 3000)),
+                  "my=decay-pop(decay=0.5,horizon=3)", "pop-n"]
+    assert len(algorithms) > MAX_LINES
+    evaluate_config(EvalConfig.build(
+        data="movielens-latest-small", window="7D", folds=3, u_min=3, k=[10],
+        algorithms=algorithms, output=str(tmp_path / "out"), progress=False, tracking=False))
+    data = load(tmp_path / "out")
+    figure = figure_over_time(data, "recall", 10)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == [
+        "pop", "decay-pop", *(f"pop-n(n_recent={n})" for n in (10, 100, 300, 3000)), "my",
+        "pop-n"]
+    for ax in panels:  # its own line in colour, the 7 others in grey behind it
+        assert len([line for line in ax.get_lines() if line.get_color() == "0.82"]) == 7
+    assert str(breakable('item-knn(n_neighbors=50,weighting="cosine")')) == \
+        'item-knn<wbr>(n_neighbors=50,<wbr>weighting=&#34;cosine&#34;)'
+    assert str(breakable("<b>pop</b>")) == "&lt;b&gt;pop&lt;/b&gt;"
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert '<th class="alg">pop-n<wbr>(n_recent=3000)</th>' in page

@@ -21,7 +21,7 @@ def small_config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=6, u_min=3,
         algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 500}},
-        output=str(tmp_path / "out"), progress=False,
+        output=str(tmp_path / "out"), progress=False, report=False,
     )
     values.update(overrides)
     return EvalConfig.build(**values)

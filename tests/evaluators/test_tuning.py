@@ -26,7 +26,7 @@ def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=6, u_min=3, k=[5, 10],
         algorithms=["pop", "item-knn"], tune=GRID, output=str(tmp_path / "out"),
-        progress=False, tracking=False,
+        progress=False, report=False, tracking=False,
     )
     return EvalConfig.build(**(values | overrides))
 
@@ -123,10 +123,10 @@ def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_mo
 ):
     plain = evaluate_config(config(tmp_path, tune={}, algorithms=["pop", "item-knn", A, B],
                              output=str(tmp_path / "plain")))
-    plain_fits = len(count_units)
+    assert count_units
     count_units.clear()
-    tuned = evaluate_config(config(tmp_path))
-    assert len(count_units) == plain_fits  # the same units (another store), no more
+    tuned = evaluate_config(config(tmp_path))  # another output, the one store
+    assert count_units == []  # every unit it needs is one the plain run computed
     recall = plain.results[(plain.results["metric"] == "recall") & (plain.results["k"] == 10)]
     by = recall.pivot_table(index="fold", columns="algorithm", values="value")
     mine = tuned.results[(tuned.results["algorithm"] == "item-knn[tuned]")
@@ -345,12 +345,15 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     from sweval.evaluators.stats.tuning import searches
 
-    repeated = {"item-knn": {"n_neighbors": [50.0, 5, 50, 5]}}
+    repeated = {"item-knn": {"n_neighbors": [50, 5, 50.0, 5]}}
     found = searches(config(tmp_path, tune=repeated))[0]
     assert found.candidates == [B, A] and found.params == [{"n_neighbors": 50},
                                                            {"n_neighbors": 5}]
-    # the values as validated (50.0 → 50), like the labels
+    # the values as validated (50.0 → 50); the label as first written
     assert [type(p["n_neighbors"]) for p in found.params] == [int, int]
+    spelled = searches(config(tmp_path, tune={"item-knn": {"n_neighbors": [50.0, 50]}}))[0]
+    assert spelled.candidates == ["item-knn(n_neighbors=50.0)"]
+    assert spelled.params == [{"n_neighbors": 50}]
     evaluate_config(config(tmp_path, tune=repeated, folds=4))
     out = tmp_path / "out"
     tuning = pd.read_csv(out / "tuning.csv")
@@ -547,7 +550,8 @@ def test_per_user_values_of_a_stratums_tuned_series_are_its_own_choices(tmp_path
     assert differs  # this log: some stratum chooses otherwise than all users on some fold
 
 
-def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_path):
+def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_path,
+                                                                            own_unit_store):
     """One --output, a tuned run then a plain one: tuning.csv, optimism.csv and per_user.parquet
     of the first must not pass for the second's (its report, MLflow's artifacts)."""
     from sweval.evaluators.report.page import write_report
@@ -558,7 +562,7 @@ def test_a_later_run_without_tuning_removes_the_earlier_runs_tuning_tables(tmp_p
     evaluate_config(config(tmp_path, folds=3, tune={}))
     for name in ("tuning.csv", "optimism.csv", "per_user.parquet"):
         assert not (out / name).exists(), name
-    assert (out / "units").is_dir() and any((out / "units").iterdir())  # units stay
+    assert any(own_unit_store.glob("*/*/unit.json"))  # units stay
     write_report(out)
     assert "oracle" not in (out / "report.html").read_text()
 
@@ -602,3 +606,16 @@ def test_tuning_options_without_tune_are_said_to_have_no_effect(tmp_path, caplog
     make_plan(config(tmp_path, tune={}, folds=2))
     make_plan(config(tmp_path, folds=2, tune_windows=2))  # with --tune: they apply
     assert caplog.messages == []
+
+
+def test_the_report_header_describes_a_tuned_algorithm_not_as_defaults(tmp_path):
+    """Issue 46: the report's facts listed `item-knn[tuned]` as "defaults" (it has no
+    parameters of its own: each fold takes a candidate's)."""
+    from sweval.evaluators.report.data import load
+    from sweval.evaluators.report.facts import run_facts
+
+    evaluate_config(config(tmp_path, folds=3))
+    facts = dict(run_facts(load(tmp_path / "out"), None))
+    assert facts["item-knn[tuned]"] == ("tuned: per fold, the best of 2 candidates on the "
+                                        "windows before it (tuning.csv)")
+    assert "n_neighbors=5" in facts[A]

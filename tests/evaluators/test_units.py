@@ -29,7 +29,7 @@ SPLIT = {"kind": "window", "t_start": 0, "t_end": 10, "data": "abc"}
 def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
-        algorithms=["pop", "pop-n"], output=str(tmp_path / "out"), progress=False,
+        algorithms=["pop", "pop-n"], output=str(tmp_path / "out"), progress=False, report=False,
         tracking=False,
     )
     return EvalConfig.build(**(values | overrides))
@@ -174,6 +174,80 @@ def test_a_shared_cache_serves_another_output_directory(tmp_path, fits):
     assert unit_store(config(tmp_path, cache=cache)).directory == Path(cache)
 
 
+def test_a_second_run_into_a_new_output_reuses_every_unit_without_cache(
+    tmp_path, fits, monkeypatch, capsys, user_cache
+):
+    """Issue 46: with no --cache and no $SWEVAL_CACHE, a second `sweval run` into a new output
+    directory recomputed every unit the first had just computed (the store was <output>/units).
+    Every command's default store is now the user's: the second run computes nothing, writes
+    the same results, and its summary names the store with its size."""
+    from sweval.flows.cli.app import main
+
+    base = ["sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
+            "--data", "movielens-latest-small", "--window", "7D", "--folds", "3", "--u-min", "3",
+            "--algorithms", "pop,pop-n"]
+    monkeypatch.setattr(sys, "argv", [*base, "--output", str(tmp_path / "first")])
+    main()
+    assert "units: reused 0 units, computed 6" in capsys.readouterr().out
+    fits.clear()
+    monkeypatch.setattr(sys, "argv", [*base, "--output", str(tmp_path / "second")])
+    main()
+    printed = capsys.readouterr().out
+    assert fits == [] and "units: reused 6 units, computed 0" in printed
+    n_bytes = sum(path.stat().st_size for path in user_cache.glob("*/*/*"))
+    assert f"unit store {user_cache}: 6 units, {n_bytes / 1024:.1f} KiB" in " ".join(
+        printed.split())
+    assert not (tmp_path / "first" / "units").exists()
+    assert (tmp_path / "first" / "results.csv").read_bytes() == \
+        (tmp_path / "second" / "results.csv").read_bytes()
+    assert json.loads((tmp_path / "second" / "config.json").read_text())["unit_store"] == \
+        str(user_cache)
+
+
+def test_cache_list_output_follows_the_store_the_run_recorded(tmp_path, monkeypatch, capsys):
+    """`cache list --output RUN` looked in RUN/units whatever store the run used, while
+    `cache prune --run RUN` followed the store its config.json records: both follow it now."""
+    shared = tmp_path / "elsewhere"
+    evaluate_config(config(tmp_path, cache=str(shared)))
+    keys = sorted(path.parent.name[:10] for path in stored_units(shared))
+    assert cache_command(monkeypatch, "list", "--output", tmp_path / "out") == 0
+    printed = capsys.readouterr().out
+    assert str(shared) in " ".join(printed.split())
+    assert sorted(re.findall(r"\b[0-9a-f]{10}\b", printed)) == keys
+
+
+def test_cache_prune_max_size_deletes_the_least_recently_used_first(
+    tmp_path, monkeypatch, capsys, own_unit_store
+):
+    """--max-size SIZE deletes units, least recently used first, until the store holds at most
+    SIZE; --dry-run only says so."""
+    evaluate_config(config(tmp_path))
+    entries = sorted(UnitStore(own_unit_store).entries(), key=lambda e: e.key)
+    for age, entry in enumerate(entries):  # the first key is the oldest-used, and so on
+        used = time.time() - (len(entries) - age) * 86400
+        os.utime(entry.path, (used, used))
+    sizes = [entry.size_bytes for entry in entries]
+    limit = sum(sizes[2:])  # exactly what the newest all but two take
+    assert cache_command(monkeypatch, "prune", "--max-size", str(limit), "--dry-run") == 0
+    assert "would delete 2 units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--max-size", str(limit)) == 0
+    assert "deleted 2 units" in capsys.readouterr().out
+    assert [p.parent.name for p in stored_units(own_unit_store)] == [e.key for e in entries[2:]]
+    assert cache_command(monkeypatch, "prune", "--max-size", "1G") == 0
+    assert "deleted 0 units" in capsys.readouterr().out
+    assert cache_command(monkeypatch, "prune", "--max-size", "2 parsecs") == 2
+    assert "--max-size '2 parsecs': not a size" in capsys.readouterr().err
+
+
+def test_sizes_read_in_powers_of_1024():
+    from sweval.flows.cli.cache import parse_size
+
+    assert [parse_size(text, option="--max-size") for text in
+            ("2G", "500M", "1.5GiB", "800k", "1024", "3 MB", ".5K", "1t")] == [
+        2 * 1024**3, 500 * 1024**2, 3 * 1024**3 // 2, 800 * 1024, 1024, 3 * 1024**2, 512,
+        1024**4]
+
+
 # ------------------------------------------------------------------------------ the store
 @pytest.mark.parametrize("ids", ["text", "integers"])
 def test_lists_round_trip_through_raw_ids(tmp_path, ids):
@@ -216,23 +290,24 @@ def test_concurrent_writers_of_one_unit_leave_it_whole(tmp_path):
     assert not list(tmp_path.glob("**/.*.tmp"))
 
 
-def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys):
+def test_cache_prune_deletes_only_on_request(tmp_path, monkeypatch, capsys, own_unit_store):
+    """Two runs into two outputs share the one default store; prune deletes by last use or by
+    run only when asked, and --output names the store that run recorded."""
     from sweval.flows.cli.app import main
 
     out = config(tmp_path).output
     evaluate_config(config(tmp_path))
-    n = len(list(Path(out, "units").glob("*/*/unit.json")))
-    evaluate_config(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "pop-only"),
-                     cache=str(Path(out, "units"))))
-    assert len(list(Path(out, "units").glob("*/*/unit.json"))) == n
+    n = len(stored_units(own_unit_store))
+    evaluate_config(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "pop-only")))
+    assert len(stored_units(own_unit_store)) == n
     for argv, remaining in (
         (["prune", "--output", out, "--older-than", "1D"], n),
-        (["prune", "--output", out, "--run", str(tmp_path / "pop-only"), "--dry-run"], n),
+        (["prune", "--run", str(tmp_path / "pop-only"), "--dry-run"], n),
         (["prune", "--output", out, "--run", str(tmp_path / "pop-only")], n // 2),
     ):
         monkeypatch.setattr(sys, "argv", ["sweval", "cache", *argv])
         main()
-        assert len(list(Path(out, "units").glob("*/*/unit.json"))) == remaining
+        assert len(stored_units(own_unit_store)) == remaining
     monkeypatch.setattr(sys, "argv", ["sweval", "cache", "size", "--output", out])
     main()
     assert "pop-n" in capsys.readouterr().out
@@ -262,60 +337,62 @@ def age_units(store: Path, days: float) -> None:
         os.utime(record.parent, (used, used))
 
 
-def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys):
-    """--run DIR without --cache/--output: DIR's own units/, the --cache its config.json
-    records, and for a comparison (several units.csv) the comparison's units/. Before, the
-    store was runs/latest/units, which did not even exist: 'would delete 0 units'."""
+def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys,
+                                                        user_cache):
+    """--run DIR without --cache/--output: the store DIR's config.json records (the user's
+    store for a run given none, the --cache it was given), and for a comparison (several
+    units.csv) the store its compare.json records. Before, the store was runs/latest/units,
+    which did not even exist: 'would delete 0 units'."""
     from sweval.data.synthetic import generate_log
     from sweval.flows.cli.compare import run_compare
 
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)  # no runs/latest here
     own, shared = tmp_path / "own", tmp_path / "shared"
     evaluate_config(config(tmp_path, output=str(own)))
     evaluate_config(config(tmp_path, algorithms=["pop"], output=str(tmp_path / "b"), cache=str(shared)))
-    n_own, n_shared = len(stored_units(own / "units")), len(stored_units(shared))
+    n_own, n_shared = len(stored_units(user_cache)), len(stored_units(shared))
     assert n_own > n_shared > 0
 
     assert cache_command(monkeypatch, "prune", "--run", own, "--dry-run") == 0
     assert f"would delete {n_own} units" in capsys.readouterr().out
     assert cache_command(monkeypatch, "prune", "--run", tmp_path / "b") == 0
     assert f"deleted {n_shared} units" in capsys.readouterr().out
-    assert stored_units(shared) == [] and len(stored_units(own / "units")) == n_own
+    assert stored_units(shared) == [] and len(stored_units(user_cache)) == n_own
 
     log = InteractionLog.from_frame(generate_log(scale=0.02, seed=1, days=30), source="small")
+    store = tmp_path / "cmp-units"
     small = EvalConfig.build(scale=0.02, seed=1, window="1D", folds=2, u_min=3, k=[5],
-                             algorithms=["pop"], progress=False, tracking=False)
+                             algorithms=["pop"], progress=False, tracking=False, cache=str(store))
     comparison = tmp_path / "cmp"
     run_compare(small, ["sw-eval", "loocv"], output=comparison, loocv_repeats=1, log=log)
     n_loocv = len(pd.read_csv(comparison / "loocv" / "units.csv"))
-    n_compare = len(stored_units(comparison / "units"))
+    n_compare = len(stored_units(store))
     assert n_compare > n_loocv > 0
     assert cache_command(monkeypatch, "prune", "--run", comparison, "--dry-run") == 0
     assert f"would delete {n_compare} units" in capsys.readouterr().out
     assert cache_command(monkeypatch, "prune", "--run", comparison / "loocv") == 0  # one protocol
     assert f"deleted {n_loocv} units" in capsys.readouterr().out
-    assert len(stored_units(comparison / "units")) == n_compare - n_loocv
+    assert len(stored_units(store)) == n_compare - n_loocv
 
 
-def test_cache_prune_older_than_goes_by_last_use_not_by_write_time(tmp_path, monkeypatch, capsys):
+def test_cache_prune_older_than_goes_by_last_use_not_by_write_time(tmp_path, monkeypatch, capsys,
+                                                                   user_cache):
     """Units written two days ago that a run reused today (as a rolling series reuses its
     earlier windows every day) were pruned by --older-than 1D: it went by write time. A reused
     unit counts as used; the units no run reused since are still pruned."""
     import json
 
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
     evaluate_config(config(tmp_path))
-    n_units = len(stored_units(out / "units"))
-    age_units(out / "units", 2)  # every unit written two days ago
-    written = {path: path.stat().st_mtime_ns for path in stored_units(out / "units")}
+    n_units = len(stored_units(user_cache))
+    age_units(user_cache, 2)  # every unit written two days ago
+    written = {path: path.stat().st_mtime_ns for path in stored_units(user_cache)}
     reused = evaluate_config(config(tmp_path, algorithms=["pop"]))
     assert reused.n_reused == n_units // 2 and reused.n_computed == 0
     assert {path: path.stat().st_mtime_ns for path in written} == written  # files not rewritten
     assert cache_command(monkeypatch, "prune", "--older-than", "1D", "--output", out) == 0
     assert f"deleted {n_units - reused.n_reused} units" in capsys.readouterr().out
-    left = [json.loads(path.read_text())["algorithm"] for path in stored_units(out / "units")]
+    left = [json.loads(path.read_text())["algorithm"] for path in stored_units(user_cache)]
     assert left == ["pop"] * reused.n_reused
 
 
@@ -378,10 +455,10 @@ def test_cache_prune_run_finds_a_relative_cache_from_any_current_directory(
     ["prune", "--older-than", "1D", "--cache", "nothere"],
     ["prune", "--run", "run-without-store"],
 ])
-def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch, capsys, argv):
+def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch, capsys, argv,
+                                                           user_cache):
     """A mistyped store is an error naming it (status 2), not an empty store; an existing empty
     store is still reported as empty."""
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run-without-store").mkdir()
     pd.DataFrame({"unit_key": ["ab" * 12]}).to_csv(tmp_path / "run-without-store" / "units.csv")
@@ -397,7 +474,7 @@ def test_cache_commands_refuse_a_store_that_does_not_exist(tmp_path, monkeypatch
 
 
 def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, user_cache
 ):
     """A unit's lock file goes with the unit (taken without waiting, deleted while held); a
     unit whose lock another process holds (a run computing it) is left, with its lock file.
@@ -408,10 +485,9 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
     def unit_lock_path(store: Path, key: str) -> Path:
         return store / key[:2] / f".{key}.lock"
 
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
     evaluate_config(config(tmp_path))
-    store = out / "units"
+    store = user_cache
     keys = [path.parent.name for path in stored_units(store)]
     assert sorted(store.glob("*/.*.lock")) == sorted(unit_lock_path(store, k) for k in keys)
     entries = list(UnitStore(store).entries())  # what list and size show
@@ -448,7 +524,7 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
 
 # ------------------------------------------------------------------------------ after an upgrade
 def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
-    tmp_path, fits, monkeypatch, capsys, caplog
+    tmp_path, fits, monkeypatch, capsys, caplog, own_unit_store
 ):
     """An upgrade that changes pop's code (faked: its code version differs): the 3 pop units
     stored by the old code are recomputed, not reused, and the run says so; pop-n's are reused."""
@@ -481,7 +557,7 @@ def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
     assert "reusing 3 units, computing 5 (3 because the code changed)" in caplog.text
 
     # Nothing is mixed or deleted: the store holds pop's 3 old units and its 4 new ones apart.
-    stored = list(UnitStore(output / "units").records())
+    stored = list(UnitStore(own_unit_store).records())
     pop_codes = sorted(r["code"] for r in stored if r["algorithm"] == "pop")
     assert pop_codes == sorted([old_pop] * 3 + ["0123456789abcdef"] * 4)
     # Same numbers as a run that never saw the old units (the faked upgrade changed no formula).
@@ -526,12 +602,13 @@ def test_a_unit_pruned_while_the_run_reuses_it_is_computed_again(tmp_path, monke
     assert (again.n_computed, again.n_reused) == (1, len(again.units) - 1)  # the summary's count
 
 
-def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, caplog) -> None:
+def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, caplog,
+                                                             own_unit_store) -> None:
     """QA: a truncated or emptied lists.parquet stopped every run ("delete that directory to
     recompute it"), one damaged unit per attempt; it is now found at planning and recomputed,
     with a warning, and the tables are the same."""
     first = evaluate_config(config(tmp_path))
-    lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
+    lists = sorted(own_unit_store.glob("*/*/lists.parquet"))
     assert len(lists) == first.n_computed >= 2
     lists[0].write_bytes(lists[0].read_bytes()[:100])  # cut short
     lists[1].write_bytes(b"")  # emptied
@@ -543,13 +620,14 @@ def test_a_unit_whose_lists_were_cut_short_is_computed_again(tmp_path: Path, cap
     assert caplog.text.count("is missing or cut short; computing it again") == 2
 
 
-def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, caplog) -> None:
+def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, caplog,
+                                                               own_unit_store) -> None:
     """Lists damaged in place (bytes flipped, the size kept: the footer check at planning passes)
     or copied over from another unit stopped the run, one unit per attempt, or were reused as
     they were: each unit's record holds its lists' SHA-256, checked as they are read; such a
     unit is computed again, with a warning, to the same tables."""
     first = evaluate_config(config(tmp_path))
-    lists = sorted((tmp_path / "out" / "units").glob("*/*/lists.parquet"))
+    lists = sorted(own_unit_store.glob("*/*/lists.parquet"))
     assert len(lists) == first.n_computed >= 3
     flipped = bytearray(lists[0].read_bytes())
     middle = len(flipped) // 2
@@ -574,10 +652,11 @@ def test_a_unit_whose_lists_changed_in_place_is_computed_again(tmp_path: Path, c
     assert (tmp_path / "out" / "results.csv").read_bytes() == before
 
 
-def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path) -> None:
+def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path,
+                                                              own_unit_store) -> None:
     """Units stored before records held the lists' SHA-256 are reused as they are."""
     first = evaluate_config(config(tmp_path))
-    records = sorted((tmp_path / "out" / "units").glob("*/*/unit.json"))
+    records = stored_units(own_unit_store)
     for path in records:
         record = json.loads(path.read_text())
         assert len(record.pop("lists_sha256")) == 64
@@ -587,16 +666,15 @@ def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path) -> 
 
 
 def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, user_cache
 ):
     """A SIGKILL in the middle of a unit's write leaves a hidden temporary file in its directory,
     or a unit directory whose record was never written; no run reads them and nothing deleted
     them. Every prune (whatever it selects) deletes those an hour old, under the unit's lock;
     finished units and younger leftovers stay, and --dry-run only counts them."""
-    monkeypatch.delenv("SWEVAL_CACHE", raising=False)
     out = Path(config(tmp_path).output)
     first = evaluate_config(config(tmp_path))
-    store = out / "units"
+    store = user_cache
     records = stored_units(store)
     finished_dir = records[0].parent
     stale_tmp = finished_dir / ".lists.parquet.k1ll3d.tmp"

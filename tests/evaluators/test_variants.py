@@ -19,7 +19,7 @@ from sweval.evaluators.run.plan import make_plan
 def config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         data="movielens-latest-small", window="7D", folds=4, u_min=3, k=[5, 10],
-        output=str(tmp_path / "out"), progress=False, tracking=False,
+        output=str(tmp_path / "out"), progress=False, report=False, tracking=False,
     )
     return EvalConfig.build(**(values | overrides))
 
@@ -34,11 +34,54 @@ def test_entries_split_at_top_level_commas_and_parse_their_parameters():
     assert parse_variant("pop") == ("pop", {})
 
 
-def test_labels_are_normalised_and_duplicates_after_normalising_are_refused(tmp_path):
-    cfg = config(tmp_path, algorithms=["item-knn(n_neighbors=50.0)", "als(iterations=3,factors=8)"])
-    assert cfg.algorithms == ["item-knn(n_neighbors=50)", "als(factors=8,iterations=3)"]
+def test_labels_are_the_entries_as_written_and_one_configuration_twice_is_refused(tmp_path):
+    """Issue 46: `days=1` typed for a float parameter was shown `days=1.0` (the validated
+    value). A label is the entry as typed, less spaces; two spellings of one configuration
+    still share one unit key, and listing them both is refused."""
+    cfg = config(tmp_path, algorithms=["item-knn( n_neighbors = 50.0 )",
+                                       "als(iterations=3,factors=8)"])
+    assert cfg.algorithms == ["item-knn(n_neighbors=50.0)", "als(iterations=3,factors=8)"]
+    assert cfg.labels == cfg.algorithms
     with pytest.raises(SwevalError, match="listed twice"):
         config(tmp_path, algorithms=["item-knn(n_neighbors=50)", "item-knn(n_neighbors=50.0)"])
+    float_param = config(tmp_path, algorithms=["decay-pop(decay=1)", "pop"])
+    specs = make_plan(float_param).specs
+    assert [spec.label for spec in specs] == ["decay-pop(decay=1)", "pop"]
+    assert specs[0].canonical["decay"] == 1.0 and isinstance(specs[0].canonical["decay"], float)
+    same = make_plan(config(tmp_path, algorithms=["decay-pop(decay=1.0)", "pop"]))
+    assert same.specs[0].label == "decay-pop(decay=1.0)"
+    assert [u.key for u in same.units] == [u.key for u in make_plan(float_param).units]
+
+
+def test_an_alias_names_an_entry_everywhere_and_takes_set(tmp_path, monkeypatch, capsys):
+    """`--algorithms 'knn5=item-knn(n_neighbors=5),pop'`: the tables say knn5; --set knn5.P=V
+    applies to that entry; a configuration file's table takes `alias`; an alias is one label
+    among the others (refused twice)."""
+    from sweval.flows.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", [
+        "sweval", "run", "--no-prefect", "--no-tracking", "--no-progress",
+        "--data", "movielens-latest-small", "--window", "7D", "--folds", "3", "--u-min", "3",
+        "--algorithms", "knn5=item-knn(n_neighbors=5), pop, plain=item-knn",
+        "--set", "plain.n_neighbors=7", "--output", str(tmp_path / "cli"),
+    ])
+    main()
+    results = pd.read_csv(tmp_path / "cli" / "results.csv")
+    assert list(dict.fromkeys(results["algorithm"])) == ["knn5", "pop", "plain"]
+    record = json.loads((tmp_path / "cli" / "config.json").read_text())
+    assert record["config"]["algorithms"] == ["knn5=item-knn(n_neighbors=5)", "pop",
+                                              "plain=item-knn"]
+    assert record["resolved_params"]["plain"]["n_neighbors"] == 7
+    assert record["resolved_params"]["knn5"]["n_neighbors"] == 5
+    assert "knn5" in capsys.readouterr().out
+    path = tmp_path / "run.toml"
+    path.write_text('algorithms = [{algorithm = "item-knn", params = {n_neighbors = 5}, '
+                    'alias = "k5"}, "pop"]\n')
+    assert EvalConfig.load(path).algorithms == ["k5=item-knn(n_neighbors=5)", "pop"]
+    with pytest.raises(SwevalError, match="listed twice"):
+        config(tmp_path, algorithms=["pop=item-knn", "pop"])
+    with pytest.raises(SwevalError, match="expected ALIAS=NAME"):
+        config(tmp_path, algorithms=["=item-knn"])
 
 
 @pytest.mark.parametrize(
@@ -105,8 +148,8 @@ def test_the_command_line_takes_variants_with_commas_inside(tmp_path, monkeypatc
     ])
     main()
     out = capsys.readouterr().out
-    assert 'als(device="cpu",factors=4,iterations=2)' in out.replace("\n", "")
+    assert 'als(factors=4,iterations=2,device="cpu")' in out.replace("\n", "")
     results = pd.read_csv(tmp_path / "cli" / "results.csv")
     assert set(results["algorithm"]) == {
-        "pop", 'als(device="cpu",factors=4,iterations=2)', "als(factors=8,iterations=2)",
+        "pop", 'als(factors=4,iterations=2,device="cpu")', "als(factors=8,iterations=2)",
     }

@@ -69,6 +69,7 @@ def make_config(
             "tracking_uri": mlflow_uri,
             "experiment": f"test/{request.node.name}",
             "progress": False,
+            "report": False,  # drawn where a test looks at it
         }
         return EvalConfig.build(**(values | overrides))
 

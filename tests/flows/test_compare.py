@@ -19,7 +19,8 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.protocols.holdout import PROTOCOLS
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.units.store import RUNS_FOLDER, STORE_TAG
-from sweval.flows.cli.compare import print_comparison, run_compare
+from sweval.flows.cli.compare import run_compare
+from sweval.flows.cli.compare_tables import print_comparison
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +47,7 @@ def small_config(tmp_path: Path, **overrides) -> EvalConfig:
     values = dict(
         scale=0.02, seed=1, window="1D", folds=4, u_min=3, k=[5, 10],
         algorithms=["pop", "pop-n"], params={"pop-n": {"n_recent": 200}},
-        output=str(tmp_path / "ignored"), progress=False, tracking=False,
+        output=str(tmp_path / "ignored"), progress=False, report=False, tracking=False,
     )
     values.update(overrides)
     return EvalConfig.build(**values)
@@ -101,7 +102,7 @@ def test_sw_eval_part_is_sweval_run(comparison, tmp_path, log):
 
 
 def test_resume_reuses_finished_units(comparison):
-    units = sorted((comparison.directory / "units").glob("*/*/unit.json"))
+    units = sorted(comparison.unit_store.glob("*/*/unit.json"))
     assert units
     before = {path: path.stat().st_mtime_ns for path in units}
     again = run_compare(comparison.config, list(PROTOCOLS), output=comparison.directory,
@@ -261,7 +262,7 @@ def test_stratify_mode_test_is_refused_with_a_reason(tmp_path):
     assert "compare stratifies in mode subset" in result.stderr
 
 
-def test_leave_last_basket_without_a_basket_column_fails_before_any_fit(tmp_path):
+def test_leave_last_basket_without_a_basket_column_fails_before_any_fit(tmp_path, own_unit_store):
     from sweval.data.log import InteractionLog
     from sweval.data.synthetic import generate_log
 
@@ -270,7 +271,7 @@ def test_leave_last_basket_without_a_basket_column_fails_before_any_fit(tmp_path
     with pytest.raises(SwevalError, match="needs the basket.*--basket-col"):
         run_compare(small_config(tmp_path), ["sw-eval", "leave-last-basket"],
                     output=tmp_path / "o", log=plain)
-    units = tmp_path / "o" / "units"  # nothing was computed (the comparison registered there)
+    units = own_unit_store  # nothing was computed (the comparison registered there)
     assert sorted(path.name for path in units.iterdir()) == [RUNS_FOLDER, STORE_TAG]
     assert list((units / RUNS_FOLDER).iterdir()) == []
 

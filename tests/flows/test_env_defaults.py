@@ -111,7 +111,7 @@ def test_sweval_run_calls_the_flow_inside_those_settings(monkeypatch) -> None:
     from sweval.flows.cli import run as cli_run
 
     seen: list[object] = []
-    monkeypatch.setattr(startup, "prepare_side_by_side", lambda cfg: None)
+    monkeypatch.setattr(startup, "preload", lambda cfg: None)
     monkeypatch.setattr(sliding_window, "sliding_window_eval", lambda **kw: seen.append(
         get_current_settings().flows.heartbeat_frequency))
     cli_run.run_flow(None, rolling=False)  # type: ignore[arg-type]

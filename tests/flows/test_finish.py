@@ -63,7 +63,7 @@ def test_the_report_is_written_while_mlflow_finishes_and_logged_last(
 
     monkeypatch.setattr(evaluate, "write_report_quietly", report_once_mlflow_is_finishing)
     tracker = FinishingTracker(started)
-    outputs = tracked_run(make_config(write_log(8), tracking=False, k=[10]), tracker)
+    outputs = tracked_run(make_config(write_log(8), tracking=False, k=[10], report=True), tracker)
 
     assert tracker.written_when_asked is True
     assert REPORT_FILES <= set(tracker.logged)
@@ -81,7 +81,7 @@ def test_a_report_error_is_the_runs_error(write_log, make_config, monkeypatch) -
 
     monkeypatch.setattr(evaluate, "write_report_quietly", broken)
     with pytest.raises(RuntimeError, match="the report broke"):
-        evaluate.evaluate_config(make_config(write_log(8), tracking=False))
+        evaluate.evaluate_config(make_config(write_log(8), tracking=False, report=True))
 
 
 def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
@@ -98,7 +98,7 @@ def test_a_report_error_with_mlflow_on_is_not_taken_for_mlflows(
         raise RuntimeError("the report broke")
 
     monkeypatch.setattr(evaluate, "write_report_quietly", broken)
-    config = make_config(write_log(8))
+    config = make_config(write_log(8), report=True)
     with pytest.raises(RuntimeError, match="the report broke"):
         execute(config, tracking=True)
     parents, _children = experiment_runs(config.tracking_uri, config.experiment)
@@ -126,7 +126,7 @@ def test_the_runs_report_takes_its_intervals_and_equals_the_report_of_its_direct
     monkeypatch.setattr(significance, "with_intervals", counted)
     monkeypatch.setattr("sweval.evaluators.run.outputs.with_intervals", counted)
     monkeypatch.setattr("sweval.evaluators.report.data.with_intervals", counted)
-    outputs = evaluate_config(make_config(write_log(8), tracking=False, k=[10]))
+    outputs = evaluate_config(make_config(write_log(8), tracking=False, k=[10], report=True))
     assert len(computed) == 1  # the summary's; the report took them from it
     directory = Path(outputs.directory)
     write_report(directory, destination=tmp_path / "again")

@@ -18,7 +18,7 @@ from sweval.flows.sliding_window import retry_on_io, sliding_window_eval
 def test_flow_end_to_end_logs_one_parent_and_one_child_per_algorithm(
     write_log, make_config, mlflow_uri: str, tmp_path: Path
 ) -> None:
-    config = make_config(write_log(8))
+    config = make_config(write_log(8), report=True)  # its files are logged to MLflow
     state = sliding_window_eval(config=config, return_state=True)
     assert state.is_completed()
     outputs = state.result()

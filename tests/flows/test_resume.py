@@ -47,7 +47,7 @@ def test_failed_run_resumes_without_recomputing_finished_units(
         patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing)
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
-    units = Path(config.output) / "units"
+    units = Path(config.cache or os.environ["SWEVAL_CACHE"])
     mtimes = stored_units(units)
     assert mtimes and not any(fold == 4 for fold, _ in mtimes)
     assert not (Path(config.output) / "results.csv").exists()
@@ -104,7 +104,7 @@ def test_killed_run_resumes_and_matches_an_uninterrupted_run(
         env=env, start_new_session=True,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
-    units = Path(config.output) / "units"
+    units = Path(config.cache or os.environ["SWEVAL_CACHE"])
     deadline = time.monotonic() + 90
     try:
         while len(list(units.glob(UNITS_GLOB))) < 4:

@@ -54,7 +54,7 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
     reference = compute_remote(prepared.recipe, job)  # the command's own work
     shared = replace(prepared.recipe, shared_log=str(prepared.share()))
     data.rename(data.with_suffix(".gone"))  # a worker that read the file would fail now
-    for unit in Path(prepared.plan.config.output, "units").glob("*/*"):
+    for unit in prepared.recipe.store().directory.glob("*/*"):
         if not unit.is_dir():  # a unit's lock file
             continue
         for file in unit.iterdir():

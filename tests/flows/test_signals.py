@@ -205,7 +205,7 @@ def test_serve_stopped_mid_run_lets_its_flow_run_end_as_stopped(
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     name = f"signals-{uuid.uuid4().hex[:8]}"
-    units = tmp_path / "out" / "units"
+    units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     args = ["serve", "--scale", "0.3", "--window", "1D", "--folds", "60",
             "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
             "--tracking-uri", store, "--no-progress", "--full", "--name", name]
@@ -266,7 +266,7 @@ def test_a_run_stopped_inside_its_flow_marks_its_mlflow_runs_killed(
     args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
             "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
             "--tracking-uri", store, "--no-progress"]
-    units = tmp_path / "out" / "units"
+    units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
         wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
                  "a unit finished")
@@ -285,7 +285,7 @@ def test_ctrl_c_in_a_terminal_stops_a_run_within_seconds(tmp_path: Path) -> None
     args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
             "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--no-progress"]
-    units = tmp_path / "out" / "units"
+    units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
         wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
                  "a unit finished")
@@ -310,7 +310,7 @@ def test_ctrl_c_stops_a_dask_run_quietly(tmp_path: Path) -> None:
     args = ["run", "--scale", "0.3", "--window", "1D", "--folds", "60",
             "--algorithms", "pop,item-knn,user-knn", "--output", str(tmp_path / "out"),
             "--task-runner", "dask", "--workers", "2", "--no-tracking", "--no-progress"]
-    units = tmp_path / "out" / "units"
+    units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
         wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
                  "a unit finished")

@@ -7,90 +7,67 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from flow_helpers import check_mlflow_matches_results
-from prefect.server.api.server import SubprocessASGIServer
-from prefect.settings import PREFECT_API_URL, temporary_settings
 from sweval_testing import REPO, group_members
 
-from sweval.flows.startup import prepare_side_by_side
+from sweval.data.errors import SwevalError
+from sweval.flows.startup import TemporaryApi, finish_preloading, preload
 
 
-@pytest.fixture
-def fake_server_start(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Replace the temporary server's start by a slow fake; returns the record of its calls.
-
-    The servers Prefect keeps (one per port) are emptied for the test and restored after it.
-    """
-    calls: list[dict[str, Any]] = []
-
-    def start(self: SubprocessASGIServer, timeout: int | None = None) -> None:
-        call = {"server": self, "thread": threading.current_thread().name, "finished": False}
-        calls.append(call)
-        time.sleep(0.3)
-        self.running = True
-        call["finished"] = True
-
-    monkeypatch.setattr(SubprocessASGIServer, "_instances", {})
-    monkeypatch.setattr(SubprocessASGIServer, "start", start)
-    return calls
-
-
-def test_without_an_api_url_the_server_starts_beside_mlflow_and_the_flow_finds_it_running(
-    fake_server_start: list[dict[str, Any]], make_config, write_log, mlflow_uri: str
+@pytest.mark.slow
+def test_without_an_api_url_prefects_server_starts_first_and_is_the_runs_api(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    config = make_config(write_log(3))
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        prepare_side_by_side(config)
-    assert len(fake_server_start) == 1
-    call = fake_server_start[0]
-    assert call["thread"] == "sweval-prefect-server"
-    assert call["finished"], "prepare_side_by_side returned before the server was up"
-    # Prefect's client asks for the same object (one per port) and sees it running: no second start.
-    assert SubprocessASGIServer() is call["server"] and call["server"].running
-    assert Path(mlflow_uri.removeprefix("sqlite:///")).exists()
+    """The temporary server is spawned before anything else, PREFECT_API_URL points at it,
+    it answers its health check, and it stops when asked (and at exit)."""
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    api = TemporaryApi.start()
+    try:
+        assert api is not None and os.environ["PREFECT_API_URL"] == api.url
+        api.wait(120)
+        import urllib.request
+
+        with urllib.request.urlopen(f"{api.url}/health", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        if api is not None:
+            api.stop()
+    assert api.process.poll() is not None
 
 
-def test_with_an_api_url_no_server_is_started(
-    fake_server_start: list[dict[str, Any]], make_config, write_log
-) -> None:
-    prepare_side_by_side(make_config(write_log(3)))  # the harness's PREFECT_API_URL is set
-    assert fake_server_start == []
+def test_with_an_api_url_no_server_is_started() -> None:
+    assert os.environ.get("PREFECT_API_URL")  # the harness's
+    assert TemporaryApi.start() is None
 
 
-def test_with_an_api_url_the_set_up_runs_in_a_background_thread_joined_at_exit(
-    fake_server_start: list[dict[str, Any]], make_config, write_log, tmp_path: Path
+def test_a_server_that_fails_to_start_is_one_clear_error(tmp_path: Path) -> None:
+    import tempfile
+
+    output = tempfile.TemporaryFile()
+    process = subprocess.Popen([sys.executable, "-c", "import sys; print('address already "
+                                "in use', file=sys.stderr); sys.exit(3)"],
+                               stdout=output, stderr=output)
+    api = TemporaryApi(process, 1, output)
+    with pytest.raises(SwevalError, match="exited with status 3: address already in use"):
+        api.wait(30)
+
+
+def test_mlflow_and_the_late_imports_are_set_up_in_a_background_thread(
+    make_config, write_log, tmp_path: Path
 ) -> None:
     import sweval.flows.startup as startup
 
     store = tmp_path / "preloaded" / "mlflow.db"
-    prepare_side_by_side(make_config(write_log(3), tracking_uri=f"sqlite:///{store}"))
+    preload(make_config(write_log(3), tracking_uri=f"sqlite:///{store}"))
     thread = startup._preloading
-    assert fake_server_start == [] and thread is not None and thread.name == "sweval-preload"
-    startup.finish_preloading()
+    assert thread is not None and thread.name == "sweval-preload"
+    finish_preloading()
     assert not thread.is_alive()
     assert store.exists()  # the MLflow client was opened there
     assert "scipy.stats" in sys.modules and "sweval.evaluators.report.page" in sys.modules
-
-
-def test_a_failed_early_start_or_store_is_left_for_the_flow_to_report(
-    monkeypatch: pytest.MonkeyPatch, make_config, write_log, tmp_path: Path
-) -> None:
-    def failing_start(self: SubprocessASGIServer, timeout: int | None = None) -> None:
-        raise RuntimeError("Timed out while attempting to connect to ephemeral Prefect API server.")
-
-    monkeypatch.setattr(SubprocessASGIServer, "_instances", {})
-    monkeypatch.setattr(SubprocessASGIServer, "start", failing_start)
-    blocked = tmp_path / "not-a-directory"
-    blocked.write_text("")
-    config = make_config(write_log(3), tracking_uri=f"sqlite:///{blocked}/mlflow.db")
-    with temporary_settings(restore_defaults={PREFECT_API_URL}):
-        prepare_side_by_side(config)  # neither error escapes here
 
 
 @pytest.mark.slow

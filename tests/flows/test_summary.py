@@ -458,3 +458,43 @@ def test_labels_of_one_configuration_are_said_to_be_one():
         "pop-n(n_recent=1000) is pop-n: one configuration, the same units, so the same numbers"]
     assert same_configuration_lines(units[units["algorithm"] != "pop-n"]) == []
     assert same_configuration_lines(pd.DataFrame()) == []
+
+
+def test_a_dozen_long_labels_get_short_names_and_a_legend_in_80_columns():
+    """Issue 46: with 11 configurations, import-path labels wrapped mid-word in 80 columns. A
+    label longer than LABEL_WIDTH shows as its algorithm's short name and a letter, and the
+    legend spells each one out; short labels stay as they are."""
+    from sweval.flows.cli.labels import label_room, legend_lines, short_labels
+
+    labels = ["pop", "pop-n", "item-knn[tuned]", "item-knn(n_neighbors=10)",
+              *(f'item-knn(n_neighbors={n},weighting="cosine")' for n in (10, 50, 200)),
+              "my_pkg.models:CoVisit(days=1)", "cv", "svd(factors=8)", "svd(factors=128)"]
+    width = label_room(80, 4)
+    shown = short_labels(labels, width)
+    assert width == 12 and [shown[label] for label in labels] == [
+        "pop", "pop-n", "item-knn\n[tuned]", "item-knn ·a", "item-knn ·b", "item-knn ·c",
+        "item-knn ·d", "CoVisit ·e", "cv", "svd\n(factors=8)", "svd ·f"]
+    assert legend_lines(shown) == [
+        "·a = item-knn(n_neighbors=10)",
+        '·b = item-knn(n_neighbors=10,weighting="cosine")',
+        '·c = item-knn(n_neighbors=50,weighting="cosine")',
+        '·d = item-knn(n_neighbors=200,weighting="cosine")',
+        "·e = my_pkg.models:CoVisit(days=1)", "·f = svd(factors=128)"]
+    assert short_labels(['item-knn(n_neighbors=10,weighting="cosine")'], 24) == {
+        'item-knn(n_neighbors=10,weighting="cosine")':
+            'item-knn\n(n_neighbors=10,\nweighting="cosine")'}
+    summary = pd.DataFrame({
+        "algorithm": [label for label in labels for _ in range(4)], "stratum": "all",
+        "metric": "recall", "k": [5, 10, 15, 20] * len(labels),
+        "mean": [0.05 + 0.001 * i for i in range(4 * len(labels))],
+        "delta": [-0.1] * (4 * len(labels)), "n_folds": 10, "n_skipped": 0,
+        "ci_low": 0.011, "ci_high": 0.143,
+    })
+    console = Console(width=80, record=True)
+    console.print(summary_table(summary, metric="recall", stratum="all", title="t",
+                                shown=shown))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+    shown_lines = [line for label in labels for line in shown[label].split("\n")]
+    assert [cell for cell in cells if cell] == shown_lines  # nothing folds mid-word

@@ -425,6 +425,7 @@ def base_options(data: Path, output: Path, **overrides: Any) -> dict[str, Any]:
         "u_min": 3, "algorithms": ALGORITHMS, "params": {"pop-n": {"n_recent": 100},
                                                           "item-knn": {"n_neighbors": 10}},
         "output": str(output), "progress": False, "tracking": False,
+        "cache": str(output / "units"),  # the units beside the output: on its (small) disk
     }
     return values | overrides
 
@@ -434,5 +435,6 @@ def reference_results(options: dict[str, Any], output: Path) -> bytes:
     from sweval.evaluators.config.model import EvalConfig
     from sweval.flows.execute import execute
 
-    execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False})))
+    execute(EvalConfig.build(**(options | {"output": str(output), "tracking": False,
+                                           "cache": str(output / "units")})))
     return (output / "results.csv").read_bytes()

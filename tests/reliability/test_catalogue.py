@@ -640,8 +640,8 @@ COMMAS_IN_A_NAME = "user;item;timestamp;rating (1,2,3,4,5)\nu1;i1;1704067200;4\n
 CASES: list[Case] = [
     # ---------------------------------------------------------------- files
     Case("file-missing", "a path that does not exist",
-         "error: no such file or bundled dataset (lists the bundled ones)",
-         lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or bundled dataset"),
+         "error: no such file or dataset (lists the bundled and fetchable ones)",
+         lambda tmp: tmp / "nope.csv", error=r"{file}: no such file or dataset"),
     Case("file-is-directory", "a directory without any log file (only `_SUCCESS`)",
          "error: the directory holds no part file (a directory is read as part files, below)",
          _directory, error=r"{file}: the directory holds no part file"),
@@ -1268,8 +1268,8 @@ CASES: list[Case] = [
          error=r"--scale 1e\+06: the generated log would hold about 734,813,000,000 interactions and take about "
                r"171,087 GiB while it is generated, more than 50% of this machine's [\d,.]+ GiB; the largest scale "
                r"accepted here is [\d.]+ \(over 120 days\)"),
-    Case("output-is-a-file", "--output pointing at an existing file", "error: cannot prepare the unit store (not a directory)",
-         PLAIN, via="run", options={"output": "@data"}, error=r"cannot prepare the unit store .*Not a directory"),
+    Case("output-is-a-file", "--output pointing at an existing file", "error: --output names a file, not a directory (before any work)",
+         PLAIN, via="run", options={"output": "@data"}, error=r"--output names a file, not a directory"),
     # ---------------------------------------------------------------- experiments (issue 19)
     Case("leak-test-period-outside", "sweval leakage --leak-test-start 2030-01-01",
          "error: the test period holds no transaction, with the log's span", PLAIN, via="call",
