@@ -59,6 +59,29 @@ def backing_store(uri: str) -> str:
     return served_store(uri) or uri
 
 
+class SilentTracker(SwevalError):
+    """The tracking server accepts connections but does not answer (:mod:`flows.answers`)."""
+
+
+def check_answers(uri: str) -> None:
+    """Make sure the tracking server at ``uri`` (an HTTP(S) URI; other stores are files or
+    databases) answers within :data:`~flows.answers.ANSWER_TIMEOUT_S`.
+
+    Raises:
+        SilentTracker: it accepts connections but sends nothing back in that time.
+    """
+    if uri.split(":", 1)[0] not in ("http", "https"):
+        return
+    from sweval.evaluators.wording import shown_uri
+    from sweval.flows.answers import ANSWER_TIMEOUT_S, silent
+
+    if silent(uri.rstrip("/") + "/health"):
+        raise SilentTracker(shown_uri(
+            f"MLflow tracking at {uri}: the server does not answer (no response within "
+            f"{ANSWER_TIMEOUT_S:g} s; it may be hung or stopped). Check it (`sweval status`), "
+            "or run with --no-tracking."))
+
+
 def open_client(uri: str) -> Any:
     """An ``MlflowClient`` on ``uri`` (a SQLite store's folder is created first).
 

@@ -21,6 +21,7 @@ from sweval.flows.tracking.client import (
     active_run,
     artifact_root,
     backing_store,
+    check_answers,
     ensure_experiment,
     experiment_name,
     open_client,
@@ -137,10 +138,12 @@ class Tracker:
                 shown with the dataset.
 
         Raises:
+            SilentTracker: a tracking server that accepts connections and does not answer.
             SwevalError: the tracking store cannot be reached or written.
         """
         started = time.perf_counter()
         uri = resolve_tracking_uri(config)
+        check_answers(uri)  # seconds, not MLflow's minutes of timeouts and retries
         try:
             client = open_client(uri)
             experiment_id = ensure_experiment(client, experiment_name(config), artifact_root(uri))

@@ -207,9 +207,10 @@ def evaluate(
     def prepared(prepared: Any) -> list[Any]:
         plans.append(prepared.plan)
         if cfg.tracking:
-            from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+            from sweval.flows.tracking.run_hook import run_tracking
 
-            trackers.append(RunTracking(prepared, open_tracker(prepared)))
+            hook = run_tracking(prepared)
+            trackers.extend([hook] if hook is not None else [])
         return trackers
 
     def run() -> Any:
