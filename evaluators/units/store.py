@@ -289,7 +289,8 @@ class UnitStore:
             DamagedUnit: a file of the unit cannot be read, or its lists are not the bytes
                 written (:func:`evaluators.units.unit.read_or_recompute` computes such a unit
                 again).
-            SwevalError: lists whose ids ``log`` does not have.
+            DamagedUnit: also lists whose ids ``log`` does not have (another unit's lists, in
+                a unit written before records held their SHA-256).
         """
         directory = self._unit_dir(key)
         try:
@@ -573,7 +574,8 @@ def lists_from_table(
     offsets = column.offsets.to_numpy()
     flat = _codes(column.values, log.item_ids)
     if (users < 0).any() or (flat < 0).any():
-        raise SwevalError(f"{where}: the unit ranks ids this log does not have; delete it.")
+        raise DamagedUnit(f"{where}: the unit ranks ids this log does not have (its lists are "
+                          "another unit's)")
     lengths = np.diff(offsets)
     items = np.full((len(users), depth), -1, dtype=np.int64)
     rows = np.repeat(np.arange(len(users)), lengths)
