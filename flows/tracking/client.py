@@ -59,6 +59,26 @@ def backing_store(uri: str) -> str:
     return served_store(uri) or uri
 
 
+#: Lines of an MLflow (SQLAlchemy) error that repeat its statement, parameters or a link.
+_NOISE = ("[SQL:", "[parameters:", "(Background on this error",
+          "(raised as a result of Query-invoked autoflush")
+
+
+def said(exc: BaseException) -> str:
+    """An MLflow store's error in one line: ``the disk that holds it is full`` for a full disk
+    (SQLite's "database or disk is full", ENOSPC), else the error's type and message without
+    the SQL statement, its parameters and SQLAlchemy's links (a full disk printed them with
+    four tracebacks)."""
+    text = str(exc)
+    if getattr(exc, "errno", None) == 28 or any(
+            sign in text for sign in ("database or disk is full", "No space left on device")):
+        return ("the disk that holds it is full (no space left on the device); free some space "
+                "and rerun")
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith(_NOISE)]
+    return f"{type(exc).__name__}: {' '.join(lines)}"
+
+
 class SilentTracker(SwevalError):
     """The tracking server accepts connections but does not answer (:mod:`flows.answers`)."""
 
@@ -201,6 +221,8 @@ def _quiet_mlflow_logging() -> None:
     if logging.getLogger().getEffectiveLevel() > logging.INFO:
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # it logs a database error with its traceback, then raises it: the command says it once
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def get_run(client: Any, run_id: str) -> Any:

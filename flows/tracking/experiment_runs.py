@@ -31,6 +31,7 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    said,
 )
 from sweval.flows.tracking.metrics import MAX_BATCH
 from sweval.flows.tracking.records import flatten
@@ -155,5 +156,5 @@ class ExperimentTracker:
 
     def _error(self, exc: Exception) -> SwevalError:
         return SwevalError(shown_uri(
-            f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}; the tables are "
+            f"MLflow tracking at {self.uri}: {said(exc)}; the tables are "
             f"written in {self.directory}: rerun the same command to log them."))

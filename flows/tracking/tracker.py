@@ -26,6 +26,7 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    said,
 )
 from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -207,7 +208,7 @@ class Tracker:
             raise
         except Exception as exc:
             raise SwevalError(
-                shown_uri(f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}")) from exc
+                shown_uri(f"MLflow tracking at {uri}: {said(exc)}")) from exc
         tracker.seconds += time.perf_counter() - started
         _log.info(
             "MLflow: %s parent run %s in experiment %s at %s",
@@ -466,7 +467,7 @@ class Tracker:
     def _error(self, exc: Exception) -> SwevalError:
         self.broken = exc
         return SwevalError(shown_uri(
-            f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}. Finished units are kept "
+            f"MLflow tracking at {self.uri}: {said(exc)}. Finished units are kept "
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
             "and upload the rest."
         ))
