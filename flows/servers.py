@@ -1,8 +1,9 @@
-"""``sweval up`` / ``down`` / ``status``: Prefect's own background server and ``mlflow server``.
+"""``sweval up`` / ``down`` / ``status``: Prefect's background server and ``mlflow server``.
 
 ::
 
-    sweval up      `prefect server start --background` (Prefect keeps its pid in
+    sweval up      Prefect's server as `prefect server start --background` runs it, answering
+                   only its own host (:mod:`flows.local_api`; its pid in Prefect's pid file,
                    $PREFECT_HOME/server.pid) and `mlflow server` in a session of its own (its pid
                    in $SWEVAL_HOME/servers.json), both on 127.0.0.1; returns once both answer
     sweval run ... each recorded server that answers is used, unless the user chose another
@@ -150,22 +151,34 @@ def up(ports: dict[str, int | None], *, timeout: float = START_TIMEOUT_S,
 
 
 def _start_prefect(port: int, log: Path) -> None:
-    """``prefect server start --background``, accepting only its own origin: CORS limited to
-    its address, CSRF tokens required for writes (Prefect's client fetches them itself)."""
+    """Prefect's server as ``prefect server start --background`` runs it (uvicorn, its pid in
+    Prefect's pid file, so that ``prefect server stop`` stops it too), accepting only its own
+    origin and host: CORS limited to its address, CSRF tokens required for writes (Prefect's
+    client fetches them itself), and requests addressed to another host refused
+    (:mod:`flows.local_api`)."""
+    from sweval.flows.local_api import server_argv
+    from sweval.flows.processes import detach
+
     url = f"http://{HOST}:{port}"
+    pid_file = _prefect_pid_file()
+    if pid_file.exists() and _pid("prefect") is not None:
+        raise SwevalError(f"a Prefect server started in the background is running (pid "
+                          f"{pid_file.read_text().strip()}): stop it (`prefect server stop`).")
     settings = sweval_home() / "prefect-server-logging.yml"
     settings.write_text(_PREFECT_LOGGING.replace("@LOG@", str(log)), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {
         "PREFECT_UI_API_URL": f"{url}/api", "PREFECT_SERVER_LOGGING_LEVEL": "WARNING",
         "PREFECT_LOGGING_SETTINGS_PATH": str(settings),
         "PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS": f"{url},http://localhost:{port}",
-        "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "true"}
-    done = subprocess.run([sys.executable, "-m", "prefect", "server", "start", "--background",
-                           "--host", HOST, "--port", str(port)], env=env, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL, start_new_session=True)
-    if done.returncode != 0:
-        said = " ".join((done.stdout + done.stderr).split()[-60:])
-        raise SwevalError(f"`prefect server start --background` failed: {said}")
+        "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED": "true", "PREFECT__SERVER_FINAL": "1"}
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [*server_argv(port), "--timeout-keep-alive", "5"], env=env,
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True, cwd=sweval_home())
+    detach(process.pid)  # it outlives this command
+    pid_file.parent.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(str(process.pid))
     SERVERS.write(sweval_home(), SERVERS.read(sweval_home()) | {"prefect": {"url": url}})
 
 

@@ -158,6 +158,9 @@ def test_up_run_serve_status_down_leaves_nothing_and_runs_land_in_the_servers(
         "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}) == 400
     assert _refused(f"{prefect_url}/api/flows/", "OPTIONS", {
         "Origin": prefect_url, "Access-Control-Request-Method": "POST"}) == 200
+    # and only requests addressed to its own host (a page's, by DNS rebinding, is not)
+    assert _refused(f"{prefect_url}/api/health", "GET", {"Host": "evil.example"}) == 400
+    assert _refused(f"{prefect_url}/api/health", "GET", {}) == 200
 
     # a plain `sweval run` lands in both servers
     data = write_log(8)
