@@ -302,14 +302,6 @@ def mlflow_store() -> str:
     return uri
 
 
-def served_store(uri: str) -> str | None:
-    """The store (password masked) of ``sweval up``'s MLflow server when ``uri`` is that
-    server, else None."""
-    if recorded().get("mlflow") == uri.rstrip("/"):
-        return SERVERS.read(sweval_home()).get("mlflow_store")
-    return None
-
-
 def mlflow_server_of(store: str) -> str | None:
     """The URL of ``sweval up``'s MLflow server when it serves ``store`` and answers."""
     url = recorded().get("mlflow")

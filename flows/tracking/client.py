@@ -54,9 +54,14 @@ def backing_store(uri: str) -> str:
     ``sweval up``/``down`` reopens its parent run."""
     if uri.split(":", 1)[0] not in ("http", "https"):
         return uri
-    from sweval.flows.servers import served_store
+    from sweval.evaluators.state import SERVERS
 
-    return served_store(uri) or uri
+    # read here, not through flows.servers (which imports this module): no import cycle
+    state = SERVERS.read(sweval_home())
+    server = state.get("mlflow")
+    if isinstance(server, dict) and server.get("url") == uri.rstrip("/"):
+        return state.get("mlflow_store") or uri
+    return uri
 
 
 #: Lines of an MLflow (SQLAlchemy) error that repeat its statement, parameters or a link.
