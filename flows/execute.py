@@ -34,13 +34,13 @@ def execute(config: EvalConfig, *, rolling: bool = False, tracking: bool = False
         SwevalError: any problem with the data or the options, or another run writing to
             ``config.output`` (:func:`evaluators.units.locks.output_lock`).
     """
-    from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+    from sweval.flows.tracking.run_hook import RunTracking, run_tracking
 
     trackers: list[RunTracking] = []
 
     def prepared(prepared: Prepared) -> list[Hook]:
-        tracker = open_tracker(prepared) if tracking else None
-        trackers.extend([RunTracking(prepared, tracker)] if tracker is not None else [])
+        hook = run_tracking(prepared) if tracking else None
+        trackers.extend([hook] if hook is not None else [])
         return [*trackers, ProgressHook(prepared.plan.config)]
 
     with output_lock(config.output), unit_store(config).in_use():

@@ -60,10 +60,54 @@ _received: int | None = None
 _detached: set[int] = set()
 
 
+#: Seconds a stopped command gets to unwind (finally blocks, MLflow's runs marked KILLED, its
+#: children stopped) before it ends at once (:func:`_end_at_deadline`).
+STOP_DEADLINE_S = 3.0
+#: When the command ends at once whatever it is doing (``time.monotonic()``), once stopped.
+_deadline_at: float | None = None
+
+
 def _raise_stopped(signum: int, _frame: FrameType | None) -> None:
     global _received
     _received = signum
+    _arm_deadline(signum)
     raise Stopped(signum)
+
+
+def _arm_deadline(signum: int) -> None:
+    """Make sure the command ends within :data:`STOP_DEADLINE_S` of its stop signal.
+
+    The signal's exception unwinds the main thread, but nothing guarantees the process then
+    ends: a library may swallow it (one did, in a 500-strata run's statistics, which went on
+    for 20 minutes), and the interpreter's exit waits for worker threads (the report's
+    rendering, a Prefect task). A daemon thread ends the process at the deadline: descendants
+    stopped (SIGTERM, SIGKILL after 1 s), exit status 128 + the signal. What a command keeps
+    on disk is written atomically (units, published tables), so nothing is left half-written.
+    """
+    global _deadline_at
+    if not _installed or _deadline_at is not None:
+        return
+    _deadline_at = time.monotonic() + STOP_DEADLINE_S
+    threading.Thread(target=_end_at_deadline, args=(signum,), name="sweval-stop-deadline",
+                     daemon=True).start()
+
+
+def postpone_deadline(seconds: float) -> None:
+    """Give a stopped command ``seconds`` more (it waits for its children to stop, bounded)."""
+    global _deadline_at
+    if _deadline_at is not None:
+        _deadline_at = max(_deadline_at, time.monotonic() + seconds)
+
+
+def _end_at_deadline(signum: int) -> None:
+    while _deadline_at is not None and time.monotonic() < _deadline_at:
+        time.sleep(0.05)
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"interrupted: ended {STOP_DEADLINE_S:g} s after the stop signal, "
+                         "without waiting for the rest of the command\n")
+        sys.stderr.flush()
+        stop_descendants(grace_s=1.0)
+    os._exit(0 if _received is None else 128 + signum)  # None: the stop was its normal end
 
 
 def _redeliver_dropped_stop(unraisable: object) -> None:
@@ -292,6 +336,7 @@ def _run_and_stop(argv: Sequence[str], env: Mapping[str, str], output: IO[bytes]
     finally:
         # A second Ctrl-C must not cut the stop short: the signals wait until it is done.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        postpone_deadline(2 * GRACE_S + STOP_DEADLINE_S)  # stop_group's own bounded waits
         try:
             stop_group(process)
         finally:

@@ -14,6 +14,7 @@ Schedules need a real Prefect server (``prefect server start``): the ephemeral A
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -107,6 +108,7 @@ def serve(
 
     from sweval.flows.processes import STOP_SIGNALS
 
+    config = _secret_to_environment(config)
     deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
     runner = Runner(pause_on_shutdown=False)  # leave_deployment pauses it, whatever the stop
     deployment_id = runner.add_deployment(deployment)
@@ -121,7 +123,24 @@ def serve(
     try:
         asyncio.run(runner.start())
     finally:
+        from sweval.flows.processes import postpone_deadline
+
+        postpone_deadline(10.0)  # the API calls that pause the deployment (bounded)
         leave_deployment(deployment_id)
+
+
+def _secret_to_environment(config: EvalConfig) -> EvalConfig:
+    """A ``--tracking-uri`` holding a password moves to this process's ``MLFLOW_TRACKING_URI``,
+    which its flow-run processes inherit: the deployment's parameters, kept and served by the
+    Prefect API, get the URI masked (:class:`~evaluators.config.model.EvalConfig`'s dumps), so
+    they must not carry it at all."""
+    from sweval.evaluators.wording import shown_uri
+
+    uri = config.tracking_uri
+    if uri is None or shown_uri(uri) == uri:
+        return config
+    os.environ["MLFLOW_TRACKING_URI"] = uri
+    return config.model_copy(update={"tracking_uri": None})
 
 
 def leave_deployment(deployment_id: Any) -> list[str]:

@@ -82,6 +82,42 @@ def apply_env_defaults(*, verbose: bool = False) -> None:
         os.environ.setdefault(name, value)
     if verbose:
         os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+    mask_passwords_in_logs()
+
+
+def mask_passwords_in_logs() -> None:
+    """Make every log record of this process hold a URI's password masked
+    (:func:`~evaluators.wording.shown_uri`), whoever logs it and wherever it goes: the terminal,
+    a log file, Prefect's API (its database) or MLflow. Installed once, as the record factory:
+    the message (and an exception's traceback text) is masked as the record is made."""
+    global _masking
+    if _masking:
+        return
+    from sweval.evaluators.wording import shown_uri
+
+    make = logging.getLogRecordFactory()
+
+    def masked(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+            if "@" in message or "password" in message.lower():
+                shown = shown_uri(message)
+                if shown != message:
+                    record.msg, record.args = shown, ()
+            if record.exc_info and record.exc_info[1] is not None:
+                text = logging.Formatter().formatException(record.exc_info)
+                if shown_uri(text) != text:
+                    record.exc_text = shown_uri(text)
+        except Exception:  # noqa: BLE001  (a record that cannot be formatted: as it is)
+            pass
+        return record
+
+    logging.setLogRecordFactory(masked)
+    _masking = True
+
+
+_masking = False
 
 
 @contextmanager
@@ -171,7 +207,9 @@ class UserErrorsWithoutTraceback(logging.Filter):
 def user_errors_without_traceback() -> None:
     """Install :class:`UserErrorsWithoutTraceback` on every handler of the root logger and of
     Prefect's loggers (the console's and the API's), once; called as a flow run starts, in
-    whatever process runs it (``sweval run``, a served or deployed run, a worker's)."""
+    whatever process runs it (``sweval run``, a served or deployed run, a worker's), and mask
+    the passwords in its log records (:func:`mask_passwords_in_logs`)."""
+    mask_passwords_in_logs()
     manager = logging.root.manager
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in list(manager.loggerDict)
                                       if name.startswith("prefect"))]

@@ -281,7 +281,7 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
     from prefect.runtime import flow_run
 
     from sweval.flows.cli.progress import ProgressHook
-    from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+    from sweval.flows.tracking.run_hook import RunTracking, run_tracking
 
     logger = get_run_logger()
     tracking: list[RunTracking] = []
@@ -292,8 +292,8 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
         logger.info("%s: %d folds (%d skipped), %d algorithms, key %s", plan.log.source,
                     len(plan.folds), len(plan.folds) - len(used), len(plan.config.algorithms),
                     plan.key)
-        tracker = open_tracker(prepared, flow_run_id=flow_run.id, flow_run_name=flow_run.name)
-        tracking.extend([RunTracking(prepared, tracker)] if tracker is not None else [])
+        hook = run_tracking(prepared, flow_run_id=flow_run.id, flow_run_name=flow_run.name)
+        tracking.extend([hook] if hook is not None else [])
         return [*tracking, ProgressHook(plan.config)]
 
     outputs = evaluate_config(
@@ -310,6 +310,8 @@ def _evaluate(config: EvalConfig, rolling: bool, local_dask: LocalDask | None) -
     for hook in tracking:
         from sweval.flows.tracking import shown_uri
 
+        if hook.tracker is None:
+            continue
         logger.info("MLflow: %s %s (%.2f s logging)", shown_uri(hook.tracker.uri),
                     hook.tracker.run_url_hint, hook.tracker.seconds)
     return outputs

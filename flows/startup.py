@@ -27,12 +27,10 @@ import logging
 import os
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 from typing import IO
 
 from sweval.data.errors import SwevalError
@@ -65,11 +63,10 @@ class TemporaryApi:
         spec = importlib.util.find_spec("prefect")
         if spec is None or not spec.submodule_search_locations:
             return None
+        from sweval.flows.local_api import server_argv
+
         port = _free_port()
-        argv = [sys.executable, "-m", "uvicorn", "--app-dir",
-                str(Path(next(iter(spec.submodule_search_locations))).parent), "--factory",
-                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port",
-                str(port), "--log-level", "error", "--lifespan", "on"]
+        argv = [*server_argv(port), "--log-level", "error", "--lifespan", "on"]
         from sweval.flows.processes import stop_with_this_process
 
         output = tempfile.TemporaryFile()  # its last lines, should it fail (a pipe could fill)

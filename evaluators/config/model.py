@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
+    field_serializer,
     field_validator,
 )
 
@@ -51,6 +52,7 @@ from sweval.evaluators.metrics.names import (
     NEED_ITEMS,
     parse_metrics,
 )
+from sweval.evaluators.wording import shown_uri
 
 #: Every algorithm the project ships, in display order.
 ALL_ALGORITHMS = ["pop", "pop-n", "item-knn", "user-knn", "svd", "als"]
@@ -366,6 +368,30 @@ class EvalConfig(BaseModel):
         "runs, every $MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL s (default 10).",
     )
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_booleans(cls, value: Any, info: ValidationInfo) -> Any:
+        """A boolean is not a number and a number is not a boolean, in a file as on the command
+        line: pydantic would read ``u_min = true`` or ``folds = true`` as 1 and ``tracking = 0``
+        as false."""
+        annotation = cls.model_fields[info.field_name or ""].annotation
+        items = value if isinstance(value, list) and get_origin(annotation) is list else [value]
+        if annotation is bool:
+            if not isinstance(value, bool):
+                raise ValueError(f"{value!r} is not a boolean: give true or false")
+        elif any(isinstance(item, bool) for item in items) and _numeric(annotation):
+            shown = json.dumps(value, default=str)
+            what = "holds a boolean" if isinstance(value, list) else "is a boolean"
+            raise ValueError(f"{shown} {what}, not a number")
+        return value
+
+    @field_serializer("data", "tracking_uri", "dask_address")
+    def _without_password(self, value: str | None) -> str | None:
+        """Every record of the configuration (``config.json``, MLflow's params, tags and
+        artifacts, Prefect's flow-run parameters) holds a URI's password masked: the object
+        keeps it for the connection, nothing written does."""
+        return None if value is None else shown_uri(value)
+
     @field_validator("k")
     @classmethod
     def _check_k(cls, ks: list[int]) -> list[int]:
@@ -568,6 +594,12 @@ class EvalConfig(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(), indent=2, sort_keys=False, default=str)
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether an option takes numbers (int or float, alone, optional or in a list)."""
+    return annotation in (int, float) or (
+        get_origin(annotation) is not dict and any(_numeric(a) for a in get_args(annotation)))
 
 
 def _table_entry(entry: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.run.output_dir import verify
-from sweval.evaluators.run.results import summarise
+from sweval.evaluators.run.results import largest_strata, summarise
 from sweval.evaluators.stats.significance import Bootstrap, attach_intervals, with_intervals
 
 _log = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ class ReportData:
         units: ``units.csv`` (None when absent or empty).
         significance: ``significance.csv`` (None when absent or written before it had a
             ``unit`` column).
+        strata_total: the strata of the table other than ``all``, when the report shows only
+            the largest of them (:func:`~evaluators.run.results.largest_strata`), else None.
     """
 
     directory: Path
@@ -55,6 +57,7 @@ class ReportData:
     folds: pd.DataFrame | None = None
     units: pd.DataFrame | None = None
     significance: pd.DataFrame | None = None
+    strata_total: int | None = None
 
     @property
     def bootstrap(self) -> Bootstrap:
@@ -159,6 +162,11 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
     results = read_results(directory / name)
     if results.empty:
         raise SwevalError(f"{directory / name}: the table has no rows.")
+    strata_total = None
+    kept = largest_strata(results)
+    if kept is not None:  # hundreds of strata: a report of the largest, not of every one
+        strata_total = results.loc[results["stratum"] != "all", "stratum"].nunique()
+        results = results[results["stratum"].isin(["all", *kept])].reset_index(drop=True)
     config: dict[str, Any] = {}
     record = directory / ("compare.json" if name == "compare.csv" else "config.json")
     if record.is_file():
@@ -178,7 +186,7 @@ def load(directory: str | Path, *, intervals: pd.DataFrame | None = None) -> Rep
         summary = with_intervals(summary, results, Bootstrap.of(config.get("config", {})))
     return ReportData(
         directory=directory, table_file=name, results=results,
-        summary=summary, config=config, folds=folds, units=units,
+        summary=summary, config=config, folds=folds, units=units, strata_total=strata_total,
         significance=read_significance(directory / "significance.csv"),
     )
 

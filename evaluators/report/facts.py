@@ -87,8 +87,13 @@ def run_facts(data: ReportData, origin: str | None) -> list[tuple[str, str]]:
         elif config.get("stratify_by") == "returning":
             facts.append(("strata", "returning vs first-time users"))
         elif config.get("stratify_by"):
+            shown = "" if data.strata_total is None else (
+                f"; {data.strata_total} strata: this report shows the "
+                f"{sum(s != 'all' for s in data.strata)} with the most eligible users, every "
+                "stratum is in "
+                "results.csv and summary.csv")
             facts.append(("strata", f"by {config['stratify_by']} "
-                          f"(mode {config.get('stratify_mode')})"))
+                          f"(mode {config.get('stratify_mode')}){shown}"))
         if config.get("cold_users"):
             facts.append(("cold users", "evaluated as stratum first-time; fallback "
                           f"{config.get('fallback')} for the models that cannot score them"))

@@ -44,6 +44,7 @@ from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.run.per_user import PerUser
 from sweval.evaluators.run.results import (
     ResultRow,
+    largest_strata,
     results_frame,
     skipped_rows,
     summarise,
@@ -197,7 +198,8 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         significance=compare_algorithms(results, settings, labels, comparisons=comparisons,
                                         users=context.users),
         significance_strata=(
-            compare_strata(results, settings, labels, correction=comparisons.correction)
+            compare_strata(_compared_strata(results), settings, labels,
+                           correction=comparisons.correction)
             if plan.strata is not None else None
         ),
         per_user=context.per_user,
@@ -220,6 +222,20 @@ def fold_summary(plan: Plan, index: int) -> dict[str, Any]:
 def needs_users(config: Any) -> bool:
     """Whether the statistics need the units' per-user values."""
     return config.test_unit == "users" or config.summary_bootstrap == "two-level"
+
+
+def _compared_strata(results: pd.DataFrame) -> pd.DataFrame:
+    """The rows ``significance_strata.csv`` compares: every stratum's, or with more than
+    :data:`~evaluators.run.results.MAX_STRATA_SHOWN` strata, those of the largest (the pairs of
+    all would grow with the square of their number), said in a warning."""
+    kept = largest_strata(results)
+    if kept is None:
+        return results
+    n_strata = results.loc[results["stratum"] != "all", "stratum"].nunique()
+    _log.warning("%d strata: significance_strata.csv compares the %d with the most eligible "
+                 "users pair by pair (every stratum's results are in results.csv and "
+                 "summary.csv)", n_strata, len(kept))
+    return results[results["stratum"].isin(["all", *kept])]
 
 
 def run_overlap(plan: Plan, lists: dict[tuple[int, str], Lists]) -> pd.DataFrame:

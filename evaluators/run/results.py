@@ -248,6 +248,27 @@ def stratum_order(strata: pd.Series) -> dict[str, int]:
     return {label: i for i, label in enumerate(["all", *named, *ordered])}
 
 
+#: The most strata compared pair by pair (``significance_strata.csv``) and drawn in a report. A
+#: column of hundreds of values given to ``--stratify-by`` made both explode: 500 strata are
+#: 124,750 pairs of tests per algorithm pair, metric and k (hours), and a report of 500 panels
+#: per figure (20 minutes of rendering).
+MAX_STRATA_SHOWN = 12
+
+
+def largest_strata(results: pd.DataFrame, n: int = MAX_STRATA_SHOWN) -> list[str] | None:
+    """The ``n`` strata other than ``all`` with the most eligible users over the folds (ties:
+    in the table's order), in the table's order; None when there are no more than ``n``."""
+    strata = results.loc[results["stratum"] != "all"]
+    names = list(dict.fromkeys(strata["stratum"].astype(str)))
+    if len(names) <= n:
+        return None
+    per_fold = strata.drop_duplicates(["fold", "stratum"])
+    size = (per_fold.groupby(per_fold["stratum"].astype(str), sort=False)["n_eligible"].sum()
+            if "n_eligible" in per_fold else per_fold["stratum"].astype(str).value_counts())
+    kept = set(sorted(names, key=lambda name: -float(size.get(name, 0)))[:n])
+    return [name for name in names if name in kept]
+
+
 def results_frame(rows: Iterable[Mapping[str, object]], algorithms: list[str]) -> pd.DataFrame:
     """The long table, in a canonical order (fold, algorithm as configured, stratum, metric, k)."""
     rows = list(rows)

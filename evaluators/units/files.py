@@ -18,6 +18,19 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.units.engine import UnitLists
 
 
+class DamagedUnit(SwevalError):
+    """A stored unit whose files cannot be read, or whose lists are not the bytes its record
+    was written with (changed in place since: a disk error, a file copied over it).
+
+    Attributes:
+        what: the unit's directory and what is wrong, without advice.
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; delete that directory to recompute it.")
+        self.what = what
+
+
 @dataclass(frozen=True)
 class UnitFiles:
     """A finished unit in raw ids, ready to be written to any store (what a fold task on
@@ -75,7 +88,8 @@ def lists_from_table(
     offsets = column.offsets.to_numpy()
     flat = codes(column.values, log.item_ids)
     if (users < 0).any() or (flat < 0).any():
-        raise SwevalError(f"{where}: the unit ranks ids this log does not have; delete it.")
+        raise DamagedUnit(f"{where}: the unit ranks ids this log does not have (its lists are "
+                          "another unit's)")
     lengths = np.diff(offsets)
     items = np.full((len(users), depth), -1, dtype=np.int64)
     rows = np.repeat(np.arange(len(users)), lengths)

@@ -55,6 +55,7 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.units.engine import UnitLists
 from sweval.evaluators.units.files import (
+    DamagedUnit,
     UnitFiles,
     atomic_write,
     atomic_write_text,
@@ -112,19 +113,6 @@ class StoredUnit:
     record: dict[str, Any]
     size_bytes: int
     last_used: float  # when the unit was last written or loaded (its directory's mtime)
-
-
-class DamagedUnit(SwevalError):
-    """A stored unit whose files cannot be read, or whose lists are not the bytes its record
-    was written with (changed in place since: a disk error, a file copied over it).
-
-    Attributes:
-        what: the unit's directory and what is wrong, without advice.
-    """
-
-    def __init__(self, what: str) -> None:
-        super().__init__(f"{what}; delete that directory to recompute it.")
-        self.what = what
 
 
 class UnitStore:
@@ -280,7 +268,8 @@ class UnitStore:
             DamagedUnit: a file of the unit cannot be read, or its lists are not the bytes
                 written (:func:`evaluators.units.unit.read_or_recompute` computes such a unit
                 again).
-            SwevalError: lists whose ids ``log`` does not have.
+            DamagedUnit: also lists whose ids ``log`` does not have (another unit's lists, in
+                a unit written before records held their SHA-256).
         """
         directory = self._unit_dir(key)
         try:

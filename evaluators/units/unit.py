@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from sweval.algorithms.base import Algorithm
 from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
 from sweval.data.errors import SwevalError
@@ -464,15 +466,21 @@ def read_or_recompute(
     unit: Unit, store: UnitStore, *, log_failure: bool = True
 ) -> tuple[UnitLists, bool]:
     """(lists, recomputed) of a unit the store holds: its stored lists and False; or, found
-    damaged as they are read (:class:`DamagedUnit`: unreadable, or changed in place since they
-    were written), the unit computed again with a warning, saved over the damaged files, and
-    True.
+    damaged as they are read (:class:`DamagedUnit`: unreadable, changed in place since they
+    were written, or ranking other users than the unit's window evaluates, as another unit's
+    lists do in a unit written before records held their SHA-256), the unit computed again with
+    a warning, saved over the damaged files, and True.
 
     Raises:
         AlgorithmFailed: as :func:`compute_unit`.
     """
     try:
-        return store.load(unit.key, unit.split.log), False
+        lists = store.load(unit.key, unit.split.log)
+        if not np.array_equal(lists.users, unit.split.relevant.users):
+            raise DamagedUnit(f"{store.directory / unit.key[:2] / unit.key}: the unit's lists "
+                              "rank other users than its window evaluates (another unit's "
+                              "lists)")
+        return lists, False
     except DamagedUnit as exc:
         _log.warning("%s; computing it again", exc.what)
     return compute_unit(unit, store, log_failure=log_failure), True

@@ -123,9 +123,14 @@ def exit_without_teardown(status: int) -> NoReturn:
     import atexit
     import threading
 
+    from sweval.flows.processes import received_signal
+
     # the interpreter's own two calls, in its order: threading's exit hooks (thread pools
-    # told to stop) and the join of non-daemon threads, then the atexit handlers
-    threading._shutdown()  # type: ignore[attr-defined]
+    # told to stop) and the join of non-daemon threads, then the atexit handlers. A command
+    # stopped by a signal does not wait for its worker threads (the report's rendering, a
+    # task's statistics): what they would write is written atomically or not at all.
+    if received_signal() is None:
+        threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -146,7 +151,9 @@ def main() -> None:
     except SwevalError as exc:
         if received_signal():  # a stop signal's exception, turned into another on its way out
             _interrupted()
-        console.print(f"[bold red]error:[/bold red] {escape(str(exc))}")
+        from sweval.evaluators.wording import shown_uri
+
+        console.print(f"[bold red]error:[/bold red] {escape(shown_uri(str(exc)))}")
         sys.exit(getattr(exc, "exit_code", 2))
     except KeyboardInterrupt:
         _interrupted()

@@ -128,6 +128,7 @@ def _client(tracking_uri: str | None) -> Any:
         SwevalError: the store cannot be opened (a server or database that does not answer).
     """
     from sweval.flows.tracking import open_client, resolve_uri, shown_uri
+    from sweval.flows.tracking.client import said
 
     uri = resolve_uri(tracking_uri)
     try:
@@ -136,7 +137,7 @@ def _client(tracking_uri: str | None) -> Any:
         raise
     except Exception as exc:  # mlflow and SQLAlchemy raise their own errors alike
         raise SwevalError(shown_uri(
-            f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}")) from exc
+            f"MLflow tracking at {uri}: {said(exc)}")) from exc
 
 
 def _download_results(client: Any, run_id: str, into: Path) -> Path | None:

@@ -72,6 +72,11 @@ def run(
         from sweval.flows.startup import TemporaryApi
 
         api = TemporaryApi.start()  # first: it answers seconds later, while the run gets ready
+    silent_api = silent_prefect_api() if prefect and api is None else None
+    if silent_api is not None:  # evaluate without it, then say so (exit 2)
+        console.print(f"warning: {silent_api}; evaluating in this process (as --no-prefect)",
+                      markup=False, highlight=False)
+        prefect = False
     console.print(f"evaluating {cfg.dataset_name}: " + (
         "starting Prefect's temporary API..." if api is not None else
         "Prefect flow sliding-window-eval..." if prefect else "in this process (--no-prefect)..."),
@@ -100,6 +105,8 @@ def run(
             f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
             "nothing to evaluate.", markup=False
         )
+        if silent_api is not None:
+            raise evaluated_without(silent_api, cfg)
         return
     print_summary(outputs, cfg)
     if rolling:
@@ -111,6 +118,8 @@ def run(
             skipped = folds.loc[folds["skipped"].astype(bool), "fold"].astype(int)
             console.print(progress_line(state, skipped), markup=False, highlight=False)
     print_tracking(cfg)
+    if silent_api is not None:
+        raise evaluated_without(silent_api, cfg)
     if outputs.failed:
         from sweval.evaluators.units.unit import UnitsFailed
 
@@ -169,6 +178,29 @@ def reaching_prefect(remedy: str) -> Iterator[None]:
             f"the ephemeral API (PREFECT_HOME={os.environ.get('PREFECT_HOME', '?')})")
         raise UnreachablePrefectApi(
             shown_uri(f"cannot reach the Prefect API at {where}: {exc}. {remedy}")) from exc
+
+
+def silent_prefect_api() -> str | None:
+    """Why the configured Prefect API (``PREFECT_API_URL``) cannot be used: it accepts
+    connections but does not answer within :data:`~flows.answers.ANSWER_TIMEOUT_S` (Prefect's
+    client waited 60 s a request, four times, minutes before the flow failed); None when it
+    answers or refuses (Prefect's own error then names it)."""
+    from sweval.flows.answers import ANSWER_TIMEOUT_S, silent
+    from sweval.flows.serve import api_url
+    from sweval.flows.tracking import shown_uri
+
+    url = api_url()
+    if not url or not silent(url.rstrip("/") + "/health"):
+        return None
+    return shown_uri(f"the Prefect API at {url} does not answer (no response within "
+                     f"{ANSWER_TIMEOUT_S:g} s; it may be hung or stopped)")
+
+
+def evaluated_without(silent_api: str, cfg: EvalConfig) -> SwevalError:
+    """The error a run ends with when it evaluated without its silent Prefect API."""
+    return SwevalError(f"{silent_api}: the run was evaluated in this process (as --no-prefect), "
+                       f"its tables are in {cfg.output}. Check the server, or unset "
+                       "PREFECT_API_URL to use a temporary local API.")
 
 
 class UnreachablePrefectApi(SwevalError):

@@ -21,7 +21,7 @@ from sweval.evaluators.experiments.retraining import FILES as RETRAINING_FILES
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.results import is_best
+from sweval.evaluators.run.results import is_best, largest_strata
 from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.stats.tuning import TUNED
 from sweval.evaluators.wording import (
@@ -224,7 +224,13 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     n_ks = summary.loc[summary["metric"] == metric, "k"].nunique()
     shown = short_labels([str(label) for label in summary["algorithm"].unique()],
                          label_room(console.width, n_ks))
-    for stratum in summary["stratum"].unique():
+    strata = list(summary["stratum"].unique())
+    largest = largest_strata(outputs.results)
+    if largest is not None:  # hundreds of strata: the largest, not hundreds of tables
+        console.print(f"{len(strata) - 1} strata: the tables below show the {len(largest)} "
+                      "with the most eligible users; summary.csv has every one", markup=False)
+        strata = [s for s in strata if s == "all" or s in largest]
+    for stratum in strata:
         part = summary[summary["stratum"] == stratum]
         if part["n_folds"].max() == 0:
             # the whole log's reasons follow under `folds:`; a stratum's are listed only here
@@ -265,6 +271,8 @@ def print_summary(outputs: Outputs, config: EvalConfig, console: Console | None 
     if ceiling is not None:
         console.print(f"  ceiling: {ceiling}", style="dim", markup=False, highlight=False)
     strata = stratum_fold_counts(outputs.results)
+    if largest is not None:
+        strata = {name: counts for name, counts in strata.items() if name in largest}
     if any(skipped for _, skipped in strata.values()):
         counts = "; ".join(f"{stratum} {used_} used, {skipped} skipped"
                            for stratum, (used_, skipped) in strata.items())

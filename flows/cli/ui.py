@@ -58,7 +58,7 @@ def ui(
     announce_when_ready(uri, f"http://127.0.0.1:{port}", browser=browser,
                         say=lambda line: console.print(line, markup=False))
     try:  # Ctrl-C, SIGTERM or SIGHUP stop the server's whole process group
-        status = run_server(server_command(uri, port=port), server_env(), log=log)
+        status = run_server(server_command(uri, port=port), server_env(uri), log=log)
     except KeyboardInterrupt:
         stop_handled()  # the UI's normal end: exit 0
         return

@@ -54,9 +54,57 @@ def backing_store(uri: str) -> str:
     ``sweval up``/``down`` reopens its parent run."""
     if uri.split(":", 1)[0] not in ("http", "https"):
         return uri
-    from sweval.flows.server_state import served_store
+    from sweval.evaluators.state import SERVERS
 
-    return served_store(uri) or uri
+    # read here, not through flows.servers (which imports this module): no import cycle
+    state = SERVERS.read(sweval_home())
+    server = state.get("mlflow")
+    if isinstance(server, dict) and server.get("url") == uri.rstrip("/"):
+        return state.get("mlflow_store") or uri
+    return uri
+
+
+#: Lines of an MLflow (SQLAlchemy) error that repeat its statement, parameters or a link.
+_NOISE = ("[SQL:", "[parameters:", "(Background on this error",
+          "(raised as a result of Query-invoked autoflush")
+
+
+def said(exc: BaseException) -> str:
+    """An MLflow store's error in one line: ``the disk that holds it is full`` for a full disk
+    (SQLite's "database or disk is full", ENOSPC), else the error's type and message without
+    the SQL statement, its parameters and SQLAlchemy's links (a full disk printed them with
+    four tracebacks)."""
+    text = str(exc)
+    if getattr(exc, "errno", None) == 28 or any(
+            sign in text for sign in ("database or disk is full", "No space left on device")):
+        return ("the disk that holds it is full (no space left on the device); free some space "
+                "and rerun")
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.strip().startswith(_NOISE)]
+    return f"{type(exc).__name__}: {' '.join(lines)}"
+
+
+class SilentTracker(SwevalError):
+    """The tracking server accepts connections but does not answer (:mod:`flows.answers`)."""
+
+
+def check_answers(uri: str) -> None:
+    """Make sure the tracking server at ``uri`` (an HTTP(S) URI; other stores are files or
+    databases) answers within :data:`~flows.answers.ANSWER_TIMEOUT_S`.
+
+    Raises:
+        SilentTracker: it accepts connections but sends nothing back in that time.
+    """
+    if uri.split(":", 1)[0] not in ("http", "https"):
+        return
+    from sweval.evaluators.wording import shown_uri
+    from sweval.flows.answers import ANSWER_TIMEOUT_S, silent
+
+    if silent(uri.rstrip("/") + "/health"):
+        raise SilentTracker(shown_uri(
+            f"MLflow tracking at {uri}: the server does not answer (no response within "
+            f"{ANSWER_TIMEOUT_S:g} s; it may be hung or stopped). Check it (`sweval status`), "
+            "or run with --no-tracking."))
 
 
 def open_client(uri: str) -> Any:
@@ -178,6 +226,8 @@ def _quiet_mlflow_logging() -> None:
     if logging.getLogger().getEffectiveLevel() > logging.INFO:
         for name in ("mlflow", "alembic"):
             logging.getLogger(name).setLevel(logging.WARNING)
+        # it logs a database error with its traceback, then raises it: the command says it once
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def get_run(client: Any, run_id: str) -> Any:

@@ -31,6 +31,7 @@ from sweval.flows.tracking.client import (
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    said,
 )
 from sweval.flows.tracking.metrics import MAX_BATCH
 from sweval.flows.tracking.records import flatten
@@ -81,7 +82,8 @@ class ExperimentTracker:
                                            artifact_root(self.uri))
             state = TRACKING.read(self.directory)
             run = None
-            if state.get("key") == self.key and state.get("store") == backing_store(self.uri):
+            store = shown_uri(backing_store(self.uri))  # as recorded: never a password
+            if state.get("key") == self.key and state.get("store") == store:
                 run = active_run(self.client, state.get("parent_run_id"))
             if run is None:
                 stamp = time.strftime("%Y%m%dT%H%M", time.gmtime())
@@ -92,8 +94,9 @@ class ExperimentTracker:
                           "sweval.data_fingerprint": self.fingerprint,
                           "sweval.output_dir": str(self.directory.resolve())})
                 TRACKING.write(self.directory, {
-                    "key": self.key, "tracking_uri": self.uri, "store": backing_store(self.uri),
+                    "key": self.key, "tracking_uri": shown_uri(self.uri), "store": store,
                     "experiment_id": experiment, "parent_run_id": run.info.run_id})
+                self.run_id = run.info.run_id
                 self._log_params()
             else:
                 self.client.update_run(run.info.run_id, status="RUNNING")
@@ -110,7 +113,7 @@ class ExperimentTracker:
         values = flatten({"design": self.design}) | {
             "algorithms": ",".join(self.config.algorithms),
             "k": ",".join(map(str, self.config.k)), "window": self.config.window,
-            "u_min": str(self.config.u_min), "data": str(self.config.data),
+            "u_min": str(self.config.u_min), "data": shown_uri(str(self.config.data)),
         }
         params = [Param(key, str(value)[:6000]) for key, value in sorted(values.items())]
         self.client.log_batch(self._run(), params=params[:100])
@@ -153,5 +156,5 @@ class ExperimentTracker:
 
     def _error(self, exc: Exception) -> SwevalError:
         return SwevalError(shown_uri(
-            f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}; the tables are "
+            f"MLflow tracking at {self.uri}: {said(exc)}; the tables are "
             f"written in {self.directory}: rerun the same command to log them."))

@@ -122,9 +122,9 @@ def parent_params_and_tags(
         "sweval.mode": mode,
         "sweval.output_dir": str(Path(config.output).resolve()),
         "sweval.version": package_version(),
-        **{
-            f"sweval.config.{name}": str(getattr(config, name))
-            for name in sorted(RUN_FIELDS)
+        **{  # as dumped: a tracking URI's password masked
+            f"sweval.config.{name}": str(value)
+            for name, value in sorted(config.model_dump(include=set(RUN_FIELDS)).items())
         },
     }
     commit, dirty = git_commit()

@@ -11,7 +11,10 @@
                  when the command was stopped)
 
 If MLflow fails while folds are logged, the run goes on and logs everything at the end (or
-fails there): the evaluation never waits on a tracker that does not answer.
+fails there): the evaluation never waits on a tracker that does not answer. A tracking server
+that accepts connections but does not answer when the run opens its runs
+(:class:`~flows.tracking.client.SilentTracker`, seconds) is tried again at the end, once the
+tables are written: the run evaluates without waiting on it, then fails with its error.
 """
 
 from __future__ import annotations
@@ -45,11 +48,15 @@ RUN_FILES = ("results.csv", "summary.csv", "folds.csv", "units.csv", "config.jso
 class RunTracking(Hook):
     """Logs one evaluation to MLflow through an open :class:`~flows.tracking.Tracker`."""
 
-    def __init__(self, prepared: Prepared, tracker: Any) -> None:
+    def __init__(self, prepared: Prepared, tracker: Any,
+                 reopen: Callable[[], Any] | None = None) -> None:
+        """``tracker`` is None when its server did not answer; ``reopen`` then opens it at the
+        end of the run."""
         self.plan = prepared.plan
         self.measurer = prepared.work.measurer
         self.tracker = tracker
-        self.deferred = False
+        self.reopen = reopen
+        self.deferred = tracker is None
         self.unlogged: list[Job] = []
         self.logged_at = time.monotonic()
         self.driver: Driver | None = None
@@ -101,6 +108,16 @@ class RunTracking(Hook):
         """Complete the MLflow runs: every row, the summary, the tables and (once drawn) the
         report; FAILED when some units failed (their metrics are logged all the same)."""
         directory = Path(outputs.directory)
+        if self.tracker is None and self.reopen is not None:
+            from sweval.flows.tracking.client import SilentTracker
+
+            try:
+                self.tracker = self.reopen()
+            except SilentTracker as exc:
+                raise SilentTracker(
+                    f"{str(exc).removesuffix('.')}. The tables are written in {directory}; "
+                    "rerun the same command once MLflow answers to log them (nothing is "
+                    "computed again).") from None
         files = [directory / name for name in RUN_FILES if (directory / name).exists()]
         self.tracker.finish(outputs.results, outputs.summary, outputs.devices, files,
                             n_folds=len(self.plan.folds), late_files=report_files)
@@ -110,6 +127,8 @@ class RunTracking(Hook):
     def failed(self, driver: Driver, exc: BaseException) -> None:
         from sweval.flows.processes import is_stop
 
+        if self.tracker is None:  # its server never answered: no run to mark
+            return
         stopped = is_stop(exc)
         if not stopped:  # the folds finished before the error
             try:
@@ -117,6 +136,24 @@ class RunTracking(Hook):
             except Exception:  # never hide the run's own error behind a logging one
                 _log.debug("could not log the last folds to MLflow", exc_info=True)
         self.tracker.fail("KILLED" if stopped else "FAILED")
+
+
+def run_tracking(
+    prepared: Prepared, *, flow_run_id: str | None = None, flow_run_name: str | None = None
+) -> RunTracking | None:
+    """The MLflow hook of a prepared run, or None when tracking is off. A tracking server that
+    does not answer is said in a warning and tried again once the tables are written."""
+    from sweval.flows.tracking.client import SilentTracker
+
+    def opened() -> Any:
+        return open_tracker(prepared, flow_run_id=flow_run_id, flow_run_name=flow_run_name)
+
+    try:
+        tracker = opened()
+    except SilentTracker as exc:
+        _log.warning("MLflow logging deferred to the end of the run: %s", exc)
+        return RunTracking(prepared, None, reopen=opened)
+    return RunTracking(prepared, tracker) if tracker is not None else None
 
 
 def open_tracker(

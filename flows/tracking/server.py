@@ -20,10 +20,11 @@ from sweval.flows.tracking.view import comparison_url, viewed_run
 def server_command(
     uri: str, *, host: str = "127.0.0.1", port: int = 5000, workers: int = 1
 ) -> list[str]:
-    """The ``mlflow server`` command line that shows the store ``uri`` (sqlite) in a browser."""
+    """The ``mlflow server`` command line that shows the store ``uri`` in a browser. The store
+    itself is given in the environment (:func:`server_env`): a command line is visible to
+    every local user (``ps``), and a database URI may hold a password."""
     command = [
         sys.executable, "-m", "mlflow", "server",
-        "--backend-store-uri", uri,
         "--host", host, "--port", str(port), "--workers", str(workers),
     ]
     root = artifact_root(uri)
@@ -32,9 +33,11 @@ def server_command(
     return command
 
 
-def server_env() -> dict[str, str]:
-    """The environment for :func:`server_command`: no background job consumers."""
-    return os.environ | {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+def server_env(uri: str) -> dict[str, str]:
+    """The environment of :func:`server_command`: the store ``uri`` (``mlflow server`` reads
+    ``MLFLOW_BACKEND_STORE_URI``), no background job consumers."""
+    return os.environ | {"MLFLOW_BACKEND_STORE_URI": uri,
+                         "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def latest_evaluation(client: Any) -> Any:

@@ -21,10 +21,12 @@ from sweval.flows.tracking.client import (
     active_run,
     artifact_root,
     backing_store,
+    check_answers,
     ensure_experiment,
     experiment_name,
     open_client,
     resolve_tracking_uri,
+    said,
 )
 from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_dataset, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -141,10 +143,12 @@ class Tracker:
                 shown with the dataset.
 
         Raises:
+            SilentTracker: a tracking server that accepts connections and does not answer.
             SwevalError: the tracking store cannot be reached or written.
         """
         started = time.perf_counter()
         uri = resolve_tracking_uri(config)
+        check_answers(uri)  # seconds, not MLflow's minutes of timeouts and retries
         try:
             client = open_client(uri)
             experiment_id = ensure_experiment(client, experiment_name(config), artifact_root(uri))
@@ -153,7 +157,7 @@ class Tracker:
             parent = None
             if (
                 state.get("key") == key
-                and state.get("store", state.get("tracking_uri")) == backing_store(uri)
+                and state.get("store", state.get("tracking_uri")) == shown_uri(backing_store(uri))
                 and state.get("experiment_id") == experiment_id
             ):
                 parent = active_run(client, state.get("parent_run_id"))
@@ -168,8 +172,8 @@ class Tracker:
                 )
                 state = {
                     "key": key,
-                    "tracking_uri": uri,
-                    "store": backing_store(uri),
+                    "tracking_uri": shown_uri(uri),  # never a password in a file
+                    "store": shown_uri(backing_store(uri)),
                     "experiment_id": experiment_id,
                     "parent_run_id": parent.info.run_id,
                     "children": {},
@@ -193,8 +197,8 @@ class Tracker:
             if reused:
                 client.update_run(parent.info.run_id, status="RUNNING")
                 tracker._find_children()
-                if state.get("tracking_uri") != uri:  # the same store, reached another way
-                    state["tracking_uri"] = uri  # (through `sweval up`'s server, or no longer)
+                if state.get("tracking_uri") != shown_uri(uri):  # the same store, reached
+                    state["tracking_uri"] = shown_uri(uri)  # another way (`sweval up`'s server)
                     write_state(state_path, state)
             params, tags = parent_params_and_tags(
                 config, key=key, fingerprint=fingerprint, source=source, mode=mode,
@@ -208,7 +212,7 @@ class Tracker:
             raise
         except Exception as exc:
             raise SwevalError(
-                shown_uri(f"MLflow tracking at {uri}: {type(exc).__name__}: {exc}")) from exc
+                shown_uri(f"MLflow tracking at {uri}: {said(exc)}")) from exc
         tracker.seconds += time.perf_counter() - started
         _log.info(
             "MLflow: %s parent run %s in experiment %s at %s",
@@ -481,7 +485,7 @@ class Tracker:
     def _error(self, exc: Exception) -> SwevalError:
         self.broken = exc
         return SwevalError(shown_uri(
-            f"MLflow tracking at {self.uri}: {type(exc).__name__}: {exc}. Finished units are kept "
+            f"MLflow tracking at {self.uri}: {said(exc)}. Finished units are kept "
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
             "and upload the rest."
         ))

@@ -44,7 +44,8 @@ __all__ = ["Evaluation", "compare", "datasets", "evaluate", "fetch", "gap", "his
 def _config(data: Any, config: EvalConfig | None, output: str | Path | None,
             settings: dict[str, Any]) -> tuple[EvalConfig, InteractionLog | None]:
     """The validated configuration of a call, and the log when ``data`` is a DataFrame."""
-    values = config.model_dump() if config is not None else {}
+    # the fields themselves: a dump masks a tracking URI's password (EvalConfig's records)
+    values = {name: getattr(config, name) for name in EvalConfig.model_fields} if config else {}
     values |= settings
     frame = data if isinstance(data, pd.DataFrame) else None
     if data is not None and frame is None:
@@ -215,9 +216,10 @@ def evaluate(
     def prepared(prepared: Any) -> list[Any]:
         plans.append(prepared.plan)
         if cfg.tracking:
-            from sweval.flows.tracking.run_hook import RunTracking, open_tracker
+            from sweval.flows.tracking.run_hook import run_tracking
 
-            trackers.append(RunTracking(prepared, open_tracker(prepared)))
+            hook = run_tracking(prepared)
+            trackers.extend([hook] if hook is not None else [])
         return trackers
 
     def run() -> Any:

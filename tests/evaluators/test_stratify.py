@@ -117,3 +117,20 @@ def test_policy_column_with_missing_values_is_rejected_by_default(tmp_path):
     with pytest.raises(SwevalError, match="'policy'"):
         evaluate_config(EvalConfig.build(data=str(path), stratify_by="policy", algorithms=["pop"],
                                    output=str(tmp_path / "o"), progress=False))
+
+
+def test_the_strata_shown_are_the_largest_by_eligible_users_over_the_folds() -> None:
+    """With more strata than are shown, the report, the terminal and the pairwise tests keep
+    the n with the most eligible users summed over the folds (each fold once, whatever its rows
+    per metric), in the table's order; with n or fewer, all (None)."""
+    from sweval.evaluators.run.results import largest_strata
+
+    sizes = {"s0": (5, 5), "s1": (1, 1), "s2": (9, 0), "s3": (2, 2), "s4": (3, 3)}
+    rows = [{"fold": fold, "stratum": stratum, "metric": metric, "n_eligible": counts[fold]}
+            for stratum, counts in [("all", (99, 99)), *sizes.items()]
+            for fold in (0, 1) for metric in ("recall", "ndcg")]
+    results = pd.DataFrame(rows)
+    # sums over the folds: s0 10, s1 2, s2 9, s3 4, s4 6
+    assert largest_strata(results, n=3) == ["s0", "s2", "s4"]
+    assert largest_strata(results, n=1) == ["s0"]
+    assert largest_strata(results, n=5) is None

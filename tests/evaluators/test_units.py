@@ -659,6 +659,36 @@ def test_a_unit_written_without_a_checksum_is_read_unchecked(tmp_path: Path,
     assert again.n_computed == 0 and again.n_reused == first.n_computed
 
 
+def test_an_unchecked_unit_holding_another_units_lists_is_computed_again(
+        tmp_path: Path, caplog, own_unit_store) -> None:
+    """A unit written before records held the lists' SHA-256, holding another fold's lists (a
+    copy, a restored backup) ended the run in a traceback ("the lists rank other users than
+    the split evaluates"), and one holding another log's lists in an error telling to delete
+    it: both are computed again, with a warning, to the same tables."""
+    first = evaluate_config(config(tmp_path))
+    before = (tmp_path / "out" / "results.csv").read_bytes()
+    records = {path: json.loads(path.read_text()) for path in stored_units(own_unit_store)}
+    pop = sorted((r["split_index"], path) for path, r in records.items()
+                 if r["label"] == "pop")
+    (_, target), (_, other) = pop[0], pop[-1]  # the first fold's, the last fold's
+    for path, record in records.items():
+        record.pop("lists_sha256")
+        path.write_text(json.dumps(record))
+    (target.parent / "lists.parquet").write_bytes((other.parent / "lists.parquet").read_bytes())
+    foreign = next(path for path in records if path not in (target, other))
+    table = pd.read_parquet(foreign.parent / "lists.parquet")
+    table["user"] = "nobody-" + table["user"].astype(str)
+    table.to_parquet(foreign.parent / "lists.parquet")
+    with caplog.at_level("WARNING"):
+        again = evaluate_config(config(tmp_path))
+    assert again.n_computed == 2 and again.n_reused == first.n_computed - 2
+    assert (tmp_path / "out" / "results.csv").read_bytes() == before
+    said = [r.getMessage() for r in caplog.records if "computing it again" in r.getMessage()]
+    assert sorted(m.split(":")[0] for m in said) == sorted(str(p.parent) for p in (target, foreign))
+    assert any("rank other users than its window evaluates" in m for m in said)
+    assert any("ranks ids this log does not have" in m for m in said)
+
+
 def test_cache_prune_deletes_what_killed_writes_left_once_an_hour_old(
     tmp_path, monkeypatch, capsys, user_cache
 ):

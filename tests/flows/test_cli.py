@@ -286,16 +286,13 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from sweval.flows import processes, servers
-    from sweval.flows.server_state import Server
 
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)  # so the servers' own is not set for good
-    mlflow_server = Server(name="mlflow", pid=1, create_time=0.0, port=5999,
-                           url="http://127.0.0.1:5999", health_url="http://127.0.0.1:5999/health",
-                           log=str(tmp_path / "mlflow.log"))
-    monkeypatch.setattr(servers, "read_state", lambda: {"mlflow_store": store})
-    monkeypatch.setattr(servers, "recorded_servers", lambda state: [mlflow_server])
-    monkeypatch.setattr(servers, "answers", lambda server: True)
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    servers.SERVERS.write(tmp_path, {"mlflow": {"url": "http://127.0.0.1:5999", "pid": 0,
+                                                "create_time": 0.0}, "mlflow_store": store})
+    monkeypatch.setattr(servers, "answers", lambda url, health, timeout=3.0: True)
     monkeypatch.setattr(processes, "run_server", lambda *a, **k: pytest.fail("a second server"))
     assert sweval_cli("ui", "--tracking-uri", store, "--no-browser") == 0
     out = " ".join(capsys.readouterr().err.split())

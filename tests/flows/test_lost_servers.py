@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -245,3 +246,61 @@ def test_a_user_error_raised_in_a_task_is_logged_once() -> None:
         assert "Encountered exception during execution: SwevalError(\"the flow's own error\")" \
             in text
         assert "Traceback" not in text
+
+
+def test_an_mlflow_store_error_is_said_in_one_line() -> None:
+    """A full disk under MLflow's SQLite store printed four tracebacks and the SQL statement
+    with its parameters; now one line says the disk is full. Other store errors keep their
+    message, without the statement, its parameters and SQLAlchemy's links."""
+    import sqlite3
+
+    import sqlalchemy.exc
+    from mlflow.exceptions import MlflowException
+
+    from sweval.flows.tracking.client import said
+
+    def wrapped(message: str) -> MlflowException:  # as mlflow.store.db.utils raises it
+        cause = sqlalchemy.exc.OperationalError(
+            'INSERT INTO tags ("key", value, run_uuid) VALUES (?, ?, ?)',
+            [("sweval.run_key", "k", "r")], sqlite3.OperationalError(message))
+        return MlflowException(str(cause))
+
+    full = said(wrapped("database or disk is full"))
+    assert full.startswith("the disk that holds it is full") and "\n" not in full
+    assert said(OSError(28, "No space left on device")) == full
+    locked = said(wrapped("database is locked"))
+    assert locked == "MlflowException: (sqlite3.OperationalError) database is locked"
+
+
+def test_a_full_disk_under_the_mlflow_store_ends_the_run_in_one_line(tmp_path) -> None:
+    """The real thing: the store on a full tmpfs (needs root with CAP_SYS_ADMIN)."""
+    import os
+    import subprocess
+
+    from sweval_testing import log_frame
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(disk)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no tmpfs can be mounted here (not root, or no CAP_SYS_ADMIN)")
+    try:
+        log_frame(8).to_csv(tmp_path / "log.csv", index=False)
+        argv = [str(Path(sys.executable).parent / "sweval"), "run", "--data",
+                str(tmp_path / "log.csv"), "--window", "1D", "--folds", "2", "--u-min", "1",
+                "--algorithms", "pop", "--no-progress", "--no-prefect", "--output"]
+        env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        uri = f"sqlite:///{disk / 'mlflow.db'}"
+        first = subprocess.run([*argv, str(tmp_path / "a"), "--tracking-uri", uri], env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr[-3000:]
+        filler = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+        (disk / "filler").write_bytes(b"\0" * filler)
+        done = subprocess.run([*argv, str(tmp_path / "b"), "--tracking-uri", uri], env=env,
+                              capture_output=True, text=True, timeout=300)
+        said = done.stdout + done.stderr
+        assert done.returncode == 2, said
+        assert "Traceback" not in said and "[SQL:" not in said, said
+        assert f"error: MLflow tracking at {uri}: the disk that holds it is full" in said
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

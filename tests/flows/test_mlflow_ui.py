@@ -37,7 +37,7 @@ def mlflow_server(mlflow_uri: str, tmp_path: Path) -> Iterator[str]:
     log = open(tmp_path / "mlflow-server.log", "wb")
     process = subprocess.Popen(
         server_command(mlflow_uri, host="127.0.0.1", port=port, workers=1),
-        env=server_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env=server_env(mlflow_uri), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:

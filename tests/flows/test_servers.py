@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -61,7 +62,7 @@ class Home:
         )
 
     def state(self) -> dict[str, Any] | None:
-        path = self.path / servers.STATE_FILE
+        path = servers.SERVERS.path(self.path)
         return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -81,11 +82,18 @@ def _get(url: str) -> Any:
         return json.loads(response.read())
 
 
-def _post(url: str, payload: dict[str, Any]) -> Any:
+def _post(url: str, payload: dict[str, Any], headers: dict[str, str] | None = None) -> Any:
     request = urllib.request.Request(url, data=json.dumps(payload).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())
+
+
+def _csrf(prefect_url: str) -> dict[str, str]:
+    """The headers of a write to `sweval up`'s Prefect server: a CSRF token of a client."""
+    client = uuid.uuid4().hex
+    token = _get(f"{prefect_url}/api/csrf-token?client={client}")["token"]
+    return {"Prefect-Csrf-Token": token, "Prefect-Csrf-Client": client}
 
 
 def _mlflow_parents(url: str, experiment: str) -> list[dict[str, Any]]:
@@ -99,12 +107,22 @@ def _mlflow_parents(url: str, experiment: str) -> list[dict[str, Any]]:
             if "mlflow.parentRunId" not in t]
 
 
+def _refused(url: str, method: str, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, data=b"{}" if method == "POST" else None,
+                                     method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 RUN = ["run", "--window", "1D", "--folds", "7", "--k", "5,10", "--u-min", "5",
        "--algorithms", "pop,pop-n", "--no-progress"]
 
 
 @pytest.mark.slow
-def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
+def test_up_run_serve_status_down_leaves_nothing_and_runs_land_in_the_servers(
     home: Home, write_log, tmp_path: Path, prefect_api: str
 ) -> None:
     prefect_port, mlflow_port = _free_port(), _free_port()
@@ -115,6 +133,7 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert prefect_url in started.stdout and mlflow_url in started.stdout
     state = home.state()
     assert state is not None and state["mlflow_store"] == f"sqlite:///{home.path / 'mlflow.db'}"
+    assert (home.path / "prefect" / "server.pid").exists()  # Prefect's own background server
 
     again = home.sweval("up", "--prefect-port", str(prefect_port),
                         "--mlflow-port", str(mlflow_port))
@@ -123,12 +142,25 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert home.state() == state  # the same servers
     moved = home.sweval("up", "--mlflow-port", str(mlflow_port + 1))
     assert moved.returncode == 0 and home.state() == state
-    assert (f"--mlflow-port {mlflow_port + 1} is not used: the MLflow server is up on port "
-            f"{mlflow_port}") in " ".join(moved.stderr.split())
+    assert (f"--mlflow-port {mlflow_port + 1} is not used: the MLflow server is up at "
+            f"{mlflow_url}") in " ".join(moved.stderr.split())
 
     status = home.sweval("status")
     assert status.returncode == 0, status.stdout + status.stderr
     assert status.stdout.count(" up") == 2 and prefect_url in status.stdout
+
+    # the Prefect server accepts writes of its own origin only: CORS limited to its address,
+    # a CSRF token required (a web page cannot get one: the token request needs a header
+    # that a cross-origin page may not send)
+    assert _refused(f"{prefect_url}/api/flows/filter", "POST",
+                    {"Content-Type": "application/json"}) == 403
+    assert _refused(f"{prefect_url}/api/flows/", "OPTIONS", {
+        "Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}) == 400
+    assert _refused(f"{prefect_url}/api/flows/", "OPTIONS", {
+        "Origin": prefect_url, "Access-Control-Request-Method": "POST"}) == 200
+    # and only requests addressed to its own host (a page's, by DNS rebinding, is not)
+    assert _refused(f"{prefect_url}/api/health", "GET", {"Host": "evil.example"}) == 400
+    assert _refused(f"{prefect_url}/api/health", "GET", {}) == 200
 
     # a plain `sweval run` lands in both servers
     data = write_log(8)
@@ -174,15 +206,32 @@ def test_up_run_status_down_leaves_nothing_and_runs_land_in_the_servers(
     assert "test/up" in names and "test/explicit" not in names
     [elsewhere] = experiment_runs(other, "test/explicit")[0]
     other_run = elsewhere.data.tags["prefect.flow_run_id"]
-    on_the_server = [r["id"] for r in _post(f"{prefect_url}/api/flow_runs/filter", {})]
+    on_the_server = [r["id"] for r in _post(f"{prefect_url}/api/flow_runs/filter", {},
+                                            _csrf(prefect_url))]
     assert flow_run_id in on_the_server and other_run not in on_the_server
     assert len(on_the_server) == 3  # the run and its two reruns
     assert _get(f"{prefect_api}/flow_runs/{other_run}")["state_type"] == "COMPLETED"
 
+    # `sweval serve` finds the server as `sweval run` does (it refused without PREFECT_API_URL)
+    serving = subprocess.Popen(
+        [sys.executable, "-m", "sweval.flows.cli.app", "serve", "--data", str(data),
+         "--window", "1D", "--u-min", "5", "--algorithms", "pop", "--name", "up-test",
+         "--output", str(tmp_path / "served")], cwd=REPO, env=home.env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert serving.stderr is not None
+        line = serving.stderr.readline()
+        assert "serving sliding-window-eval/up-test" in line, line + serving.stderr.read()
+        [deployment] = _post(f"{prefect_url}/api/deployments/filter", {}, _csrf(prefect_url))
+        assert deployment["name"] == "up-test"
+    finally:
+        serving.terminate()
+        serving.wait(timeout=60)
+
     stopped = home.sweval("down")
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.count("stopped") == 2  # both servers
-    assert home.state() is None
+    assert home.state() is None and not (home.path / "prefect" / "server.pid").exists()
     assert _leftovers(home.marker) == []
     assert home.sweval("status").returncode == 1
 
@@ -212,28 +261,21 @@ def _dead_pid() -> tuple[int, float]:
     return process.pid, create_time
 
 
-def _write_state(home_path: Path, entries: list[servers.Server], store: str = "") -> None:
-    home_path.mkdir(parents=True, exist_ok=True)
-    (home_path / servers.STATE_FILE).write_text(json.dumps({
-        "servers": [{f: getattr(s, f) for f in servers.Server.__dataclass_fields__}
-                    for s in entries], "mlflow_store": store}))
+def _write_state(home_path: Path, urls: dict[str, str], store: str = "",
+                 pid: tuple[int, float] = (0, 0.0)) -> None:
+    """A servers.json recording ``urls`` (by name), MLflow's with the leader ``pid``."""
+    record: dict[str, Any] = {name: {"url": url} for name, url in urls.items()}
+    if "mlflow" in record:
+        record["mlflow"] |= {"pid": pid[0], "create_time": pid[1]}
+    servers.SERVERS.write(home_path, record | {"mlflow_store": store})
 
 
-def _server(name: str, url: str, pid: int = 0, create_time: float = 0.0) -> servers.Server:
-    health = f"{url}/api/health" if name == "prefect" else f"{url}/health"
-    return servers.Server(name=name, pid=pid, create_time=create_time,
-                          port=int(url.rsplit(":", 1)[1]), url=url, health_url=health, log="")
-
-
-def test_stale_state_shows_down_and_down_forgets_it(home: Home) -> None:
-    pid, create_time = _dead_pid()
-    _write_state(home.path, [
-        _server("prefect", f"http://127.0.0.1:{_free_port()}", pid, create_time),
-        _server("mlflow", f"http://127.0.0.1:{_free_port()}", pid, create_time),
-    ])
+def test_stale_state_shows_not_answering_and_down_forgets_it(home: Home) -> None:
+    _write_state(home.path, {"prefect": f"http://127.0.0.1:{_free_port()}",
+                             "mlflow": f"http://127.0.0.1:{_free_port()}"}, pid=_dead_pid())
     status = home.sweval("status", timeout=60)
     assert status.returncode == 1
-    assert status.stdout.count("down (process gone)") == 2
+    assert status.stdout.count("not answering") == 2
     stopped = home.sweval("down", timeout=60)
     assert stopped.returncode == 0 and stopped.stdout.count("was not running") == 2
     assert home.state() is None
@@ -245,9 +287,7 @@ def test_down_names_the_commands_using_the_servers_and_stops_nothing_unless_forc
 ) -> None:
     """`sweval down` in the middle of a run failed the run (its MLflow logging, its Prefect
     states) without a word."""
-    pid, create_time = _dead_pid()
-    _write_state(home.path, [_server("mlflow", f"http://127.0.0.1:{_free_port()}", pid,
-                                     create_time)])
+    _write_state(home.path, {"mlflow": f"http://127.0.0.1:{_free_port()}"}, pid=_dead_pid())
     script = ("import sys, time\n"
               "from pathlib import Path\n"
               "from sweval.evaluators.units.locks import registered\n"
@@ -272,16 +312,15 @@ def test_down_names_the_commands_using_the_servers_and_stops_nothing_unless_forc
         user.wait(timeout=30)
 
 
-@pytest.fixture
-def healthy_mlflow() -> Iterator[str]:
-    """A loopback HTTP server answering ``/health`` with ``OK``, as ``mlflow server`` does."""
+def _health_server(path: str, body: bytes) -> Iterator[str]:
+    """A loopback HTTP server answering ``path`` with ``body``, as a server's health check."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
-            ok = self.path == "/health"
+            ok = self.path == path
             self.send_response(200 if ok else 404)
             self.end_headers()
-            self.wfile.write(b"OK" if ok else b"")
+            self.wfile.write(body if ok else b"")
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -294,18 +333,26 @@ def healthy_mlflow() -> Iterator[str]:
     server.server_close()
 
 
+@pytest.fixture
+def healthy_mlflow() -> Iterator[str]:
+    """A loopback HTTP server answering ``/health`` with ``OK``, as ``mlflow server`` does."""
+    yield from _health_server("/health", b"OK")
+
+
 def test_mlflow_commands_use_an_answering_server_unless_the_user_chose_a_store(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str
 ) -> None:
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _write_state(tmp_path, [_server("mlflow", healthy_mlflow)], store)
+    _write_state(tmp_path, {"mlflow": healthy_mlflow}, store)
     notices: list[str] = []
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     servers.use_local_servers(prefect=False, say=notices.append)
     assert os.environ["MLFLOW_TRACKING_URI"] == healthy_mlflow and notices == []
-    assert [user["pid"] for user in servers.server_users()] == [os.getpid()]  # for `down`
+    from sweval.evaluators.units.locks import registrants
+
+    assert [user["pid"] for user in registrants(servers.users_folder())] == [os.getpid()]
 
     from sweval.flows.tracking.client import artifact_root, backing_store
 
@@ -317,13 +364,29 @@ def test_mlflow_commands_use_an_answering_server_unless_the_user_chose_a_store(
     assert os.environ["MLFLOW_TRACKING_URI"] == "sqlite:///elsewhere.db"
 
 
+def test_each_server_that_answers_is_used_even_when_the_other_does_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str
+) -> None:
+    """One server that did not answer (MLflow busy past the 3 s health check, say) made a
+    command use neither: `sweval serve` then refused ("schedules need a Prefect server: start
+    one with `sweval up`") although `sweval up`'s Prefect server was up (issue 46)."""
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    silent = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    _write_state(tmp_path, {"prefect": silent, "mlflow": healthy_mlflow})
+    notices: list[str] = []
+    servers.use_local_servers(prefect=True, say=notices.append)
+    assert os.environ["MLFLOW_TRACKING_URI"] == healthy_mlflow
+    assert len(notices) == 1 and f"prefect ({silent})" in notices[0]
+
+
 def test_a_recorded_server_that_does_not_answer_gets_one_notice_and_no_change(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     silent = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
-    _write_state(tmp_path, [_server("mlflow", silent)])
+    _write_state(tmp_path, {"mlflow": silent})
     notices: list[str] = []
     servers.use_local_servers(prefect=False, say=notices.append)
     assert "MLFLOW_TRACKING_URI" not in os.environ
@@ -351,49 +414,37 @@ def test_a_tracking_server_in_mlflow_tracking_uri_is_refused_without_its_passwor
 def test_up_after_servers_that_died_starts_them_again_on_their_ports_and_says_so(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A state file left by killed servers: `sweval up` moved to the default ports (4200, 5000)
-    with only "restarting the servers"; now it names what is gone and the ports, which are the
-    recorded ones unless others are given."""
+    """A state file left by killed servers: `sweval up` moved to the default ports (4200, 5000);
+    now the servers come back on the recorded ports unless others are given, and it says so."""
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    started: list[tuple[int, int]] = []
-
-    pid, create_time = _dead_pid()  # never pid 0: stopping it would signal process group 0
-
-    def start(prefect_port: int, mlflow_port: int, store: str, **_: Any) -> list[servers.Server]:
-        started.append((prefect_port, mlflow_port))
-        return [_server("prefect", f"http://127.0.0.1:{prefect_port}", pid, create_time),
-                _server("mlflow", f"http://127.0.0.1:{mlflow_port}", pid, create_time)]
-
-    monkeypatch.setattr(servers, "_start", start)
+    started: list[tuple[str, int]] = []
+    monkeypatch.setattr(servers, "_start_prefect", lambda port, log: started.append(("p", port)))
+    monkeypatch.setattr(servers, "_start_mlflow", lambda port, log: started.append(("m", port)))
+    monkeypatch.setattr(servers, "_wait", lambda urls, timeout, logs: None)
     prefect_port, mlflow_port, other_port = _free_port(), _free_port(), _free_port()
-    _write_state(tmp_path, [
-        _server("prefect", f"http://127.0.0.1:{prefect_port}", pid, create_time),
-        _server("mlflow", f"http://127.0.0.1:{mlflow_port}", pid, create_time),
-    ])
+    _write_state(tmp_path, {"prefect": f"http://127.0.0.1:{prefect_port}",
+                            "mlflow": f"http://127.0.0.1:{mlflow_port}"}, pid=_dead_pid())
     said: list[str] = []
-    servers.up(say=said.append)
-    assert started == [(prefect_port, mlflow_port)]
-    assert (f"the servers that {tmp_path / servers.STATE_FILE} records are not all up (prefect "
-            f"on port {prefect_port}: process gone; mlflow on port {mlflow_port}: process "
-            f"gone): stopping what is left of them and starting them again on ports "
-            f"{prefect_port} (Prefect) and {mlflow_port} (MLflow)") in said
+    urls, new = servers.up({"prefect": None, "mlflow": None}, say=said.append)
+    assert new and started == [("p", prefect_port), ("m", mlflow_port)]
+    assert urls == {"prefect": f"http://127.0.0.1:{prefect_port}",
+                    "mlflow": f"http://127.0.0.1:{mlflow_port}"}
+    assert (f"the servers {tmp_path / 'servers.json'} records do not all answer: starting them "
+            f"again on ports {prefect_port} (Prefect) and {mlflow_port} (MLflow)") in said
+    assert servers.SERVERS.read(tmp_path) == {}  # the dead ones forgotten
 
-    said.clear()  # the fake servers just recorded do not answer: stale again
-    servers.up(mlflow_port=other_port, say=said.append)
-    assert started[-1] == (prefect_port, other_port)
-    assert f"starting them again on ports {prefect_port} (Prefect) and {other_port} (MLflow)" \
-        in said[0]
+    _write_state(tmp_path, {"prefect": f"http://127.0.0.1:{prefect_port}",
+                            "mlflow": f"http://127.0.0.1:{mlflow_port}"}, pid=_dead_pid())
+    servers.up({"prefect": None, "mlflow": other_port}, say=said.append)
+    assert started[-2:] == [("p", prefect_port), ("m", other_port)]
 
 
 def test_status_exits_as_its_help_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, healthy_mlflow: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """0 when what is recorded answers, 1 when nothing is up or one does not answer; the help
-    said only "0 when all answer, 1 otherwise", leaving out nothing-up."""
-    import psutil
-
+    """0 when what is recorded answers, 1 when nothing is up or one does not answer."""
     from sweval.flows.cli.app import main
 
     def status(*args: str) -> int:
@@ -406,29 +457,31 @@ def test_status_exits_as_its_help_says(
 
     monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
     assert status() == 1 and "not up" in capsys.readouterr().out
-    me = psutil.Process()  # alive, as a server's recorded leader; status never stops it
-    _write_state(tmp_path, [_server("mlflow", healthy_mlflow, me.pid, me.create_time())])
+    _write_state(tmp_path, {"mlflow": healthy_mlflow})
     assert status() == 0 and " up" in capsys.readouterr().out
-    _write_state(tmp_path, [_server("mlflow", healthy_mlflow, me.pid, me.create_time()),
-                            _server("prefect", f"http://127.0.0.1:{_free_port()}", me.pid,
-                                    me.create_time())])
+    _write_state(tmp_path, {"mlflow": healthy_mlflow,
+                            "prefect": f"http://127.0.0.1:{_free_port()}"})
     assert status() == 1 and "not answering" in capsys.readouterr().out
 
     assert status("--help") == 0
     text = " ".join(capsys.readouterr().out.replace("│", " ").split())
     assert "Exit status 0 when the recorded servers all answer" in text
-    assert "1 when nothing is up, or when one is down, gone or not answering" in text
+    assert "1 when nothing is up, or when one is not answering" in text
 
 
 @pytest.mark.parametrize("pid", [0, 1, os.getpgrp()], ids=["0", "init", "own-group"])
 def test_a_corrupt_state_file_never_gets_init_or_this_group_signalled(
-        pid: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """pid 0 (or 1) as a server's process group would send the stop signals to init's group:
-    stop_server refuses it before looking for members."""
-    signalled: list[Any] = []
-    monkeypatch.setattr("sweval.flows.processes.terminate_then_kill",
-                        lambda members, grace: signalled.extend(members))
-    server = servers.Server(name="prefect", pid=pid, create_time=0.0, port=4999,
-                            url="http://127.0.0.1:4999", health_url="", log="")
-    assert servers.stop_server(server, grace_s=0.1) is False
+        pid: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """pid 0 (or 1) as MLflow's process group would send the stop signals to init's group."""
+    monkeypatch.setenv("SWEVAL_HOME", str(tmp_path))
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    (tmp_path / "prefect").mkdir()
+    (tmp_path / "prefect" / "server.pid").write_text(str(pid))
+    signalled: list[tuple[int, int]] = []
+    monkeypatch.setattr(servers.os, "killpg", lambda *a: signalled.append(a))
+    monkeypatch.setattr(servers.os, "kill", lambda *a: signalled.append(a))
+    monkeypatch.setattr(servers.subprocess, "run", lambda *a, **k: None)  # `prefect server stop`
+    _write_state(tmp_path, {"prefect": "http://127.0.0.1:1", "mlflow": "http://127.0.0.1:2"},
+                 pid=(pid, 0.0))
+    assert servers.down() == {"prefect": False, "mlflow": False}
     assert signalled == []

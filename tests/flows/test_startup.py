@@ -32,6 +32,18 @@ def test_without_an_api_url_prefects_server_starts_first_and_is_the_runs_api(
 
         with urllib.request.urlopen(f"{api.url}/health", timeout=5) as response:
             assert response.status == 200
+        # a request addressed to another host (a web page's, by DNS rebinding) is refused
+        import urllib.error
+
+        rebound = urllib.request.Request(f"{api.url}/health",
+                                         headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(rebound, timeout=5)
+        assert refused.value.code == 400
+        local = urllib.request.Request(f"{api.url}/health",
+                                       headers={"Host": f"localhost:{api.port}"})
+        with urllib.request.urlopen(local, timeout=5) as response:
+            assert response.status == 200
     finally:
         if api is not None:
             api.stop()

@@ -83,3 +83,51 @@ def test_a_stopped_command_exits_with_128_plus_the_signal(how: str) -> None:
     assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
     assert "interrupted" in done.stdout + done.stderr
     assert "rerun to resume" not in done.stdout + done.stderr  # not an evaluation: nothing to resume
+
+
+#: A command that does not get out of its work once stopped: a library swallows the stop and
+#: goes on (as one did in a 500-strata run's statistics, for 20 minutes), or the exit would wait
+#: for a worker thread (the report's rendering, a Prefect task).
+STUCK = """
+import sys, time
+from concurrent.futures import ThreadPoolExecutor
+import typer
+from sweval.flows.cli import app as cli
+
+app = typer.Typer()
+
+@app.command()
+def work(how: str) -> None:
+    print("ready", flush=True)
+    if how == "worker-thread":
+        ThreadPoolExecutor(1).submit(time.sleep, 600).result()
+    while True:
+        try:
+            time.sleep(600)
+        except KeyboardInterrupt:
+            pass  # swallowed: the work goes on
+
+cli.app = app
+sys.argv = ["sweval", sys.argv[1]]
+cli.entry_point()
+"""
+
+
+@pytest.mark.parametrize("how", ["swallowed", "worker-thread"])
+def test_a_stopped_command_ends_within_seconds_whatever_it_is_doing(how: str) -> None:
+    import time
+
+    process = subprocess.Popen([sys.executable, "-c", STUCK, how], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        time.sleep(0.2)  # inside its work
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert took < 5.0, (took, err)
+    assert "interrupted" in err and "Traceback" not in err
