@@ -162,6 +162,19 @@ def is_stop(exc: BaseException) -> bool:
     return prefect_exceptions is not None and isinstance(exc, prefect_exceptions.TerminationSignal)
 
 
+def stopping(exc: BaseException) -> bool:
+    """:func:`is_stop`; when ``exc`` is a stop, the command's deadline is armed too (a SIGTERM
+    while a Prefect flow runs reaches Prefect's handler, not ours, which arms it), so the
+    unwinding that follows (MLflow's runs marked KILLED) ends within :data:`STOP_DEADLINE_S`."""
+    global _received
+    if not is_stop(exc):
+        return False
+    if _received is None:
+        _received = signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM
+    _arm_deadline(_received)
+    return True
+
+
 def stop_handled() -> None:
     """The command ended as it should on its stop signal (``sweval ui``): it exits with its own
     status, not 128 + the signal's number."""

@@ -125,11 +125,11 @@ class RunTracking(Hook):
             self.tracker.fail("FAILED")
 
     def failed(self, driver: Driver, exc: BaseException) -> None:
-        from sweval.flows.processes import is_stop
+        from sweval.flows.processes import stopping
 
+        stopped = stopping(exc)
         if self.tracker is None:  # its server never answered: no run to mark
             return
-        stopped = is_stop(exc)
         if not stopped:  # the folds finished before the error
             try:
                 self.log_unlogged()

@@ -472,6 +472,7 @@ def test_sweval_run_against_the_stack(topology: Stack) -> None:
         "--k", ",".join(map(str, SMALL_RUN["k"])), "--u-min", str(SMALL_RUN["u_min"]),
         "--algorithms", ",".join(SMALL_RUN["algorithms"]), "--output", str(output),
         "--experiment", "loopback/adhoc", "--tracking-uri", s.mlflow_url, "--no-progress",
+        "--cache", str(s.tmp / "adhoc-units"),  # its own store: every fold a task (not reused)
     ]
     env = {"PREFECT_API_URL": s.prefect_api_url}  # MLflow only through --tracking-uri
     run = s.start("sweval-run", argv, env, cwd=s.tmp)
