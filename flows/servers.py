@@ -187,8 +187,8 @@ def _start_mlflow(port: int, log: Path) -> None:
     import psutil
 
     from sweval.flows.processes import detach
-    from sweval.flows.tracking.client import prepare_sqlite_store
     from sweval.flows.tracking.server import server_command, server_env
+    from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
 
     store = mlflow_store()
     prepare_sqlite_store(store)

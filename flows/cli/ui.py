@@ -31,7 +31,7 @@ def ui(
         server_env,
         shown_uri,
     )
-    from sweval.flows.tracking.client import prepare_sqlite_store
+    from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
 
     uri = resolve_tracking_uri(EvalConfig(tracking_uri=tracking_uri))
     if uri.split(":", 1)[0] in ("http", "https"):

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -117,108 +114,11 @@ def open_client(uri: str) -> Any:
     """
     from mlflow import MlflowClient
 
+    from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
+
     _quiet_mlflow_logging()
     prepare_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
-
-
-def prepare_sqlite_store(uri: str) -> None:
-    """Make sure the SQLite store of ``uri`` (if it is one) is whole before MLflow opens it.
-
-    MLflow builds a new store's schema with a long series of migrations that SQLite does not run
-    as one transaction (MLflow's ``_upgrade_db``: "not guaranteed to be transactional"): a
-    command stopped during them, such as Ctrl-C in a user's first run, left a store that every
-    later command refused (``table _alembic_tmp_... already exists``). So:
-
-    - a missing store is built in a temporary file beside it (``.<name>.<pid>.creating``) and
-      linked into place only once complete; if another process put one there meanwhile, that
-      one is kept (it was built the same way);
-    - a store left half-built by an earlier version (a leftover ``_alembic_tmp_`` table) with
-      no runs in it is moved aside to ``<name>.incomplete-<time>`` and built again; one that
-      holds runs is left alone and raises an error saying how to repair it.
-
-    Raises:
-        SwevalError: a half-built store that holds runs.
-    """
-    if not uri.startswith("sqlite:///"):
-        return
-    database = uri.removeprefix("sqlite:///").split("?", 1)[0]  # no query (?timeout=...)
-    if database in ("", ":memory:"):
-        return
-    with _preparing:  # the preload thread and the flow may both open the store first
-        _prepare_sqlite_file(Path(database), uri)
-
-
-#: One store preparation at a time in this process.
-_preparing = threading.Lock()
-
-
-def _prepare_sqlite_file(path: Path, uri: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists() and path.stat().st_size > 0:
-        leftovers, n_runs = _interrupted_migration(path)
-        if not leftovers:
-            return
-        if n_runs:
-            raise SwevalError(
-                f"the MLflow store {path} holds {n_runs} runs but a schema migration was "
-                f"stopped half-way (leftover table {leftovers[0]}). Back the file up, drop "
-                f"the leftover table(s) ({', '.join(leftovers)}) with sqlite3, then run "
-                f"`mlflow db upgrade {uri}`."
-            )
-        aside = path.with_name(f"{path.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
-        os.replace(path, aside)
-        _log.warning("the MLflow store %s was left half-built by an interrupted first run "
-                     "(no runs in it): moved to %s and built again", path, aside.name)
-    _build_sqlite_store(path)
-
-
-def _interrupted_migration(path: Path) -> tuple[list[str], int]:
-    """The leftover tables of a stopped migration in the SQLite file ``path`` and how many runs
-    it holds (read-only; a file SQLite cannot read counts as whole: MLflow reports it)."""
-    import sqlite3
-
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
-            leftovers = [name for (name,) in db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' "
-                "AND name LIKE '\\_alembic\\_tmp\\_%' ESCAPE '\\'")]
-            if not leftovers:
-                return [], 0
-            try:
-                (n_runs,) = db.execute("SELECT COUNT(*) FROM runs").fetchone()
-            except sqlite3.OperationalError:  # no runs table yet
-                n_runs = 0
-            return leftovers, int(n_runs)
-    except sqlite3.Error:
-        return [], 0
-
-
-def _build_sqlite_store(path: Path) -> None:
-    """Build MLflow's schema in a temporary file beside ``path`` and link it into place."""
-    import psutil
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    _quiet_mlflow_logging()  # `sweval up` and `sweval ui` build the store without a client
-    for stale in path.parent.glob(f".{path.name}.*.creating"):  # from builds that were killed
-        pid = stale.name.removeprefix(f".{path.name}.").removesuffix(".creating")
-        if not (pid.isdigit() and psutil.pid_exists(int(pid))):
-            stale.unlink(missing_ok=True)
-    building = path.with_name(f".{path.name}.{os.getpid()}.creating")
-    building.unlink(missing_ok=True)  # an earlier process of the same pid's
-    try:
-        artifacts = artifact_root(f"sqlite:///{path}")  # experiment 0's, as for any other
-        store = SqlAlchemyStore(f"sqlite:///{building}", str(artifacts))
-        store.engine.dispose()
-        try:
-            os.link(building, path)
-        except FileExistsError:  # another process built it meanwhile: theirs is as whole
-            pass
-        except OSError:  # a file system without hard links: a rename (last one wins)
-            if not path.exists():
-                os.replace(building, path)
-    finally:
-        building.unlink(missing_ok=True)
 
 
 def _quiet_mlflow_logging() -> None:

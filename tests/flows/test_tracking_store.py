@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from sweval.data.errors import SwevalError
-from sweval.flows.tracking.client import open_client, prepare_sqlite_store
+from sweval.flows.tracking.client import open_client
+from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
 
 pytestmark = pytest.mark.slow
 
@@ -48,8 +49,14 @@ else:
 """
 
 
-def _killed_while_building(uri: str, opener: str) -> None:
-    done = subprocess.run([sys.executable, "-c", KILLED_HALF_WAY, uri, opener],
+def _fresh_cache(tmp_path: Path) -> dict[str, str]:
+    """The environment of a process whose user cache holds no pristine store yet (so that
+    opening a new store runs MLflow's migrations)."""
+    return os.environ | {"XDG_CACHE_HOME": str(tmp_path.parent / f"{tmp_path.name}-cache")}
+
+
+def _killed_while_building(uri: str, opener: str, env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "-c", KILLED_HALF_WAY, uri, opener], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == -9, done.stderr  # it really died half-way
 
@@ -64,8 +71,11 @@ def _works(uri: str) -> None:
 
 def test_a_store_whose_first_build_was_killed_opens_and_works(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _killed_while_building(uri, "sweval")
+    env = _fresh_cache(tmp_path)
+    _killed_while_building(uri, "sweval", env)  # killed while building the pristine store
     assert not (tmp_path / "mlflow.db").exists()  # the half-built file never took its name
+    pristine = Path(env["XDG_CACHE_HOME"]) / "sweval" / "mlflow"
+    assert [p.name for p in pristine.iterdir() if not p.name.endswith(".creating")] == []
     _works(uri)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mlflow.db"]  # no leftovers
 
@@ -74,7 +84,7 @@ def test_a_store_left_half_built_without_runs_is_moved_aside_and_rebuilt(
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    _killed_while_building(uri, "mlflow")  # MLflow's own build: the file is left half-built
+    _killed_while_building(uri, "mlflow", _fresh_cache(tmp_path))  # MLflow's own build: the file is left half-built
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master")}
     assert any(name.startswith("_alembic_tmp_") for name in tables)  # what users were left with
@@ -151,10 +161,77 @@ def test_building_a_store_says_nothing_on_the_terminal(tmp_path: Path) -> None:
     """QA: the first `sweval up` (and `sweval ui`) on a fresh home printed MLflow's INFO lines
     about creating the database: they build the store without a client."""
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from sweval.flows.tracking.client import "
+        [sys.executable, "-c", "import sys; from sweval.flows.tracking.sqlite_store import "
          "prepare_sqlite_store; prepare_sqlite_store(sys.argv[1])",
          f"sqlite:///{tmp_path / 'mlflow.db'}"],
-        capture_output=True, text=True, timeout=300, check=True,
+        capture_output=True, text=True, timeout=300, check=True, env=_fresh_cache(tmp_path),
     )
     assert (tmp_path / "mlflow.db").exists()
     assert "Creating initial MLflow database tables" not in done.stderr + done.stdout
+
+
+def _schema(path: Path) -> tuple[list[tuple[str, list[str]]], list[tuple]]:
+    """A store's tables and indexes with their SQL's lines (sorted: MLflow's migrations order
+    a table's constraints differently from one build to the next), and its alembic version with
+    its default experiment (without its times)."""
+    with sqlite3.connect(path) as db:
+        tables = sorted((name, sorted(line.strip().rstrip(",") for line in sql.splitlines()))
+                        for name, sql in db.execute(
+                            "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL"))
+        rows = [*db.execute("SELECT * FROM alembic_version"), *db.execute(
+            "SELECT experiment_id, name, artifact_location, lifecycle_stage FROM experiments")]
+    return tables, rows
+
+
+def test_a_new_store_is_the_pristine_copy_of_what_mlflow_builds_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new store is a copy of the pristine store in the user's cache: the same schema,
+    alembic version and default experiment (its artifacts beside the store) as MLflow's own
+    build in its place; building the second store runs no migration."""
+    import mlflow.store.db.utils
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    from sweval.flows.tracking.client import artifact_root
+    from sweval.flows.tracking.sqlite_store import pristine_store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "by-mlflow").mkdir()
+    reference = tmp_path / "by-mlflow" / "mlflow.db"
+    SqlAlchemyStore(f"sqlite:///{reference}",
+                    str(artifact_root(f"sqlite:///{reference}"))).engine.dispose()
+    first, second = tmp_path / "a" / "mlflow.db", tmp_path / "b" / "mlflow.db"
+    prepare_sqlite_store(f"sqlite:///{first}")
+    assert pristine_store().exists()
+
+    def no_migrations(engine: object) -> None:
+        raise AssertionError("migrations ran for a store the pristine one could give")
+
+    monkeypatch.setattr(mlflow.store.db.utils, "_initialize_tables", no_migrations)
+    prepare_sqlite_store(f"sqlite:///{second}")
+    want_tables, want_rows = _schema(reference)
+    for store in (first, second):
+        tables, rows = _schema(store)
+        assert tables == want_tables
+        assert rows == [row if len(row) == 1 else
+                        (0, "Default", str(store.parent / "mlartifacts" / "0"), "active")
+                        for row in want_rows]
+    assert want_rows[-1][2] == str(reference.parent / "mlartifacts" / "0")
+    _works(f"sqlite:///{second}")
+
+
+def test_a_damaged_or_unwritable_pristine_store_falls_back_to_mlflows_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from sweval.flows.tracking.sqlite_store import pristine_store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pristine_store().parent.mkdir(parents=True)
+    pristine_store().write_bytes(b"not a database")
+    _works(f"sqlite:///{tmp_path / 'a' / 'mlflow.db'}")
+    assert not pristine_store().exists()  # removed, built again by the next new store
+    _works(f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}")
+    assert pristine_store().exists()
+    monkeypatch.setenv("XDG_CACHE_HOME", "/proc/no-cache-here")  # cannot be created
+    _works(f"sqlite:///{tmp_path / 'c' / 'mlflow.db'}")
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["mlflow.db"]
