@@ -71,8 +71,10 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
     """One line per finished unit: algorithm, split, parameters, depth, users, size, last use."""
     store = chosen_store(cache, output)
     table = Table(title=f"unit store {store.directory}")
+    #: columns shown whole however narrow the terminal (a key is what `cache` commands take)
+    whole = {"key": 10, "size": 9, "last used": 16}
     for column in ("key", "algorithm", "split", "params", "depth", "users", "size", "last used"):
-        table.add_column(column,
+        table.add_column(column, min_width=whole.get(column), no_wrap=column in whole,
                          justify="right" if column in ("depth", "users", "size") else "left")
     n = 0
     for entry in store.entries():

@@ -10,6 +10,11 @@ from typing import Any
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.flows.settings import default_tracking_uri, sweval_home
+from sweval.flows.tracking.sqlite_store import (
+    prepare_sqlite_store,
+    quiet_mlflow_logging,
+    sqlite_artifact_root,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -37,7 +42,7 @@ def artifact_root(uri: str) -> Path | None:
     store's; another database URI uses ``$SWEVAL_HOME/mlartifacts``.
     """
     if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts"
+        return sqlite_artifact_root(Path(uri.removeprefix("sqlite:///")))
     if uri.split(":", 1)[0] in ("http", "https", "databricks"):
         store = backing_store(uri)
         return None if store == uri else artifact_root(store)
@@ -114,20 +119,9 @@ def open_client(uri: str) -> Any:
     """
     from mlflow import MlflowClient
 
-    from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
-
-    _quiet_mlflow_logging()
+    quiet_mlflow_logging()
     prepare_sqlite_store(uri)
     return MlflowClient(tracking_uri=uri)
-
-
-def _quiet_mlflow_logging() -> None:
-    """MLflow and alembic announce database migrations at INFO; keep the terminal for results."""
-    if logging.getLogger().getEffectiveLevel() > logging.INFO:
-        for name in ("mlflow", "alembic"):
-            logging.getLogger(name).setLevel(logging.WARNING)
-        # it logs a database error with its traceback, then raises it: the command says it once
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
 
 
 def get_run(client: Any, run_id: str) -> Any:

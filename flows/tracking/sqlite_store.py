@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 from sweval.data.errors import SwevalError
-from sweval.flows.tracking.client import _quiet_mlflow_logging, artifact_root
 
 _log = logging.getLogger(__name__)
 
@@ -50,6 +49,12 @@ def prepare_sqlite_store(uri: str) -> None:
         return
     with _preparing:  # the preload thread and the flow may both open the store first
         _prepare_sqlite_file(Path(database), uri)
+
+
+def sqlite_artifact_root(database: Path) -> Path:
+    """Where the experiments of the SQLite store ``database`` keep their artifacts: beside it,
+    in ``mlartifacts`` (never the current directory, MLflow's default)."""
+    return database.parent / "mlartifacts"
 
 
 def pristine_store() -> Path:
@@ -134,21 +139,21 @@ def _copy_or_build(building: Path, path: Path) -> None:
             pristine.parent.mkdir(parents=True, exist_ok=True)
             _put_in_place(pristine, lambda temporary: _build(temporary, pristine.parent))
         shutil.copyfile(pristine, building)
-        _repoint_default_experiment(building, artifact_root(f"sqlite:///{path}"))
+        _repoint_default_experiment(building, sqlite_artifact_root(path))
     except (OSError, sqlite3.Error) as exc:
         _log.debug("no usable pristine MLflow store %s (%s): MLflow builds this one",
                    pristine, exc)
         if isinstance(exc, sqlite3.Error):  # damaged: built again next time
             pristine.unlink(missing_ok=True)
         building.unlink(missing_ok=True)
-        _build(building, artifact_root(f"sqlite:///{path}"))
+        _build(building, sqlite_artifact_root(path))
 
 
 def _build(building: Path, artifacts: Path | None) -> None:
     """MLflow's own build of a store in ``building`` (its schema migrations)."""
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    _quiet_mlflow_logging()  # `sweval up` and `sweval ui` build the store without a client
+    quiet_mlflow_logging()  # `sweval up` and `sweval ui` build the store without a client
     store = SqlAlchemyStore(f"sqlite:///{building}", str(artifacts))
     store.engine.dispose()
 
@@ -170,3 +175,12 @@ def _repoint_default_experiment(store: Path, artifacts: Path | None) -> None:
             "last_update_time = ? WHERE experiment_id = 0", (location, now_ms, now_ms)).rowcount
     if changed != 1:
         raise sqlite3.DatabaseError(f"{store}: no default experiment to re-point")
+
+
+def quiet_mlflow_logging() -> None:
+    """MLflow and alembic announce database migrations at INFO; keep the terminal for results."""
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        for name in ("mlflow", "alembic"):
+            logging.getLogger(name).setLevel(logging.WARNING)
+        # it logs a database error with its traceback, then raises it: the command says it once
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)

@@ -216,7 +216,7 @@ def test_cache_list_output_follows_the_store_the_run_recorded(tmp_path, monkeypa
     assert sweval_cli("cache", "list", "--output", tmp_path / "out") == 0
     printed = capsys.readouterr().out
     assert unwrapped(shared) in unwrapped(printed)
-    assert sorted(re.findall(r"\b[0-9a-f]{10}\b", printed)) == keys
+    assert sorted(re.findall(r"\b[0-9a-f]{10}\b", printed)) == keys, printed
 
 
 def test_cache_prune_max_size_deletes_the_least_recently_used_first(
