@@ -229,11 +229,17 @@ def compare_widths(config: Any, run: Callable[[Any], Any], *,
     """
     widths = parse_widths(config.window)
     check_composes(config)
-    target = None
-    if directory is not None:
-        from sweval.evaluators.run.output_dir import claim
+    if directory is None:
+        return _sweep(config, widths, run, None)
+    from sweval.evaluators.units.locks import output_lock
 
-        target = claim(directory)
+    with output_lock(directory, command="run-widths"):
+        return _sweep(config, widths, run, Path(directory))
+
+
+def _sweep(config: Any, widths: list[str], run: Callable[[Any], Any],
+           target: Path | None) -> Any:
+    """The work of the sweep above, its output directory (if any) locked."""
     runs = {}
     for width in widths:
         update: dict[str, Any] = {"window": width}
