@@ -293,9 +293,17 @@ def widths(
     listed = windows if isinstance(windows, str) else ",".join(windows)
     cfg, _log = _config(data, config, output, settings | {"tracking": tracking,
                                                           "window": listed})
-    return compare_widths(cfg, lambda width: evaluate(
+    found = compare_widths(cfg, lambda width: evaluate(
         data, config=width, workers=workers, tracking=tracking,
         output=width.output if output is not None else None), directory=output)
+    if tracking and found.directory is not None:
+        from sweval.evaluators.experiments.widths import FILES, run_directory
+        from sweval.flows.tracking.sweeps import log_sweep, width_metrics
+
+        log_sweep(cfg, "window", {w: found.directory / run_directory(w) for w in found.runs},
+                  [found.directory / name for name in FILES],
+                  {w: width_metrics(found.kendall, w) for w in found.runs})
+    return found
 
 
 def load(directory: str | Path) -> Evaluation:

@@ -179,3 +179,25 @@ def test_cli_train_windows_equal_history_sweep(tmp_path: Path) -> None:
     assert written.loc[written["algorithm"] == "pop", "mean"].nunique() == 2  # 1D differs
     assert sorted(p.name for p in (tmp_path / "cli").glob("train-*")) == [
         "train-1D", "train-all"]
+
+
+def test_each_widths_mlflow_run_gets_the_comparison(tmp_path: Path) -> None:
+    """With tracking, each width's parent run is tagged with the sweep, holds the comparison's
+    tables and Kendall's τ against the other width."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    found = sweval.widths(hand_log(), ["1D", "2D"], output=tmp_path / "out", tracking=True,
+                          tracking_uri=uri, **OPTIONS)
+    client = MlflowClient(uri)
+    experiments = [e.experiment_id for e in client.search_experiments()]
+    parents = [run for run in client.search_runs(experiments)
+               if "mlflow.parentRunId" not in run.data.tags]
+    assert sorted(run.data.tags["sweval.sweep_value"] for run in parents) == ["1D", "2D"]
+    tau = found.kendall.loc[found.kendall["metric"] == "recall", "tau"].item()
+    for run in parents:
+        other = "2D" if run.data.tags["sweval.sweep_value"] == "1D" else "1D"
+        assert run.data.tags["sweval.sweep_values"] == "1D,2D"
+        assert run.data.metrics[f"kendall_tau_recall_at_1_vs_{other}"] == pytest.approx(tau)
+        assert {a.path for a in client.list_artifacts(run.info.run_id, "sweep")} == {
+            "sweep/widths.csv", "sweep/widths_kendall.csv"}
