@@ -143,7 +143,8 @@ class EvalConfig(BaseModel):
 
     # protocol
     window: Annotated[str, Cli(PROTOCOL)] = Field(
-        default="1D", description="Window width tΔ: 1D, 12h, 7D, 3600s, ..."
+        default="1D", description="Window width tΔ: 1D, 12h, 7D, 3600s, ... A list (1D,3D,7D): "
+        "`sweval run` evaluates each width and compares their rankings (widths.csv)."
     )
     folds: Annotated[int, Cli(PROTOCOL)] = Field(
         default=30, ge=1, description="Number of windows (folds)."
@@ -161,7 +162,8 @@ class EvalConfig(BaseModel):
     )
     train_window: Annotated[str | None, Cli(PROTOCOL)] = Field(
         default=None,
-        description="Sliding training window (e.g. 30D). Default: all history before the window.",
+        description="Sliding training window (e.g. 30D). Default: all history before the window. "
+        "A list (30D,90D,all): `sweval run` evaluates each length (history.csv).",
     )
     k: Annotated[list[int], Cli(PROTOCOL, codec=CommaList(int))] = Field(
         default_factory=lambda: [5, 10, 15, 20], description="List cut-offs, comma-separated."

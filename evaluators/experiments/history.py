@@ -14,10 +14,13 @@ fold. :func:`history_table` joins the runs' tables, per (train window, algorithm
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from sweval.data.errors import SwevalError
 
 #: The label of the default training window: all history before each window.
 ALL_HISTORY = "all"
@@ -47,3 +50,85 @@ def history_table(runs: Mapping[str, Any]) -> pd.DataFrame:
     reference = longest.reindex(pd.MultiIndex.from_frame(table[["algorithm", "metric", "k"]]))
     table["loss"] = table["mean"].to_numpy() / reference.to_numpy() - 1
     return table[HISTORY_COLUMNS]
+
+
+def parse_train_windows(text: str) -> list[str]:
+    """The lengths of ``--train-window 30D,90D,all`` (``all``: all history), each checked.
+
+    Raises:
+        SwevalError: a length that is not a duration nor ``all``, or one listed twice.
+    """
+    from sweval.data.durations import parse_duration
+    from sweval.evaluators.experiments.widths import split_list
+
+    lengths = split_list(text, "--train-window")
+    for length in lengths:
+        if length != ALL_HISTORY:
+            parse_duration(length, option="--train-window")
+    return lengths
+
+
+def check_composes(config: Any, *, rolling: bool = False) -> None:
+    """Refuse what a sweep of training windows does not combine with.
+
+    Raises:
+        SwevalError: ``--rolling`` (a series is one configuration's), or a list of
+            ``--window`` too (one swept dimension at a time).
+    """
+    from sweval.evaluators.experiments.widths import listed
+
+    given = [name for name, on in (("--rolling", rolling),
+                                   ("--window with several widths", listed(config.window)))
+             if on]
+    if given:
+        raise SwevalError(f"--train-window {config.train_window}: several lengths do not "
+                          f"combine with {', '.join(given)} (one swept dimension at a time; a "
+                          "rolling series is one configuration's). Run each on its own.")
+
+
+def run_directory(length: str) -> str:
+    """The folder of one training window's run inside the sweep's output directory."""
+    return f"train-{length}"
+
+
+def sweep_history(config: Any, run: Callable[[Any], Any], *,
+                  directory: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Run ``config`` once per length of its ``--train-window`` list (``all``: the default, all
+    history): the table of :func:`history_table` (``loss`` against the last length) and each
+    length's run. With ``directory`` (claimed first), each length's files go to
+    ``train-<length>/`` and ``history.csv`` is published beside them.
+
+    Raises:
+        SwevalError: bad lengths, options that do not combine (:func:`check_composes`), an
+            output directory SW-EVAL may not write, or any error of a length's run.
+    """
+    lengths = parse_train_windows(config.train_window)
+    check_composes(config)
+    if directory is None:
+        return _sweep(config, lengths, run, None)
+    from sweval.evaluators.units.locks import output_lock
+
+    with output_lock(directory, command="run-history"):
+        return _sweep(config, lengths, run, Path(directory))
+
+
+def _sweep(config: Any, lengths: list[str], run: Callable[[Any], Any],
+           target: Path | None) -> Any:
+    """The work of the sweep above, its output directory (if any) locked."""
+    runs = {}
+    for length in lengths:
+        update: dict[str, Any] = {"train_window": None if length == ALL_HISTORY else length}
+        if target is not None:
+            update["output"] = str(target / run_directory(length))
+        runs[length] = run(config.model_copy(update=update))
+    table = history_table(runs)
+    if target is not None:
+        from sweval.evaluators.run.output_dir import publish
+
+        data = table.to_csv(index=False, float_format="%.10g").encode()
+        try:
+            publish(target, {"history.csv": data}, run=config.result_hash(),
+                    command="run-history")
+        except OSError as exc:
+            raise SwevalError(f"{target}: cannot write history.csv ({exc}).") from exc
+    return table, runs

@@ -236,7 +236,17 @@ def policy_column(config: EvalConfig) -> str | None:
 
 
 def window_spec(config: EvalConfig) -> WindowSpec:
-    """The :class:`WindowSpec` of the configuration's protocol options."""
+    """The :class:`WindowSpec` of the configuration's protocol options.
+
+    Raises:
+        SwevalError: ``--window`` or ``--train-window`` lists several values: only ``sweval
+            run`` (:func:`sweval.widths`, :func:`sweval.history_sweep`) runs one per value.
+    """
+    for option, text in (("--window", config.window), ("--train-window", config.train_window)):
+        if text is not None and "," in text:
+            raise SwevalError(
+                f"{option} {text}: several values are a comparison, which `sweval run` makes "
+                "(and sweval.widths / sweval.history_sweep in Python); this command takes one.")
     return WindowSpec(
         width_s=parse_duration(config.window, option="--window"),
         n_folds=config.folds,

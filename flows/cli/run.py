@@ -81,25 +81,18 @@ def run(
         "starting Prefect's temporary API..." if api is not None else
         "Prefect flow sliding-window-eval..." if prefect else "in this process (--no-prefect)..."),
         markup=False, highlight=False)
-    from sweval.evaluators.run.plan import precheck
+    from sweval.evaluators.experiments.widths import listed
     from sweval.flows.cli.summary import print_summary
 
-    precheck(cfg)
+    if listed(cfg.window) or listed(cfg.train_window):
+        from sweval.flows.cli.sweeps import run_sweep
 
-    if prefect:
-        from sweval.evaluators.run.output_dir import claim
-        from sweval.evaluators.run.plan import unit_store
-
-        # a live run of its store from here, not once the flow starts: Prefect's start-up takes
-        # seconds, in which `sweval cache prune` could delete units; the output directory is
-        # claimed first (its units/ may be the store)
-        claim(cfg.output)
-        with unit_store(cfg).in_use():
-            outputs = run_flow(cfg, rolling=rolling, api=api)
-    else:
-        from sweval.flows.execute import execute
-
-        outputs = execute(cfg, rolling=rolling, tracking=cfg.tracking)
+        run_sweep(cfg, rolling=rolling,
+                  evaluate=lambda one: evaluate_one(one, prefect=prefect, api=api))
+        if silent_api is not None:
+            raise evaluated_without(silent_api, cfg)
+        return
+    outputs = evaluate_one(cfg, prefect=prefect, api=api, rolling=rolling)
     if outputs is None:
         console.print(
             f"rolling: no complete {cfg.window} window yet in {cfg.data or cfg.dataset_name}; "
@@ -128,6 +121,28 @@ def run(
         from sweval.flows.cli.summary import check_something_scored
 
         check_something_scored(outputs.results, u_min=cfg.u_min)
+
+
+def evaluate_one(cfg: EvalConfig, *, prefect: bool, api: Any = None,
+                 rolling: bool = False) -> Any:
+    """One evaluation of ``cfg``: as the Prefect flow or in this process; its outputs (None:
+    a rolling run found no complete window)."""
+    from sweval.evaluators.run.plan import precheck
+
+    precheck(cfg)
+    if prefect:
+        from sweval.evaluators.run.output_dir import claim
+        from sweval.evaluators.run.plan import unit_store
+
+        # a live run of its store from here, not once the flow starts: Prefect's start-up takes
+        # seconds, in which `sweval cache prune` could delete units; the output directory is
+        # claimed first (its units/ may be the store)
+        claim(cfg.output)
+        with unit_store(cfg).in_use():
+            return run_flow(cfg, rolling=rolling, api=api)
+    from sweval.flows.execute import execute
+
+    return execute(cfg, rolling=rolling, tracking=cfg.tracking)
 
 
 def run_flow(cfg: EvalConfig, *, rolling: bool, api: Any = None) -> Any:

@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 #: The Python API (:mod:`sweval.api`), imported on first use so that ``import sweval`` stays
 #: cheap (the evaluation's libraries load with the first call).
 _API = ("evaluate", "compare", "leakage", "gap", "inspect", "load", "Evaluation", "datasets",
-        "fetch", "history_sweep")
+        "fetch", "history_sweep", "widths")
 
 __all__ = [*_API, "EvalConfig", "__version__"]
 

@@ -37,7 +37,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 
 __all__ = ["Evaluation", "compare", "datasets", "evaluate", "fetch", "gap", "history_sweep",
-           "inspect", "leakage", "load"]
+           "inspect", "leakage", "load", "widths"]
 
 
 # ---------------------------------------------------------------------- options
@@ -261,6 +261,49 @@ def history_sweep(
                      **(settings | {"train_window": window}))
             for window in train_windows}
     return history_table(runs)
+
+
+def widths(
+    data: Any = None,
+    windows: Sequence[str] | str = ("1D", "3D", "7D"),
+    *,
+    config: EvalConfig | None = None,
+    output: str | Path | None = None,
+    workers: int | None = None,
+    tracking: bool = False,
+    **settings: Any,
+) -> Any:
+    """The same algorithms at several window widths (``sweval run --window 1D,3D,7D``): the run
+    of :func:`evaluate` once per width, each laid out as ``window=W`` alone lays it out; units
+    of windows that coincide are computed once (docs/retraining.md). With ``output``, each
+    width's files go to ``<output>/window-<W>/`` and the comparison's beside them.
+
+    Returns:
+        :class:`~sweval.evaluators.experiments.widths.Widths`: ``.table`` (``widths.csv``:
+        mean, interval and rank per width, algorithm, metric and k), ``.kendall``
+        (``widths_kendall.csv``: Kendall's τ between every pair of widths), ``.runs`` (each
+        width's :class:`Evaluation`), ``.n_computed``, ``.n_reused``.
+
+    Raises:
+        SwevalError: bad data, widths or options (a width listed twice, ``horizon``,
+            ``cadence``, several ``train_window``), as :func:`evaluate`.
+    """
+    from sweval.evaluators.experiments.widths import compare_widths
+
+    listed = windows if isinstance(windows, str) else ",".join(windows)
+    cfg, _log = _config(data, config, output, settings | {"tracking": tracking,
+                                                          "window": listed})
+    found = compare_widths(cfg, lambda width: evaluate(
+        data, config=width, workers=workers, tracking=tracking,
+        output=width.output if output is not None else None), directory=output)
+    if tracking and found.directory is not None:
+        from sweval.evaluators.experiments.widths import FILES, run_directory
+        from sweval.flows.tracking.sweeps import log_sweep, width_metrics
+
+        log_sweep(cfg, "window", {w: found.directory / run_directory(w) for w in found.runs},
+                  [found.directory / name for name in FILES],
+                  {w: width_metrics(found.kendall, w) for w in found.runs})
+    return found
 
 
 def load(directory: str | Path) -> Evaluation:
