@@ -111,6 +111,10 @@ LEFT_OUT: list[tuple[str, str]] = [
     (r"--horizon \d+ --cadence",
      "staleness, cadence and updates of five algorithms over 12 to 28 folds (minutes on 2 "
      "cores): tests/evaluators/test_retraining.py runs the same options on a hand-built log"),
+    (r"--window \w+,|--train-window \w+,",
+     "window widths or training-history lengths compared, on MovieLens or a generated log "
+     "(a minute or more each on 2 cores): tests/evaluators/test_widths.py runs the same "
+     "options on a small log"),
 ]
 
 #: Programs other than sweval: servers, workers, containers, the reader's shell.
