@@ -121,7 +121,7 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
                       style="yellow", highlight=False)
     strata = outputs.significance_strata
     if strata is not None and not strata.empty:
-        at = strata[(strata["metric"] == "recall") & (strata["test"] == "wilcoxon")]
+        at = strata[(strata["metric"] == metric) & (strata["test"] == "wilcoxon")]
         k = 10 if (at["k"] == 10).any() else at["k"].dropna().min()
         at = at[at["k"] == k]
         if len(at):
@@ -131,7 +131,7 @@ def print_significance_notes(outputs: Outputs, config: EvalConfig, console: Cons
                         if tested < len(at) else "")
             effect = "policy" if policy_column(config) else "stratum"
             console.print(
-                f"{effect} effect at Recall@{k}: {n_significant} of {tested} tested (algorithm "
+                f"{effect} effect at {LABELS.get(metric, metric)}@{k:g}: {n_significant} of {tested} tested (algorithm "
                 f"pair, stratum pair) leads differ between strata (p < {ALPHA:g}, "
                 f"{correction}){untested}; see significance_strata.csv", highlight=False,
             )

@@ -134,3 +134,25 @@ def test_the_strata_shown_are_the_largest_by_eligible_users_over_the_folds() -> 
     assert largest_strata(results, n=3) == ["s0", "s2", "s4"]
     assert largest_strata(results, n=1) == ["s0"]
     assert largest_strata(results, n=5) is None
+
+
+@pytest.mark.parametrize(("metrics", "label"), [("recall,ndcg", "Recall@10"), ("ndcg", "NDCG@10")])
+def test_the_policy_effect_line_names_the_metric_of_the_tables(
+        tmp_path, capsys, metrics: str, label: str) -> None:
+    """The terminal's policy-effect line counted Recall's strata pairs whatever the run's
+    metrics: a run without Recall printed none. It reads the metric the tables show."""
+    from sweval_testing import log_frame, sweval_cli
+
+    frame = log_frame(12)
+    frame["policy"] = ["A" if int(user[1:]) % 2 else "B" for user in frame["user"]]
+    frame.to_csv(tmp_path / "log.csv", index=False)
+    assert sweval_cli("run", "--no-prefect", "--no-tracking", "--no-progress", "--data",
+                      tmp_path / "log.csv", "--window", "1D", "--folds", "8", "--u-min", "1",
+                      "--k", "10", "--metrics", metrics, "--algorithms", "pop,pop-n",
+                      "--stratify-by", "policy", "--output", tmp_path / "out") == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"policy effect at {label}: " in printed
+    strata = pd.read_csv(tmp_path / "out" / "significance_strata.csv")
+    at = strata[(strata["metric"] == label.split("@")[0].lower()) & (strata["k"] == 10)
+                & (strata["test"] == "wilcoxon")]
+    assert f"of {int(at['p_holm'].notna().sum())} tested" in printed
