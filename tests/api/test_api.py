@@ -39,6 +39,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("api") / "units")
 
 
+@pytest.mark.slow
 def test_evaluate_returns_the_tables_sweval_run_writes(tmp_path: Path, store: str,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     run = sweval.evaluate("movielens-latest-small", cache=store, **OPTIONS)
@@ -78,6 +79,7 @@ def test_a_dataframe_is_the_same_log_as_its_file(store: str) -> None:
     assert by_frame.config.dataset_name == "ml-small"
 
 
+@pytest.mark.slow
 def test_threads_give_the_same_tables(store: str, tmp_path: Path) -> None:
     one = sweval.evaluate("movielens-latest-small", cache=str(tmp_path / "u1"), **OPTIONS)
     two = sweval.evaluate("movielens-latest-small", cache=str(tmp_path / "u2"), workers=2,
@@ -108,6 +110,7 @@ def test_output_writes_what_sweval_run_writes(tmp_path: Path, store: str) -> Non
     assert (tmp_path / "out" / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_compare_returns_the_tables_sweval_compare_writes(
     tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,6 +68,7 @@ def test_a_live_runs_registration_is_seen_while_it_lives_and_cleared_once_it_is_
     assert store.live_runs() == [] and list(folder.glob("*.lock")) == []
 
 
+@pytest.mark.slow
 def test_prune_keeps_the_units_a_live_run_uses_and_says_so(tmp_path, monkeypatch, capsys,
                                                            user_cache):
     """QA: `prune --older-than 1s` during a run deleted units the run had just reused or

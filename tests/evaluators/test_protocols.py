@@ -208,6 +208,7 @@ PROPERTY_ALGORITHMS = [name for name in ("pop", "pop-n", "item-knn") if name in 
     train_window=st.sampled_from([None, DAY]),
     relevance=st.sampled_from(["all", "first"]),
 )
+@pytest.mark.slow
 def test_sw_eval_recommends_no_future_item(log, width, n_folds, train_window, relevance):
     protocols = [
         SlidingWindow.from_spec(

@@ -638,6 +638,7 @@ def test_a_report_that_cannot_be_written_leaves_no_partial_page(tmp_path, monkey
     shutil.rmtree(directory)
 
 
+@pytest.mark.slow
 def test_a_dozen_configurations_get_small_multiples_and_headers_that_break(tmp_path):
     """Issue 46: with 11 configurations the per-fold chart had 11 overlapping lines and the
     tables' headers ran wide. Past MAX_LINES algorithms the chart is one small panel per

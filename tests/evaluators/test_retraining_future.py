@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -53,6 +54,7 @@ def served_values(frame: pd.DataFrame, store: Path, folds: int) -> pd.DataFrame:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(log_rows=rows, future=rows)
+@pytest.mark.slow
 def test_a_served_window_reads_nothing_after_its_start(log_rows, future, tmp_path: Path) -> None:
     """Every (fit fold, window w) value of the full run equals the run's on the log cut at the
     end of window w, with the rows after it replaced by others (``future``, moved past it)."""

@@ -115,6 +115,7 @@ class recent_share:
     cooccurrence=st.booleans(),
     share=st.sampled_from([0.0, 2.0, 1e9]),
 )
+@pytest.mark.slow
 def test_advanced_folds_equal_folds_built_from_scratch(
     log, width, n_folds, train_window, visit, back, cooccurrence, share
 ):
@@ -154,6 +155,7 @@ def item_knn_rows(data: TrainData, n_neighbors: int):
     share=st.sampled_from([0.0, 2.0, 1e9]),
     k=st.integers(1, 6),
 )
+@pytest.mark.slow
 def test_item_knn_from_carried_cooccurrences_equals_the_walk(
     log, width, n_folds, train_window, visit, back, n_neighbors, share, k
 ):

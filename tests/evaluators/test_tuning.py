@@ -118,6 +118,7 @@ def test_no_choice_reads_a_window_at_or_after_its_fold(n_folds, windows, mode, u
         assert len(read) <= windows
 
 
+@pytest.mark.slow
 def test_a_tuned_run_follows_the_plain_run_of_its_candidates_and_fits_nothing_more(
     tmp_path, count_units
 ):
@@ -230,6 +231,7 @@ def test_grids_take_lists_ranges_and_log_ranges_on_the_command_line_and_in_files
             "log_range": [0, 10, 3]}}})
 
 
+@pytest.mark.slow
 def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the_timeline(
     tmp_path
 ):
@@ -282,6 +284,7 @@ def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
     assert any(draw(seed).candidates != first.candidates for seed in range(1, 6))
 
 
+@pytest.mark.slow
 def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, count_units):
     from sweval.evaluators.run.plan import make_plan
     from sweval.evaluators.stats.tuning import Search, sample
@@ -342,6 +345,7 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
         0.5, "pop-n(n_recent=1000)", 1.0, 1.0)
 
 
+@pytest.mark.slow
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     from sweval.evaluators.stats.tuning import searches
 
@@ -362,6 +366,7 @@ def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
     assert (out / "optimism.csv").exists() and (out / "summary.csv").exists()
 
 
+@pytest.mark.slow
 def test_any_measured_metric_where_higher_is_better_can_be_tuned_for(tmp_path):
     """``--tune-metric precision@5`` with ``--metrics all``: every fold's choice is the candidate
     with the best mean Precision@5 on its validation window (the fold before), read here from
@@ -504,6 +509,7 @@ def test_a_run_with_failing_candidates_tunes_on_the_sound_one(tmp_path, sampler,
     assert out.optimism["oracle"].eq(sound).all()
 
 
+@pytest.mark.slow
 def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path):
     """per_user.parquet has ``item-knn[tuned]`` on every fold where it has a value: the chosen
     candidate's users and values, which average to its results.csv rows."""
@@ -525,6 +531,7 @@ def test_per_user_values_of_the_tuned_series_are_its_chosen_candidates(tmp_path)
         assert users.mean() == pytest.approx(recall, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_per_user_values_of_a_stratums_tuned_series_are_its_own_choices(tmp_path):
     """With --stratify-by each stratum chooses its candidate: per_user.parquet copies, per
     (stratum, fold), that stratum's chosen candidate's users (it copied every stratum's rows of

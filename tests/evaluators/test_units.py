@@ -328,6 +328,7 @@ def age_units(store: Path, days: float) -> None:
         os.utime(record.parent, (used, used))
 
 
+@pytest.mark.slow
 def test_cache_prune_run_prunes_the_store_that_run_used(tmp_path, monkeypatch, capsys,
                                                         user_cache):
     """--run DIR without --cache/--output: the store DIR's config.json records (the user's
@@ -517,6 +518,7 @@ def test_cache_prune_deletes_the_lock_files_of_its_units_unless_a_run_holds_one(
 
 
 # ------------------------------------------------------------------------------ after an upgrade
+@pytest.mark.slow
 def test_units_of_other_code_are_recomputed_not_mixed_and_the_run_says_how_many(
     tmp_path, fits, monkeypatch, capsys, caplog, own_unit_store
 ):

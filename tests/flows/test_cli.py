@@ -282,6 +282,7 @@ def test_invalid_options_are_named_as_the_command_line_spells_them() -> None:
     assert ".." not in message and "Value error" not in message
 
 
+@pytest.mark.slow
 def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_another(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -305,6 +306,7 @@ def test_ui_points_at_the_up_server_that_serves_the_store_instead_of_starting_an
      "temporary local one, or run with --no-prefect."),
     (["serve", "--start", "2024-01-02"], "Start it (`sweval up`, or `prefect server start`)"),
 ])
+@pytest.mark.slow
 def test_a_prefect_api_that_does_not_answer_is_one_clear_error(
     command: list[str], remedy: str, tmp_path: Path
 ) -> None:
@@ -364,6 +366,7 @@ def test_ui_on_a_taken_port_is_an_error_naming_its_holder(
 
 
 @pytest.mark.parametrize("command", ["run", "compare"])
+@pytest.mark.slow
 def test_a_run_where_every_fold_is_skipped_writes_its_files_and_exits_2(
     write_log, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str], command: str,

@@ -105,6 +105,7 @@ def test_sw_eval_part_is_sweval_run(comparison, tmp_path, log):
     pd.testing.assert_frame_equal(part.reset_index(drop=True), reference)
 
 
+@pytest.mark.slow
 def test_resume_reuses_finished_units(comparison):
     units = sorted(comparison.unit_store.glob("*/*/unit.json"))
     assert units
@@ -176,6 +177,7 @@ def test_compare_on_a_local_dask_cluster_runs_jobs_side_by_side_and_logs_to_mlfl
     assert "mean_recall_loocv_pop_at_5" in parent.data.metrics
 
 
+@pytest.mark.slow
 def test_mlflow_layout(tmp_path, log, mlflow_uri):
     from mlflow import MlflowClient
 
@@ -235,6 +237,7 @@ def test_command_line(tmp_path, capsys):
     assert "unknown protocol(s) 'bogus'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_split_strategies_rank_shift_and_scatter(tmp_path, log):
     result = run_compare(small_config(tmp_path, algorithms=["pop", "pop-n", "item-knn"]),
                          ["sw-eval", "temporal-user", "random-split"], output=tmp_path / "out",
@@ -263,6 +266,7 @@ def test_bad_rank_metric_and_ratio(tmp_path, log):
                     split_ratio=1.0)
 
 
+@pytest.mark.slow
 def test_stratified_hold_out_protocols_equal_their_runs_on_each_policys_log(tmp_path, log):
     """compare --stratify-by policy: each stratum's LOOCV and leave-last-one-out rows are the
     protocols run on that policy's sub-log; SW-EVAL's strata are those of sweval run."""
@@ -352,6 +356,7 @@ class PlainTables(HTMLParser):
             self._rows[-1][-1] += data
 
 
+@pytest.mark.slow
 def test_report_of_a_comparison_shows_ranks_tau_leakage_and_overlap(tmp_path, log):
     """The page says what ``compare.txt`` says, checked against the CSVs and against ranks
     recomputed here from ``compare_summary.csv``."""

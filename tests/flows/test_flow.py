@@ -60,6 +60,7 @@ def outputs_fingerprint(output: Path) -> str:
     return json.loads((output / "config.json").read_text())["data"]["fingerprint"]
 
 
+@pytest.mark.slow
 def test_threads_runner_and_no_prefect_path_give_the_same_table(
     write_log, make_config, tmp_path: Path
 ) -> None:
@@ -226,6 +227,7 @@ def test_variants_are_children_of_their_own_in_mlflow(
     assert children["pop-n(n_recent=7)"].data.params["registry_name"] == "pop-n"
 
 
+@pytest.mark.slow
 def test_a_tuned_algorithm_is_a_child_of_its_own_in_mlflow(
     write_log, make_config, mlflow_uri: str
 ) -> None:

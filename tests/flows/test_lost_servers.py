@@ -272,6 +272,7 @@ def test_an_mlflow_store_error_is_said_in_one_line() -> None:
     assert locked == "MlflowException: (sqlite3.OperationalError) database is locked"
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_the_mlflow_store_ends_the_run_in_one_line(tmp_path) -> None:
     """The real thing: the store on a full tmpfs (needs root with CAP_SYS_ADMIN)."""
     import os

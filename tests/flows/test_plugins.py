@@ -99,6 +99,7 @@ def test_example_plugin_through_the_flow_is_tracked_in_mlflow(
 
 
 @pytest.mark.parametrize("prefect", [True, False], ids=["prefect", "no-prefect"])
+@pytest.mark.slow
 def test_a_failing_plugin_fails_its_units_only(
     prefect, tmp_path, monkeypatch, write_log, make_config, mlflow_uri, caplog
 ):
@@ -152,6 +153,7 @@ def test_a_failing_plugin_fails_its_units_only(
     assert children["pop"].data.metrics["mean_recall_at_10"] >= 0
 
 
+@pytest.mark.slow
 def test_a_failing_plugin_makes_the_command_exit_3(tmp_path, write_log):
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "failing_models.py").write_text(FAILING_PLUGIN)
@@ -172,6 +174,7 @@ def test_a_failing_plugin_makes_the_command_exit_3(tmp_path, write_log):
     assert set(results.loc[~results["skipped"], "algorithm"]) == {"pop"}
 
 
+@pytest.mark.slow
 def test_a_run_whose_every_unit_fails_still_exits_3_with_its_tables(tmp_path, write_log):
     """Nothing scored at all: the failures are listed once and the (empty) tables written, no
     traceback from the summary of an empty results table."""

@@ -30,6 +30,7 @@ def stored_units(units: Path) -> dict[tuple[int, str], int]:
 
 
 
+@pytest.mark.slow
 def test_failed_run_resumes_without_recomputing_finished_units(
     write_log, make_config, mlflow_uri: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     count_units: list[tuple[int, str]],

@@ -68,6 +68,7 @@ def test_rolling_runs_add_only_the_new_windows(
     check_mlflow_matches_results(mlflow_uri, config.experiment, output)
 
 
+@pytest.mark.slow
 def test_rolling_series_restarts_when_history_changes(
     write_log, make_config, mlflow_uri: str, caplog: pytest.LogCaptureFixture
 ) -> None:

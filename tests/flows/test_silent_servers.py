@@ -60,6 +60,7 @@ def _run(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedPr
     return done, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_a_mute_tracking_server_costs_seconds_and_the_tables_are_written(
         tmp_path: Path, mute_server: int) -> None:
     """MLflow's client waited 120 s a request, four times (8 minutes), then the run failed with
@@ -77,6 +78,7 @@ def test_a_mute_tracking_server_costs_seconds_and_the_tables_are_written(
     assert took < 60, output
 
 
+@pytest.mark.slow
 def test_a_mute_prefect_api_costs_seconds_and_the_run_is_evaluated_in_process(
         tmp_path: Path, mute_server: int) -> None:
     """Prefect's client waited 60 s a request, four times, before the flow failed."""

@@ -114,6 +114,7 @@ cli.entry_point()
 
 
 @pytest.mark.parametrize("how", ["swallowed", "worker-thread"])
+@pytest.mark.slow
 def test_a_stopped_command_ends_within_seconds_whatever_it_is_doing(how: str) -> None:
     import time
 

@@ -104,6 +104,7 @@ def placeable(root: Path, path: Path) -> bool:
 @settings(max_examples=40, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=user_trees())
+@pytest.mark.slow
 def test_cache_prune_never_changes_a_byte_it_did_not_write(
     tree: dict[str, object], tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -219,6 +220,7 @@ TINY_RUN = ("run", "--no-prefect", "--no-tracking", "--no-progress", "--scale", 
 @settings(max_examples=8, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=user_trees())
+@pytest.mark.slow
 def test_run_output_never_changes_a_byte_of_a_users_directory(
     tree: dict[str, object], tmp_path_factory: pytest.TempPathFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -261,6 +263,7 @@ def run_into(directory: Path, monkeypatch: pytest.MonkeyPatch, algorithms: str) 
 
 
 @pytest.mark.parametrize("step", range(14))
+@pytest.mark.slow
 def test_a_kill_while_tables_are_published_never_leaves_a_mixed_set(
     step: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
