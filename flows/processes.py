@@ -81,7 +81,7 @@ def _arm_deadline(signum: int) -> None:
     ends: a library may swallow it (one did, in a 500-strata run's statistics, which went on
     for 20 minutes), and the interpreter's exit waits for worker threads (the report's
     rendering, a Prefect task). A daemon thread ends the process at the deadline: descendants
-    stopped (SIGTERM, SIGKILL after 1 s), exit status 128 + the signal. What a command keeps
+    stopped (SIGTERM, SIGKILL after 0.5 s), exit status 128 + the signal. What a command keeps
     on disk is written atomically (units, published tables), so nothing is left half-written.
     """
     global _deadline_at
