@@ -81,15 +81,67 @@ def _arm_deadline(signum: int) -> None:
     ends: a library may swallow it (one did, in a 500-strata run's statistics, which went on
     for 20 minutes), and the interpreter's exit waits for worker threads (the report's
     rendering, a Prefect task). A daemon thread ends the process at the deadline: descendants
-    stopped (SIGTERM, SIGKILL after 1 s), exit status 128 + the signal. What a command keeps
+    stopped (SIGTERM, SIGKILL after 0.5 s), exit status 128 + the signal. What a command keeps
     on disk is written atomically (units, published tables), so nothing is left half-written.
     """
     global _deadline_at
     if not _installed or _deadline_at is not None:
         return
     _deadline_at = time.monotonic() + STOP_DEADLINE_S
+    _arm_backstop()
     threading.Thread(target=_end_at_deadline, args=(signum,), name="sweval-stop-deadline",
                      daemon=True).start()
+
+
+#: Seconds after the deadline at which the process ends from C (:func:`_arm_backstop`).
+BACKSTOP_S = 1.5
+_backstop_file: IO[str] | None = None
+
+
+def _arm_backstop() -> None:
+    """End the process :data:`BACKSTOP_S` after the deadline even if no Python code can run.
+
+    The deadline's thread, like any Python code, needs the interpreter's lock, and a long C
+    call of the main thread (a NumPy or pandas operation, a compiled extension) holds it:
+    the stop then waited for that call. ``faulthandler``'s timer is a thread in C that takes no
+    lock: at its time it calls ``_exit(1)`` (its traceback dump goes to ``os.devnull``). It is
+    the last resort: exit status 1, and the command's children are left to the guards that
+    watch it (:func:`stop_with_this_process`) and to the local Dask workers, which watch their
+    parent."""
+    global _backstop_file
+    import faulthandler
+
+    if _deadline_at is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        if _backstop_file is None:
+            _backstop_file = open(os.devnull, "w")  # noqa: SIM115 (kept for the timer)
+        delay = max(0.0, _deadline_at - time.monotonic()) + BACKSTOP_S
+        faulthandler.dump_traceback_later(delay, exit=True, file=_backstop_file)
+
+
+def seconds_left() -> float | None:
+    """Seconds until a stopped command ends at once (:data:`STOP_DEADLINE_S` after its stop
+    signal, or later if postponed); None while it is not stopped."""
+    return None if _deadline_at is None else _deadline_at - time.monotonic()
+
+
+def deliver_prefect_logs_briefly(seconds: float = 1.0) -> None:
+    """A stopped command's last Prefect logs: sent to the API for at most ``seconds`` (less
+    when the stop's deadline is nearer), then dropped.
+
+    The interpreter's exit flushes Prefect's API log handler (``logging.shutdown``), which
+    waits up to 5 s for its worker, and by then the temporary API server has been stopped by
+    its own exit handler: a stopped run's crash logs waited the whole stop deadline for a
+    server that was gone. Sent here, before the exit handlers, while the server still runs;
+    the worker is stopped either way, so the exit's flush finds nothing to wait for."""
+    handlers = sys.modules.get("prefect.logging.handlers")  # loaded if a flow has run
+    if handlers is None:
+        return
+    left = seconds_left()
+    timeout = seconds if left is None else max(0.0, min(seconds, left - 1.0))
+    with contextlib.suppress(Exception):
+        handlers.APILogWorker.drain_all(timeout=timeout)
 
 
 def postpone_deadline(seconds: float) -> None:
@@ -97,6 +149,7 @@ def postpone_deadline(seconds: float) -> None:
     global _deadline_at
     if _deadline_at is not None:
         _deadline_at = max(_deadline_at, time.monotonic() + seconds)
+        _arm_backstop()
 
 
 def _end_at_deadline(signum: int) -> None:
@@ -106,7 +159,7 @@ def _end_at_deadline(signum: int) -> None:
         sys.stderr.write(f"interrupted: ended {STOP_DEADLINE_S:g} s after the stop signal, "
                          "without waiting for the rest of the command\n")
         sys.stderr.flush()
-        stop_descendants(grace_s=1.0)
+        stop_descendants(grace_s=0.5)
     os._exit(0 if _received is None else 128 + signum)  # None: the stop was its normal end
 
 

@@ -38,13 +38,20 @@ PREFECT_DEFAULTS = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
     # A tracking server that is gone (`sweval down` during a run, a crash) held every MLflow
     # call for its retries: 7 with backoff 2 s, 4, 8, ... (about 2 minutes a call, with Ctrl-C
-    # caught in the middle). 3 retries, 1 s, 2 s, 4 s, still ride out a server's restart.
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
-    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    # caught in the middle). One that stops answering mid-run (hung, stopped, a proxy whose
+    # upstream is gone) held each call for MLflow's 120 s read timeout, every try (8 minutes
+    # with 3 retries). 5 s a try, 2 retries after 0 s and 4 s: at most 3 × 5 + 4 (+ 1 of
+    # jitter) = 20 s a call, which still rides out a server's restart of a few seconds.
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "5",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "2",
     # The same for Prefect's API client once it has connected: 5 retries, 2 s doubling (about
     # 62 s a call: the flow's final state alone held a run 62-76 s after `sweval down`).
-    # 3 retries, 2 s, 4 s, 8 s.
+    # 3 retries, 2 s, 4 s, 8 s; and 15 s a try instead of 60 (a mute API held each call
+    # 4 × 60 s + 14 s; now 4 × 15 s + 14 s, at most 74 s). Not lower: the temporary server
+    # on a busy 2-core machine answers some requests in seconds.
     "PREFECT_CLIENT_MAX_RETRIES": "3",
+    "PREFECT_API_REQUEST_TIMEOUT": "15",
     # `sweval report RUN_ID` downloads the run's tables: no tqdm bar over the command's output
     "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
     # Flow and task logs still reach the Prefect API (and UI) at INFO; the terminal shows

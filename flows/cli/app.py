@@ -123,7 +123,7 @@ def exit_without_teardown(status: int) -> NoReturn:
     import atexit
     import threading
 
-    from sweval.flows.processes import received_signal
+    from sweval.flows.processes import deliver_prefect_logs_briefly, received_signal
 
     # the interpreter's own two calls, in its order: threading's exit hooks (thread pools
     # told to stop) and the join of non-daemon threads, then the atexit handlers. A command
@@ -131,6 +131,8 @@ def exit_without_teardown(status: int) -> NoReturn:
     # task's statistics): what they would write is written atomically or not at all.
     if received_signal() is None:
         threading._shutdown()  # type: ignore[attr-defined]
+    else:
+        deliver_prefect_logs_briefly()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

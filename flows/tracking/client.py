@@ -90,6 +90,28 @@ class SilentTracker(SwevalError):
     """The tracking server accepts connections but does not answer (:mod:`flows.answers`)."""
 
 
+def stopped_answering(uri: str, exc: BaseException) -> SilentTracker | None:
+    """The error to say when ``exc``, an MLflow client's error, means that the server took the
+    request and sent nothing back in time (every try timed out, ``MLFLOW_HTTP_REQUEST_TIMEOUT``
+    each: :data:`flows.settings.PREFECT_DEFAULTS`); None for any other error. MLflow says it
+    only in its message (requests' ``ReadTimeoutError`` inside its own exception)."""
+    from sweval.evaluators.wording import shown_uri
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        text = str(seen)
+        if isinstance(seen, TimeoutError) or any(
+                mark in text for mark in ("Read timed out", "ReadTimeoutError",
+                                          "failed with timeout exception")):
+            seconds = os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
+            return SilentTracker(shown_uri(
+                f"MLflow tracking at {uri}: the server stopped answering (no response within "
+                f"{seconds} s, every try; it may be hung or stopped). Check it "
+                "(`sweval status`), or run with --no-tracking."))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def check_answers(uri: str) -> None:
     """Make sure the tracking server at ``uri`` (an HTTP(S) URI; other stores are files or
     databases) answers within :data:`~flows.answers.ANSWER_TIMEOUT_S`.

@@ -107,17 +107,19 @@ class RunTracking(Hook):
     def finish(self, outputs: Outputs, report_files: Callable[[], list[Path]]) -> None:
         """Complete the MLflow runs: every row, the summary, the tables and (once drawn) the
         report; FAILED when some units failed (their metrics are logged all the same)."""
-        directory = Path(outputs.directory)
-        if self.tracker is None and self.reopen is not None:
-            from sweval.flows.tracking.client import SilentTracker
+        from sweval.flows.tracking.client import SilentTracker, check_answers
 
-            try:
+        directory = Path(outputs.directory)
+        try:
+            if self.tracker is None and self.reopen is not None:
                 self.tracker = self.reopen()
-            except SilentTracker as exc:
-                raise SilentTracker(
-                    f"{str(exc).removesuffix('.')}. The tables are written in {directory}; "
-                    "rerun the same command once MLflow answers to log them (nothing is "
-                    "computed again).") from None
+            elif self.deferred:  # a server that stopped answering mid-run: asked once, briefly
+                check_answers(self.tracker.uri)
+        except SilentTracker as exc:
+            raise SilentTracker(
+                f"{str(exc).removesuffix('.')}. The tables are written in {directory}; "
+                "rerun the same command once MLflow answers to log them (nothing is "
+                "computed again).") from None
         files = [directory / name for name in RUN_FILES if (directory / name).exists()]
         self.tracker.finish(outputs.results, outputs.summary, outputs.devices, files,
                             n_folds=len(self.plan.folds), late_files=report_files)

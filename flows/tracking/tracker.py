@@ -27,6 +27,7 @@ from sweval.flows.tracking.client import (
     open_client,
     resolve_tracking_uri,
     said,
+    stopped_answering,
 )
 from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_dataset, fold_inputs, log_input
 from sweval.flows.tracking.metrics import (
@@ -49,6 +50,11 @@ from sweval.flows.tracking.retraining import retraining_metrics, retraining_rows
 from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
+
+
+#: Seconds of a stopped command's time kept for its exit when marking child runs KILLED
+#: (:meth:`Tracker.fail`): Prefect's flow run reported crashed, the temporary server stopped.
+STOP_RESERVE_S = 1.5
 
 
 def _child_name(algorithm: str, stratum: str) -> str:
@@ -210,8 +216,8 @@ class Tracker:
                 tracker._start_system_metrics(resume=reused)
         except SwevalError:
             raise
-        except Exception as exc:
-            raise SwevalError(
+        except Exception as exc:  # a server that went mute since check_answers: deferred too
+            raise stopped_answering(uri, exc) or SwevalError(
                 shown_uri(f"MLflow tracking at {uri}: {said(exc)}")) from exc
         tracker.seconds += time.perf_counter() - started
         _log.info(
@@ -466,26 +472,44 @@ class Tracker:
             self.seconds += time.perf_counter() - started
 
     def fail(self, status: str = "FAILED") -> None:
-        """Mark the parent run (and open children) FAILED or KILLED; never raises. Not after
-        a call of this run failed: a server that is gone would hold every one of these calls
-        for its retries (the runs stay RUNNING; the next run of the command resumes them)."""
+        """Mark the parent run, then its open children, FAILED or KILLED; never raises. Not
+        after a call of this run failed: a server that is gone would hold every one of these
+        calls for its retries (the runs stay RUNNING; the next run of the command resumes them).
+
+        A stopped command has seconds to end (:func:`flows.processes.seconds_left`), and each
+        child costs a request (2.5 to 25 ms on a local SQLite store, 2 cores: 2.5 s or more for
+        the 1,000 children of 2 algorithms × 500 strata). The parent is marked first; children are
+        marked while at least :data:`STOP_RESERVE_S` of the stop's time is left, and those
+        left are said in one warning (they stay RUNNING until the rerun resumes them)."""
         if self.broken is not None:
             _log.warning("MLflow: the runs are not marked %s: %s did not answer earlier (%s)",
                          status, shown_uri(self.uri), type(self.broken).__name__)
             return
+        from sweval.flows.processes import seconds_left
+
         try:
             self._stop_system_metrics()
-            finalize_models(self.client, self.models, "FAILED")
-            for run_id in self.children.values():
-                self.client.set_terminated(run_id, status)
             self.client.set_terminated(self.parent_run_id, status)
+            children = list(self.children.values())
+            for done, run_id in enumerate(children):
+                left = seconds_left()
+                if left is not None and left < STOP_RESERVE_S:
+                    _log.warning("MLflow: %d of %d child runs not marked %s (the command was "
+                                 "stopped); rerun the same command to resume them",
+                                 len(children) - done, len(children), status)
+                    return
+                self.client.set_terminated(run_id, status)
+            finalize_models(self.client, self.models, "FAILED")
         except Exception as exc:  # the run's own error matters more
             _log.warning("MLflow: could not mark the run %s: %s", status, shown_uri(str(exc)))
 
     def _error(self, exc: Exception) -> SwevalError:
         self.broken = exc
+        mute = stopped_answering(self.uri, exc)
+        what = str(mute).removesuffix(".") if mute is not None else shown_uri(
+            f"MLflow tracking at {self.uri}: {said(exc)}")
         return SwevalError(shown_uri(
-            f"MLflow tracking at {self.uri}: {said(exc)}. Finished units are kept "
+            f"{what}. Finished units are kept "
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
             "and upload the rest."
         ))

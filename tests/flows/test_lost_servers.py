@@ -16,9 +16,35 @@ from sweval.flows.tracking.tracker import Tracker
 def test_mlflow_and_prefect_retries_are_bounded_by_default():
     """MLflow's own default (7 retries, backoff 2 s doubling) held each call about 2 min,
     Prefect's (5 retries, 2 s doubling) the flow's final state about 62 s."""
-    assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "3"
-    assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "1"
+    assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
+    assert PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] == "2"
     assert PREFECT_DEFAULTS["PREFECT_CLIENT_MAX_RETRIES"] == "3"
+
+
+def test_requests_to_a_server_that_stops_answering_time_out_in_seconds_by_default():
+    """MLflow's client waited 120 s a try for an answer, Prefect's 60 s: a server that went
+    mute mid-run held each call for minutes. Bounded (the run then ends within 30 s:
+    tests/flows/test_silent_servers.py), and a value the user set wins."""
+    import os
+    import subprocess
+
+    assert int(PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_TIMEOUT"]) * (
+        int(PREFECT_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]) + 1) <= 15
+    assert int(PREFECT_DEFAULTS["PREFECT_API_REQUEST_TIMEOUT"]) <= 15
+    code = ("import os; from sweval.flows.settings import apply_env_defaults; "
+            "apply_env_defaults(); from mlflow.environment_variables import "
+            "MLFLOW_HTTP_REQUEST_TIMEOUT as M; from prefect.settings import "
+            "PREFECT_API_REQUEST_TIMEOUT as P; print(M.get(), P.value())")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_HTTP_REQUEST_TIMEOUT", "PREFECT_API_REQUEST_TIMEOUT")}
+    said = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, check=True, timeout=120).stdout.split()
+    assert said == ["5", "15.0"]
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120, env=env | {
+                              "MLFLOW_HTTP_REQUEST_TIMEOUT": "300",
+                              "PREFECT_API_REQUEST_TIMEOUT": "90"}).stdout.split()
+    assert said == ["300", "90.0"]
 
 
 class Exited(Exception):

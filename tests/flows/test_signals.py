@@ -426,10 +426,12 @@ def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(tmp_pa
     is timed whole once, then stopped at fractions of that time (loading, units, tables,
     report, MLflow's final logging).
 
-    The bound is 12 s, not the 5 s aimed at: measured 5.1–6.8 s (at 30 % of the run, computing
-    units) with a 3–4 s deadline, on quiet and busy 2-core machines. A Python signal handler
-    and the deadline thread both wait while the main thread is inside a long C call that holds
-    the GIL."""
+    Where a stop's seconds went (5.1–6.8 s): marking the 1,000 child runs KILLED in MLflow one
+    request each (2.5 s and more) until the 3 s deadline, then Prefect's log handler waiting,
+    at the interpreter's exit, for the temporary server its own exit handler had just stopped.
+    Now the parent run is marked first and the children while time is left, the logs go
+    before the server stops, and a timer in C ends the process should the deadline's thread
+    never get the interpreter's lock."""
     import numpy as np
     import pandas as pd
 
@@ -470,4 +472,4 @@ def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(tmp_pa
             took = time.monotonic() - sent
             assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
         assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
-        assert took < 12.0, f"{took:.1f} s at {fraction:.0%} of the run:\n{log.read_text()[-2000:]}"
+        assert took < 5.0, f"{took:.1f} s at {fraction:.0%} of the run:\n{log.read_text()[-2000:]}"
