@@ -50,8 +50,9 @@ def test_without_an_api_url_prefects_server_starts_first_and_is_the_runs_api(
     assert api.process.poll() is not None
 
 
-def test_with_an_api_url_no_server_is_started() -> None:
-    assert os.environ.get("PREFECT_API_URL")  # the harness's
+def test_with_an_api_url_no_server_is_started(
+        prefect_api: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)  # the harness's
     assert TemporaryApi.start() is None
 
 
