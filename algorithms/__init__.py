@@ -7,8 +7,9 @@ Register it with an entry point in the group ``sweval.algorithms`` or name it by
 path (``--algorithms pop,my_pkg.models:MyModel``).
 """
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, WarmState
 from sweval.algorithms.threads import unit_threads, usable_cpus
+from sweval.algorithms.train_data import TrainData
 
 #: The entry-point group plugins declare their algorithms in.
 ENTRY_POINT_GROUP = "sweval.algorithms"

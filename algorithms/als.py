@@ -8,10 +8,11 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData, WarmState
+from sweval.algorithms.base import Algorithm, AlgorithmConfig, WarmState
 from sweval.algorithms.implicit_device import Device, OnDevice, to_numpy
 from sweval.algorithms.serving import Delta, columns_of
 from sweval.algorithms.threads import unit_threads
+from sweval.algorithms.train_data import TrainData
 from sweval.data.errors import SwevalError
 
 

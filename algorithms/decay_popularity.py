@@ -10,9 +10,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, field_validator
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.scores import snap_scores
 from sweval.algorithms.serving import Delta, columns_of
+from sweval.algorithms.train_data import TrainData
 from sweval.data.durations import parse_duration
 
 

@@ -8,9 +8,10 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.scores import snap_scores
 from sweval.algorithms.threads import unit_threads
+from sweval.algorithms.train_data import TrainData
 from sweval.data.errors import SwevalError
 
 #: Rows of the item × item matrix mirrored at a time (keeps the mirror's temporaries small).

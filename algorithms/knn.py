@@ -28,8 +28,9 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.serving import Delta
+from sweval.algorithms.train_data import TrainData
 
 if TYPE_CHECKING:
     from sweval.algorithms.cooccurrence import Cooccurrence

@@ -8,8 +8,9 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.serving import Delta, columns_of
+from sweval.algorithms.train_data import TrainData
 
 
 class Pop(Algorithm):

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import TrainData
+from sweval.algorithms.train_data import TrainData
 
 
 def serving_history(fit_items: NDArray[np.int64], later: TrainData) -> TrainData:

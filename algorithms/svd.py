@@ -9,8 +9,9 @@ import scipy.sparse as sp
 from numpy.typing import NDArray
 from pydantic import Field
 
-from sweval.algorithms.base import Algorithm, AlgorithmConfig, TrainData
+from sweval.algorithms.base import Algorithm, AlgorithmConfig
 from sweval.algorithms.scores import snap_scores
+from sweval.algorithms.train_data import TrainData
 
 #: Matrices with at most this many cells are decomposed with the dense LAPACK SVD (Lanczos is
 #: faster beyond, for the usual f ≪ min(n_users, n_items)).

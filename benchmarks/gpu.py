@@ -48,9 +48,9 @@ import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from benchmarks.algorithms import load_workload, parse_sets  # noqa: E402
-from sweval.algorithms.base import TrainData  # noqa: E402
 from sweval.algorithms.implicit_device import cuda_unavailable_reason  # noqa: E402
 from sweval.algorithms.registry import build_algorithm  # noqa: E402
+from sweval.algorithms.train_data import TrainData  # noqa: E402
 from sweval.data.log import InteractionLog  # noqa: E402
 from sweval.evaluators.protocols.folds import Fold, build_folds  # noqa: E402
 from sweval.evaluators.protocols.windows import WindowSpec  # noqa: E402

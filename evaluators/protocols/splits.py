@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import TrainData
+from sweval.algorithms.train_data import TrainData
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.metrics.ranking import Relevance, RelevantSets, relevant_sets

@@ -56,8 +56,8 @@ import scipy.sparse as sp
 from numba import njit
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import TrainData
 from sweval.algorithms.cooccurrence import Cooccurrence
+from sweval.algorithms.train_data import TrainData
 from sweval.data.log import InteractionLog
 from sweval.evaluators.protocols.folds import Fold
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import Algorithm, TrainData, WarmState
+from sweval.algorithms.base import Algorithm, WarmState
+from sweval.algorithms.train_data import TrainData
 from sweval.data.log import InteractionLog
 from sweval.evaluators.metrics.ranking import (
     Relevance,
@@ -99,7 +100,7 @@ def compute_lists(
     Args:
         algorithm: the model (re-fitted; ``warm_`` set beforehand for a warm start).
         train: the training data; a plugin (an algorithm whose class is not SW-EVAL's) fits on
-            :meth:`~algorithms.base.TrainData.read_only` views of it.
+            :meth:`~algorithms.train_data.TrainData.read_only` views of it.
         users: global codes of the users to rank for, ascending.
         depth: list length.
         timings: seconds measured so far (``train_data``), extended.
@@ -117,7 +118,7 @@ def compute_lists(
 
 def handed(algorithm: Algorithm, data: TrainData) -> TrainData:
     """``data`` as ``algorithm`` receives it: SW-EVAL's own models the data itself, a plugin
-    (a class that is not SW-EVAL's) :meth:`~algorithms.base.TrainData.read_only` views."""
+    (a class that is not SW-EVAL's) :meth:`~algorithms.train_data.TrainData.read_only` views."""
     return data if type(algorithm).__module__.startswith("sweval.") else data.read_only()
 
 

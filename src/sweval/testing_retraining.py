@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from sweval.algorithms.base import Algorithm, TrainData
+from sweval.algorithms.base import Algorithm
 from sweval.algorithms.serving import Delta, serving_history
+from sweval.algorithms.train_data import TrainData
 from sweval.data.log import InteractionLog
 from sweval.evaluators.protocols.folds import Fold
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from sweval.algorithms.base import TrainData
+from sweval.algorithms.train_data import TrainData
 
 #: Reference scores are compared after rounding to this many decimals (the models' own rounding
 #: is 10 decimals; the references sum in another order, so they may differ in the last bits).

@@ -110,7 +110,7 @@ def test_an_unseeded_model_fails_determinism_and_check_algorithm_names_the_check
 
 def test_a_leak_of_the_test_window_into_training_is_caught(monkeypatch):
     """An engine that trained fold f on everything before t_f + tΔ (its test window included)."""
-    from sweval.algorithms.base import TrainData as Data
+    from sweval.algorithms.train_data import TrainData as Data
 
     def leaky(self: Fold, log):  # noqa: ANN001
         hi = self.test_hi

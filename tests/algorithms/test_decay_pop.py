@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweval.algorithms.base import TrainData
 from sweval.algorithms.decay_popularity import DecayPop
 from sweval.algorithms.registry import build_algorithm
+from sweval.algorithms.train_data import TrainData
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.testing import DAY, T0, fold_lists, folds_of

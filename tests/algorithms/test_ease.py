@@ -62,7 +62,7 @@ def test_hand_computed_two_items():
     G = [[3, 1], [1, 2]], P = G⁻¹ = [[2, −1], [−1, 3]] / 5, so B_01 = −P_01/P_11 = 1/3 and
     B_10 = −P_10/P_00 = 1/2: u1 (history {0}) scores item 1 as B_01 = 1/3.
     """
-    from sweval.algorithms.base import TrainData
+    from sweval.algorithms.train_data import TrainData
 
     train = TrainData.from_codes(np.array([0, 0, 1]), np.array([0, 1, 0]), n_users=2, n_items=2,
                                  timestamps=np.array([0, 1, 2]), cutoff=3)

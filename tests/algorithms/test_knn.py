@@ -275,7 +275,7 @@ def test_user_knn_neighbours_equal_the_spec_on_tie_heavy_logs(users, n, weightin
     """The size-ranked neighbour search against SPEC in exact arithmetic: the same neighbours
     (ties by user id) and bit-identical cosines, on logs of many tiny users and a few popular
     items; every row, both weightings (count puts 1 where cosine puts the cosine)."""
-    from sweval.algorithms.base import TrainData
+    from sweval.algorithms.train_data import TrainData
 
     n_items = 1 + max(max(items) for items in users)
     dense = np.zeros((len(users), n_items), dtype=bool)
@@ -311,7 +311,7 @@ def test_ranked_sets_fall_back_for_sets_beyond_the_exact_float_bound():
     from sweval.algorithms.knn import RANKED_MAX_SIZE, RankedSets
 
     assert 6 * RANKED_MAX_SIZE**3 < 2**53
-    from sweval.algorithms.base import TrainData
+    from sweval.algorithms.train_data import TrainData
 
     assert 6 * RANKED_MAX_SIZE**3 < 2**53 <= 6 * (RANKED_MAX_SIZE + 1000) ** 3
     n_items = RANKED_MAX_SIZE + 1

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sweval.algorithms.base import TrainData
 from sweval.algorithms.registry import build_algorithm
 from sweval.algorithms.serving import Delta, extended
+from sweval.algorithms.train_data import TrainData
 from sweval.testing import folds_of, random_log
 
 #: The state that fully determines each exact model's scores.

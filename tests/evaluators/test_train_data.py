@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sweval_testing import DAY, make_log
 
-from sweval.algorithms.base import TrainData
+from sweval.algorithms.train_data import TrainData
 from sweval.data.log import InteractionLog
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.protocols.splits import holdout_positions, holdout_split

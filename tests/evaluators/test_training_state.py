@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from sweval_testing import DAY, plain_python
 
 from sweval.algorithms import cooccurrence as cooccurrence_module
-from sweval.algorithms.base import TrainData
 from sweval.algorithms.knn import ItemKNN
 from sweval.algorithms.registry import build_algorithm
+from sweval.algorithms.train_data import TrainData
 from sweval.data.log import InteractionLog
 from sweval.evaluators.protocols import training_state
 from sweval.evaluators.protocols.folds import build_folds
