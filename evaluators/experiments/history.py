@@ -14,6 +14,7 @@ fold. :func:`history_table` joins the runs' tables, per (train window, algorithm
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 import pandas as pd
 
 from sweval.data.errors import SwevalError
+
+_log = logging.getLogger(__name__)
 
 #: The label of the default training window: all history before each window.
 ALL_HISTORY = "all"
@@ -121,14 +124,37 @@ def _sweep(config: Any, lengths: list[str], run: Callable[[Any], Any],
         if target is not None:
             update["output"] = str(target / run_directory(length))
         runs[length] = run(config.model_copy(update=update))
-    table = history_table(runs)
+    table, choices = sweep_tables(runs, config)
     if target is not None:
+        from sweval.evaluators.experiments.history_tuning import FILE
         from sweval.evaluators.run.output_dir import publish
 
-        data = table.to_csv(index=False, float_format="%.10g").encode()
+        files = {"history.csv": table}
+        if choices is not None:
+            files[FILE] = choices
         try:
-            publish(target, {"history.csv": data}, run=config.result_hash(),
-                    command="run-history")
+            publish(target, {name: frame.to_csv(index=False, float_format="%.10g").encode()
+                             for name, frame in files.items()},
+                    run=config.result_hash(), command="run-history")
         except OSError as exc:
             raise SwevalError(f"{target}: cannot write history.csv ({exc}).") from exc
     return table, runs
+
+
+def sweep_tables(runs: Mapping[str, Any],
+                 config: Any) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    """:func:`history_table` of ``runs`` with the tuned series' rows added (``train_window``
+    ``tuned``: the length chosen per fold on the windows before it,
+    :mod:`evaluators.experiments.history_tuning`) and the choices; without them (None, and a
+    warning saying why) where ``--tune-metric`` is not a metric the runs compute."""
+    from sweval.evaluators.experiments.history_tuning import tuned_history
+
+    table = history_table(runs)
+    if len(runs) < 2:
+        return table, None
+    try:
+        rows, choices = tuned_history(runs, config)
+    except SwevalError as exc:
+        _log.warning("no tuned training window in history.csv: %s", exc)
+        return table, None
+    return pd.concat([table, rows], ignore_index=True), choices

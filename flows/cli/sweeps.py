@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.experiments import history, widths
+from sweval.evaluators.experiments import history, history_tuning, widths
 from sweval.evaluators.metrics.names import shown_k
 from sweval.evaluators.report.tables import metric_label
 from sweval.flows.cli.terminal import message_console
@@ -50,7 +50,9 @@ def run_sweep(cfg: EvalConfig, *, rolling: bool, evaluate: Callable[[EvalConfig]
         history.check_composes(cfg, rolling=rolling)
         table, runs = history.sweep_history(cfg, one, directory=output)
         console.print(history_text(table), markup=False, highlight=False)
-        files, dimension, kendall = [output / "history.csv"], "train_window", None
+        files = [output / name for name in ("history.csv", history_tuning.FILE)
+                 if (output / name).exists()]
+        dimension, kendall = "train_window", None
         folders = {length: output / history.run_directory(length) for length in runs}
     console.print(f"results: {output} ({', '.join(f.name for f in files)}; each run in "
                   f"{', '.join(folder.name for folder in folders.values())})",
@@ -81,5 +83,8 @@ def history_text(table: pd.DataFrame) -> str:
     shown = cells.pivot(index="algorithm", columns="train_window", values="cell").reindex(
         index=list(dict.fromkeys(rows["algorithm"])),
         columns=list(dict.fromkeys(rows["train_window"])))
+    lengths = [length for length in shown.columns if length != history_tuning.TUNED_LENGTH]
+    tuned = (f"; {history_tuning.TUNED_LENGTH}: the length best on the windows before each "
+             f"fold, its fits those of every length" if len(lengths) < len(shown.columns) else "")
     return (f"mean {metric_label(metric, k)} over folds per training window (loss against "
-            f"{shown.columns[-1]}, fit seconds)\n{shown.to_string(na_rep='-')}\n")
+            f"{lengths[-1]}, fit seconds{tuned})\n{shown.to_string(na_rep='-')}\n")

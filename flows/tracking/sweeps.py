@@ -5,7 +5,8 @@ gets::
 
     tags       sweval.sweep (window | train_window), sweval.sweep_values (the list as given),
                sweval.sweep_value (this run's value)
-    artifacts  sweep/<file>: the sweep's tables (widths.csv, widths_kendall.csv, history.csv)
+    artifacts  sweep/<file>: the sweep's tables (widths.csv, widths_kendall.csv, history.csv,
+               history_tuning.csv)
     metrics    with --window: kendall_tau_<metric>_at_<k>_vs_<other width>, Kendall's τ between
                this width's ranking and each other width's
 """

@@ -249,18 +249,21 @@ def history_sweep(
     run of :func:`evaluate` once per ``--train-window`` in ``train_windows`` (None: all history
     before each window), on the same folds; units shared with earlier runs are reused
     (docs/retraining.md). Returns :func:`evaluators.experiments.history.history_table`'s table,
-    in the order given (``loss`` against the last one).
+    in the order given (``loss`` against the last one), then, with two or more lengths, the rows
+    of the length chosen per fold on the windows before it (``train_window`` ``"tuned"``;
+    ``tune_metric``, ``tune_windows``, ``tune_mode``:
+    :mod:`evaluators.experiments.history_tuning`).
 
     Raises:
         SwevalError: bad data or options, as :func:`evaluate`.
     """
-    from sweval.evaluators.experiments.history import ALL_HISTORY, history_table
+    from sweval.evaluators.experiments.history import ALL_HISTORY, sweep_tables
 
     runs = {ALL_HISTORY if window is None else window:
             evaluate(data, config=config, workers=workers,
                      **(settings | {"train_window": window}))
             for window in train_windows}
-    return history_table(runs)
+    return sweep_tables(runs, next(iter(runs.values())).config)[0]
 
 
 def widths(

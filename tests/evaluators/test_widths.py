@@ -162,11 +162,12 @@ def test_cli_train_windows_equal_history_sweep(tmp_path: Path) -> None:
     aside: they are each computation's own)."""
     data = tmp_path / "log.csv"
     hand_log().to_csv(data, index=False)
-    options = OPTIONS | dict(folds=3, window="1D", algorithms=["pop", "pop-n"])
+    options = OPTIONS | dict(folds=3, window="1D", algorithms=["pop", "pop-n"],
+                             tune_metric="recall@1")
     assert sweval_cli("run", "--no-prefect", "--no-tracking", "--no-report", "--data", data,
                       "--window", "1D", "--start", str(T0 + 2 * DAY), "--folds", "3",
                       "--u-min", "1", "--k", "1", "--metrics", "recall",
-                      "--algorithms", "pop,pop-n",
+                      "--algorithms", "pop,pop-n", "--tune-metric", "recall@1",
                       "--train-window", "1D,all", "--output", tmp_path / "cli") == 0
     written = pd.read_csv(tmp_path / "cli" / "history.csv", keep_default_na=False,
                           na_values=[""])
@@ -176,7 +177,10 @@ def test_cli_train_windows_equal_history_sweep(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(written[columns], expected[columns], check_dtype=False)
     for column in ("mean", "ci_low", "ci_high", "n_train", "loss"):
         np.testing.assert_allclose(written[column], expected[column], equal_nan=True)
-    assert written.loc[written["algorithm"] == "pop", "mean"].nunique() == 2  # 1D differs
+    assert written.loc[written["algorithm"] == "pop", "mean"].nunique() >= 2  # 1D differs
+    assert written["train_window"].drop_duplicates().tolist() == ["1D", "all", "tuned"]
+    choices = pd.read_csv(tmp_path / "cli" / "history_tuning.csv")
+    assert choices.groupby(["fold", "algorithm", "stratum"])["chosen"].sum().max() == 1
     assert sorted(p.name for p in (tmp_path / "cli").glob("train-*")) == [
         "train-1D", "train-all"]
 
@@ -201,3 +205,57 @@ def test_each_widths_mlflow_run_gets_the_comparison(tmp_path: Path) -> None:
         assert run.data.metrics[f"kendall_tau_recall_at_1_vs_{other}"] == pytest.approx(tau)
         assert {a.path for a in client.list_artifacts(run.info.run_id, "sweep")} == {
             "sweep/widths.csv", "sweep/widths_kendall.csv"}
+
+
+def test_the_tuned_training_window_is_the_length_best_on_the_fold_before() -> None:
+    """With two or more lengths, history.csv gains ``train_window = tuned``: on each fold f ≥ 1
+    the length whose Recall@5 was best on fold f − 1 (``--tune-windows 1``, rolling; ties to
+    the length listed first), recomputed here from each length's own results; its fit seconds
+    are every length's, and history_tuning.csv names the choices."""
+    from sweval_testing import log_frame
+
+    lengths = ["1D", "3D", None]
+    options = dict(window="1D", folds=6, u_min=1, k=[1, 5], metrics=["recall"],
+                   algorithms=["pop", "pop-n(n_recent=5)"], tune_metric="recall@5")
+    table = sweval.history_sweep(log_frame(12), lengths, **options)
+    runs = {length or "all": sweval.evaluate(log_frame(12), train_window=length, **options)
+            for length in lengths}
+    tuned = table[table["train_window"] == "tuned"].set_index(["algorithm", "k"])
+    assert len(tuned) == 4
+    switched = []
+    for algorithm in ("pop", "pop-n(n_recent=5)"):
+        values = {length: run.results[(run.results["algorithm"] == algorithm)
+                                      & (run.results["stratum"] == "all")
+                                      & (run.results["k"] == 5)].set_index("fold")["value"]
+                  for length, run in runs.items()}
+        folds = sorted(values["all"].index)
+        chosen = {fold: max(runs, key=lambda length, f=fold: (values[length][f - 1],
+                                                              -list(runs).index(length)))
+                  for fold in folds[1:]}
+        for k in (1, 5):
+            at_k = {length: run.results[(run.results["algorithm"] == algorithm)
+                                        & (run.results["stratum"] == "all")
+                                        & (run.results["k"] == k)].set_index("fold")["value"]
+                    for length, run in runs.items()}
+            expected = [at_k[chosen[fold]][fold] for fold in folds[1:]]
+            row = tuned.loc[(algorithm, k)]
+            assert row["mean"] == pytest.approx(np.mean(expected))
+            assert row["n_folds"] == len(expected)
+            assert row["fit_s"] == pytest.approx(sum(  # reused units keep their fit's seconds
+                run.units.loc[run.units["algorithm"] == algorithm, "fit_s"].sum()
+                for run in runs.values()))
+            last = runs["all"].summary
+            assert row["loss"] == pytest.approx(row["mean"] / last[
+                (last["algorithm"] == algorithm) & (last["stratum"] == "all")
+                & (last["k"] == k)]["mean"].item() - 1)
+        switched.append(len(set(chosen.values())) > 1)
+    assert any(switched)  # the choice changes from fold to fold somewhere
+
+
+def test_a_tune_metric_the_sweep_does_not_compute_leaves_the_tuned_rows_out(caplog) -> None:
+    from sweval_testing import log_frame
+
+    table = sweval.history_sweep(log_frame(6), ["1D", None], window="1D", folds=3, u_min=1,
+                                 k=[1], algorithms=["pop"])  # --tune-metric recall@10
+    assert "tuned" not in set(table["train_window"])
+    assert "no tuned training window in history.csv" in caplog.text
