@@ -132,10 +132,12 @@ def _sweep(config: Any, lengths: list[str], run: Callable[[Any], Any],
         files = {"history.csv": table}
         if choices is not None:
             files[FILE] = choices
+        data = {name: frame.to_csv(index=False, float_format="%.10g").encode()
+                for name, frame in files.items()}
+        if config.report:
+            data |= _report(table, config, lengths)
         try:
-            publish(target, {name: frame.to_csv(index=False, float_format="%.10g").encode()
-                             for name, frame in files.items()},
-                    run=config.result_hash(), command="run-history")
+            publish(target, data, run=config.result_hash(), command="run-history")
         except OSError as exc:
             raise SwevalError(f"{target}: cannot write history.csv ({exc}).") from exc
     return table, runs
@@ -158,3 +160,21 @@ def sweep_tables(runs: Mapping[str, Any],
         _log.warning("no tuned training window in history.csv: %s", exc)
         return table, None
     return pd.concat([table, rows], ignore_index=True), choices
+
+
+def _report(table: pd.DataFrame, config: Any, lengths: list[str]) -> dict[str, bytes]:
+    """``report.html`` and its figure (:mod:`evaluators.report.history`), at the metric and k
+    the terminal shows (Recall, else the first metric; k 10 if computed)."""
+    from sweval.evaluators.metrics.names import shown_k
+    from sweval.evaluators.report.history import history_figure, history_page
+
+    metrics = list(dict.fromkeys(table["metric"]))
+    metric = "recall" if "recall" in metrics else metrics[0]
+    ks = [int(k) for k in table.loc[table["metric"] == metric, "k"].dropna()]
+    k = shown_k(ks) if ks else None
+    figure = history_figure(table, metric, k)
+    page = history_page(table, metric, k, figure=figure,
+                        links={length: f"{run_directory(length)}/report.html"
+                               for length in lengths},
+                        title=f"SW-EVAL training history — {config.dataset_name}")
+    return {figure.file_name: figure.png, "report.html": page.encode()}

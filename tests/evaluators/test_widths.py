@@ -259,3 +259,28 @@ def test_a_tune_metric_the_sweep_does_not_compute_leaves_the_tuned_rows_out(capl
                                  k=[1], algorithms=["pop"])  # --tune-metric recall@10
     assert "tuned" not in set(table["train_window"])
     assert "no tuned training window in history.csv" in caplog.text
+
+
+def test_the_history_sweep_has_a_report_with_its_figure(tmp_path: Path) -> None:
+    """``report.html`` of ``--train-window 1D,all``: the table of history.csv at Recall@1 (each
+    cell its mean, interval, loss and fit seconds), the tuned column, the figure inline and a
+    link to each length's report."""
+    import base64
+    import re
+
+    data = tmp_path / "log.csv"
+    hand_log().to_csv(data, index=False)
+    assert sweval_cli("run", "--no-prefect", "--no-tracking", "--data", data, "--window", "1D",
+                      "--start", str(T0 + 2 * DAY), "--folds", "3", "--u-min", "1", "--k", "1",
+                      "--metrics", "recall", "--algorithms", "pop,pop-n", "--tune-metric",
+                      "recall@1", "--train-window", "1D,all", "--output", tmp_path / "out") == 0
+    page = (tmp_path / "out" / "report.html").read_text()
+    table = pd.read_csv(tmp_path / "out" / "history.csv")
+    for row in table.itertuples():
+        assert f"{row.mean:.4f}" in page and f"{row.loss:+.1%}" in page
+    assert "<th>tuned</th>" in page and "history_tuning.csv" in page
+    for length in ("1D", "all"):
+        assert f'href="train-{length}/report.html"' in page
+        assert (tmp_path / "out" / f"train-{length}" / "report.html").exists()
+    (inline,) = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert base64.b64decode(inline) == (tmp_path / "out" / "report-history.png").read_bytes()
