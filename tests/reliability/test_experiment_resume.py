@@ -1,4 +1,5 @@
-"""A kill in the middle of ``compare``, ``leakage`` or ``gap`` loses no finished unit.
+"""A kill in the middle of ``compare``, ``leakage``, ``gap`` or a retraining run (``--horizon``,
+``--cadence``, ``--update``) loses no finished unit.
 
 Each command runs in a child process whose every unit takes an extra 0.3 s, and is killed
 (SIGKILL, its whole process group) once a few units are in the store. The rerun, in this
@@ -45,6 +46,10 @@ COMMANDS = {
     "leakage": (("leakage", "--leak-test-start", "2015-06-10", "--leak-periods", "3"),
                 "change.csv"),
     "gap": (("gap", "--start", "2015-06-12"), "gap.csv"),
+    # models fitted once per fold serve the next windows (staleness), refitted every c
+    # windows or updated in between (cadence): the served and updated units resume too
+    "retraining": (("run", "--no-prefect", "--folds", "5", "--horizon", "2", "--cadence",
+                    "1,2", "--update"), "staleness.csv"),
 }
 
 
@@ -106,3 +111,10 @@ def test_a_killed_command_resumes_with_no_finished_unit_recomputed(
     reference = tmp_path / "reference"
     assert sweval_cli(*argv, "--output", reference, "--cache", tmp_path / "fresh") == 0
     assert (out / table).read_bytes() == (reference / table).read_bytes()
+    if command == "retraining":  # the cadences' values too (their seconds are each fit's own)
+        import pandas as pd
+
+        timings = ["fit_s", "update_s"]
+        pd.testing.assert_frame_equal(pd.read_csv(out / "cadence.csv").drop(columns=timings),
+                                      pd.read_csv(reference / "cadence.csv").drop(columns=timings))
+        assert len(stored_keys(store)) > 3 * 5  # served and updated units beside the fits
