@@ -61,7 +61,8 @@ def claim(directory: str | Path, *, option: str = "--output") -> Path:
         if written_by_sweval(directory):
             return directory
         try:
-            entries = sorted(entry.name for entry in directory.iterdir())
+            entries = sorted(entry.name for entry in directory.iterdir()
+                             if not _claim_in_progress(entry.name))
         except OSError as exc:
             raise SwevalError(f"{directory}: cannot read the output directory ({exc}).") from exc
         if entries:
@@ -77,6 +78,13 @@ def claim(directory: str | Path, *, option: str = "--output") -> Path:
     except OSError as exc:
         raise SwevalError(f"{directory}: cannot prepare the output directory ({exc}).") from exc
     return directory
+
+
+def _claim_in_progress(name: str) -> bool:
+    """Whether ``name`` is the manifest another command is writing as it claims the same new
+    directory (step 1's temporary name): the directory is SW-EVAL's, and the lock decides."""
+    found = _TEMPORARY.fullmatch(name)
+    return found is not None and found[1] == MANIFEST
 
 
 #: The record each command writes into its output directory, and a key only SW-EVAL's has:

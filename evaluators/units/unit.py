@@ -65,6 +65,7 @@ CORE_MODULES = (
     "algorithms/ranking_kernels.py",
     "algorithms/row_chunks.py",
     "algorithms/scores.py",
+    "algorithms/train_data.py",  # the training data every model is fitted on
     "data/ids.py",  # code order breaks ties; data fingerprints hash raw ids, not codes
     "data/log.py",
     "evaluators/units/engine.py",

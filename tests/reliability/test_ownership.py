@@ -251,6 +251,25 @@ def test_a_refused_output_names_what_it_holds(
     assert "not an SW-EVAL output directory" in error and "config.json" in error
 
 
+def test_an_output_another_run_is_claiming_is_sweval_s(tmp_path: Path) -> None:
+    """Two runs given one new --output at once: the second found the first's directory with only
+    its manifest's temporary file in it and refused it as a user's ("not an SW-EVAL output
+    directory") instead of saying that another run is writing there. It is SW-EVAL's; anything
+    else beside it is still refused."""
+    from sweval.evaluators.run.output_dir import MANIFEST, claim, written_by_sweval
+
+    directory = tmp_path / "out"
+    directory.mkdir()
+    (directory / f".{MANIFEST}.k2gw7tn2.tmp").write_text("being written")
+    assert claim(directory) == directory and written_by_sweval(directory)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / f".{MANIFEST}.k2gw7tn2.tmp").write_text("being written")
+    (other / "notes.txt").write_text("a user's")
+    with pytest.raises(SwevalError, match="notes.txt"):
+        claim(other)
+
+
 # ---------------------------------------------------------------------- one set
 class Killed(BaseException):
     """What a kill does to a publication: it stops where it is."""
