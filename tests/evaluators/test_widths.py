@@ -11,19 +11,11 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau
 from sweval_testing import DAY, T0, sweval_cli
+from test_retraining import ROWS  # its hand-built log: (user, item, day, hour)
 
 import sweval
 from sweval.data.errors import SwevalError
 from sweval.evaluators.experiments.widths import kendall_table, widths_table
-
-#: (user, item, day, hour): test_retraining's hand-built log.
-ROWS = [
-    ("u1", "a", 0, 1), ("u2", "a", 0, 2), ("u3", "a", 0, 3), ("u4", "b", 0, 4),
-    ("u5", "b", 1, 1), ("u6", "c", 1, 2),
-    ("u4", "a", 2, 1), ("u5", "c", 2, 2), ("u2", "c", 2, 3), ("u3", "c", 2, 4), ("u6", "a", 2, 5),
-    ("u1", "c", 3, 1), ("u4", "c", 3, 2), ("u2", "b", 3, 3), ("u7", "a", 3, 4), ("u5", "a", 3, 5),
-    ("u1", "b", 4, 1), ("u3", "b", 4, 2), ("u7", "c", 4, 3), ("u6", "d", 4, 4),
-]
 
 
 def hand_log() -> pd.DataFrame:
