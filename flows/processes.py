@@ -62,7 +62,7 @@ _detached: set[int] = set()
 
 #: Seconds a stopped command gets to unwind (finally blocks, MLflow's runs marked KILLED, its
 #: children stopped) before it ends at once (:func:`_end_at_deadline`).
-STOP_DEADLINE_S = 3.0
+STOP_DEADLINE_S = 2.0
 #: When the command ends at once whatever it is doing (``time.monotonic()``), once stopped.
 _deadline_at: float | None = None
 

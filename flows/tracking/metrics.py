@@ -77,10 +77,23 @@ def per_fold_table(results: pd.DataFrame) -> pd.DataFrame:
     """One row per fold, one column per MLflow metric key (an algorithm's slice of the table)."""
     if results.empty:
         return pd.DataFrame()
+    return next(iter(per_fold_tables(results).values()))
+
+
+def per_fold_tables(results: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """:func:`per_fold_table` of each (algorithm, stratum) slice, pivoted once for all of them:
+    a run of 500 strata has 1,000 slices, and a pivot each took 17 s."""
+    if results.empty:
+        return {}
     frame = results.copy()
     frame["key"] = [metric_key(m, k) for m, k in zip(frame["metric"], frame["k"], strict=True)]
-    wide = frame.pivot_table(index="fold", columns="key", values="value", aggfunc="first",
-                             dropna=False)
-    info = frame.groupby("fold")[["t_start", "t_end", "n_eligible", "skipped"]].first()
-    ordered = list(dict.fromkeys(frame["key"]))
-    return info.join(wide[[c for c in ordered if c in wide.columns]]).reset_index()
+    ids = ["algorithm", "stratum"]
+    wide = frame.groupby([*ids, "fold", "key"])["value"].first().unstack("key")
+    info = frame.groupby([*ids, "fold"])[["t_start", "t_end", "n_eligible", "skipped"]].first()
+    table = info.join(wide)
+    tables = {}
+    for ident, part in frame.groupby(ids, sort=False):
+        ordered = list(dict.fromkeys(part["key"]))
+        rows = table.xs(ident, level=ids)
+        tables[ident] = rows[[*info.columns, *ordered]].reset_index()
+    return tables

@@ -98,7 +98,7 @@ class RunTracking(Hook):
                 if record is not None:
                     devices[label] = record["device"]
         try:
-            self.tracker.log_rows(rows)
+            self.tracker.log_rows(rows, devices)
             self.tracker.set_devices(devices)
         except SwevalError as exc:  # keep computing; finish() logs everything or fails
             _log.warning("MLflow logging deferred to the end of the run: %s", exc)

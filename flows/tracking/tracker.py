@@ -34,7 +34,7 @@ from sweval.flows.tracking.metrics import (
     MAX_BATCH,
     fold_metrics,
     key_part,
-    per_fold_table,
+    per_fold_tables,
     summary_metrics,
 )
 from sweval.flows.tracking.models import finalize_models, linked, model_of
@@ -54,11 +54,18 @@ _log = logging.getLogger(__name__)
 
 #: Seconds of a stopped command's time kept for its exit when marking child runs KILLED
 #: (:meth:`Tracker.fail`): Prefect's flow run reported crashed, the temporary server stopped.
-STOP_RESERVE_S = 1.5
+STOP_RESERVE_S = 1.0
 
 
 def _child_name(algorithm: str, stratum: str) -> str:
     return algorithm if stratum == "all" else f"{algorithm} [{stratum}]"
+
+
+def _slices(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
+    """A table's rows of each (algorithm, stratum), split once (not filtered once a child)."""
+    if frame.empty:
+        return {}
+    return dict(iter(frame.groupby(["algorithm", "stratum"], sort=False)))
 
 
 def _now_ms() -> int:
@@ -119,6 +126,9 @@ class Tracker:
         #: one logs it no second time
         self.summaries: dict[str, dict[str, float]] = {}
         self.devices_tagged: set[str] = set()
+        self.children_tagged: set[str] = set()  # children with their ``sweval.device`` tag
+        self.state_changed = False  # children created since the state file was written
+        self.artifact_uris: dict[str, str] = {}  # a child's, so logging a file needs no lookup
         self.seconds = 0.0  # time spent in MLflow calls, for the report
         self.broken: Exception | None = None  # a call that failed (after MLflow's retries)
 
@@ -291,6 +301,7 @@ class Tracker:
             if ident in self.children:  # two children for one algorithm: keep the first
                 continue
             self.children[ident] = run.info.run_id
+            self.artifact_uris[run.info.run_id] = run.info.artifact_uri
             history = self.client.get_metric_history(run.info.run_id, "n_eligible")
             self.logged[run.info.run_id] = {int(m.step) for m in history}
             self.summaries[run.info.run_id] = dict(run.data.metrics)
@@ -310,10 +321,11 @@ class Tracker:
             )
             run_id = run.info.run_id
             self.children[ident] = run_id
+            self.artifact_uris[run_id] = run.info.artifact_uri
             self.logged[run_id] = set()
             self._log_params_and_tags(run_id, algorithm_params(self.config, algorithm), {}, {})
             self.state.setdefault("children", {})[f"{algorithm}|{stratum}"] = run_id
-            write_state(self.state_path, self.state)
+            self.state_changed = True
         return self.children[ident]
 
     def _model(self, algorithm: str, stratum: str, run_id: str) -> str | None:
@@ -324,13 +336,16 @@ class Tracker:
         return self.models[ident]
 
     # ---------------------------------------------------------------- logging
-    def log_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Log the stepped metrics of result rows (SPEC §8 rows or ``results.csv`` rows).
+    def log_rows(self, rows: Iterable[Mapping[str, Any]],
+                 devices: Mapping[str, str] | None = None) -> int:
+        """Log the stepped metrics of result rows (SPEC §8 rows or ``results.csv`` rows), and
+        tag each child not tagged yet with its algorithm's device, from ``devices``, in the
+        same call (:meth:`set_devices` then tags the rest).
 
         Folds a child already holds are left alone, so calling this twice with the same rows
         (or after a crash) never duplicates a step. Returns how many (child, fold) were logged.
         """
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, RunTag
 
         started = time.perf_counter()
         grouped: dict[tuple[str, str], dict[int, list[Mapping[str, Any]]]] = defaultdict(
@@ -361,11 +376,19 @@ class Tracker:
                     pending.append(fold)
                     n_logged += 1
                 if batch:
-                    self.client.log_batch(run_id, metrics=batch)
+                    device = (devices or {}).get(algorithm)
+                    tags = ([RunTag("sweval.device", device)]
+                            if device is not None and run_id not in self.children_tagged else [])
+                    self.client.log_batch(run_id, metrics=batch, tags=tags)
                     done.update(pending)
+                    if tags:
+                        self.children_tagged.add(run_id)
         except Exception as exc:
             raise self._error(exc) from exc
         finally:
+            if self.state_changed:  # the children created: one write, not one a child
+                write_state(self.state_path, self.state)
+                self.state_changed = False
             self.seconds += time.perf_counter() - started
         return n_logged
 
@@ -378,8 +401,9 @@ class Tracker:
             for key, value in parent_device_tags({algorithm: device}):
                 self.client.set_tag(self.parent_run_id, key, value)
             for (name, _stratum), run_id in self.children.items():
-                if name == algorithm:
+                if name == algorithm and run_id not in self.children_tagged:
                     self.client.set_tag(run_id, "sweval.device", device)
+                    self.children_tagged.add(run_id)
             self.devices_tagged.add(algorithm)
         self.seconds += time.perf_counter() - started
 
@@ -409,10 +433,11 @@ class Tracker:
                        if path.name == "tuning.csv" and path.exists()), None)
         try:
             now = _now_ms()
+            summaries = _slices(summary)
+            slices = _slices(results)
+            per_fold = per_fold_tables(results)
             for (algorithm, stratum), run_id in self.children.items():
-                part = summary[
-                    (summary["algorithm"] == algorithm) & (summary["stratum"] == stratum)
-                ]
+                part = summaries.get((algorithm, stratum), summary.iloc[:0])
                 metrics = summary_metrics(part, now)
                 if stratum == "all":  # --horizon, --cadence: curves against age and cadence
                     metrics += retraining_metrics(files, algorithm, now)
@@ -429,10 +454,9 @@ class Tracker:
                     self.client.log_batch(run_id, metrics=first, tags=tags)
                 for lo in range(0, len(rest), MAX_BATCH):
                     self.client.log_batch(run_id, metrics=rest[lo : lo + MAX_BATCH])
-                mine = results[
-                    (results["algorithm"] == algorithm) & (results["stratum"] == stratum)
-                ]
-                self._log_frame(run_id, per_fold_table(mine), "per_fold.csv")
+                mine = slices.get((algorithm, stratum), results.iloc[:0])
+                self._log_frame(run_id, per_fold.get((algorithm, stratum), pd.DataFrame()),
+                                "per_fold.csv")
                 inputs = [self.data_input]  # the log, then (SW-EVAL) each fold's window
                 if self.mode in ("batch", "rolling") and len(mine):
                     inputs += fold_inputs(
@@ -515,7 +539,18 @@ class Tracker:
         ))
 
     def _log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
+        """Log ``frame`` as the CSV artifact ``name``. A child's artifact store is known from
+        its creation: ``MlflowClient.log_artifact`` would fetch the whole run to find it (14 ms
+        a child on a local SQLite store)."""
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+        from mlflow.utils.uri import add_databricks_profile_info_to_artifact_uri
+
         with tempfile.TemporaryDirectory(prefix="sweval-mlflow-") as tmp:
             path = Path(tmp) / name
             frame.to_csv(path, index=False, float_format="%.10g")
-            self.client.log_artifact(run_id, str(path))
+            uri = self.artifact_uris.get(run_id)
+            if uri is None:
+                self.client.log_artifact(run_id, str(path))
+            else:
+                uri = add_databricks_profile_info_to_artifact_uri(uri, self.uri)
+                get_artifact_repository(uri, tracking_uri=self.uri).log_artifact(str(path))

@@ -163,11 +163,11 @@ def test_mlflow_outage_during_the_run_is_caught_up_at_the_end(
     calls = {"n": 0}
     original = Tracker.log_rows
 
-    def flaky(self, rows):
+    def flaky(self, rows, devices=None):
         calls["n"] += 1
         if calls["n"] == 2:  # the first fold's live logging
             raise SwevalError("MLflow tracking at ...: database is locked")
-        return original(self, rows)
+        return original(self, rows, devices)
 
     monkeypatch.setattr(Tracker, "log_rows", flaky)
     monkeypatch.setattr(run_hook, "TRACKING_INTERVAL_S", 0.0)  # every fold logged as it ends
@@ -188,9 +188,9 @@ def test_finished_folds_reach_mlflow_whatever_the_logging_interval(
     calls = {"n": 0}
     original = Tracker.log_rows
 
-    def counted(self, rows):
+    def counted(self, rows, devices=None):
         calls["n"] += 1
-        return original(self, rows)
+        return original(self, rows, devices)
 
     monkeypatch.setattr(Tracker, "log_rows", counted)
     monkeypatch.setattr(run_hook, "TRACKING_INTERVAL_S", interval)
