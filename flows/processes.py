@@ -246,6 +246,57 @@ def stop_children_on_signals() -> None:
     sys.unraisablehook = _redeliver_dropped_stop
     atexit.register(stop_descendants)
     _installed = True
+    _watch_arrivals()
+
+
+#: Whether a stop signal's arrival arms the deadline (:func:`_watch_arrivals`); off where the
+#: command's own handler paces its stop (:func:`handler_paces_the_stop`).
+_arm_on_arrival = True
+
+
+def _watch_arrivals() -> None:
+    """Arm the stop's deadline when a stop signal arrives, not when its handler runs.
+
+    Python runs a signal's handler in the main thread between two bytecodes: a main thread in
+    a long C call (SQLite's commit waiting on a loaded disk's ``fsync``) runs it seconds late,
+    and the deadline, armed by the handler, started late with it (one CI run ended 5.6 s after
+    its SIGTERM). The interpreter's C-level handler writes the signal's number to the wakeup
+    file descriptor at once (:func:`signal.set_wakeup_fd`); a daemon thread reading it arms
+    the deadline then. Where the descriptor cannot be set, the handler arms it, as before."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read_end)
+        os.close(write_end)
+        return
+    threading.Thread(target=_on_arrival, args=(read_end,), name="sweval-stop-arrival",
+                     daemon=True).start()
+
+
+def _on_arrival(read_end: int) -> None:
+    global _received
+    while True:
+        try:
+            numbers = os.read(read_end, 64)
+        except OSError:
+            return
+        if not numbers:
+            return
+        for signum in numbers:
+            if signum in STOP_SIGNALS and _arm_on_arrival:
+                if _received is None:
+                    _received = signum
+                _arm_deadline(signum)
+
+
+def handler_paces_the_stop() -> None:
+    """The command's own signal handlers decide when it ends (``sweval serve``'s wait for its
+    flow runs to unwind, :func:`stop_children_first`): a signal's arrival no longer arms the
+    deadline; the handler's :class:`Stopped` does."""
+    global _arm_on_arrival
+    _arm_on_arrival = False
 
 
 def detach(pid: int) -> None:

@@ -106,7 +106,7 @@ def serve(
 
     from prefect.runner import Runner
 
-    from sweval.flows.processes import STOP_SIGNALS
+    from sweval.flows.processes import STOP_SIGNALS, handler_paces_the_stop
 
     config = _secret_to_environment(config)
     deployment = build_deployment(config, name=name, cron=cron, timezone=timezone, rolling=rolling)
@@ -116,6 +116,7 @@ def serve(
     # processes are killed with the loop's tasks, before they can unwind: their MLflow runs
     # and Prefect flow runs stayed RUNNING. Each stop signal now lets them unwind first.
     runner.handle_sigterm = _stop  # what its start() installs for SIGTERM
+    handler_paces_the_stop()
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)
     if announce is not None:

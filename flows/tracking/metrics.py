@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,3 +98,17 @@ def per_fold_tables(results: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame
         rows = table.xs(ident, level=ids)
         tables[ident] = rows[[*info.columns, *ordered]].reset_index()
     return tables
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch, as MLflow stamps metrics."""
+    return int(time.time() * 1000)
+
+
+def parent_device_tags(devices: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The parent run's tags of where each algorithm ran: ``sweval.device.<algorithm>``, and
+    ``sweval.als_device`` for ALS."""
+    tags = [(f"sweval.device.{key_part(name)}", device) for name, device in devices.items()]
+    if "als" in devices:
+        tags.append(("sweval.als_device", devices["als"]))
+    return tags

@@ -18,36 +18,17 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.wording import shown_uri
 from sweval.flows.tracking.client import (
-    active_run,
-    artifact_root,
-    backing_store,
-    check_answers,
-    ensure_experiment,
-    experiment_name,
-    open_client,
-    resolve_tracking_uri,
     said,
     stopped_answering,
 )
-from sweval.flows.tracking.inputs import FOLD_COLUMNS, fold_dataset, fold_inputs, log_input
-from sweval.flows.tracking.metrics import (
-    MAX_BATCH,
-    fold_metrics,
-    key_part,
-    per_fold_tables,
-    summary_metrics,
-)
+from sweval.flows.tracking.finish import finish_children, finish_parent
+from sweval.flows.tracking.inputs import fold_dataset
+from sweval.flows.tracking.metrics import MAX_BATCH, fold_metrics, parent_device_tags
 from sweval.flows.tracking.models import finalize_models, linked, model_of
-from sweval.flows.tracking.note import NOTE_TAG, run_note
 from sweval.flows.tracking.records import (
-    STATE_FILE,
     algorithm_params,
-    parent_params_and_tags,
-    read_state,
     write_state,
 )
-from sweval.flows.tracking.retraining import retraining_metrics, retraining_rows
-from sweval.flows.tracking.view import publish_view
 
 _log = logging.getLogger(__name__)
 
@@ -59,26 +40,6 @@ STOP_RESERVE_S = 1.0
 
 def _child_name(algorithm: str, stratum: str) -> str:
     return algorithm if stratum == "all" else f"{algorithm} [{stratum}]"
-
-
-def _slices(frame: pd.DataFrame) -> dict[tuple[str, str], pd.DataFrame]:
-    """A table's rows of each (algorithm, stratum), split once (not filtered once a child)."""
-    if frame.empty:
-        return {}
-    return dict(iter(frame.groupby(["algorithm", "stratum"], sort=False)))
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def parent_device_tags(devices: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The parent run's tags of where each algorithm ran: ``sweval.device.<algorithm>``, and
-    ``sweval.als_device`` for ALS."""
-    tags = [(f"sweval.device.{key_part(name)}", device) for name, device in devices.items()]
-    if "als" in devices:
-        tags.append(("sweval.als_device", devices["als"]))
-    return tags
 
 
 # ------------------------------------------------------------------------------------- the tracker
@@ -162,86 +123,17 @@ class Tracker:
             SilentTracker: a tracking server that accepts connections and does not answer.
             SwevalError: the tracking store cannot be reached or written.
         """
-        started = time.perf_counter()
-        uri = resolve_tracking_uri(config)
-        check_answers(uri)  # seconds, not MLflow's minutes of timeouts and retries
-        try:
-            client = open_client(uri)
-            experiment_id = ensure_experiment(client, experiment_name(config), artifact_root(uri))
-            state_path = Path(config.output) / STATE_FILE
-            state = read_state(state_path)
-            parent = None
-            if (
-                state.get("key") == key
-                and state.get("store", state.get("tracking_uri")) == shown_uri(backing_store(uri))
-                and state.get("experiment_id") == experiment_id
-            ):
-                parent = active_run(client, state.get("parent_run_id"))
-            reused = parent is not None
-            if parent is None:
-                stamp = time.strftime("%Y%m%dT%H%M", time.gmtime())
-                prefix = "rolling-" if mode == "rolling" else ""
-                parent = client.create_run(
-                    experiment_id,
-                    run_name=f"{prefix}{config.dataset_name}-{stamp}",
-                    tags={"sweval.run_key": key, "sweval.mode": mode},
-                )
-                state = {
-                    "key": key,
-                    "tracking_uri": shown_uri(uri),  # never a password in a file
-                    "store": shown_uri(backing_store(uri)),
-                    "experiment_id": experiment_id,
-                    "parent_run_id": parent.info.run_id,
-                    "children": {},
-                }
-                write_state(state_path, state)
-            tracker = cls(
-                client,
-                uri=uri,
-                experiment_id=experiment_id,
-                parent_run_id=parent.info.run_id,
-                state_path=state_path,
-                state=state,
-                config=config,
-                mode=mode,
-                fingerprint=fingerprint,
-                source=source,
-                data_input=log_input(config, fingerprint=fingerprint, source=source,
-                                     profile=profile),
-                run_name=parent.info.run_name or "",
-            )
-            if reused:
-                client.update_run(parent.info.run_id, status="RUNNING")
-                tracker._find_children()
-                if state.get("tracking_uri") != shown_uri(uri):  # the same store, reached
-                    state["tracking_uri"] = shown_uri(uri)  # another way (`sweval up`'s server)
-                    write_state(state_path, state)
-            params, tags = parent_params_and_tags(
-                config, key=key, fingerprint=fingerprint, source=source, mode=mode,
-                flow_run_id=flow_run_id, flow_run_name=flow_run_name,
-            )
-            tracker._describe_parent(params, tags, dict(parent.data.params) if reused else {})
-            client.log_inputs(tracker.parent_run_id, datasets=[tracker.data_input])
-            if config.system_metrics:
-                tracker._start_system_metrics(resume=reused)
-        except SwevalError:
-            raise
-        except Exception as exc:  # a server that went mute since check_answers: deferred too
-            raise stopped_answering(uri, exc) or SwevalError(
-                shown_uri(f"MLflow tracking at {uri}: {said(exc)}")) from exc
-        tracker.seconds += time.perf_counter() - started
-        _log.info(
-            "MLflow: %s parent run %s in experiment %s at %s",
-            "reopened" if reused else "created", tracker.parent_run_id, experiment_id,
-            shown_uri(uri),
-        )
-        return tracker
+        from sweval.flows.tracking.opening import open_tracker
+
+        return open_tracker(cls, config, key=key, fingerprint=fingerprint, source=source,
+                            mode=mode, flow_run_id=flow_run_id, flow_run_name=flow_run_name,
+                            profile=profile)
 
     @property
     def run_url_hint(self) -> str:
         return f"#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
 
-    def _start_system_metrics(self, *, resume: bool) -> None:
+    def start_system_metrics(self, *, resume: bool) -> None:
         """MLflow's system metrics (``system/cpu_utilization_percentage``, ...) on the parent
         run, sampled by a thread of MLflow until :meth:`finish` or :meth:`fail`."""
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
@@ -251,12 +143,12 @@ class Tracker:
         )
         self.system_metrics.start()
 
-    def _stop_system_metrics(self) -> None:
+    def stop_system_metrics(self) -> None:
         if self.system_metrics is not None:
             self.system_metrics.finish()
             self.system_metrics = None
 
-    def _describe_parent(
+    def describe_parent(
         self, params: Mapping[str, str], tags: Mapping[str, str], existing: Mapping[str, str]
     ) -> None:
         """Log the parent run's params (those not in ``existing``), tags and configuration."""
@@ -286,7 +178,7 @@ class Tracker:
                 run_id, params=new_params[i : i + 100], tags=tag_list[i : i + 100]
             )
 
-    def _find_children(self) -> None:
+    def find_children(self) -> None:
         """The children of a reopened parent and the folds each already holds."""
         runs = self.client.search_runs(
             [self.experiment_id],
@@ -424,72 +316,13 @@ class Tracker:
         the artifacts that may still be being written when this starts (the report): it is
         called just before they are logged. Each child's summaries and device tag go in one
         ``log_batch``, the parent's tags in another (each call a round trip to the server)."""
-        from mlflow.entities import RunTag
-
         self.log_rows(results.to_dict("records"))
         started = time.perf_counter()
         files = [Path(path) for path in files]
-        tuning = next((pd.read_csv(path) for path in files
-                       if path.name == "tuning.csv" and path.exists()), None)
         try:
-            now = _now_ms()
-            summaries = _slices(summary)
-            slices = _slices(results)
-            per_fold = per_fold_tables(results)
-            for (algorithm, stratum), run_id in self.children.items():
-                part = summaries.get((algorithm, stratum), summary.iloc[:0])
-                metrics = summary_metrics(part, now)
-                if stratum == "all":  # --horizon, --cadence: curves against age and cadence
-                    metrics += retraining_metrics(files, algorithm, now)
-                logged = self.summaries.get(run_id, {})
-                metrics = linked([m for m in metrics if logged.get(m.key) != m.value],
-                                 self.models.get((algorithm, stratum)),
-                                 (self.config.dataset_name, self.fingerprint))
-                tags = ([RunTag("sweval.device", devices[algorithm])]
-                        if algorithm in devices else [])
-                if "fallback" in part and part["fallback"].notna().any():  # --cold-users
-                    tags.append(RunTag("sweval.fallback", str(part["fallback"].dropna().iloc[0])))
-                first, rest = metrics[:MAX_BATCH], metrics[MAX_BATCH:]
-                if first or tags:  # the device tag goes with the summaries
-                    self.client.log_batch(run_id, metrics=first, tags=tags)
-                for lo in range(0, len(rest), MAX_BATCH):
-                    self.client.log_batch(run_id, metrics=rest[lo : lo + MAX_BATCH])
-                mine = slices.get((algorithm, stratum), results.iloc[:0])
-                self._log_frame(run_id, per_fold.get((algorithm, stratum), pd.DataFrame()),
-                                "per_fold.csv")
-                inputs = [self.data_input]  # the log, then (SW-EVAL) each fold's window
-                if self.mode in ("batch", "rolling") and len(mine):
-                    inputs += fold_inputs(
-                        self.config,
-                        mine[list(FOLD_COLUMNS)].drop_duplicates("fold").sort_values("fold"),
-                        fingerprint=self.fingerprint, source=self.source, stratum=stratum)
-                self.client.log_inputs(run_id, datasets=inputs)
-                if tuning is not None and algorithm in set(tuning["algorithm"]):
-                    # a tuned algorithm: which candidate each fold used, and why
-                    chosen = tuning[(tuning["algorithm"] == algorithm)
-                                    & (tuning["stratum"] == stratum)]
-                    self._log_frame(run_id, chosen, "tuning.csv")
-                if stratum == "all":
-                    for name, rows in retraining_rows(files, algorithm).items():
-                        self._log_frame(run_id, rows, name)
-                self.client.set_terminated(run_id, "FINISHED")
-            for path in [*files, *late_files()]:
-                if Path(path).exists():
-                    self.client.log_artifact(self.parent_run_id, str(path))
-            parent_tags = [RunTag(key, value) for key, value in parent_device_tags(devices)]
-            if n_folds is not None:
-                parent_tags.append(RunTag("sweval.n_folds", str(n_folds)))
-            if self.mode in ("batch", "rolling"):
-                parent_tags.append(RunTag(NOTE_TAG,
-                                          run_note(self.config, summary, n_folds=n_folds)))
-            if parent_tags:
-                self.client.log_batch(self.parent_run_id, tags=parent_tags)
-            self.devices_tagged.update(devices)
-            finalize_models(self.client, self.models, "READY")
-            self._stop_system_metrics()
-            self.client.set_terminated(self.parent_run_id, "FINISHED")
-            if comparison_view:
-                publish_view(self.client, self.experiment_id, self.parent_run_id, self.run_name)
+            finish_children(self, results, summary, devices, files)
+            finish_parent(self, summary, devices, files, late_files, n_folds=n_folds,
+                          comparison_view=comparison_view)
         except Exception as exc:
             raise self._error(exc) from exc
         finally:
@@ -512,7 +345,7 @@ class Tracker:
         from sweval.flows.processes import seconds_left
 
         try:
-            self._stop_system_metrics()
+            self.stop_system_metrics()
             self.client.set_terminated(self.parent_run_id, status)
             children = list(self.children.values())
             for done, run_id in enumerate(children):
@@ -538,7 +371,7 @@ class Tracker:
             "and upload the rest."
         ))
 
-    def _log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
+    def log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
         """Log ``frame`` as the CSV artifact ``name``. A child's artifact store is known from
         its creation: ``MlflowClient.log_artifact`` would fetch the whole run to find it (14 ms
         a child on a local SQLite store)."""

@@ -132,3 +132,56 @@ def test_a_stopped_command_ends_within_seconds_whatever_it_is_doing(how: str) ->
     assert process.returncode == 128 + signal.SIGTERM, err
     assert took < 5.0, (took, err)
     assert "interrupted" in err and "Traceback" not in err
+
+
+#: A main thread inside one long C call: SQLite waiting for a lock another process holds (as a
+#: commit waits for a loaded disk's fsync). Python runs the signal's handler only once that
+#: call returns, here after 60 s.
+IN_C = """
+import os, sqlite3, sys
+import typer
+from sweval.flows.cli import app as cli
+
+app = typer.Typer()
+
+@app.command()
+def work(database: str) -> None:
+    connection = sqlite3.connect(database, timeout=60)
+    print("ready", flush=True)
+    connection.execute("BEGIN EXCLUSIVE")  # waits in C for the test's lock
+
+cli.app = app
+sys.argv = ["sweval", sys.argv[1]]
+cli.entry_point()
+"""
+
+
+@pytest.mark.slow
+def test_the_deadline_runs_from_the_signals_arrival_not_from_its_handler(tmp_path) -> None:
+    """The stop's deadline is armed when the signal arrives (the interpreter's wakeup
+    descriptor, read by a thread), so a main thread stuck in C for a minute still ends within
+    seconds, with the signal's status."""
+    import sqlite3
+    import time
+
+    database = tmp_path / "locked.db"
+    holder = sqlite3.connect(database)
+    holder.execute("CREATE TABLE t (x)")
+    holder.commit()
+    holder.execute("BEGIN EXCLUSIVE")
+    process = subprocess.Popen([sys.executable, "-c", IN_C, str(database)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        time.sleep(1.0)  # inside SQLite's wait
+        sent = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+        took = time.monotonic() - sent
+    finally:
+        process.kill()
+        holder.rollback()
+        holder.close()
+    assert process.returncode == 128 + signal.SIGTERM, err
+    assert took < 5.0, (took, err)
+    assert "interrupted: ended 2 s after the stop signal" in err
