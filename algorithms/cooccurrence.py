@@ -89,7 +89,7 @@ class Cooccurrence:
                     n_items: int) -> Cooccurrence:
         """C of a training matrix (compact columns ``item_codes``) over ``n_items`` global items,
         counted item by item (its users' items), in chunks of items on the kernel threads."""
-        from sweval.algorithms.neighbour_kernels import shared_incidence
+        from sweval.algorithms.incidence_kernels import shared_incidence
         from sweval.algorithms.row_chunks import over_row_chunks
 
         n_cols = matrix.shape[1]
@@ -274,7 +274,7 @@ def _merge(a_indptr, a_indices, a_counts, b_indptr, b_indices, b_counts):
 @njit(cache=True, nogil=True)
 def _count_rows(lo, hi, item_indptr, item_users, user_indptr, user_items, item_codes):
     """Rows lo..hi-1 (compact items) of C from the incidence without single-item users
-    (:func:`algorithms.neighbour_kernels.shared_incidence`): each item's users' items counted
+    (:func:`algorithms.incidence_kernels.shared_incidence`): each item's users' items counted
     into a dense array, then read back in column order (a scan when they are many, else a
     sort of the touched columns), in global codes.
 

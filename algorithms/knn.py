@@ -76,7 +76,8 @@ def top_cosines(
 
 #: Largest set size for which :class:`RankedSets` may be used: with every size ≤ K and
 #: 6·K³ < 2⁵³ the float cosines keep the exact order of c²/(a·b), which the ranked kernel relies
-#: on (:func:`algorithms.neighbour_kernels.ranked_cosine_neighbours` gives the proof).
+#: on (:func:`algorithms.ranked_neighbour_kernels.ranked_cosine_neighbours` gives the
+#: proof).
 RANKED_MAX_SIZE = 114_000
 
 
@@ -93,7 +94,7 @@ class RankedSets:
     """
 
     def __init__(self, sets: sp.csr_matrix) -> None:
-        from sweval.algorithms.neighbour_kernels import ranked_postings, size_order
+        from sweval.algorithms.incidence_kernels import ranked_postings, size_order
 
         self.sets = sets
         indptr = sets.indptr.astype(np.int64, copy=False)
@@ -115,7 +116,7 @@ class RankedSets:
     ) -> sp.csr_matrix:
         """Row r holds the ``n`` largest cos(rows[r], s), s ≠ rows[r] (0 keeps all): the same
         matrix as :func:`top_cosines` on these sets, computed rank-wise."""
-        from sweval.algorithms.neighbour_kernels import ranked_cosine_neighbours
+        from sweval.algorithms.ranked_neighbour_kernels import ranked_cosine_neighbours
         from sweval.algorithms.row_chunks import over_row_chunks
 
         sets = self.sets
@@ -182,7 +183,7 @@ class ItemKNN(Algorithm):
     sparse_scores: ClassVar[bool] = True
 
     def _fit(self, train: TrainData) -> None:
-        from sweval.algorithms.neighbour_kernels import shared_incidence
+        from sweval.algorithms.incidence_kernels import shared_incidence
 
         matrix = train.matrix
         n_items = train.n_items
@@ -337,8 +338,8 @@ class UserKNN(Algorithm):
     cost grows with the number of evaluated users, not with all training users squared. The
     users are numbered by size rank (:class:`RankedSets`): each user's most popular item is then
     only read, and the neighbours sharing one item come from the heads of the lists
-    (:func:`algorithms.neighbour_kernels.ranked_cosine_neighbours`); same neighbours, bit for
-    bit, as the plain count.
+    (:func:`algorithms.ranked_neighbour_kernels.ranked_cosine_neighbours`); same neighbours,
+    bit for bit, as the plain count.
     """
 
     name: ClassVar[str] = "user-knn"

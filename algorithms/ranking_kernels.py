@@ -29,9 +29,10 @@ def snap(value: float) -> float:
     return np.rint(value * _SNAP_SCALE) / _SNAP_SCALE
 
 
-# The order itself, defined again in neighbour_kernels.py: numba's disk cache is invalidated only
-# by a change to the file that defines a kernel, so a kernel file calls no compiled code of
-# another file (tests/algorithms/test_knn.py checks that the two copies are the same).
+# The order itself, with a copy in each kernel file that ranks (neighbour_kernels.py,
+# ranked_neighbour_kernels.py, ranking_kernels.py): numba's disk cache is invalidated only by a
+# change to the file that defines a kernel, so a kernel file calls no compiled code of another
+# file (tests/algorithms/test_knn.py checks that the copies are the same).
 @njit(cache=True, nogil=True, inline="always")
 def _comes_before(v1, c1, v2, c2):
     """(v1, c1) ranks before (v2, c2): higher value, or equal value and lower column.

@@ -1,9 +1,9 @@
 """Running a compiled kernel over row chunks in parallel threads.
 
-The kernels (:mod:`algorithms.neighbour_kernels`, :mod:`algorithms.ranking_kernels`) release
-the GIL and compute every row independently: :func:`over_row_chunks` splits the rows into
-contiguous chunks and runs them on a shared thread pool of :func:`kernel_threads` threads. The
-result does not depend on the number of threads. Imports no numba.
+The kernels (:mod:`algorithms.neighbour_kernels`, :mod:`algorithms.ranked_neighbour_kernels`,
+:mod:`algorithms.ranking_kernels`) release the GIL and compute every row independently:
+:func:`over_row_chunks` splits the rows into contiguous chunks and runs them on a shared thread
+pool of :func:`kernel_threads` threads. The result does not depend on the number of threads. Imports no numba.
 """
 
 from __future__ import annotations

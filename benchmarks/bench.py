@@ -644,7 +644,7 @@ def machine() -> str:
 
 # ------------------------------------------------------------------------------ main
 def main() -> None:
-    from sweval.evaluators.config.model import ALL_ALGORITHMS
+    from sweval.evaluators.config.fields import ALL_ALGORITHMS
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="ml,gen")

@@ -28,7 +28,8 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.stats.resampling import Bootstrap
 from sweval.evaluators.stats.significance import with_intervals
-from sweval.evaluators.stats.tuning import Search, tune, tune_metric
+from sweval.evaluators.stats.tuning import tune
+from sweval.evaluators.stats.tuning_candidates import Search, tune_metric
 
 #: The label of the tuned series in ``history.csv``'s ``train_window`` column.
 TUNED_LENGTH = "tuned"

@@ -59,7 +59,8 @@ from sweval.evaluators.stats.significance import (
     override_intervals,
     with_intervals,
 )
-from sweval.evaluators.stats.tuning import optimism, ordered_labels, tune
+from sweval.evaluators.stats.tuning import optimism, tune
+from sweval.evaluators.stats.tuning_candidates import ordered_labels
 from sweval.evaluators.stats.users import UserValues, two_level_summary
 from sweval.evaluators.units.engine import UnitResult
 from sweval.evaluators.units.unit import Unit, UnitFailure

@@ -42,7 +42,7 @@ from sweval.evaluators.protocols.user_strata import (
     UserStrata,
 )
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.stats.tuning import (
+from sweval.evaluators.stats.tuning_candidates import (
     Objective,
     Search,
     ordered_labels,

@@ -17,15 +17,8 @@ import pandas as pd
 
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.results import results_frame
-from sweval.evaluators.stats.tuning import (
-    Search,
-    fold_values,
-    optimism,
-    ordered_labels,
-    searches,
-    tune,
-    tune_metric,
-)
+from sweval.evaluators.stats.tuning import fold_values, optimism, tune
+from sweval.evaluators.stats.tuning_candidates import Search, ordered_labels, searches, tune_metric
 
 #: The hold-out protocols ``sweval compare --tune`` also tunes on (the timeline-blind way).
 HOLDOUT_PROTOCOLS = (

@@ -60,7 +60,9 @@ _ROOT = Path(__file__).resolve().parents[2]
 CORE_MODULES = (
     "algorithms/base.py",
     "algorithms/cooccurrence.py",  # item-kNN's counts on folds advanced in order
+    "algorithms/incidence_kernels.py",
     "algorithms/neighbour_kernels.py",
+    "algorithms/ranked_neighbour_kernels.py",
     "algorithms/ranking.py",
     "algorithms/ranking_kernels.py",
     "algorithms/row_chunks.py",

@@ -1,8 +1,9 @@
 """The evaluation options of ``sweval run``, ``serve`` and ``compare``, generated from EvalConfig.
 
-Each :class:`~sweval.evaluators.config.model.EvalConfig` field is declared once, in the model: type,
-default, validation, ``description`` (the help text) and an optional
-:class:`~sweval.evaluators.config.model.Cli` marker (help panel, flag, text codec). This module turns
+Each :class:`~sweval.evaluators.config.model.EvalConfig` field is declared once, in
+:mod:`sweval.evaluators.config.fields`: type, default, ``description`` (the help text) and an
+optional :class:`~sweval.evaluators.config.text.Cli` marker (help panel, flag, text codec);
+its validation is the model's. This module turns
 the fields into typer options (:func:`with_eval_options`) and the parsed options back into an
 EvalConfig (:func:`build_config`), so a field added to the model is an option of every
 evaluation command with no edit here or in the commands (``sweval inspect``: of every field of
@@ -114,7 +115,7 @@ def _text_type(annotation: Any, where: str) -> Any:
         return annotation
     raise TypeError(
         f"{where}: no command-line form for {annotation!r}; give the field a codec "
-        "(Cli(codec=...) in evaluators/config/model.py)."
+        "(Cli(codec=...) in evaluators/config/fields.py)."
     )
 
 

@@ -23,7 +23,7 @@ from sweval.evaluators.metrics.reachable import ceiling_words
 from sweval.evaluators.run.outputs import Outputs
 from sweval.evaluators.run.results import is_best, largest_strata
 from sweval.evaluators.stats.overlap import overlap_matrix
-from sweval.evaluators.stats.tuning import TUNED
+from sweval.evaluators.stats.tuning_candidates import TUNED
 from sweval.evaluators.wording import (
     NO_INTERVAL,
     interval_text,

@@ -99,7 +99,7 @@ def test_neighbour_kernels_stay_in_their_buffers(lib, monkeypatch, density):
     """The kernels' branch-free stores write one slot past what they keep; run as plain Python
     (numpy checks every index, compiled numba does not), on matrices where a user or item
     overlaps every other one, they give the compiled lists and no IndexError."""
-    from sweval.algorithms import neighbour_kernels
+    from sweval.algorithms import neighbour_kernels, ranked_neighbour_kernels
 
     rng = np.random.default_rng(7)
     cases = [np.ones(shape, dtype=bool) for shape in [(1, 3), (4, 5), (3, 1)]]
@@ -109,8 +109,9 @@ def test_neighbour_kernels_stay_in_their_buffers(lib, monkeypatch, density):
               UserKNN(n_neighbors=0)]
     compiled = [[type(m)(**m.config.model_dump()).fit(lib.train_from_dense(d))
                  .recommend(np.arange(d.shape[0]), 3) for m in models] for d in cases]
-    for name in ("cosine_neighbours", "ranked_cosine_neighbours"):
-        monkeypatch.setattr(neighbour_kernels, name, plain_python(getattr(neighbour_kernels, name)))
+    for module, name in ((neighbour_kernels, "cosine_neighbours"),
+                         (ranked_neighbour_kernels, "ranked_cosine_neighbours")):
+        monkeypatch.setattr(module, name, plain_python(getattr(module, name)))
     for dense, expected in zip(cases, compiled, strict=True):
         train = lib.train_from_dense(dense)
         for model, lists in zip(models, expected, strict=True):
@@ -234,15 +235,20 @@ def test_selection_on_squares_keeps_entries_whose_cosine_ties_after_rounding():
 
 
 def test_the_kernel_files_define_the_same_order():
-    """Each kernel file has its own copy of the order (numba's cache only watches the file that
-    defines a kernel): the copies must not drift apart."""
+    """Each kernel file has its own copy of the order and of the selection helpers it calls
+    (numba's cache only watches the file that defines a kernel): the copies must not drift
+    apart."""
     import inspect
 
-    from sweval.algorithms import neighbour_kernels, ranking_kernels
+    from sweval.algorithms import neighbour_kernels, ranked_neighbour_kernels, ranking_kernels
 
-    source = [inspect.getsource(plain_python(module._comes_before))
-              for module in (neighbour_kernels, ranking_kernels)]
-    assert source[0] == source[1]
+    def source(module, name):
+        return inspect.getsource(plain_python(getattr(module, name)))
+
+    for module in (ranked_neighbour_kernels, ranking_kernels):
+        assert source(module, "_comes_before") == source(neighbour_kernels, "_comes_before")
+    for name in ("_swap", "_select_best", "_reserve"):
+        assert source(ranked_neighbour_kernels, name) == source(neighbour_kernels, name)
 
 
 def spec_user_neighbours(dense: np.ndarray, u: int, n: int) -> list[tuple[int, float]]:
@@ -335,7 +341,7 @@ def test_ranked_sets_fall_back_for_sets_beyond_the_exact_float_bound():
 def test_ranked_postings_list_the_ranks_of_the_holding_sets_ascending(sets):
     """Per element, the ranks (size, index order) of the sets holding it, empty sets ranked
     too: the counting-sort construction against a plain sort."""
-    from sweval.algorithms.neighbour_kernels import ranked_postings, size_order
+    from sweval.algorithms.incidence_kernels import ranked_postings, size_order
 
     indptr = np.concatenate(([0], np.cumsum([len(s) for s in sets]))).astype(np.int64)
     indices = np.array([t for s in sets for t in sorted(s)], dtype=np.int32)
@@ -352,7 +358,7 @@ def test_ranked_postings_list_the_ranks_of_the_holding_sets_ascending(sets):
 def test_shared_incidence_leaves_out_the_rows_of_one_column(rows):
     """Item-kNN's walk arrays: the rows of length ≥ 2, renumbered in order, and per column the
     kept rows holding it; column sizes count every row."""
-    from sweval.algorithms.neighbour_kernels import shared_incidence
+    from sweval.algorithms.incidence_kernels import shared_incidence
 
     indptr = np.concatenate(([0], np.cumsum([len(r) for r in rows]))).astype(np.int32)
     indices = np.array([s for r in rows for s in sorted(r)], dtype=np.int32)

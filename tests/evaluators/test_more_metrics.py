@@ -192,7 +192,7 @@ def test_metrics_selection_and_default(tmp_path):
 
 
 def test_tune_metric_must_be_measured():
-    from sweval.evaluators.stats.tuning import tune_metric
+    from sweval.evaluators.stats.tuning_candidates import tune_metric
 
     config = EvalConfig.build(metrics=["precision"], tune={"item-knn": {"n_neighbors": [5, 10]}})
     with pytest.raises(SwevalError, match="--tune-metric.*add it to --metrics"):

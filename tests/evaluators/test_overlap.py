@@ -11,7 +11,7 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.seeds import expand_seeds, seed_pairs
 from sweval.evaluators.stats.overlap import jaccard, list_overlap, overlap_matrix, overlap_means
-from sweval.evaluators.stats.tuning import ordered_labels
+from sweval.evaluators.stats.tuning_candidates import ordered_labels
 
 
 def slow_jaccard(a, b, k):

@@ -16,7 +16,8 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.evaluate import evaluate_config
 from sweval.evaluators.run.results import results_frame
-from sweval.evaluators.stats.tuning import TUNED, optimism, tune, validation_folds
+from sweval.evaluators.stats.tuning import optimism, tune, validation_folds
+from sweval.evaluators.stats.tuning_candidates import TUNED
 
 GRID = {"item-knn": {"n_neighbors": [5, 50]}}
 A, B = "item-knn(n_neighbors=5)", "item-knn(n_neighbors=50)"
@@ -271,7 +272,7 @@ def test_compare_tunes_on_the_hold_out_protocols_and_evaluates_the_choice_on_the
 
 
 def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
-    from sweval.evaluators.stats.tuning import searches
+    from sweval.evaluators.stats.tuning_candidates import searches
 
     grid = {"item-knn": {"n_neighbors": [5, 10, 20, 40, 80, 160, 320, 640]}}
     draw = lambda seed: searches(config(  # noqa: E731
@@ -287,7 +288,7 @@ def test_random_draws_are_seeded_distinct_grid_points_in_grid_order(tmp_path):
 @pytest.mark.slow
 def test_tpe_steers_only_by_the_windows_before_the_first_test_fold(tmp_path, count_units):
     from sweval.evaluators.run.plan import make_plan
-    from sweval.evaluators.stats.tuning import Search, sample
+    from sweval.evaluators.stats.tuning_candidates import Search, sample
 
     cfg = config(tmp_path, tune={"item-knn": {"n_neighbors": [5, 20, 80, 320]}},
                  tune_sampler="tpe", tune_trials=4, tune_windows=2)
@@ -347,7 +348,7 @@ def test_a_hand_built_log_where_validation_and_test_disagree(tmp_path):
 
 @pytest.mark.slow
 def test_a_value_repeated_in_a_grid_is_one_candidate(tmp_path):
-    from sweval.evaluators.stats.tuning import searches
+    from sweval.evaluators.stats.tuning_candidates import searches
 
     repeated = {"item-knn": {"n_neighbors": [50, 5, 50.0, 5]}}
     found = searches(config(tmp_path, tune=repeated))[0]
@@ -579,7 +580,7 @@ def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
     candidates were built from the defaults (count weighting) and the variant's own parameters
     were lost; listing the algorithm with two different fixed values is ambiguous."""
     from sweval.evaluators.run.plan import algorithm_specs
-    from sweval.evaluators.stats.tuning import searches
+    from sweval.evaluators.stats.tuning_candidates import searches
 
     grid = {"user-knn": {"n_neighbors": [10, 50]}}
     listed = ["pop", 'user-knn(weighting="cosine")']
