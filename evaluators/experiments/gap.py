@@ -56,7 +56,7 @@ from sweval.evaluators.protocols.holdout import (
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.run.driver import Executor, Hook, remember
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data
+from sweval.evaluators.run.sources import load_data
 from sweval.evaluators.units.locks import output_lock
 
 #: The validation sets, in 003's order, with the protocol each one is.

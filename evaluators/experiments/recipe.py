@@ -18,7 +18,7 @@ from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.protocol_runs import ProtocolPlan, protocol_work
 from sweval.evaluators.run.driver import Work
-from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.run.sources import load_data, unit_store
 from sweval.evaluators.units.store import UnitStore
 
 

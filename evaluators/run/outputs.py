@@ -356,7 +356,7 @@ def first_time_rows(context: Rows, fold: Fold, name: str) -> list[dict[str, Any]
     if split.skipped:
         return skipped_rows(split, name, config.k, stratum=FIRST_TIME,  # type: ignore[arg-type]
                             config_hash=plan.key, metrics=config.metrics)
-    from sweval.evaluators.run.plan import scores_cold
+    from sweval.evaluators.run.specs import scores_cold
 
     spec = next(spec for spec in plan.specs if spec.label == name)
     source = name if scores_cold(spec) else ("pop" if config.fallback == "pop" else None)

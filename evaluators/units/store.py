@@ -1,7 +1,7 @@
 """The unit store: finished units under their content-addressed keys, never thrown away.
 
 Layout under the store's directory (the user's cache directory by default, ``--cache`` or
-``$SWEVAL_CACHE`` another: :func:`evaluators.run.plan.store_directory`)::
+``$SWEVAL_CACHE`` another: :func:`evaluators.run.sources.store_directory`)::
 
     CACHEDIR.TAG                says the directory is an SW-EVAL unit store, and its format
                                 (written when the store is created; the Cache Directory Tagging

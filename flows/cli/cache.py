@@ -1,7 +1,7 @@
 """``sweval cache``: look into the unit store and prune it, on request only.
 
 The store (``--cache``, else ``$SWEVAL_CACHE``, else the user's cache directory:
-:func:`evaluators.run.plan.user_store`) keeps every finished unit until the user says
+:func:`evaluators.run.sources.user_store`) keeps every finished unit until the user says
 otherwise::
 
     sweval cache list  [--cache DIR | --output RUN]       one line per unit

@@ -16,7 +16,8 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import REPO, experiment_runs, install_example_plugin, use_plugins
 
-from sweval.evaluators.run.plan import make_plan, unit_store
+from sweval.evaluators.run.plan import make_plan
+from sweval.evaluators.run.sources import unit_store
 
 EXAMPLE = "sweval_recency.models:RecencyPop"
 
