@@ -439,7 +439,7 @@ class EvalConfig(BaseModel):
         name, params = parse_variant(baseline)
         if not params:
             return baseline
-        from sweval.evaluators.units.unit import variant_label
+        from sweval.evaluators.units.algorithm_spec import variant_label
 
         return variant_label(name, params)
 
@@ -489,7 +489,7 @@ class EvalConfig(BaseModel):
             name, params = parse_variant(text)
             validated = {}
             if params:
-                from sweval.evaluators.units.unit import validated_params
+                from sweval.evaluators.units.algorithm_spec import validated_params
 
                 validated = validated_params(name, params)
             written.append(text)

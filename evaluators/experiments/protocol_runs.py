@@ -45,8 +45,9 @@ from sweval.evaluators.run.driver import (
 )
 from sweval.evaluators.run.results import ResultRow, results_frame, skipped_rows, unit_rows
 from sweval.evaluators.stats.users import UserValues
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.units.unit import AlgorithmSpec, Unit, plan_units
+from sweval.evaluators.units.unit import Unit, plan_units
 
 
 @dataclass

@@ -44,13 +44,12 @@ from sweval.evaluators.metrics.measures import measure_chosen, needs_facts, spli
 from sweval.evaluators.metrics.names import DEFAULT_METRICS
 from sweval.evaluators.protocols.splits import Split
 from sweval.evaluators.units.engine import UnitLists, UnitResult
+from sweval.evaluators.units.failures import AlgorithmFailed, UnitFailure
 from sweval.evaluators.units.files import UnitFiles
 from sweval.evaluators.units.serving import FittedModels
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.units.unit import (
-    AlgorithmFailed,
     Unit,
-    UnitFailure,
     compute_unit,
     describe,
     outdated_by_code,

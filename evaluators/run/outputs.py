@@ -62,7 +62,8 @@ from sweval.evaluators.stats.significance import (
 from sweval.evaluators.stats.tuning import optimism, ordered_labels, tune
 from sweval.evaluators.stats.users import UserValues, two_level_summary
 from sweval.evaluators.units.engine import UnitResult
-from sweval.evaluators.units.unit import Unit, UnitFailure
+from sweval.evaluators.units.failures import UnitFailure
+from sweval.evaluators.units.unit import Unit
 
 _log = logging.getLogger(__name__)
 

@@ -47,15 +47,10 @@ from sweval.evaluators.run.specs import (
     window_spec,
 )
 from sweval.evaluators.stats.tuning import Objective, Search, searches, tune_metric
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec, variant_label
+from sweval.evaluators.units.failures import AlgorithmFailed
 from sweval.evaluators.units.serving import plan_served
-from sweval.evaluators.units.unit import (
-    AlgorithmFailed,
-    AlgorithmSpec,
-    Unit,
-    code_version,
-    plan_units,
-    variant_label,
-)
+from sweval.evaluators.units.unit import Unit, code_version, plan_units
 
 _log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.windows import WindowSpec
 from sweval.evaluators.stats.tuning import Search, ordered_labels, searches, with_candidates
-from sweval.evaluators.units.unit import AlgorithmSpec
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 
 
 def window_spec(config: EvalConfig) -> WindowSpec:

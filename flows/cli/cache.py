@@ -56,7 +56,7 @@ def _split_text(split: dict) -> str:
 
 def _changed_params(algorithm: str, params: dict) -> str:
     """The parameters that differ from the algorithm's defaults, or ``defaults``."""
-    from sweval.evaluators.units.unit import canonical_params
+    from sweval.evaluators.units.algorithm_spec import canonical_params
 
     try:
         defaults = canonical_params(algorithm, {})

@@ -114,7 +114,7 @@ def run(
     if silent_api is not None:
         raise evaluated_without(silent_api, cfg)
     if outputs.failed:
-        from sweval.evaluators.units.unit import UnitsFailed
+        from sweval.evaluators.units.failures import UnitsFailed
 
         raise UnitsFailed(outputs.failed)
     if not rolling:  # a scheduled run's new window may be quiet; the next one is evaluated

@@ -293,7 +293,7 @@ def test_a_traceback_is_shown_once_per_algorithm_and_place():
     is one line naming the fold shown; another label, or other frames, keep their traceback."""
     from dataclasses import replace
 
-    from sweval.evaluators.units.unit import UnitFailure
+    from sweval.evaluators.units.failures import UnitFailure
     from sweval.flows.settings import RepeatedFailuresInOneLine
 
     def failure(fold: int, label: str, line: int) -> UnitFailure:
