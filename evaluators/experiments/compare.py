@@ -41,11 +41,12 @@ from sweval.evaluators.experiments.compare_tables import (
 from sweval.evaluators.experiments.comparison import Comparison, write_comparison
 from sweval.evaluators.experiments.protocol_runs import ProtocolRun, protocol_run, protocol_users
 from sweval.evaluators.protocols.holdout import Protocol as EvalProtocol
-from sweval.evaluators.run.driver import Executor, Hook, compute, fail_on, remember
+from sweval.evaluators.run.driver import Executor, Hook, compute, fail_on
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.outputs import needs_users, tables, write_outputs
 from sweval.evaluators.run.plan import Plan
 from sweval.evaluators.run.sources import load_data, unit_store
+from sweval.evaluators.run.work import remember
 from sweval.evaluators.stats.protocol_tuning import tune_comparison
 from sweval.evaluators.stats.significance import (
     Bootstrap,
@@ -181,7 +182,7 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
                     store: UnitStore, known: dict[str, pd.DataFrame]) -> list[Path]:
     """A protocol's own files, published as one set; for ``sw-eval`` exactly those of
     ``sweval run`` (its significance table is kept in ``known``)."""
-    from sweval.evaluators.run.driver import Measurer
+    from sweval.evaluators.run.work import Measurer
 
     try:
         if name == "sw-eval":

@@ -32,10 +32,10 @@ from sweval.evaluators.protocols.holdout import (
     parse_protocols,
 )
 from sweval.evaluators.protocols.holdout import Protocol as EvalProtocol
-from sweval.evaluators.run.driver import Work
 from sweval.evaluators.run.plan import Plan, make_plan, run_key
 from sweval.evaluators.run.sources import unit_store
 from sweval.evaluators.run.specs import window_spec
+from sweval.evaluators.run.work import Work
 from sweval.evaluators.units.store import UnitStore
 
 _log = logging.getLogger(__name__)

@@ -38,7 +38,6 @@ from sweval.evaluators.protocols.folds import Fold
 from sweval.evaluators.protocols.splits import cold_users
 from sweval.evaluators.protocols.stratify import group_rows, groups_by_test_policy
 from sweval.evaluators.protocols.user_strata import FIRST_TIME
-from sweval.evaluators.run.driver import Collected, Measurer
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.per_user import FILE as PER_USER_FILE
 from sweval.evaluators.run.per_user import PerUser
@@ -50,6 +49,7 @@ from sweval.evaluators.run.results import (
     summarise,
     unit_rows,
 )
+from sweval.evaluators.run.work import Collected, Measurer
 from sweval.evaluators.stats.overlap import Lists, list_overlap
 from sweval.evaluators.stats.significance import (
     Bootstrap,

@@ -122,7 +122,8 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
     ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series;
     NaN when one of its units fails. Its units go to the run's store (through the driver),
     where the run finds them again."""
-    from sweval.evaluators.run.driver import Measurer, Work, compute, fail_on
+    from sweval.evaluators.run.driver import compute, fail_on
+    from sweval.evaluators.run.work import Measurer, Work
 
     def objective(name: str, params: dict[str, Any]) -> float:
         spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,

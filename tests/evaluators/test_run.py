@@ -10,10 +10,11 @@ from sweval_testing import sweval_cli
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.driver import Driver, Job, compute, compute_group
+from sweval.evaluators.run.driver import Driver, compute, compute_group
 from sweval.evaluators.run.evaluate import Prepared, evaluate_config
 from sweval.evaluators.run.plan import make_plan
 from sweval.evaluators.run.sources import unit_store
+from sweval.evaluators.run.work import Job
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:

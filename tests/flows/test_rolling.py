@@ -157,7 +157,7 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     """A Dask worker loads the log itself: in rolling mode, events appended after the plan's
     horizon do not matter; in batch mode any change is refused."""
     from sweval.data.errors import SwevalError
-    from sweval.evaluators.run import driver
+    from sweval.evaluators.run import work as works
     from sweval.evaluators.run.driver import Driver
     from sweval.evaluators.run.evaluate import prepare
     from sweval.flows.executors import compute_remote
@@ -170,14 +170,14 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     first = run.jobs()[0]
     batch_job = Driver(batch.work, batch.recipe.store()).jobs()[0]
     write_log(frame=full)  # the log grows while the run is going
-    driver._WORKS.clear()  # as on a fresh worker process
+    works._WORKS.clear()  # as on a fresh worker process
     outcome = compute_remote(rolling.recipe, first)
     assert len(outcome.measured) == 2  # pop and pop-n of the first fold
     # measured on the grown log's codes: the command measures the stored units itself instead
     assert outcome.codes != rolling.plan.log.fingerprint()
     run.accept(first, outcome)
     assert len(run.computed) == 2 and run.measured == {}
-    driver._WORKS.clear()
+    works._WORKS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
         compute_remote(batch.recipe, batch_job)
 
