@@ -50,7 +50,8 @@ from sweval.evaluators.protocols import folds as folds_module  # noqa: E402
 from sweval.evaluators.run.driver import Driver, Hook  # noqa: E402
 from sweval.evaluators.run.evaluate import Prepared  # noqa: E402
 from sweval.evaluators.run.outputs import tables, write_outputs  # noqa: E402
-from sweval.evaluators.run.plan import make_plan, unit_store  # noqa: E402
+from sweval.evaluators.run.plan import make_plan  # noqa: E402
+from sweval.evaluators.run.sources import unit_store  # noqa: E402
 
 IMPORT_S = time.perf_counter() - T_START
 

@@ -4,7 +4,7 @@
 
     cache_home()    $XDG_CACHE_HOME/sweval (~/.cache/sweval) on Linux,
                     ~/Library/Caches/sweval on macOS, %LOCALAPPDATA%\\sweval\\Cache on Windows
-      units/        the unit store (evaluators.run.plan.user_store; --cache, $SWEVAL_CACHE win)
+      units/        the unit store (evaluators.run.sources.user_store; --cache, $SWEVAL_CACHE win)
       data/         fetched public datasets (data.datasets; $SWEVAL_DATA_DIR wins)
 
 ``$XDG_CACHE_HOME``, when set, is honoured on every platform (as uv and pip do on Linux): one

@@ -12,7 +12,7 @@ from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.driver import Hook
 from sweval.evaluators.run.evaluate import Prepared, evaluate_config
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.plan import unit_store
+from sweval.evaluators.run.sources import unit_store
 from sweval.evaluators.units.locks import output_lock
 from sweval.flows.cli.progress import ProgressHook
 from sweval.flows.executors import executor_for

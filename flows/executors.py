@@ -1,9 +1,9 @@
 """Executors that run a command's jobs outside its own threads: Prefect tasks (the flow), or a
 Dask cluster (``--task-runner dask``); and which executor a configuration asks for.
 
-Each job goes to its worker as the command's :class:`~evaluators.run.driver.Recipe` and the
+Each job goes to its worker as the command's :class:`~evaluators.run.work.Recipe` and the
 job (group index, labels): the worker makes the work once from the recipe
-(:func:`~evaluators.run.driver.work_of`) and computes the job's units into the command's unit
+(:func:`~evaluators.run.work.work_of`) and computes the job's units into the command's unit
 store (:func:`~evaluators.run.driver.compute_group`). A worker of a cluster that may not share
 the store's file system (``--dask-address``) sends the units' files back; the command writes
 them.
@@ -21,18 +21,8 @@ from typing import Any
 
 from sweval.algorithms.threads import usable_cpus
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.driver import (
-    Done,
-    Driver,
-    Executor,
-    Job,
-    Outcome,
-    Recipe,
-    Sequential,
-    Threads,
-    compute_group,
-    work_of,
-)
+from sweval.evaluators.run.driver import Done, Driver, Executor, Sequential, Threads, compute_group
+from sweval.evaluators.run.work import Job, Outcome, Recipe, work_of
 
 _log = logging.getLogger(__name__)
 

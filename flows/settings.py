@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sweval.evaluators.units.unit import UnitFailure
+    from sweval.evaluators.units.failures import UnitFailure
 
 #: Prefect settings SW-EVAL sets when the environment does not (measured on 2-core machines:
 #: the ephemeral API's 20 s default start timeout is too short there).

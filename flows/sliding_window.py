@@ -46,10 +46,11 @@ from prefect.futures import as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.driver import Done, Driver, Hook, Job, Outcome, Recipe
+from sweval.evaluators.run.driver import Done, Driver, Hook
 from sweval.evaluators.run.evaluate import Prepared, evaluate_config, prepare
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.plan import unit_store
+from sweval.evaluators.run.sources import unit_store
+from sweval.evaluators.run.work import Job, Outcome, Recipe
 from sweval.evaluators.units.locks import output_lock
 from sweval.flows.dask.cluster import LocalDask, require_dask, worker_env
 from sweval.flows.executors import chain_starts, compute_remote, threads_per_job, worker_count

@@ -114,7 +114,7 @@ class EvalConfig(EvalFields):
         name, params = parse_variant(baseline)
         if not params:
             return baseline
-        from sweval.evaluators.units.unit import variant_label
+        from sweval.evaluators.units.algorithm_spec import variant_label
 
         return variant_label(name, params)
 
@@ -164,7 +164,7 @@ class EvalConfig(EvalFields):
             name, params = parse_variant(text)
             validated = {}
             if params:
-                from sweval.evaluators.units.unit import validated_params
+                from sweval.evaluators.units.algorithm_spec import validated_params
 
                 validated = validated_params(name, params)
             written.append(text)

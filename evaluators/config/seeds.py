@@ -16,7 +16,7 @@ from typing import Any
 from sweval.algorithms.registry import ALGORITHMS, algorithm_class
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.text import parse_variant, split_alias
-from sweval.evaluators.units.unit import variant_label
+from sweval.evaluators.units.algorithm_spec import variant_label
 
 #: The names a seed parameter goes by.
 SEED_PARAMETERS = ("seed", "random_state")

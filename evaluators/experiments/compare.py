@@ -21,11 +21,8 @@ by the caller), ``compare.json``; ``sw-eval/`` exactly what ``sweval run`` write
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -34,49 +31,22 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
+from sweval.evaluators.experiments.compare_plan import CompareOptions, CompareRecipe, plan_compare
 from sweval.evaluators.experiments.compare_tables import (
     COMPARE_COLUMNS,
     compare_summary,
     kendall_table,
     leakage_summary,
-    rank_shift,
-    table2,
 )
-from sweval.evaluators.experiments.protocol_runs import (
-    ProtocolPlan,
-    ProtocolRun,
-    plan_protocol,
-    protocol_run,
-    protocol_users,
-    protocol_work,
-)
-from sweval.evaluators.metrics.names import shown_k
-from sweval.evaluators.protocols.holdout import (
-    LOOCV,
-    GivenSplits,
-    LeaveLastBasket,
-    LeaveLastOneOut,
-    RandomSplit,
-    SlidingWindow,
-    TemporalGlobal,
-    TemporalUser,
-    check_loocv_repeats,
-    check_split_seed,
-    for_stratum,
-    parse_protocols,
-)
+from sweval.evaluators.experiments.comparison import Comparison, write_comparison
+from sweval.evaluators.experiments.protocol_runs import ProtocolRun, protocol_run, protocol_users
 from sweval.evaluators.protocols.holdout import Protocol as EvalProtocol
-from sweval.evaluators.run.driver import Executor, Hook, Work, compute, fail_on, remember
+from sweval.evaluators.run.driver import Executor, Hook, compute, fail_on
 from sweval.evaluators.run.output_dir import publish
 from sweval.evaluators.run.outputs import needs_users, tables, write_outputs
-from sweval.evaluators.run.plan import (
-    Plan,
-    load_data,
-    make_plan,
-    run_key,
-    unit_store,
-    window_spec,
-)
+from sweval.evaluators.run.plan import Plan
+from sweval.evaluators.run.sources import load_data, unit_store
+from sweval.evaluators.run.work import remember
 from sweval.evaluators.stats.protocol_tuning import tune_comparison
 from sweval.evaluators.stats.significance import (
     Bootstrap,
@@ -87,117 +57,6 @@ from sweval.evaluators.stats.significance import (
 from sweval.evaluators.stats.users import UserValues
 from sweval.evaluators.units.locks import output_lock
 from sweval.evaluators.units.store import UnitStore
-
-_log = logging.getLogger(__name__)
-
-#: Metrics a ranking can use (one value per k).
-RANK_METRICS = ("recall", "hit_rate", "ndcg")
-#: The files only some comparisons write (with --tune, with two protocols or more, with users
-#: paired between protocols); a comparison that does not write them removes an earlier one's.
-OPTIONAL_FILES = ("tuning.csv", "tuning_protocols.csv", "optimism.csv", "overlap_protocols.csv",
-                  "kendall_scatter.png", "compare.txt", "report.html")
-
-
-@dataclass(frozen=True)
-class CompareOptions:
-    """What ``compare`` adds to ``sweval run``'s options.
-
-    Attributes:
-        protocols: the protocols, in the order given (:data:`evaluators.protocols.holdout.PROTOCOLS`).
-        loocv_repeats: LOOCV repetitions (seeds 0..n−1).
-        split_ratio, split_seed: ``random-split`` and ``temporal-user``'s per-user test share,
-            ``random-split``'s seed.
-        rank_metric: the metric of the rankings, Kendall's τ and the rank shifts.
-    """
-
-    protocols: tuple[str, ...] = ("sw-eval", "loocv", "leave-last-one-out")
-    loocv_repeats: int = 10
-    split_ratio: float = 0.2
-    split_seed: int = 0
-    rank_metric: str = "recall"
-
-    def check(self) -> CompareOptions:
-        """The options, validated (before anything is fitted).
-
-        Raises:
-            SwevalError: an unknown or repeated protocol, or an option out of its range.
-        """
-        protocols = tuple(parse_protocols(list(self.protocols)))
-        check_loocv_repeats(self.loocv_repeats)
-        check_split_seed(self.split_seed)
-        if self.rank_metric not in RANK_METRICS:
-            raise SwevalError(
-                f"--rank-metric {self.rank_metric!r}: one of {', '.join(RANK_METRICS)}.")
-        return replace(self, protocols=protocols)
-
-
-@dataclass
-class Comparison:
-    """Everything a comparison produced (see the module docstring for the files).
-
-    Attributes:
-        config: the run's configuration (its ``output`` is the ``sw-eval`` sub-directory).
-        options: the comparison's own options.
-        directory: the comparison's output directory.
-        runs: per protocol, its :class:`~evaluators.experiments.protocol_runs.ProtocolRun`.
-        results: the long table of every protocol (``compare.csv``).
-        summary: per protocol, the macro means with Δ% (``compare_summary.csv``).
-        kendall: τ per protocol pair and k, on the rank metric (``kendall.csv``).
-        leakage: future items pooled over splits (``leakage.csv``).
-        significance: per protocol, the algorithms' paired tests (``significance.csv``).
-        protocol_effect: the leads compared between protocols (``significance_protocols.csv``).
-        log: the log compared on.
-        timings: per protocol, the seconds its units took to compute (built, fitted, ranked,
-            measured; 0 for units reused from the store).
-        mlflow_run_id: the comparison's MLflow parent run, when tracked.
-        overlap: J@k of each protocol's lists against SW-EVAL's (``overlap_protocols.csv``).
-        unit_store: the directory of the unit store the comparison used.
-    """
-
-    config: EvalConfig
-    options: CompareOptions
-    directory: Path
-    runs: dict[str, ProtocolRun]
-    results: pd.DataFrame
-    summary: pd.DataFrame
-    kendall: pd.DataFrame
-    leakage: pd.DataFrame
-    log: InteractionLog
-    unit_store: Path
-    significance: pd.DataFrame = field(default_factory=pd.DataFrame)
-    protocol_effect: pd.DataFrame = field(default_factory=pd.DataFrame)
-    timings: dict[str, float] = field(default_factory=dict)
-    mlflow_run_id: str | None = None
-    overlap: pd.DataFrame = field(default_factory=pd.DataFrame)
-    tuning_tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-
-    @property
-    def protocols(self) -> list[str]:
-        return list(self.options.protocols)
-
-    @property
-    def ks(self) -> list[int]:
-        return list(self.config.k)
-
-    @property
-    def rank_metric(self) -> str:
-        return self.options.rank_metric
-
-    @property
-    def loocv_repeats(self) -> int:
-        return self.options.loocv_repeats
-
-    @property
-    def split_ratio(self) -> float:
-        return self.options.split_ratio
-
-    @property
-    def split_seed(self) -> int:
-        return self.options.split_seed
-
-    @property
-    def leakage_per_split(self) -> pd.DataFrame:
-        return pd.concat([run.leakage for run in self.runs.values()], ignore_index=True)
 
 
 class CompareTracking(Protocol):
@@ -212,148 +71,6 @@ class CompareTracking(Protocol):
 
     def fail(self, status: str) -> None: ...
 
-
-# ---------------------------------------------------------------------- the plan
-@dataclass
-class ComparePlan:
-    """Every protocol's plan: the run's plan (``sw-eval``'s folds, the algorithms), and per
-    protocol its main plan and, with ``--stratify-by``, one per policy."""
-
-    plan: Plan
-    protocols: dict[str, EvalProtocol]
-    keys: dict[str, str]
-    main: dict[str, ProtocolPlan]
-    strata: dict[str, list[ProtocolPlan]]
-
-    @property
-    def plans(self) -> list[ProtocolPlan]:
-        return [plan for name in self.main
-                for plan in (self.main[name], *self.strata.get(name, []))]
-
-    def work(self) -> Work:
-        return protocol_work(self.plans, list(self.plan.config.k))
-
-
-def build_protocol(name: str, config: EvalConfig, options: CompareOptions,
-                   plan: Plan) -> EvalProtocol:
-    """The protocol ``name`` with the options of ``config`` (u_min, relevance, start, ...)."""
-    if name == "sw-eval":
-        return SlidingWindow(plan.folds, config.relevance, splits=plan.splits)
-    if name == "loocv":
-        return LOOCV(repeats=options.loocv_repeats, u_min=config.u_min)
-    if name == "leave-last-one-out":
-        return LeaveLastOneOut(u_min=config.u_min)
-    if name == "temporal-global":
-        spec = window_spec(config)
-        return TemporalGlobal(start=spec.start, train_window_s=spec.train_window_s,
-                              u_min=config.u_min, relevance=config.relevance)
-    if name == "random-split":
-        return RandomSplit(share=options.split_ratio, seed=options.split_seed, u_min=config.u_min)
-    if name == "temporal-user":
-        return TemporalUser(share=options.split_ratio, u_min=config.u_min)
-    if name == "leave-last-basket":
-        return LeaveLastBasket(u_min=config.u_min)
-    raise SwevalError(f"unknown protocol {name!r}")
-
-
-def protocol_key(protocol: EvalProtocol, config: EvalConfig, fingerprint: str) -> str:
-    """A protocol's ``config_hash``: its run key (:func:`~evaluators.run.plan.run_key`) with
-    the protocol's parameters."""
-    from sweval.evaluators.config.text import parse_variant
-
-    names = [parse_variant(entry)[0] for entry in config.algorithms]
-    return run_key(config, fingerprint, names, kind=protocol.name,
-                   extra={"params": protocol.describe()})
-
-
-def plan_compare(config: EvalConfig, options: CompareOptions,
-                 log: InteractionLog | None = None) -> ComparePlan:
-    """Plan every protocol of the comparison (see :class:`ComparePlan`).
-
-    Raises:
-        SwevalError: bad options or data (a basket protocol without baskets, ...).
-    """
-    if config.cold_users or config.stratify_by == "returning":
-        raise SwevalError(
-            "--cold-users / --stratify-by returning: compare's hold-out protocols have no "
-            "first-time users (every evaluated user has training data); run `sweval run "
-            "--cold-users` for SW-EVAL alone, or compare with --stratify-by user-history."
-        )
-    if config.repeats:
-        raise SwevalError(
-            "--repeats: compare's hold-out protocols rank unseen items only; run `sweval run "
-            "--repeats` for SW-EVAL's windows with repeat consumption."
-        )
-    plan = make_plan(config, log)
-    log = plan.log
-    if "leave-last-basket" in options.protocols and log.basket is None:
-        raise SwevalError(
-            f"{log.source}: --protocols leave-last-basket needs the basket or session of "
-            "each transaction; name its column with --basket-col."
-        )
-    names = [spec.label for spec in plan.specs]  # --tune's candidates are variants too
-    protocols = {name: build_protocol(name, config, options, plan) for name in options.protocols}
-    keys = {name: plan.key if name == "sw-eval" else
-            protocol_key(protocol, config, log.fingerprint())
-            for name, protocol in protocols.items()}
-    main, strata = {}, {}
-    users = plan.strata.users if plan.strata is not None else None
-    for name, protocol in protocols.items():
-        main[name] = plan_protocol(log, protocol, names, ks=config.k, params=config.params,
-                                   config_hash=keys[name], user_strata=users,
-                                   u_min=config.u_min)
-        if plan.strata is not None and plan.strata.mode != "users":
-            strata[name] = _stratum_plans(plan, protocol, names, keys[name])
-    return ComparePlan(plan=plan, protocols=protocols, keys=keys, main=main, strata=strata)
-
-
-def _stratum_plans(plan: Plan, protocol: EvalProtocol, names: list[str],
-                   key: str) -> list[ProtocolPlan]:
-    """The protocol on each policy's sub-log (SPEC §6 mode ``subset``); ``sw-eval``'s strata
-    are the run's, so their units are those of ``sweval run --stratify-by``. A stratum the
-    protocol cannot cut (no data of that policy after the cut-off) is left out, with a
-    warning."""
-    assert plan.strata is not None
-    config = plan.config
-    plans = []
-    for label in plan.strata.labels:
-        if protocol.name == "sw-eval":
-            stratum: EvalProtocol = GivenSplits("sw-eval", plan.stratum_splits[label])
-        else:
-            stratum = for_stratum(protocol, plan.log)
-        try:
-            plans.append(plan_protocol(plan.strata.logs[label], stratum, names, ks=config.k,
-                                       params=config.params, config_hash=key, stratum=label))
-        except SwevalError as exc:
-            _log.warning("%s, stratum %s: not evaluated (%s)", protocol.name, label, exc)
-    return plans
-
-
-@dataclass(frozen=True)
-class CompareRecipe:
-    """A comparison's work, made again in another process (a Dask worker)."""
-
-    config: EvalConfig
-    options: CompareOptions
-    fingerprint: str
-    #: the log itself when the caller gave one (a DataFrame of the Python API): a worker cannot
-    #: load it from ``config``, so it travels with the recipe
-    log: InteractionLog | None = field(default=None, compare=False, repr=False)
-
-    def cache_key(self) -> str:
-        text = json.dumps([self.config.model_copy(update={"progress": False}).model_dump_json(),
-                           repr(self.options), self.fingerprint])
-        return hashlib.sha256(text.encode()).hexdigest()
-
-    def store(self) -> UnitStore:
-        return unit_store(self.config)
-
-    def work(self) -> Work:
-        planned = plan_compare(self.config, self.options, self.log)
-        if planned.plan.log.fingerprint() != self.fingerprint:
-            raise SwevalError(f"{self.config.data}: the data changed while the comparison ran; "
-                              "rerun to start over.")
-        return planned.work()
 
 
 # ---------------------------------------------------------------------- the comparison
@@ -465,7 +182,7 @@ def _write_protocol(directory: Path, name: str, run: ProtocolRun, plan: Plan, co
                     store: UnitStore, known: dict[str, pd.DataFrame]) -> list[Path]:
     """A protocol's own files, published as one set; for ``sw-eval`` exactly those of
     ``sweval run`` (its significance table is kept in ``known``)."""
-    from sweval.evaluators.run.driver import Measurer
+    from sweval.evaluators.run.work import Measurer
 
     try:
         if name == "sw-eval":
@@ -529,93 +246,3 @@ def _assemble(config: EvalConfig, options: CompareOptions, directory: Path,
         protocol_effect=compare_protocols(results, settings, order),
         tuning_tables=tuning,
     )
-
-
-def tables_of(comparison: Comparison) -> list[str]:
-    """The tables and figure the comparison publishes besides ``compare.txt`` and
-    ``compare.json`` (see :func:`write_comparison`)."""
-    names = [*_frames(comparison)]
-    return names + (["kendall_scatter.png"] if len(comparison.protocols) >= 2 else [])
-
-
-def _frames(comparison: Comparison) -> dict[str, pd.DataFrame]:
-    frames = {
-        "compare.csv": comparison.results,
-        "compare_summary.csv": comparison.summary,
-        "table2.csv": table2(comparison.summary),
-        "kendall.csv": comparison.kendall,
-        "rank_shift.csv": rank_shift(comparison.summary, comparison.protocols,
-                                     metric=comparison.rank_metric),
-        "leakage.csv": comparison.leakage,
-        "leakage_per_split.csv": comparison.leakage_per_split,
-        "significance.csv": comparison.significance,
-        "significance_protocols.csv": comparison.protocol_effect,
-        **comparison.tuning_tables,
-    }
-    if not comparison.overlap.empty:
-        frames["overlap_protocols.csv"] = comparison.overlap
-    return frames
-
-
-def write_comparison(comparison: Comparison, printed: str = "") -> None:
-    """Publish the comparison's tables, figure, printed text and record as one set."""
-    directory = comparison.directory
-    files = {name: frame.to_csv(index=False, float_format="%.10g").encode()
-             for name, frame in _frames(comparison).items()}
-    scatter = _scatter(comparison)
-    if scatter is not None:
-        files["kendall_scatter.png"] = scatter
-    if printed:
-        files["compare.txt"] = printed.encode()
-    files["compare.json"] = _record(comparison).encode()
-    try:
-        publish(directory, files, run=comparison.config.result_hash(), command="compare",
-                legacy=OPTIONAL_FILES)
-    except OSError as exc:
-        raise SwevalError(f"{directory}: cannot write the comparison ({exc}).") from exc
-
-
-def _scatter(comparison: Comparison) -> bytes | None:
-    """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared."""
-    from sweval.evaluators.report.compare_figures import protocol_scatter
-    from sweval.evaluators.report.figures import figure_png
-
-    if len(comparison.protocols) < 2:
-        return None
-    k = shown_k(comparison.ks)
-    figure = protocol_scatter(comparison.summary, comparison.kendall, comparison.protocols, k,
-                              metric=comparison.rank_metric)
-    return figure_png(figure)
-
-
-def _record(comparison: Comparison) -> str:
-    """``compare.json``: the configuration, the protocols' parameters, the data, devices,
-    seconds, the MLflow run and the unit store."""
-    from sweval.evaluators.run.plan import algorithm_specs
-
-    log = comparison.log
-    options = comparison.options
-    record = {
-        "config": comparison.config.model_dump(),
-        "protocols": {name: run.params for name, run in comparison.runs.items()},
-        "loocv_repeats": options.loocv_repeats,
-        "split_ratio": options.split_ratio,
-        "split_seed": options.split_seed,
-        "rank_metric": options.rank_metric,
-        "data": {
-            "source": log.source, "fingerprint": log.fingerprint(), "n_interactions": len(log),
-            "n_users": log.n_users, "n_items": log.n_items, "t_min": log.t_min,
-            "t_max": log.t_max,
-        },
-        "resolved_params": {
-            spec.label: spec.canonical for spec in algorithm_specs(comparison.config)
-        },
-        "devices": {name: device for run in comparison.runs.values()
-                    for name, device in run.devices.items()},
-        "devices_per_protocol": {name: run.devices for name, run in comparison.runs.items()},
-        "seconds": comparison.timings,
-        "mlflow_run_id": comparison.mlflow_run_id,
-        "unit_store": str(comparison.unit_store.resolve()),
-    }
-    return json.dumps(record, indent=2,
-                      default=lambda v: v.item() if hasattr(v, "item") else str(v))

@@ -54,9 +54,10 @@ from sweval.evaluators.protocols.holdout import (
     TemporalUser,
 )
 from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.run.driver import Executor, Hook, remember
+from sweval.evaluators.run.driver import Executor, Hook
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data
+from sweval.evaluators.run.sources import load_data
+from sweval.evaluators.run.work import remember
 from sweval.evaluators.units.locks import output_lock
 
 #: The validation sets, in 003's order, with the protocol each one is.

@@ -49,7 +49,7 @@ from sweval.evaluators.config.text import parse_variant
 from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.protocols.splits import Split, holdout_split
 from sweval.evaluators.stats.overlap import jaccard
-from sweval.evaluators.units.unit import AlgorithmSpec, variant_label
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec, variant_label
 
 NAME = "leak-severity"
 

@@ -45,9 +45,10 @@ from sweval.evaluators.experiments.protocol_runs import (
 )
 from sweval.evaluators.experiments.recipe import DesignRecipe
 from sweval.evaluators.metrics.names import shown_k
-from sweval.evaluators.run.driver import Executor, Hook, remember
+from sweval.evaluators.run.driver import Executor, Hook
 from sweval.evaluators.run.output_dir import publish
-from sweval.evaluators.run.plan import load_data
+from sweval.evaluators.run.sources import load_data
+from sweval.evaluators.run.work import remember
 from sweval.evaluators.units.locks import output_lock
 from sweval.evaluators.units.store import UnitStore
 

@@ -32,21 +32,13 @@ from sweval.evaluators.protocols.holdout import Protocol
 from sweval.evaluators.protocols.splits import Split, item_first_seen
 from sweval.evaluators.protocols.stratify import group_rows
 from sweval.evaluators.protocols.user_strata import UserStrata
-from sweval.evaluators.run.driver import (
-    Collected,
-    Executor,
-    Hook,
-    Job,
-    Measurer,
-    Outcome,
-    Work,
-    compute,
-    fail_on,
-)
+from sweval.evaluators.run.driver import Executor, Hook, compute, fail_on
 from sweval.evaluators.run.results import ResultRow, results_frame, skipped_rows, unit_rows
+from sweval.evaluators.run.work import Collected, Job, Measurer, Outcome, Work
 from sweval.evaluators.stats.users import UserValues
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.units.unit import AlgorithmSpec, Unit, plan_units
+from sweval.evaluators.units.unit import Unit, plan_units
 
 
 @dataclass
@@ -140,7 +132,7 @@ def plan_protocol(
 
 
 def protocol_work(plans: Sequence[ProtocolPlan], ks: list[int]) -> Work:
-    """The units of ``plans`` as one :class:`~evaluators.run.driver.Work`: a group per split."""
+    """The units of ``plans`` as one :class:`~evaluators.run.work.Work`: a group per split."""
     groups = []
     for plan in plans:
         for position in range(len(plan.splits)):

@@ -1,5 +1,5 @@
 """What leakage and gap share as recipes: an experiment's units made again from its options and
-its data, here or on a Dask worker (:class:`~evaluators.run.driver.Recipe`).
+its data, here or on a Dask worker (:class:`~evaluators.run.work.Recipe`).
 
 A subclass holds its own ``design`` and says which protocol plans the design needs on a log
 (:meth:`DesignRecipe.plans_of`); the key, the store and the work are the same for both.
@@ -17,8 +17,8 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.experiments.protocol_runs import ProtocolPlan, protocol_work
-from sweval.evaluators.run.driver import Work
-from sweval.evaluators.run.plan import load_data, unit_store
+from sweval.evaluators.run.sources import load_data, unit_store
+from sweval.evaluators.run.work import Work
 from sweval.evaluators.units.store import UnitStore
 
 

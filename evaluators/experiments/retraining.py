@@ -42,8 +42,8 @@ import pandas as pd
 from sweval.evaluators.metrics.measures import fold_level
 from sweval.evaluators.metrics.names import UNRANKED
 from sweval.evaluators.protocols.retraining import retrain_folds, serving_fold
-from sweval.evaluators.run.driver import Measurer
 from sweval.evaluators.run.results import unit_rows
+from sweval.evaluators.run.work import Measurer
 from sweval.evaluators.stats.significance import Bootstrap, interval, paired_tests
 from sweval.evaluators.units.engine import UnitResult
 from sweval.evaluators.units.unit import Unit

@@ -31,9 +31,11 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run import rolling as rolling_mode
-from sweval.evaluators.run.driver import Driver, Executor, Hook, Measurer, Work, remember
+from sweval.evaluators.run.driver import Driver, Executor, Hook
 from sweval.evaluators.run.outputs import Outputs, tables, write_outputs
-from sweval.evaluators.run.plan import Plan, load_data, make_plan, unit_store
+from sweval.evaluators.run.plan import Plan, make_plan
+from sweval.evaluators.run.sources import load_data, unit_store
+from sweval.evaluators.run.work import Measurer, Work, remember
 from sweval.evaluators.units.store import UnitStore
 from sweval.evaluators.wording import units_line
 

@@ -7,29 +7,24 @@
     store = unit_store(config)      --cache, $SWEVAL_CACHE, else the user's cache directory
 
 The driver (:mod:`evaluators.run.driver`) computes the units the store lacks; a unit already in
-the store is never recomputed, whichever command or run computed it.
+the store is never recomputed, whichever command or run computed it. The log and the store come
+from :mod:`evaluators.run.sources`, the checked options from :mod:`evaluators.run.specs`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sweval.data.durations import parse_duration, parse_time
 from sweval.data.errors import SwevalError
 from sweval.data.items import ItemFeatures, load_items
-from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
-from sweval.data.user_dirs import cache_home
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.config.text import parse_variant, split_alias
 from sweval.evaluators.protocols.folds import Fold, build_folds
 from sweval.evaluators.protocols.retraining import cadence_pairs, served_pairs
 from sweval.evaluators.protocols.splits import Split, cold_split, fold_splits
@@ -41,30 +36,23 @@ from sweval.evaluators.protocols.user_strata import (
     USER_HISTORY,
     UserStrata,
 )
-from sweval.evaluators.protocols.windows import WindowSpec
-from sweval.evaluators.stats.tuning_candidates import (
-    Objective,
-    Search,
-    ordered_labels,
-    searches,
-    tune_metric,
-    with_candidates,
+from sweval.evaluators.run.sources import load_data, policy_column, unit_store
+from sweval.evaluators.run.specs import (
+    algorithm_specs,
+    check_baseline,
+    check_repeats,
+    cold_specs,
+    scores_seen,
+    unused_tuning_options,
+    window_spec,
 )
+from sweval.evaluators.stats.tuning_candidates import Objective, Search, searches, tune_metric
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec, variant_label
+from sweval.evaluators.units.failures import AlgorithmFailed
 from sweval.evaluators.units.serving import plan_served
-from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.units.unit import (
-    AlgorithmFailed,
-    AlgorithmSpec,
-    Unit,
-    code_version,
-    plan_units,
-    variant_label,
-)
+from sweval.evaluators.units.unit import Unit, code_version, plan_units
 
 _log = logging.getLogger(__name__)
-
-#: Where units go without --cache: the environment's store, else the user's (user_store).
-CACHE_ENV = "SWEVAL_CACHE"
 
 
 @dataclass(frozen=True)
@@ -129,163 +117,13 @@ class Plan:
         return any(spec.warm_starts for spec in self.specs)
 
 
-def user_store() -> Path:
-    """The unit store every command uses unless told otherwise: ``units`` in the user's cache
-    directory (:func:`data.user_dirs.cache_home`: ``~/.cache/sweval/units`` on Linux,
-    ``~/Library/Caches/sweval/units`` on macOS, ``%LOCALAPPDATA%\\sweval\\Cache\\units`` on
-    Windows), shared by every run, output directory and command."""
-    return cache_home() / "units"
-
-
-def store_directory(config: EvalConfig) -> Path:
-    """The directory of the run's unit store: ``--cache``, else ``$SWEVAL_CACHE``, else
-    :func:`user_store`."""
-    return Path(config.cache or os.environ.get(CACHE_ENV) or user_store()).expanduser()
-
-
-def unit_store(config: EvalConfig) -> UnitStore:
-    """The run's unit store (:func:`store_directory`), created if need be."""
-    return UnitStore(store_directory(config)).prepare()
-
-
-#: The last log this process loaded, by what it was read from (:func:`load_data`).
-_LOADED: dict[tuple[Any, ...], InteractionLog] = {}
-#: The options that say how a log is read (the same options and files: the same log).
-_READ_OPTIONS = ("data", "format", "sep", "user_col", "item_col", "time_col", "policy_col",
-                 "stratify_by", "basket_col", "time_unit", "dedup", "on_invalid", "scale", "seed")
-
-
-def load_data(config: EvalConfig) -> InteractionLog:
-    """The run's log: the file or bundled dataset of ``config.data``, else a generated one.
-
-    The last log loaded is kept: read again with the same options from the same files (each
-    file's size and modification time), it is not read twice (``sweval run`` loads it while
-    Prefect's API starts, the flow's first task takes it; a notebook's second question).
-
-    Raises:
-        SwevalError: unreadable or invalid data, or ``--policy-col`` and ``--stratify-by``
-            naming different columns (the strata are the values of the one policy column).
-    """
-    key = _read_key(config)
-    if key is not None and key in _LOADED:
-        return _LOADED[key]
-    log = _read_data(config)
-    if key is not None:
-        _LOADED.clear()
-        _LOADED[key] = log
-    return log
-
-
-def _read_key(config: EvalConfig) -> tuple[Any, ...] | None:
-    """What a log is read from: the reading options and each source file's identity; None
-    for a stream (read once, never again)."""
-    from sweval.data.loaders import source_files
-    from sweval.data.streams import is_stream
-
-    options = tuple(str(getattr(config, name)) for name in _READ_OPTIONS)
-    if config.data is None:
-        return options
-    if is_stream(config.data):
-        return None
-    try:
-        files = source_files(config.data)
-        return options + tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size)
-                               for path in map(Path, files))
-    except (OSError, SwevalError):
-        return None
-
-
-def _read_data(config: EvalConfig) -> InteractionLog:
-    """:func:`load_data`'s reading."""
-    if config.policy_col and policy_column(config) and config.policy_col != config.stratify_by:
-        raise SwevalError(
-            f"--policy-col {config.policy_col!r} and --stratify-by {config.stratify_by!r} name "
-            "different columns: the strata are the values of one policy column; give "
-            f"--stratify-by {config.stratify_by!r} alone (or both naming the same column)."
-        )
-    if config.data is None:
-        from sweval.data.synthetic import generate_log
-
-        if policy_column(config) not in (None, "policy"):
-            raise SwevalError(
-                f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
-            )
-        frame = generate_log(scale=config.scale, seed=config.seed)
-        return InteractionLog.from_frame(
-            frame, policy_col="policy", source=config.dataset_name, dedup=config.dedup
-        )
-    return load_log(
-        config.data,
-        fmt=config.format,
-        sep=config.sep,
-        user_col=config.user_col,
-        item_col=config.item_col,
-        time_col=config.time_col,
-        policy_col=config.policy_col or policy_column(config),
-        time_unit=config.time_unit,
-        dedup=config.dedup,
-        on_invalid=config.on_invalid,
-        basket_col=config.basket_col,
-    )
-
-
-def policy_column(config: EvalConfig) -> str | None:
-    """The policy column ``--stratify-by`` names (None for the derived strata:
-    ``user-history``, ``returning``)."""
-    return None if config.stratify_by in DERIVED else config.stratify_by
-
-
-def window_spec(config: EvalConfig) -> WindowSpec:
-    """The :class:`WindowSpec` of the configuration's protocol options.
-
-    Raises:
-        SwevalError: ``--window`` or ``--train-window`` lists several values: only ``sweval
-            run`` (:func:`sweval.widths`, :func:`sweval.history_sweep`) runs one per value.
-    """
-    for option, text in (("--window", config.window), ("--train-window", config.train_window)):
-        if text is not None and "," in text:
-            raise SwevalError(
-                f"{option} {text}: several values are a comparison, which `sweval run` makes "
-                "(and sweval.widths / sweval.history_sweep in Python); this command takes one.")
-    return WindowSpec(
-        width_s=parse_duration(config.window, option="--window"),
-        n_folds=config.folds,
-        start=parse_time(config.start) if config.start is not None else None,
-        train_window_s=(
-            parse_duration(config.train_window, option="--train-window")
-            if config.train_window is not None
-            else None
-        ),
-    )
-
-
-def algorithm_specs(config: EvalConfig, found: list[Search] | None = None) -> list[AlgorithmSpec]:
-    """The validated algorithm configurations of ``config``, ``--tune``'s candidates included
-    (``found``: the drawn candidates; without it, the whole grid stands in for ``tpe``'s).
-
-    Raises:
-        SwevalError: unknown names, bad parameters, or --set for an algorithm not in the run.
-    """
-    named = {parse_variant(entry)[0] for entry in config.algorithms} | {
-        alias for alias, _rest in map(split_alias, config.algorithms) if alias}
-    unknown = set(config.params) - named
-    if unknown:
-        raise SwevalError(
-            f"--set names algorithm(s) not in --algorithms: {', '.join(sorted(unknown))}."
-        )
-    if found is None:
-        grid = config.tune_sampler == "tpe"  # its draws need the data: validate the grid now
-        found = searches(config.model_copy(update={"tune_sampler": "grid"}) if grid else config)
-    entries = with_candidates(config, found)
-    return [AlgorithmSpec.from_entry(entry, config.params) for entry in entries]
-
-
 def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
     """``--tune-sampler tpe``'s objective: a candidate's mean ``--tune-metric`` over the first
     ``--tune-windows`` folds (skipped ones ignored), before any test fold of the tuned series;
     NaN when one of its units fails. Its units go to the run's store (through the driver),
     where the run finds them again."""
-    from sweval.evaluators.run.driver import Measurer, Work, compute, fail_on
+    from sweval.evaluators.run.driver import compute, fail_on
+    from sweval.evaluators.run.work import Measurer, Work
 
     def objective(name: str, params: dict[str, Any]) -> float:
         spec = AlgorithmSpec.of(name, dict(config.params.get(name, {})) | params,
@@ -308,14 +146,6 @@ def tpe_objective(config: EvalConfig, splits: list[Split]) -> Objective:
                               for unit in units]))
 
     return objective
-
-
-def unused_tuning_options(config: EvalConfig) -> list[str]:
-    """The tuning options (``--tune-windows``, ``--tune-sampler``, ...) set to other than
-    their defaults, as the command line spells them."""
-    fields = type(config).model_fields
-    return [f"--{name.replace('_', '-')}" for name in fields
-            if name.startswith("tune_") and getattr(config, name) != fields[name].default]
 
 
 def make_plan(config: EvalConfig, log: InteractionLog | None = None) -> Plan:
@@ -411,45 +241,6 @@ def user_strata(config: EvalConfig) -> Strata | None:
     return None
 
 
-def cold_specs(specs: list[AlgorithmSpec], fallback: str) -> list[AlgorithmSpec]:
-    """The configurations ranked for users without history: those that can score them
-    (:meth:`~algorithms.base.Algorithm.scores_cold_users`), and POP as ``--fallback pop`` for
-    the others (once, unless a default POP is among them)."""
-    from sweval.algorithms.registry import resolve
-
-    able = [spec for spec in specs if resolve(spec.name)[0].scores_cold_users()]
-    if fallback == "pop" and len(able) < len(specs):
-        fallback_spec = AlgorithmSpec.of("pop", label="pop")
-        if all(spec.label != "pop" or spec.canonical != fallback_spec.canonical for spec in able):
-            able.append(fallback_spec)
-    return able
-
-
-def check_repeats(config: EvalConfig) -> None:
-    """``--repeats`` needs the repeats in the log.
-
-    Raises:
-        SwevalError: ``--repeats`` with ``--dedup first``.
-    """
-    if config.repeats and config.dedup != "none":
-        raise SwevalError("--repeats needs --dedup none: with --dedup first a user's second "
-                          "consumption of an item is dropped when the log is read.")
-
-
-def scores_seen(spec: AlgorithmSpec) -> bool:
-    """Whether ``spec``'s model can rank the items a user has consumed (``--repeats``)."""
-    from sweval.algorithms.registry import resolve
-
-    return bool(resolve(spec.name)[0].scores_seen_items())
-
-
-def scores_cold(spec: AlgorithmSpec) -> bool:
-    """Whether ``spec``'s model can score users without history."""
-    from sweval.algorithms.registry import resolve
-
-    return bool(resolve(spec.name)[0].scores_cold_users())
-
-
 def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) -> list[Unit]:
     """The served units ``--horizon`` and ``--cadence`` need (:mod:`evaluators.protocols.retraining`),
     on the unstratified splits.
@@ -479,22 +270,6 @@ def plan_retraining(config: EvalConfig, splits: list[Split], units: list[Unit]) 
     return plan_served(plain, splits, pairs, config.k, updated)
 
 
-def check_baseline(config: EvalConfig, found: list[Search]) -> None:
-    """Refuse a ``--baseline`` that is none of the run's algorithms.
-
-    Raises:
-        SwevalError: naming the algorithms it may be.
-    """
-    if config.baseline is None:
-        return
-    labels = ordered_labels(config, found)
-    if config.baseline not in labels:
-        raise SwevalError(
-            f"--baseline {config.baseline!r}: not one of the run's algorithms "
-            f"({', '.join(labels)})."
-        )
-
-
 def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,
             kind: str = "", extra: Mapping[str, Any] | None = None) -> str:
     """The one key of a run, a series or an experiment: what it is (``kind``: none for a run,
@@ -516,20 +291,3 @@ def run_key(config: EvalConfig, fingerprint: str, algorithms: Sequence[str], *,
     code = hashlib.sha256(" ".join(code_version(name) for name in algorithms).encode())
     parts = [kind, options, fingerprint, code.hexdigest()[:12]]
     return "-".join(part for part in parts if part)
-
-
-def precheck(config: EvalConfig) -> None:
-    """The cheap checks of :func:`make_plan`, before any server or data load: algorithm names
-    and parameters, durations and times, that the data file exists. Commands run them first, so
-    a typo fails in a second, not after Prefect's temporary server started.
-
-    Raises:
-        SwevalError: the first problem found.
-    """
-    from sweval.data.loaders import source_files
-
-    algorithm_specs(config)
-    window_spec(config)
-    check_repeats(config)
-    if config.data is not None:
-        source_files(config.data)

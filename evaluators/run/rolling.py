@@ -47,7 +47,8 @@ from sweval.data.errors import SwevalError
 from sweval.data.log import InteractionLog
 from sweval.data.timestamps import iso_utc
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.plan import Plan, make_plan, run_key, window_spec
+from sweval.evaluators.run.plan import Plan, make_plan, run_key
+from sweval.evaluators.run.specs import window_spec
 from sweval.evaluators.state import ROLLING, TRACKING
 
 _log = logging.getLogger(__name__)

@@ -93,7 +93,7 @@ def searches(config: EvalConfig, objective: Objective | None = None) -> list[Sea
         SwevalError: ``--tune`` for an algorithm not in ``--algorithms``, an empty grid, an
             unknown parameter or a value of the wrong type.
     """
-    from sweval.evaluators.units.unit import variant_label
+    from sweval.evaluators.units.algorithm_spec import variant_label
 
     listed = [parse_variant(entry) for entry in config.algorithms]
     found = []
@@ -129,7 +129,7 @@ def _candidate(name: str, params: dict[str, Any]) -> dict[str, Any]:
     Raises:
         SwevalError: naming ``--tune`` and the combination.
     """
-    from sweval.evaluators.units.unit import validated_params
+    from sweval.evaluators.units.algorithm_spec import validated_params
 
     try:
         return validated_params(name, params)
@@ -145,7 +145,7 @@ def _distinct(name: str, param: str, values: list[Any]) -> list[tuple[Any, Any]]
         SwevalError: an unknown parameter or a value of the wrong type.
     """
     from sweval.algorithms.registry import algorithm_class
-    from sweval.evaluators.units.unit import validated_params
+    from sweval.evaluators.units.algorithm_spec import validated_params
 
     known = algorithm_class(name).Config.model_fields
     if param not in known:
@@ -171,7 +171,7 @@ def _fixed_params(
     Raises:
         SwevalError: entries of ``name`` that fix different values (which one is tuned?).
     """
-    from sweval.evaluators.units.unit import variant_label
+    from sweval.evaluators.units.algorithm_spec import variant_label
 
     configurations = {}
     for listed_name, params in listed:

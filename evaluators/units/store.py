@@ -1,11 +1,11 @@
 """The unit store: finished units under their content-addressed keys, never thrown away.
 
 Layout under the store's directory (the user's cache directory by default, ``--cache`` or
-``$SWEVAL_CACHE`` another: :func:`evaluators.run.plan.store_directory`)::
+``$SWEVAL_CACHE`` another: :func:`evaluators.run.sources.store_directory`)::
 
     CACHEDIR.TAG                says the directory is an SW-EVAL unit store, and its format
                                 (written when the store is created; the Cache Directory Tagging
-                                convention, so backup tools may skip it)
+                                convention, so backup tools may skip it: evaluators.units.store_tag)
     3f/3f9c.../                 its modification time is the unit's last use: set when a file
                                 of it is written, and again each time a run finds it
                                 (:meth:`UnitStore.has`) or loads it (:meth:`UnitStore.load`);
@@ -40,7 +40,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,10 +74,8 @@ from sweval.evaluators.units.ownership import (
     LISTS_FILE,
     RUNS_FOLDER,
     SHARD,
-    STORE_TAG,
     UNIT_FILE,
     WARM_FILE,
-    foreign_names,
     is_own_file,
     is_temporary,
     last_use,
@@ -87,17 +84,10 @@ from sweval.evaluators.units.ownership import (
     own_files,
     unlink_own,
 )
+from sweval.evaluators.units.store_tag import check_store, prepare_store
 
 _log = logging.getLogger(__name__)
 
-#: The layout this code reads and writes (in the tag).
-STORE_FORMAT = 1
-_TAG_SIGNATURE = "Signature: 8a477f597d28d172789f06886806bc55"
-_TAG_TEXT = (f"{_TAG_SIGNATURE}\n"
-             f"# This directory is an SW-EVAL unit store (format {STORE_FORMAT}); "
-             "`sweval cache` lists and prunes it.\n"
-             "# For information about cache directory tags see https://bford.info/cachedir/\n")
-_TAG_FORMAT = re.compile(r"SW-EVAL unit store \(format (\d+)\)")
 #: Seconds by which a file time may trail ``time.time()`` read before it was set (the kernel
 #: stamps files from a clock that advances once per scheduler tick): comparisons of a unit's
 #: last use with a moment are made that much earlier, so as to keep rather than delete.
@@ -126,60 +116,24 @@ class UnitStore:
 
     def prepare(self) -> UnitStore:
         """Create the store now (its directory and tag), so an unusable one fails before any
-        work. An existing directory must be a store already (:meth:`check`), or empty.
+        work (:func:`~evaluators.units.store_tag.prepare_store`).
 
         Raises:
-            SwevalError: the directory cannot be created (e.g. a file is in the way), or it
-                holds files that are not a store's.
+            SwevalError: the directory cannot be created, or it holds files that are not a
+                store's.
         """
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            tagged = (self.directory / STORE_TAG).is_file()
-            if tagged or any(self.directory.iterdir()):
-                self.check()
-            if not tagged:  # a new store, or an older one made before the tag
-                atomic_write_text(self.directory / STORE_TAG, _TAG_TEXT)
-        except OSError as exc:
-            raise SwevalError(
-                f"{self.directory}: cannot prepare the unit store ({exc})."
-            ) from exc
+        prepare_store(self.directory)
         return self
 
     def check(self) -> UnitStore:
-        """Make sure the directory is a unit store this code can read: it has the store's tag,
-        or (a store made before the tag) holds nothing but shard folders of units and
-        ``.runs``.
+        """Make sure the directory is a unit store this code can read
+        (:func:`~evaluators.units.store_tag.check_store`).
 
         Raises:
-            SwevalError: no such directory, a directory that is not a store (naming what does
-                not belong there), or a store of a newer format.
+            SwevalError: no such directory, a directory that is not a store, or a store of a
+                newer format.
         """
-        directory = self.directory
-        if directory.is_symlink() or not directory.is_dir():
-            raise SwevalError(f"{directory}: no unit store there.")
-        try:
-            tag = (directory / STORE_TAG).read_text(encoding="utf-8")
-        except OSError:
-            tag = None
-        if tag is not None:
-            found = _TAG_FORMAT.search(tag)
-            if found is None:
-                raise SwevalError(f"{directory}: its {STORE_TAG} is not an SW-EVAL unit "
-                                  "store's (another program's cache): choose another store.")
-            if int(found.group(1)) > STORE_FORMAT:
-                raise SwevalError(
-                    f"{directory}: a unit store of format {found.group(1)}, written by a newer "
-                    f"SW-EVAL (this one reads format {STORE_FORMAT}): upgrade, or choose "
-                    "another store.")
-            return self
-        foreign = foreign_names(directory)
-        if foreign:
-            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more"
-                                               if len(foreign) > 5 else "")
-            raise SwevalError(
-                f"{directory}: not an SW-EVAL unit store (no {STORE_TAG}, and it holds what a "
-                f"store never does: {shown}). Name a new or empty directory, or an existing "
-                "store, with --cache or $SWEVAL_CACHE.")
+        check_store(self.directory)
         return self
 
     def lock(self, key: str) -> contextlib.AbstractContextManager[None]:

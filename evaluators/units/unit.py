@@ -36,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from sweval.algorithms.base import Algorithm
-from sweval.algorithms.registry import build_algorithm, is_plugin, resolve
+from sweval.algorithms.registry import is_plugin, resolve
 from sweval.data.errors import SwevalError
 from sweval.data.user_dirs import cache_home
-from sweval.evaluators.config.text import entry_label, parse_variant, split_alias
 from sweval.evaluators.protocols.splits import Split
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 from sweval.evaluators.units.engine import UnitLists, compute_lists, list_length
+from sweval.evaluators.units.failures import AlgorithmFailed, UnitFailure
 from sweval.evaluators.units.files import atomic_write_text
 from sweval.evaluators.units.serving import FittedModels, built, key_definition, served_lists
 from sweval.evaluators.units.store import DamagedUnit, UnitStore
@@ -157,92 +157,6 @@ def _inherited_modules(cls: type) -> set[Path]:
     return files
 
 
-def canonical_params(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """The validated hyper-parameters of ``name`` as JSON values, defaults filled in
-    (``factors=64`` given or not, as ``64`` or ``64.0``, is one set).
-
-    Raises:
-        SwevalError: unknown algorithm or invalid parameters.
-    """
-    algorithm = build_algorithm(name, params)
-    return algorithm.key_params()
-
-
-def validated_params(name: str, params: dict[str, Any]) -> dict[str, Any]:
-    """The given parameters with their validated values as JSON (``n_neighbors=50.0`` →
-    ``50``), as :func:`variant_label` writes them.
-
-    Raises:
-        SwevalError: unknown algorithm or invalid parameters.
-    """
-    canonical = canonical_params(name, params)
-    return {key: canonical[key] for key in params}
-
-
-def variant_label(name: str, params: dict[str, Any]) -> str:
-    """The label of a variant SW-EVAL makes (a tuning candidate, a seed): ``name(p=v,...)``
-    over the given parameters in their order, each value as given, as JSON (``days=1`` for a
-    float parameter stays ``days=1``; the unit key holds the validated ``1.0`` either way).
-
-    Raises:
-        SwevalError: unknown algorithm or invalid parameters.
-    """
-    validated_params(name, params)
-    inner = ",".join(f"{key}={json.dumps(value)}" for key, value in params.items())
-    return f"{name}({inner})"
-
-
-@dataclass(frozen=True)
-class AlgorithmSpec:
-    """One algorithm configuration of a run: its label, registry name and validated parameters.
-
-    Attributes:
-        name: the registry name.
-        params: the parameters as given (validated again when the model is built).
-        canonical: the validated, normalised parameters that enter unit keys.
-        label: the name in every table, plot and MLflow run: the registry name, or a variant's
-            label (``item-knn(n_neighbors=50)``). Not part of unit keys: a variant with default
-            parameters shares its units with the plain algorithm.
-    """
-
-    name: str
-    params: dict[str, Any]
-    canonical: dict[str, Any]
-    label: str = ""
-
-    @classmethod
-    def of(
-        cls, name: str, params: dict[str, Any] | None = None, *, label: str | None = None
-    ) -> AlgorithmSpec:
-        given = dict(params or {})
-        return cls(name=name, params=given, canonical=canonical_params(name, given),
-                   label=label or name)
-
-    @classmethod
-    def from_entry(cls, entry: str, settings: dict[str, dict[str, Any]]) -> AlgorithmSpec:
-        """The configuration of one ``--algorithms`` entry, labelled by its alias or as written
-        (:func:`~evaluators.config.text.entry_label`): ``--set NAME.P=V`` applies to every entry
-        of NAME, ``--set ALIAS.P=V`` to the aliased one, and a variant's own parameters win."""
-        alias, _rest = split_alias(entry)
-        name, own = parse_variant(entry)
-        given = dict(settings.get(name, {})) | dict(settings.get(alias or name, {})) | own
-        return cls.of(name, given, label=entry_label(entry))
-
-    def build(self) -> Algorithm:
-        """A fresh model of this configuration."""
-        return build_algorithm(self.name, self.params)
-
-    @property
-    def warm_starts(self) -> bool:
-        return bool(self.canonical.get("warm_start", False))
-
-    def cold(self) -> AlgorithmSpec:
-        """The same configuration fitted from scratch (hold-out splits have no previous fold)."""
-        if not self.warm_starts:
-            return self
-        return AlgorithmSpec.of(self.name, {**self.params, "warm_start": False}, label=self.label)
-
-
 def unit_key(
     split: dict[str, Any], spec: AlgorithmSpec, *, warm_from: str | None = None
 ) -> str:
@@ -321,64 +235,6 @@ def plan_units(
             units.append(Unit(split, spec, key, depth, warm_from=warm_from))
             previous[spec.label] = key
     return units
-
-
-@dataclass(frozen=True)
-class UnitFailure:
-    """A unit whose algorithm raised: the run goes on without it and reports it at the end.
-
-    Attributes:
-        fold: the split's index.
-        label: the algorithm configuration's label.
-        key: the unit's key.
-        stratum: the split's stratum (``all`` unless stratified).
-        error: ``ExceptionType: message``.
-        traceback: the formatted traceback, for the log.
-    """
-
-    fold: int
-    label: str
-    key: str
-    stratum: str
-    error: str
-    traceback: str
-
-    def describe(self) -> str:
-        stratum = "" if self.stratum == "all" else f", stratum {self.stratum}"
-        return f"fold {self.fold}{stratum}, {self.label}: {self.error}"
-
-
-class AlgorithmFailed(SwevalError):
-    """An algorithm raised while one unit was fitted or ranked (its :class:`UnitFailure`).
-
-    A run (:func:`evaluators.run.plan.run_fold`) records it and goes on; anywhere else (``sweval
-    compare``, ``--tune-sampler tpe``) it stops the command as a user error naming the unit.
-    """
-
-    def __init__(self, failure: UnitFailure) -> None:
-        super().__init__(failure)
-        self.failure = failure
-
-    def __str__(self) -> str:
-        return f"unit failed ({self.failure.describe()})"
-
-
-class UnitsFailed(SwevalError):
-    """A run that finished with some units failed: the others' results are written; the
-    command exits with status :attr:`exit_code` (3; user errors exit with 2). Its message
-    counts them: the summary above it lists them (``failed:``), the log has their tracebacks."""
-
-    exit_code = 3
-
-    def __init__(self, failures: Sequence[UnitFailure]) -> None:
-        self.failures = tuple(failures)
-        super().__init__(
-            f"{len(self.failures)} unit(s) failed and are left out of the results (listed "
-            "above; tracebacks in the log)."
-        )
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.failures,))
 
 
 def code_free_identity(split: dict[str, Any], algorithm: str, params: dict[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """``sweval cache``: look into the unit store and prune it, on request only.
 
 The store (``--cache``, else ``$SWEVAL_CACHE``, else the user's cache directory:
-:func:`evaluators.run.plan.user_store`) keeps every finished unit until the user says
+:func:`evaluators.run.sources.user_store`) keeps every finished unit until the user says
 otherwise::
 
     sweval cache list  [--cache DIR | --output RUN]       one line per unit
@@ -56,7 +56,7 @@ def _split_text(split: dict) -> str:
 
 def _changed_params(algorithm: str, params: dict) -> str:
     """The parameters that differ from the algorithm's defaults, or ``defaults``."""
-    from sweval.evaluators.units.unit import canonical_params
+    from sweval.evaluators.units.algorithm_spec import canonical_params
 
     try:
         defaults = canonical_params(algorithm, {})

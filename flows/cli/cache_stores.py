@@ -3,7 +3,7 @@
 ``--cache DIR``, else the store the run in ``--output RUN`` used (its record's ``unit_store``;
 for a record from before that, the run's recorded ``--cache``, else ``$SWEVAL_CACHE``, else
 ``RUN/units``), else ``$SWEVAL_CACHE``, else the user's store
-(:func:`evaluators.run.plan.user_store`). A store that does not exist is an error, not an empty
+(:func:`evaluators.run.sources.user_store`). A store that does not exist is an error, not an empty
 store: a mistyped path must not look like a clean one.
 """
 
@@ -23,9 +23,9 @@ NAME_A_STORE = "name one with --cache DIR or --output RUN_DIR, or set $SWEVAL_CA
 def _run_rule(
     cache: str | None, cache_origin: str, fallback: Path, fallback_origin: str
 ) -> tuple[Path, str]:
-    """``sweval run``'s choice of store (:func:`evaluators.run.plan.unit_store`): ``cache``, else
+    """``sweval run``'s choice of store (:func:`evaluators.run.sources.unit_store`): ``cache``, else
     ``$SWEVAL_CACHE``, else ``fallback``; with which of them it is, in words (for messages)."""
-    from sweval.evaluators.run.plan import CACHE_ENV
+    from sweval.evaluators.run.sources import CACHE_ENV
 
     if cache:
         return Path(cache).expanduser(), cache_origin
@@ -38,7 +38,7 @@ def store_directory(cache: str | None, output: str | None) -> tuple[Path, str]:
     """The store the cache commands act on, and which rule named it (for messages):
     ``--cache``, else the store the run in ``--output`` used (:func:`run_store_directory`),
     else ``sweval run``'s own choice: ``$SWEVAL_CACHE``, else the user's store."""
-    from sweval.evaluators.run.plan import user_store
+    from sweval.evaluators.run.sources import user_store
 
     if output and not cache:
         return run_store_directory(Path(output).expanduser())

@@ -39,7 +39,8 @@ if TYPE_CHECKING:  # the comparison's modules load when the command runs
 
     from sweval.data.log import InteractionLog
     from sweval.evaluators.config.model import EvalConfig
-    from sweval.evaluators.experiments.compare import CompareRecipe, Comparison
+    from sweval.evaluators.experiments.compare_plan import CompareRecipe
+    from sweval.evaluators.experiments.comparison import Comparison
 
 DEFAULT_PROTOCOLS = "sw-eval,loocv,leave-last-one-out"
 PROTOCOLS_HELP = ("Comma-separated: sw-eval, loocv, leave-last-one-out, temporal-global, "
@@ -65,8 +66,8 @@ def run_compare(
     Raises:
         SwevalError: see :func:`evaluators.experiments.compare.run_compare`.
     """
-    from sweval.evaluators.experiments.compare import CompareOptions
     from sweval.evaluators.experiments.compare import run_compare as compare_protocols
+    from sweval.evaluators.experiments.compare_plan import CompareOptions
     from sweval.flows.cli.progress import ProgressHook
     from sweval.flows.executors import executor_for
 

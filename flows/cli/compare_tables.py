@@ -12,7 +12,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from sweval.evaluators.experiments.compare import tables_of
 from sweval.evaluators.experiments.compare_tables import rank_shift, rankings, table2, tied_ranks
 from sweval.evaluators.experiments.compare_views import (
     LEAKAGE_BUG,
@@ -21,6 +20,7 @@ from sweval.evaluators.experiments.compare_views import (
     overlap_view,
     rank_shift_view,
 )
+from sweval.evaluators.experiments.comparison import tables_of
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.run.results import is_best
 from sweval.evaluators.stats.power import CORRECTION_NAMES
@@ -31,7 +31,7 @@ from sweval.flows.cli.summary import delta_text
 from sweval.flows.cli.terminal import folding_header, table_console
 
 if TYPE_CHECKING:
-    from sweval.evaluators.experiments.compare import Comparison
+    from sweval.evaluators.experiments.comparison import Comparison
 
 COMPARE_TABLES = (
     "compare.csv", "compare_summary.csv", "table2.csv", "kendall.csv", "rank_shift.csv",

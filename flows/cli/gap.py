@@ -144,7 +144,8 @@ def gap_command(
         from sweval.evaluators.metrics.names import shown_k
         from sweval.evaluators.protocols.windows import WindowSpec
         from sweval.evaluators.report.gap_page import write_gap_report
-        from sweval.evaluators.run.plan import load_data, window_spec
+        from sweval.evaluators.run.sources import load_data
+        from sweval.evaluators.run.specs import window_spec
 
         setup_logging(options["verbose"])
         cfg = build_config(ctx, options)

@@ -2,7 +2,7 @@
 
 Reads the log as ``sweval run`` would: its data options are generated from the Data panel of
 EvalConfig, as run's are (DATA is also positional), and the log comes from the same
-:func:`~sweval.evaluators.run.plan.load_data`, with the same generated default. Prints the
+:func:`~sweval.evaluators.run.sources.load_data`, with the same generated default. Prints the
 candidate window widths' usable folds and the users' and items' active time, and writes
 ``inspect.html`` with figures (see :mod:`evaluators.report.inspect_page`).
 """
@@ -41,7 +41,7 @@ def inspect(
     """Dataset diagnostics: usable folds per window width, active time, new items per window."""
     from sweval.data.durations import parse_duration
     from sweval.evaluators.report.inspect_page import format_frame, inspect_log, write_inspection
-    from sweval.evaluators.run.plan import load_data
+    from sweval.evaluators.run.sources import load_data
 
     config = build_config(ctx, options, group=DATA)  # validated as `sweval run` validates them
     if u_min < 0:

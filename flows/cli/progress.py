@@ -18,7 +18,8 @@ import time
 from typing import IO, Any
 
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.driver import Driver, Hook, Job, Outcome
+from sweval.evaluators.run.driver import Driver, Hook
+from sweval.evaluators.run.work import Job, Outcome
 
 #: Seconds between two plain progress lines.
 PLAIN_PERIOD_S = 5.0

@@ -114,7 +114,7 @@ def run(
     if silent_api is not None:
         raise evaluated_without(silent_api, cfg)
     if outputs.failed:
-        from sweval.evaluators.units.unit import UnitsFailed
+        from sweval.evaluators.units.failures import UnitsFailed
 
         raise UnitsFailed(outputs.failed)
     if not rolling:  # a scheduled run's new window may be quiet; the next one is evaluated
@@ -127,12 +127,12 @@ def evaluate_one(cfg: EvalConfig, *, prefect: bool, api: Any = None,
                  rolling: bool = False) -> Any:
     """One evaluation of ``cfg``: as the Prefect flow or in this process; its outputs (None:
     a rolling run found no complete window)."""
-    from sweval.evaluators.run.plan import precheck
+    from sweval.evaluators.run.specs import precheck
 
     precheck(cfg)
     if prefect:
         from sweval.evaluators.run.output_dir import claim
-        from sweval.evaluators.run.plan import unit_store
+        from sweval.evaluators.run.sources import unit_store
 
         # a live run of its store from here, not once the flow starts: Prefect's start-up takes
         # seconds, in which `sweval cache prune` could delete units; the output directory is
@@ -149,7 +149,7 @@ def run_flow(cfg: EvalConfig, *, rolling: bool, api: Any = None) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error; the log is
     loaded and MLflow set up while Prefect's temporary API (``api``) starts
     (:mod:`flows.startup`)."""
-    from sweval.evaluators.run.plan import load_data
+    from sweval.evaluators.run.sources import load_data
     from sweval.flows.startup import finish_preloading, preload, ready_api
 
     preload(cfg)

@@ -33,7 +33,7 @@ def serve(
     setup_logging(verbose)
     apply_env_defaults(verbose=verbose)
     cfg = build_config(ctx, options)
-    from sweval.evaluators.run.plan import precheck
+    from sweval.evaluators.run.specs import precheck
     from sweval.flows.serve import serve as serve_deployment
 
     precheck(cfg)

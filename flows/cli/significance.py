@@ -11,7 +11,7 @@ from rich.markup import escape
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.metrics.names import LABELS, shown_k
 from sweval.evaluators.run.outputs import Outputs
-from sweval.evaluators.run.plan import policy_column
+from sweval.evaluators.run.sources import policy_column
 from sweval.evaluators.stats.leads import design_power, power_statement, table_unit
 from sweval.evaluators.stats.power import CORRECTION_NAMES
 from sweval.evaluators.stats.significance import ALPHA, MIN_FOLDS, NO_POWER, best_lead

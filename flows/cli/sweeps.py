@@ -64,7 +64,7 @@ def run_sweep(cfg: EvalConfig, *, rolling: bool, evaluate: Callable[[EvalConfig]
                    if kendall is not None else {})
         log_sweep(cfg, dimension, folders, files, metrics)
     if failed:
-        from sweval.evaluators.units.unit import UnitsFailed
+        from sweval.evaluators.units.failures import UnitsFailed
 
         raise UnitsFailed(failed)
 

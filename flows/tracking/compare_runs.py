@@ -25,7 +25,7 @@ from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.tracker import Tracker
 
 if TYPE_CHECKING:
-    from sweval.evaluators.experiments.compare import Comparison
+    from sweval.evaluators.experiments.comparison import Comparison
 
 _log = logging.getLogger(__name__)
 

@@ -54,7 +54,7 @@ def algorithm_params(config: EvalConfig, algorithm: str) -> dict[str, str]:
     """An algorithm child's params: its resolved hyper-parameters (defaults, then ``--set``,
     then a variant's own), under its label."""
     from sweval.evaluators.config.text import entry_label
-    from sweval.evaluators.units.unit import AlgorithmSpec
+    from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 
     entry = {entry_label(entry): entry for entry in config.algorithms}.get(algorithm, algorithm)
     try:

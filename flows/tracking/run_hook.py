@@ -27,9 +27,11 @@ from typing import Any
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.experiments.retraining import FILES as RETRAINING_FILES
-from sweval.evaluators.run.driver import Driver, Hook, Job, Outcome
+from sweval.evaluators.run.driver import Driver, Hook
 from sweval.evaluators.run.evaluate import Prepared
-from sweval.evaluators.run.outputs import Outputs, Rows, algorithm_rows
+from sweval.evaluators.run.outputs import Outputs
+from sweval.evaluators.run.rows import Rows, algorithm_rows
+from sweval.evaluators.run.work import Job, Outcome
 
 _log = logging.getLogger(__name__)
 

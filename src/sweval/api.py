@@ -17,7 +17,7 @@ dataset's name) or a pandas DataFrame, and the options of ``sweval run`` as keyw
 :class:`~sweval.evaluators.config.model.EvalConfig` field), or a whole ``config=EvalConfig``.
 
 Finished units go to the unit store (``cache=``, else ``$SWEVAL_CACHE``, else the user's cache
-directory: :func:`~sweval.evaluators.run.plan.user_store`), so asking again, or asking for one
+directory: :func:`~sweval.evaluators.run.sources.user_store`), so asking again, or asking for one
 more algorithm, computes only what is new. Nothing is written elsewhere unless ``output=`` is
 given; nothing is logged to MLflow unless ``tracking=True``. ``workers=N`` runs N folds at once
 in threads.
@@ -57,7 +57,7 @@ def _config(data: Any, config: EvalConfig | None, output: str | Path | None,
     built = EvalConfig.build(**values)
     log = None
     if frame is not None:
-        from sweval.evaluators.run.plan import policy_column
+        from sweval.evaluators.run.sources import policy_column
 
         log = InteractionLog.from_frame(
             frame, user_col=built.user_col or "user", item_col=built.item_col or "item",
@@ -355,11 +355,12 @@ def compare(
     every protocol, Table 2 per protocol, Kendall's τ, the leakage diagnostic.
 
     ``output`` is where its files go (default: a temporary directory, removed once the
-    comparison is read). Returns a :class:`~sweval.evaluators.experiments.compare.Comparison`
+    comparison is read). Returns a :class:`~sweval.evaluators.experiments.comparison.Comparison`
     (``.results`` is ``compare.csv``, ``.summary``, ``.kendall``, ``.leakage``,
     ``.significance``, ``.runs`` per protocol).
     """
-    from sweval.evaluators.experiments.compare import CompareOptions, run_compare
+    from sweval.evaluators.experiments.compare import run_compare
+    from sweval.evaluators.experiments.compare_plan import CompareOptions
 
     options = CompareOptions(tuple(protocols), loocv_repeats, split_ratio, split_seed, rank_metric)
     return _in_directory(output, lambda directory, cfg, log: run_compare(
@@ -410,7 +411,8 @@ def gap(
     from sweval.data.durations import parse_duration, parse_time
     from sweval.evaluators.experiments.gap import GapDesign, run_gap
     from sweval.evaluators.protocols.windows import WindowSpec
-    from sweval.evaluators.run.plan import load_data, window_spec
+    from sweval.evaluators.run.sources import load_data
+    from sweval.evaluators.run.specs import window_spec
 
     def run(directory: Path, cfg: EvalConfig, log: InteractionLog | None) -> Any:
         width = parse_duration(cfg.window)
@@ -441,7 +443,7 @@ def inspect(
     ``.active``, ``.activity``, ``.facts``); with ``output``, also ``inspect.html``."""
     from sweval.data.durations import parse_duration
     from sweval.evaluators.report.inspect_page import inspect_log, write_inspection
-    from sweval.evaluators.run.plan import load_data
+    from sweval.evaluators.run.sources import load_data
 
     cfg, log = _config(data, config, None, settings)
     log = log if log is not None else load_data(cfg)

@@ -199,8 +199,9 @@ def test_intrinsic_overlap_is_the_jaccard_between_seeds(tmp_path):
     # the reference: the two seeds' j = 0 lists, fitted here directly
     from sweval.data.loaders import load_log
     from sweval.evaluators.experiments.leakage import LeakageSeverity, mean_jaccard
+    from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
     from sweval.evaluators.units.store import UnitStore
-    from sweval.evaluators.units.unit import AlgorithmSpec, compute_unit, plan_units
+    from sweval.evaluators.units.unit import compute_unit, plan_units
 
     log = load_log(data)
     split = next(LeakageSeverity(design).splits(log))

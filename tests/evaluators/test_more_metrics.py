@@ -24,7 +24,7 @@ from sweval.evaluators.metrics.names import (
 from sweval.evaluators.metrics.user_metrics import user_metrics
 from sweval.evaluators.protocols.folds import build_folds
 from sweval.evaluators.run.evaluate import evaluate_config
-from sweval.evaluators.run.plan import window_spec
+from sweval.evaluators.run.specs import window_spec
 
 F = 0.3 ** (17 / 12)  # f(c) of the tiny log below: s = 30/80, 0.3 ** ((0.8 - 0.375) * 10/3)
 

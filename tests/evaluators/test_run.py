@@ -10,9 +10,11 @@ from sweval_testing import sweval_cli
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
-from sweval.evaluators.run.driver import Driver, Job, compute, compute_group
+from sweval.evaluators.run.driver import Driver, compute, compute_group
 from sweval.evaluators.run.evaluate import Prepared, evaluate_config
-from sweval.evaluators.run.plan import make_plan, unit_store
+from sweval.evaluators.run.plan import make_plan
+from sweval.evaluators.run.sources import unit_store
+from sweval.evaluators.run.work import Job
 
 
 def small_config(tmp_path: Path, **overrides) -> EvalConfig:
@@ -188,7 +190,7 @@ def test_stratify_mode_test_without_a_column_is_refused():
 
 def test_a_policy_column_and_another_stratify_column_are_refused(tmp_path):
     """--policy-col policy --stratify-by bucket stratified by `policy` silently."""
-    from sweval.evaluators.run.plan import load_data
+    from sweval.evaluators.run.sources import load_data
 
     data = tmp_path / "log.csv"
     pd.DataFrame({"user": ["a", "b"], "item": ["x", "y"], "timestamp": [1, 2],

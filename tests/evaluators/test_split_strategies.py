@@ -242,8 +242,8 @@ def test_every_hold_out_protocol_scores_like_a_set_intersection(log, how):
     """Recall@k of POP under each multi-item hold-out protocol equals |top-k ∩ Rel_u| / |Rel_u|
     computed with Python sets from the split's lists (a slow, order-free reference)."""
     from sweval.evaluators.protocols.holdout import LeaveLastBasket, RandomSplit
+    from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
     from sweval.evaluators.units.engine import compute_lists, list_length, measure
-    from sweval.evaluators.units.unit import AlgorithmSpec
 
     if how == "basket":
         frame = log.to_frame().reset_index(drop=True)

@@ -579,7 +579,7 @@ def test_the_candidates_keep_the_listed_variants_own_parameters(tmp_path):
     """`user-knn(weighting="cosine")` tuned over n_neighbors tunes cosine neighbours: the
     candidates were built from the defaults (count weighting) and the variant's own parameters
     were lost; listing the algorithm with two different fixed values is ambiguous."""
-    from sweval.evaluators.run.plan import algorithm_specs
+    from sweval.evaluators.run.specs import algorithm_specs
     from sweval.evaluators.stats.tuning_candidates import searches
 
     grid = {"user-knn": {"n_neighbors": [10, 50]}}

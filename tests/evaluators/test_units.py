@@ -19,10 +19,12 @@ from sweval.data.loaders import load_log
 from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.run.evaluate import evaluate_config
-from sweval.evaluators.run.plan import make_plan, unit_store
+from sweval.evaluators.run.plan import make_plan
+from sweval.evaluators.run.sources import unit_store
+from sweval.evaluators.units.algorithm_spec import AlgorithmSpec
 from sweval.evaluators.units.engine import UnitLists
 from sweval.evaluators.units.store import UnitStore
-from sweval.evaluators.units.unit import AlgorithmSpec, source_version, unit_key
+from sweval.evaluators.units.unit import source_version, unit_key
 
 SPLIT = {"kind": "window", "t_start": 0, "t_end": 10, "data": "abc"}
 

@@ -18,7 +18,8 @@ from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.protocols.holdout import PROTOCOLS
 from sweval.evaluators.run.evaluate import evaluate_config
-from sweval.evaluators.units.store import RUNS_FOLDER, STORE_TAG
+from sweval.evaluators.units.ownership import STORE_TAG
+from sweval.evaluators.units.store import RUNS_FOLDER
 from sweval.flows.cli.compare import run_compare
 from sweval.flows.cli.compare_tables import print_comparison
 

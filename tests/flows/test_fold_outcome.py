@@ -16,7 +16,7 @@ from sweval.evaluators.units.store import UnitStore
 def test_the_tables_come_from_the_measured_units_and_equal_the_read_back_ones(
     write_log, make_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sweval.evaluators.run.plan import unit_store
+    from sweval.evaluators.run.sources import unit_store
 
     prepared = prepare(make_config(write_log(8), tracking=False))
     plan, work = prepared.plan, prepared.work

@@ -16,7 +16,8 @@ import pytest
 from flow_helpers import check_mlflow_matches_results
 from sweval_testing import REPO, experiment_runs, install_example_plugin, use_plugins
 
-from sweval.evaluators.run.plan import make_plan, unit_store
+from sweval.evaluators.run.plan import make_plan
+from sweval.evaluators.run.sources import unit_store
 
 EXAMPLE = "sweval_recency.models:RecencyPop"
 
@@ -292,7 +293,7 @@ def test_a_traceback_is_shown_once_per_algorithm_and_place():
     is one line naming the fold shown; another label, or other frames, keep their traceback."""
     from dataclasses import replace
 
-    from sweval.evaluators.units.unit import UnitFailure
+    from sweval.evaluators.units.failures import UnitFailure
     from sweval.flows.settings import RepeatedFailuresInOneLine
 
     def failure(fold: int, label: str, line: int) -> UnitFailure:

@@ -101,8 +101,8 @@ def test_a_series_restarted_by_a_new_configuration_keeps_its_windows(
 ) -> None:
     """QA: adding an algorithm restarted the series from --folds' last windows: its earlier
     windows dropped out of results.csv and MLflow. The new series keeps t_0 and every window."""
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling
+    from sweval.evaluators.run.sources import load_data
 
     frame = log_frame(8.5)
     early = frame[frame["timestamp"] < T0 + int(6.5 * DAY)]
@@ -120,8 +120,8 @@ def test_a_series_whose_state_file_is_gone_starts_a_new_parent_run(
 ) -> None:
     """QA: with rolling.json deleted (or emptied), the next run chose its windows afresh but
     reopened the series' MLflow parent, whose steps were other windows."""
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling, rolling_key
+    from sweval.evaluators.run.sources import load_data
 
     config, _ = _recorded_series(write_log, make_config, log_frame(6.5))
     output = Path(config.output)
@@ -157,7 +157,7 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     """A Dask worker loads the log itself: in rolling mode, events appended after the plan's
     horizon do not matter; in batch mode any change is refused."""
     from sweval.data.errors import SwevalError
-    from sweval.evaluators.run import driver
+    from sweval.evaluators.run import work as works
     from sweval.evaluators.run.driver import Driver
     from sweval.evaluators.run.evaluate import prepare
     from sweval.flows.executors import compute_remote
@@ -170,22 +170,22 @@ def test_fold_tasks_elsewhere_accept_a_log_that_grew_after_the_horizon(
     first = run.jobs()[0]
     batch_job = Driver(batch.work, batch.recipe.store()).jobs()[0]
     write_log(frame=full)  # the log grows while the run is going
-    driver._WORKS.clear()  # as on a fresh worker process
+    works._WORKS.clear()  # as on a fresh worker process
     outcome = compute_remote(rolling.recipe, first)
     assert len(outcome.measured) == 2  # pop and pop-n of the first fold
     # measured on the grown log's codes: the command measures the stored units itself instead
     assert outcome.codes != rolling.plan.log.fingerprint()
     run.accept(first, outcome)
     assert len(run.computed) == 2 and run.measured == {}
-    driver._WORKS.clear()
+    works._WORKS.clear()
     with pytest.raises(SwevalError, match="data changed while the evaluation ran"):
         compute_remote(batch.recipe, batch_job)
 
 
 def _recorded_series(write_log, make_config, frame: pd.DataFrame):
     """A rolling series of 3 daily windows recorded over ``frame`` (no flow run needed)."""
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling, record
+    from sweval.evaluators.run.sources import load_data
 
     config = make_config(write_log(frame=frame), start=None, folds=3, tracking=False)
     Path(config.output).mkdir(parents=True)
@@ -211,8 +211,8 @@ def test_a_log_that_lost_transactions_or_gained_some_before_its_start_stops_the_
     1970) or a partial one restarted the series with a warning and changed numbers, and the
     next complete export split the MLflow history again."""
     from sweval.data.errors import SwevalError
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling
+    from sweval.evaluators.run.sources import load_data
 
     frame = log_frame(6.5)
     config, state = _recorded_series(write_log, make_config, frame)
@@ -240,8 +240,8 @@ def test_a_log_that_lost_transactions_or_gained_some_before_its_start_stops_the_
 def test_late_events_restart_the_series_and_say_how_many_transactions_changed(
     write_log, make_config, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling
+    from sweval.evaluators.run.sources import load_data
 
     frame = log_frame(6.5)
     config, state = _recorded_series(write_log, make_config, frame)
@@ -259,8 +259,8 @@ def test_a_lag_evaluates_a_window_once_the_log_is_that_far_past_its_end(
 ) -> None:
     """QA: an export that runs a day late split the series at every window (its late events
     landed in a window already evaluated). With --lag 1D they land before it is evaluated."""
-    from sweval.evaluators.run.plan import load_data
     from sweval.evaluators.run.rolling import plan_rolling, record
+    from sweval.evaluators.run.sources import load_data
 
     full = log_frame(6.5)
     config = make_config(write_log(frame=full[full["timestamp"] < T0 + int(4.5 * DAY)]),

@@ -43,7 +43,7 @@ def test_the_mapped_log_equals_the_loaded_one(tmp_path: Path) -> None:
 def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_config) -> None:
     from dataclasses import replace
 
-    from sweval.evaluators.run import driver
+    from sweval.evaluators.run import work as works
     from sweval.evaluators.run.driver import Driver
     from sweval.evaluators.run.evaluate import prepare
     from sweval.flows.executors import compute_remote
@@ -60,7 +60,7 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
         for file in unit.iterdir():
             file.unlink()
         unit.rmdir()  # nothing to reuse: the task computes every unit again
-    driver._WORKS.clear()  # as on a fresh worker process
+    works._WORKS.clear()  # as on a fresh worker process
     outcome = compute_remote(shared, job)
     assert outcome.codes == reference.codes == prepared.plan.log.fingerprint()
     assert outcome.measured and outcome.measured.keys() == reference.measured.keys()
@@ -78,7 +78,7 @@ def test_a_fold_task_with_the_shared_log_never_reads_the_file(write_log, make_co
 def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_config) -> None:
     from dataclasses import replace
 
-    from sweval.evaluators.run import driver
+    from sweval.evaluators.run import work as works
     from sweval.evaluators.run.driver import Driver
     from sweval.evaluators.run.evaluate import prepare
     from sweval.flows.executors import compute_remote
@@ -86,7 +86,7 @@ def test_a_worker_that_cannot_see_the_shared_log_loads_the_file(write_log, make_
     data = write_log(8)
     prepared = prepare(make_config(data, tracking=False))
     job = Driver(prepared.work, prepared.recipe.store()).jobs()[0]
-    driver._WORKS.clear()
+    works._WORKS.clear()
     outcome = compute_remote(replace(prepared.recipe, shared_log=str(data.parent / "elsewhere")),
                              job)
     assert outcome.measured  # planned from the data file, fingerprint checked

@@ -14,9 +14,10 @@ def test_a_fold_task_uses_the_flows_plan_instead_of_planning_again(
     write_log, make_config, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import sweval.evaluators.run.evaluate as evaluate
-    from sweval.evaluators.run import driver
-    from sweval.evaluators.run.driver import Driver, work_of
+    from sweval.evaluators.run import work as works
+    from sweval.evaluators.run.driver import Driver
     from sweval.evaluators.run.evaluate import prepare
+    from sweval.evaluators.run.work import work_of
     from sweval.flows.executors import compute_remote
 
     prepared = prepare(make_config(write_log(8), tracking=False))
@@ -24,7 +25,7 @@ def test_a_fold_task_uses_the_flows_plan_instead_of_planning_again(
     folder = prepared.share()
     recipe = replace(prepared.recipe, shared_log=str(folder))
     assert list(folder.glob("plan-*.pkl"))
-    driver._WORKS.clear()  # as on a fresh worker process
+    works._WORKS.clear()  # as on a fresh worker process
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("the worker planned the run again")

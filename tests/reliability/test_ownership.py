@@ -21,7 +21,8 @@ from sweval_testing import sweval_cli
 from sweval.data.errors import SwevalError
 from sweval.evaluators.run import output_dir
 from sweval.evaluators.units.files import UnitFiles
-from sweval.evaluators.units.store import STORE_TAG, UnitStore
+from sweval.evaluators.units.ownership import STORE_TAG
+from sweval.evaluators.units.store import UnitStore
 
 HOURS_AGO = time.time() - 7200
 
