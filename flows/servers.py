@@ -157,7 +157,7 @@ def _start_prefect(port: int, log: Path) -> None:
     client fetches them itself), and requests addressed to another host refused
     (:mod:`flows.local_api`)."""
     from sweval.flows.local_api import server_argv
-    from sweval.flows.processes import detach
+    from sweval.flows.process_tree import detach
 
     url = f"http://{HOST}:{port}"
     pid_file = _prefect_pid_file()
@@ -186,7 +186,7 @@ def _start_mlflow(port: int, log: Path) -> None:
     """``mlflow server`` in a session of its own, the store's URI in its environment."""
     import psutil
 
-    from sweval.flows.processes import detach
+    from sweval.flows.process_tree import detach
     from sweval.flows.tracking.server import server_command, server_env
     from sweval.flows.tracking.sqlite_store import prepare_sqlite_store
 

@@ -14,7 +14,7 @@ does, ``PREFECT_API_URL`` points at it, and Prefect is only a client in this pro
 The server runs in a session of its own (a terminal's Ctrl-C reaches only the command, which
 stops the server at exit, after Prefect's workers have delivered what they queued) with a guard
 process that stops it should the command be killed outright
-(:func:`flows.processes.stop_with_this_process`). A profile or ``prefect.toml`` that names an
+(:func:`flows.process_tree.stop_with_this_process`). A profile or ``prefect.toml`` that names an
 API (read once Prefect is imported) wins: the spawned server is then stopped unused.
 """
 
@@ -67,7 +67,7 @@ class TemporaryApi:
 
         port = _free_port()
         argv = [*server_argv(port), "--log-level", "error", "--lifespan", "on"]
-        from sweval.flows.processes import stop_with_this_process
+        from sweval.flows.process_tree import stop_with_this_process
 
         output = tempfile.TemporaryFile()  # its last lines, should it fail (a pipe could fill)
         process = subprocess.Popen(argv, env=os.environ | _SERVER_ENV, start_new_session=True,

@@ -140,7 +140,7 @@ def test_sweval_up_gives_the_store_s_password_to_mlflow_through_its_environment(
             started.append((argv, env))
 
     monkeypatch.setattr(servers.subprocess, "Popen", Popen)
-    monkeypatch.setattr("sweval.flows.processes.detach", lambda pid: None)
+    monkeypatch.setattr("sweval.flows.process_tree.detach", lambda pid: None)
     servers._start_mlflow(_free_port(), tmp_path / "mlflow.log")
     [(argv, server_env)] = started
     assert argv[:4] == [sys.executable, "-m", "mlflow", "server"]

@@ -329,7 +329,7 @@ def test_ctrl_c_stops_a_dask_run_quietly(tmp_path: Path) -> None:
 
 def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) -> None:
     """SIGKILL (``kill -9``, the out-of-memory killer) cannot be caught: the temporary server's
-    guard stops it once `sweval run` is gone (flows.processes.stop_with_this_process)."""
+    guard stops it once `sweval run` is gone (flows.process_tree.stop_with_this_process)."""
     args = ["run", "--scale", "0.05", "--folds", "3", "--algorithms", "pop,item-knn",
             "--output", str(tmp_path / "out"), "--no-tracking", "--no-progress"]
     with sweval_command(args, tmp_path) as (process, marker, log):
@@ -347,7 +347,7 @@ def test_run_killed_outright_leaves_no_temporary_prefect_server(tmp_path: Path) 
 #: at once, before the guard's interpreter has even started (a kill during start-up).
 _KILLED_AT_ONCE = """
 import os, signal, subprocess, sys
-from sweval.flows.processes import stop_with_this_process
+from sweval.flows.process_tree import stop_with_this_process
 server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
                           start_new_session=True)
 print(server.pid, flush=True)
@@ -388,7 +388,7 @@ def test_ui_killed_outright_leaves_no_mlflow_server(tmp_path: Path) -> None:
 _TRACKER_SCRIPT = """
 import json, subprocess, sys, time
 from multiprocessing import resource_tracker
-from sweval.flows.processes import stop_descendants
+from sweval.flows.process_tree import stop_descendants
 resource_tracker.ensure_running()  # what a local Dask cluster's spawned workers start
 sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 start = time.monotonic()
