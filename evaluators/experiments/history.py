@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from sweval.data.errors import SwevalError
+from sweval.evaluators.experiments.sweep import in_locked_directory, run_each
 
 _log = logging.getLogger(__name__)
 
@@ -107,23 +108,16 @@ def sweep_history(config: Any, run: Callable[[Any], Any], *,
     """
     lengths = parse_train_windows(config.train_window)
     check_composes(config)
-    if directory is None:
-        return _sweep(config, lengths, run, None)
-    from sweval.evaluators.units.locks import output_lock
-
-    with output_lock(directory, command="run-history"):
-        return _sweep(config, lengths, run, Path(directory))
+    return in_locked_directory(directory, "run-history",
+                               lambda target: _sweep(config, lengths, run, target))
 
 
 def _sweep(config: Any, lengths: list[str], run: Callable[[Any], Any],
            target: Path | None) -> Any:
     """The work of the sweep above, its output directory (if any) locked."""
-    runs = {}
-    for length in lengths:
-        update: dict[str, Any] = {"train_window": None if length == ALL_HISTORY else length}
-        if target is not None:
-            update["output"] = str(target / run_directory(length))
-        runs[length] = run(config.model_copy(update=update))
+    runs = run_each(config, lengths,
+                    lambda length: {"train_window": None if length == ALL_HISTORY else length},
+                    run_directory, run, target)
     table, choices = sweep_tables(runs, config)
     if target is not None:
         from sweval.evaluators.experiments.history_tuning import FILE

@@ -40,6 +40,7 @@ import pandas as pd
 
 from sweval.data.durations import parse_duration
 from sweval.data.errors import SwevalError
+from sweval.evaluators.experiments.sweep import in_locked_directory, run_each
 from sweval.evaluators.metrics.names import shown_k
 
 WIDTHS_COLUMNS = ["window", "width_s", "algorithm", "metric", "k", "mean", "ci_low", "ci_high",
@@ -229,23 +230,14 @@ def compare_widths(config: Any, run: Callable[[Any], Any], *,
     """
     widths = parse_widths(config.window)
     check_composes(config)
-    if directory is None:
-        return _sweep(config, widths, run, None)
-    from sweval.evaluators.units.locks import output_lock
-
-    with output_lock(directory, command="run-widths"):
-        return _sweep(config, widths, run, Path(directory))
+    return in_locked_directory(directory, "run-widths",
+                               lambda target: _sweep(config, widths, run, target))
 
 
 def _sweep(config: Any, widths: list[str], run: Callable[[Any], Any],
            target: Path | None) -> Any:
     """The work of the sweep above, its output directory (if any) locked."""
-    runs = {}
-    for width in widths:
-        update: dict[str, Any] = {"window": width}
-        if target is not None:
-            update["output"] = str(target / run_directory(width))
-        runs[width] = run(config.model_copy(update=update))
+    runs = run_each(config, widths, lambda width: {"window": width}, run_directory, run, target)
     table = widths_table(runs)
     found = Widths(config, runs, table, kendall_table(table), target)
     if target is not None:
