@@ -36,6 +36,8 @@ _log = logging.getLogger(__name__)
 #: Seconds of a stopped command's time kept for its exit when marking child runs KILLED
 #: (:meth:`Tracker.fail`): Prefect's flow run reported crashed, the temporary server stopped.
 STOP_RESERVE_S = 1.0
+#: Child runs per request when a reopened parent's children are listed (MLflow's most).
+SEARCH_PAGE = 1000
 
 
 def _child_name(algorithm: str, stratum: str) -> str:
@@ -180,11 +182,18 @@ class Tracker:
 
     def find_children(self) -> None:
         """The children of a reopened parent and the folds each already holds."""
-        runs = self.client.search_runs(
-            [self.experiment_id],
-            filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
-            max_results=1000,
-        )
+        runs: list[Any] = []
+        token = None
+        while True:  # page by page: 500 strata × 2 algorithms are more than one page
+            page = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.mlflow.parentRunId = '{self.parent_run_id}'",
+                max_results=SEARCH_PAGE, page_token=token,
+            )
+            runs += page
+            token = page.token
+            if not token:
+                break
         for run in runs:
             tags = run.data.tags
             if "sweval.algorithm" not in tags:

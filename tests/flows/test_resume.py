@@ -242,3 +242,38 @@ def test_only_flow_runs_left_running_are_marked_crashed_and_the_unsettled_stay_r
     assert json.loads(lock_record.read_text())[FLOW_RUNS_FIELD] == ["now"]  # all settled
     with output_lock(out) as previous:
         assert settle_flow_runs(out, previous, "now") == []  # itself: never crashed here
+
+
+@pytest.mark.slow
+def test_a_reopened_run_finds_every_child_page_by_page(
+    write_log, make_config, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A reopened parent's children are listed page by page: a run with more children than one
+    page of MLflow's search (1,000, e.g. 500 strata × 2 algorithms) took the rest for missing
+    and made them again, twice over. Here a page is one child."""
+    from mlflow import MlflowClient
+
+    from sweval.flows.tracking import tracker
+
+    config = make_config(write_log(8))
+    original = sweval.evaluators.run.driver.compute_unit
+
+    def failing(unit, store, **kwargs):
+        if unit.split.index == 4:
+            raise RuntimeError("injected failure in fold 4")
+        return original(unit, store, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing)
+        patch.setattr(run_hook, "TRACKING_INTERVAL_S", 0.0)  # the children exist before it fails
+        with pytest.raises(RuntimeError, match="injected failure"):
+            sliding_window_eval(config=config)
+    monkeypatch.setattr(tracker, "SEARCH_PAGE", 1)
+    sliding_window_eval(config=config)
+    client = MlflowClient(mlflow_uri)
+    experiment = client.get_experiment_by_name(config.experiment)
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id])
+    children = [run.info.run_name for run in runs if "mlflow.parentRunId" in run.data.tags]
+    assert sorted(children) == ["pop", "pop-n"]
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
