@@ -91,6 +91,7 @@ class Tracker:
         self.devices_tagged: set[str] = set()
         self.children_tagged: set[str] = set()  # children with their ``sweval.device`` tag
         self.state_changed = False  # children created since the state file was written
+        self.unsent_params: dict[str, dict[str, str]] = {}  # a new child's, sent with its metrics
         self.artifact_uris: dict[str, str] = {}  # a child's, so logging a file needs no lookup
         self.seconds = 0.0  # time spent in MLflow calls, for the report
         self.broken: Exception | None = None  # a call that failed (after MLflow's retries)
@@ -206,6 +207,11 @@ class Tracker:
             history = self.client.get_metric_history(run.info.run_id, "n_eligible")
             self.logged[run.info.run_id] = {int(m.step) for m in history}
             self.summaries[run.info.run_id] = dict(run.data.metrics)
+            params = algorithm_params(self.config, ident[0])
+            missing = {name: value for name, value in params.items()
+                       if name not in run.data.params}  # made, then stopped before its first batch
+            if missing:
+                self.unsent_params[run.info.run_id] = missing
 
     def _child(self, algorithm: str, stratum: str) -> str:
         ident = (algorithm, stratum)
@@ -224,7 +230,7 @@ class Tracker:
             self.children[ident] = run_id
             self.artifact_uris[run_id] = run.info.artifact_uri
             self.logged[run_id] = set()
-            self._log_params_and_tags(run_id, algorithm_params(self.config, algorithm), {}, {})
+            self.unsent_params[run_id] = algorithm_params(self.config, algorithm)
             self.state.setdefault("children", {})[f"{algorithm}|{stratum}"] = run_id
             self.state_changed = True
         return self.children[ident]
@@ -270,7 +276,7 @@ class Tracker:
                         self.config, self.fingerprint, fold, int(first["t_start"]),
                         int(first["t_end"]), stratum))
                     if batch and len(batch) + len(metrics) > MAX_BATCH:
-                        self.client.log_batch(run_id, metrics=batch)
+                        self._log_batch(run_id, batch, [])
                         done.update(pending)
                         batch, pending = [], []
                     batch += metrics
@@ -280,10 +286,12 @@ class Tracker:
                     device = (devices or {}).get(algorithm)
                     tags = ([RunTag("sweval.device", device)]
                             if device is not None and run_id not in self.children_tagged else [])
-                    self.client.log_batch(run_id, metrics=batch, tags=tags)
+                    self._log_batch(run_id, batch, tags)
                     done.update(pending)
                     if tags:
                         self.children_tagged.add(run_id)
+                if run_id in self.unsent_params:  # no batch to go with
+                    self._log_params_and_tags(run_id, self.unsent_params.pop(run_id), {}, {})
         except Exception as exc:
             raise self._error(exc) from exc
         finally:
@@ -292,6 +300,20 @@ class Tracker:
                 self.state_changed = False
             self.seconds += time.perf_counter() - started
         return n_logged
+
+    def _log_batch(self, run_id: str, metrics: list[Any], tags: list[Any]) -> None:
+        """One ``log_batch`` of a child's metrics and tags, with its params when it has not
+        sent them yet (a request less a child; MLflow takes at most 100 params a call and
+        1,000 values in all, and metrics come at most :data:`MAX_BATCH` at a time)."""
+        from mlflow.entities import Param
+
+        params = self.unsent_params.get(run_id, {})
+        if len(params) > 100 - len(tags):
+            params = {}  # sent on their own, after the batches
+        self.client.log_batch(run_id, metrics=metrics, tags=tags,
+                              params=[Param(name, value) for name, value in params.items()])
+        if params:
+            del self.unsent_params[run_id]
 
     def set_devices(self, devices: Mapping[str, str]) -> None:
         """Tag where each algorithm ran (``sweval.device`` on the child, ``sweval.als_device``)."""

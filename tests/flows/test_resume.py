@@ -277,3 +277,39 @@ def test_a_reopened_run_finds_every_child_page_by_page(
     children = [run.info.run_name for run in runs if "mlflow.parentRunId" in run.data.tags]
     assert sorted(children) == ["pop", "pop-n"]
     check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+
+
+@pytest.mark.slow
+def test_a_child_made_but_never_logged_gets_its_params_when_the_run_resumes(
+    write_log, make_config, mlflow_uri: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A child's params go with its first metrics (one request less a child). A run whose
+    children were made but whose metrics never reached MLflow (every batch failed) leaves
+    children without params; the rerun reopens them and logs their params with the metrics."""
+    from mlflow import MlflowClient
+
+    from sweval.data.errors import SwevalError
+    from sweval.flows.tracking import Tracker
+    from sweval.flows.tracking.records import algorithm_params
+
+    config = make_config(write_log(8))
+
+    def refused(self, run_id, metrics, tags):
+        raise RuntimeError("database is locked")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Tracker, "_log_batch", refused)
+        with pytest.raises(SwevalError):
+            sliding_window_eval(config=config)
+    client = MlflowClient(mlflow_uri)
+    experiment = client.get_experiment_by_name(config.experiment)
+    assert experiment is not None
+    children = [run for run in client.search_runs([experiment.experiment_id])
+                if "mlflow.parentRunId" in run.data.tags]
+    assert children and all(not run.data.params for run in children)  # made, never logged
+
+    sliding_window_eval(config=config)
+    check_mlflow_matches_results(mlflow_uri, config.experiment, Path(config.output))
+    for run in client.search_runs([experiment.experiment_id]):
+        if "mlflow.parentRunId" in run.data.tags:
+            assert run.data.params == algorithm_params(config, run.info.run_name)
