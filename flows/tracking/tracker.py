@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
@@ -401,20 +400,3 @@ class Tracker:
             f"in {self.config.output}; rerun the same command once MLflow is reachable to resume "
             "and upload the rest."
         ))
-
-    def log_frame(self, run_id: str, frame: pd.DataFrame, name: str) -> None:
-        """Log ``frame`` as the CSV artifact ``name``. A child's artifact store is known from
-        its creation: ``MlflowClient.log_artifact`` would fetch the whole run to find it (14 ms
-        a child on a local SQLite store)."""
-        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
-        from mlflow.utils.uri import add_databricks_profile_info_to_artifact_uri
-
-        with tempfile.TemporaryDirectory(prefix="sweval-mlflow-") as tmp:
-            path = Path(tmp) / name
-            frame.to_csv(path, index=False, float_format="%.10g")
-            uri = self.artifact_uris.get(run_id)
-            if uri is None:
-                self.client.log_artifact(run_id, str(path))
-            else:
-                uri = add_databricks_profile_info_to_artifact_uri(uri, self.uri)
-                get_artifact_repository(uri, tracking_uri=self.uri).log_artifact(str(path))
