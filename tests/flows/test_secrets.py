@@ -103,7 +103,7 @@ def test_no_password_of_any_uri_is_recorded_anywhere(tmp_path: Path, write_log: 
         ]
         for command in commands:
             done = sweval(*command, **prefect)
-            assert done.returncode == 0, (command, done.stderr[-3000:])
+            assert done.returncode == 0, f"{command}:\n{done.stderr[-12000:]}"  # whole, not a repr
         records = [out / "run" / "config.json", out / "run" / "tracking.json",
                    out / "rolling" / "rolling.json", out / "compare" / "compare.json",
                    out / "leakage" / "leakage.json", out / "gap" / "gap.json"]
