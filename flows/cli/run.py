@@ -148,7 +148,7 @@ def evaluate_one(cfg: EvalConfig, *, prefect: bool, api: Any = None,
 def run_flow(cfg: EvalConfig, *, rolling: bool, api: Any = None) -> Any:
     """Call the flow, turning an unreachable Prefect API into one clear error; the log is
     loaded and MLflow set up while Prefect's temporary API (``api``) starts
-    (:mod:`flows.startup`)."""
+    (:mod:`flows.startup`), and the flow starts once that set-up has ended."""
     from sweval.evaluators.run.sources import load_data
     from sweval.flows.startup import finish_preloading, preload, ready_api
 
@@ -156,6 +156,9 @@ def run_flow(cfg: EvalConfig, *, rolling: bool, api: Any = None) -> Any:
     try:
         if api is not None and not rolling:
             load_data(cfg)  # kept for the flow's load-log task
+        # The flow imports what the preload imports too (FastAPI: Prefect's parameters, MLflow's
+        # client); two threads importing one package at once can fail (KeyError: 'fastapi').
+        finish_preloading()
         with reaching_prefect("Start it (`sweval up`, or `prefect server start`), unset "
                               "PREFECT_API_URL to use a temporary local one, or run with "
                               "--no-prefect."):
