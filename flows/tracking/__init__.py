@@ -67,7 +67,7 @@ from sweval.flows.tracking.client import (
 )
 from sweval.flows.tracking.compare_runs import ComparisonTracker
 from sweval.flows.tracking.inputs import log_profile
-from sweval.flows.tracking.metrics import metric_key, per_fold_table
+from sweval.flows.tracking.metrics import metric_key
 from sweval.flows.tracking.records import STATE_FILE
 from sweval.flows.tracking.server import (
     announce_when_ready,
@@ -89,7 +89,6 @@ __all__ = [
     "log_profile",
     "metric_key",
     "open_client",
-    "per_fold_table",
     "resolve_tracking_uri",
     "resolve_uri",
     "server_command",

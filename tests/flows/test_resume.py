@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from flow_helpers import check_mlflow_matches_results
@@ -29,6 +30,18 @@ def stored_units(units: Path) -> dict[tuple[int, str], int]:
     return found
 
 
+def failing_at_fold(index: int) -> Any:
+    """``compute_unit`` that raises for the units of fold ``index``."""
+    original = sweval.evaluators.run.driver.compute_unit
+
+    def failing(unit, store, **kwargs):
+        if unit.split.index == index:
+            raise RuntimeError(f"injected failure in fold {index}")
+        return original(unit, store, **kwargs)
+
+    return failing
+
+
 
 @pytest.mark.slow
 def test_failed_run_resumes_without_recomputing_finished_units(
@@ -37,15 +50,8 @@ def test_failed_run_resumes_without_recomputing_finished_units(
 ) -> None:
     data = write_log(8)
     config = make_config(data)
-    original = sweval.evaluators.run.driver.compute_unit
-
-    def failing(unit, store, **kwargs):
-        if unit.split.index == 4:
-            raise RuntimeError("injected failure in fold 4")
-        return original(unit, store, **kwargs)
-
     with monkeypatch.context() as patch:
-        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing)
+        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing_at_fold(4))
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
     units = Path(config.cache or os.environ["SWEVAL_CACHE"])
@@ -256,15 +262,8 @@ def test_a_reopened_run_finds_every_child_page_by_page(
     from sweval.flows.tracking import tracker
 
     config = make_config(write_log(8))
-    original = sweval.evaluators.run.driver.compute_unit
-
-    def failing(unit, store, **kwargs):
-        if unit.split.index == 4:
-            raise RuntimeError("injected failure in fold 4")
-        return original(unit, store, **kwargs)
-
     with monkeypatch.context() as patch:
-        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing)
+        patch.setattr(sweval.evaluators.run.driver, "compute_unit", failing_at_fold(4))
         patch.setattr(run_hook, "TRACKING_INTERVAL_S", 0.0)  # the children exist before it fails
         with pytest.raises(RuntimeError, match="injected failure"):
             sliding_window_eval(config=config)
