@@ -52,6 +52,7 @@ from sweval.evaluators.stats.tuning import optimism, tune
 from sweval.evaluators.stats.tuning_candidates import ordered_labels
 from sweval.evaluators.stats.users import UserValues, two_level_summary
 from sweval.evaluators.units.failures import UnitFailure
+from sweval.evaluators.units.memo import Memo
 
 _log = logging.getLogger(__name__)
 
@@ -128,6 +129,9 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
     summary = with_intervals(summarise(results), results, settings)
     if plan.config.summary_bootstrap == "two-level" and context.users:
         summary = override_intervals(summary, two_level_summary(context.users, settings))
+    memo = Memo(unit_store)  # the tests, as a rerun of the same units finds them
+    users = context.users.fingerprint() if context.users else None
+    strata = _compared_strata(results) if plan.strata is not None else None
     return Outputs(
         directory=directory,
         unit_store=unit_store,
@@ -143,12 +147,15 @@ def tables(plan: Plan, collected: Collected, measurer: Measurer, *,
         tuning=tuning,
         optimism=optimism_table,
         failed=collected.failed,
-        significance=compare_algorithms(results, settings, labels, comparisons=comparisons,
-                                        users=context.users),
+        significance=memo.table(
+            "significance", (results, settings, labels, comparisons, users),
+            lambda: compare_algorithms(results, settings, labels, comparisons=comparisons,
+                                       users=context.users)),
         significance_strata=(
-            compare_strata(_compared_strata(results), settings, labels,
-                           correction=comparisons.correction)
-            if plan.strata is not None else None
+            memo.table("significance_strata", (strata, settings, labels, comparisons.correction),
+                       lambda: compare_strata(strata, settings, labels,
+                                              correction=comparisons.correction))
+            if strata is not None else None
         ),
         per_user=context.per_user,
         overlap=run_overlap(plan, context.lists or {}),

@@ -21,6 +21,7 @@ with far less power).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,18 @@ class UserValues:
 
     def __bool__(self) -> bool:
         return bool(self.blocks)
+
+    def fingerprint(self) -> str:
+        """A hash of every block (its key, users and values, in order): equal values, equal
+        fingerprints."""
+        digest = hashlib.sha256()
+        for key, (users, values) in self.blocks.items():
+            digest.update(f"{key!r}\0{users.dtype}\0".encode())
+            digest.update(np.ascontiguousarray(users).tobytes())
+            for name, column in values.items():
+                digest.update(f"{name!r}\0{column.dtype}\0".encode())
+                digest.update(np.ascontiguousarray(column).tobytes())
+        return digest.hexdigest()
 
     def strata(self) -> list[str]:
         return list(dict.fromkeys(stratum for stratum, _, _ in self.blocks))

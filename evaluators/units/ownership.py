@@ -9,6 +9,9 @@ command to them (never a symbolic link, nor what one points to).
                                 beside its temporary ``.<name>.<random>.tmp`` (:data:`TEMPORARY`)
     <2 hex>/.<key>.lock         the unit's lock (:mod:`evaluators.units.locks`)
     .runs/                      the store's live runs (:data:`RUNS_FOLDER`)
+    memo/<2 hex>/<key>.parquet  a table already computed (:mod:`evaluators.units.memo`;
+                                :data:`MEMO_FOLDER`, :data:`MEMO_NAME`), possibly beside its
+                                temporary file
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ STORE_TAG = "CACHEDIR.TAG"
 SHARD = re.compile(r"[0-9a-f]{2}")
 KEY = re.compile(r"[0-9a-f]{16,64}")
 UNIT_FILES = frozenset({UNIT_FILE, LISTS_FILE, WARM_FILE})
+#: The folder of the tables already computed, and their names in its shard folders.
+MEMO_FOLDER = "memo"
+MEMO_NAME = re.compile(r"[0-9a-f]{64}\.parquet")
 
 
 def is_temporary(path: Path) -> bool:
@@ -51,6 +57,23 @@ def is_own_file(path: Path) -> bool:
     """A file of a unit folder that the store itself writes, not a symbolic link."""
     return (path.name in UNIT_FILES or is_temporary(path)) and not path.is_symlink() \
         and path.is_file()
+
+
+def is_memo_file(path: Path) -> bool:
+    """A memo entry or its temporary file (in a shard folder of ``memo/``), not a link."""
+    temporary = TEMPORARY.fullmatch(path.name)
+    named = MEMO_NAME.fullmatch(path.name) or (
+        temporary is not None and MEMO_NAME.fullmatch(temporary.group(1)))
+    return bool(named) and not path.is_symlink() and path.is_file()
+
+
+def memo_files(store: Path) -> list[Path]:
+    """Every memo entry and temporary file of the store (:func:`is_memo_file`), sorted."""
+    memo = store / MEMO_FOLDER
+    if memo.is_symlink():
+        return []
+    return sorted(path for shard in own_dirs(memo, SHARD) for path in shard.iterdir()
+                  if is_memo_file(path))
 
 
 def own_files(directory: Path) -> list[Path]:
@@ -88,6 +111,10 @@ def foreign_names(directory: Path) -> list[str]:
             foreign.append(top.name)
         elif top.name == RUNS_FOLDER or (is_tag_temporary(top) and top.is_file()):
             continue  # (the tag's temporary file: another process is creating the store)
+        elif top.name == MEMO_FOLDER and top.is_dir():
+            foreign += [f"{top.name}/{path.relative_to(top)}" for path in sorted(top.rglob("*"))
+                        if not (is_memo_file(path) or (path.parent == top and path.is_dir()
+                                                       and SHARD.fullmatch(path.name)))]
         elif not (SHARD.fullmatch(top.name) and top.is_dir()):
             foreign.append(top.name)
         else:

@@ -16,6 +16,8 @@ Layout under the store's directory (the user's cache directory by default, ``--c
     3f/3f9c.../lists.parquet    per evaluated user (raw id), the top-K items (raw ids), best first
     3f/3f9c.../warm.npz         the fitted model's state, for warm-starting algorithms only
     .runs/<pid>-<random>.lock   one per live run using the store (:meth:`UnitStore.in_use`)
+    memo/<2 hex>/<key>.parquet  a statistics table kept for reruns of the same units
+                                (:mod:`evaluators.units.memo`)
 
 Lists hold raw ids, not codes: codes shift when a log grows, ids do not, so a window's unit
 serves the same window of a longer log. Every file is written to a temporary name and renamed
@@ -31,7 +33,8 @@ computes, so neither is deleted under it.
 
 The store owns only the names it creates: ``sweval cache`` refuses a directory without the tag
 that does not look like a store either, never follows a symbolic link, and deletes only the
-file names above (a unit's three files, their temporary files, a unit's lock file).
+file names above (a unit's three files, their temporary files, a unit's lock file, a kept
+table and its temporary file).
 """
 
 from __future__ import annotations
@@ -76,10 +79,12 @@ from sweval.evaluators.units.ownership import (
     SHARD,
     UNIT_FILE,
     WARM_FILE,
+    is_memo_file,
     is_own_file,
     is_temporary,
     last_use,
     mark_used,
+    memo_files,
     own_dirs,
     own_files,
     unlink_own,
@@ -355,7 +360,21 @@ class UnitStore:
                     if (is_temporary(path) or not finished) \
                             and path.lstat().st_mtime < before:
                         found.append(path)
+        for path in memo_files(self.directory):
+            with contextlib.suppress(OSError):
+                if path.name.endswith(".tmp") and path.lstat().st_mtime < before:
+                    found.append(path)
         return sorted(found)
+
+    def memo_entries(self, before: float) -> list[Path]:
+        """The tables kept for reruns (:mod:`evaluators.units.memo`) last used before
+        ``before`` (epoch seconds)."""
+        found = []
+        for path in memo_files(self.directory):
+            with contextlib.suppress(OSError):
+                if not path.name.endswith(".tmp") and path.lstat().st_mtime < before:
+                    found.append(path)
+        return found
 
     def remove_leftovers(self, paths: list[Path], before: float) -> list[Path]:
         """Delete the :meth:`leftovers` ``paths`` still last modified before ``before``, each
@@ -365,6 +384,12 @@ class UnitStore:
         deleted = []
         by_unit: dict[Path, list[Path]] = {}
         for path in paths:
+            if is_memo_file(path):  # a table's temporary file: no lock guards it
+                with contextlib.suppress(OSError):
+                    if path.lstat().st_mtime < before:
+                        path.unlink()
+                        deleted.append(path)
+                continue
             by_unit.setdefault(path.parent, []).append(path)
         for directory, files in by_unit.items():
             with unit_lock_if_free(self.directory, directory.name) as held:

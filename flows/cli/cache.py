@@ -157,6 +157,7 @@ def prune(
     unit."""
     from sweval.data.durations import parse_duration
     from sweval.evaluators.units.locks import describe_registrants
+    from sweval.evaluators.units.ownership import unlink_own
     from sweval.evaluators.units.store import MTIME_SLACK_S
 
     if older_than is None and run is None and max_size is None:
@@ -192,23 +193,29 @@ def prune(
             f"({describe_registrants(live)})" if in_use else "")
     leftovers_before = time.time() - LEFTOVER_AGE_S
     leftovers = store.leftovers(leftovers_before)
-    sizes = {path: _file_size(path) for path in leftovers}
+    # the tables kept for reruns go by last use too (a live run may be reading them)
+    tables = store.memo_entries(min(cutoff, in_use_since if in_use_since is not None
+                                    else cutoff)) if cutoff is not None else []
+    sizes = {path: _file_size(path) for path in [*leftovers, *tables]}
     if dry_run:
         console = table_console()
         console.print(
             f"would delete {len(chosen)} units ({_size(_bytes(chosen))}) from {store.directory}"
-            + kept + _leftovers_text(leftovers, sizes, would=True), markup=False)
+            + kept + _tables_text(tables, sizes, would=True)
+            + _leftovers_text(leftovers, sizes, would=True), markup=False)
         for path in sorted({*(p for entry in chosen for p in store.unit_paths(entry.key)),
-                            *leftovers}):
+                            *tables, *leftovers}):
             console.print(str(path), markup=False, highlight=False, soft_wrap=True)
         return
     deleted = [entry for entry in chosen if store.remove(entry.key, last_used=entry.last_used)]
     busy = len(chosen) - len(deleted)
+    for path in tables:
+        unlink_own(path)
     removed = store.remove_leftovers(leftovers, leftovers_before)
     table_console().print(
         f"deleted {len(deleted)} units ({_size(_bytes(deleted))}) from {store.directory}"
         + (f"; left {busy} that a running sweval is computing or has just used" if busy else "")
-        + kept + _leftovers_text(removed, sizes), markup=False
+        + kept + _tables_text(tables, sizes) + _leftovers_text(removed, sizes), markup=False
     )
 
 
@@ -219,7 +226,8 @@ prune.__doc__ = "\n\n".join([
     "the least recently used of the rest until the store holds at most that much.",
     "The units that running sweval commands have used since they began, or computed, stay.",
     "Every prune also deletes the files that killed writes left in the store (temporary files, "
-    "units whose record was never written) once they are an hour old.",
+    "units whose record was never written) once they are an hour old; --older-than also "
+    "deletes the statistics tables kept for reruns that no run used for that long.",
 ])
 
 
@@ -275,6 +283,15 @@ def _leftovers_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = 
         return ""
     verb = "would also delete" if would else "also deleted"
     return (f"; {verb} {len(paths)} file(s) left by killed writes "
+            f"({_size(sum(sizes.get(path, 0) for path in paths))})")
+
+
+def _tables_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
+    """``; (would) also delete(d) N statistics table(s) kept for reruns (size)``, or nothing."""
+    if not paths:
+        return ""
+    verb = "would also delete" if would else "also deleted"
+    return (f"; {verb} {len(paths)} statistics table(s) kept for reruns "
             f"({_size(sum(sizes.get(path, 0) for path in paths))})")
 
 

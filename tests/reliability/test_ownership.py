@@ -57,7 +57,8 @@ key24 = st.text("0123456789abcdef", min_size=24, max_size=24)
 names = st.one_of(
     hex2, key24, st.sampled_from(["unit.json", "lists.parquet", "warm.npz", ".runs",
                                   "js", "db", "migrations", "config.json", "tuning.csv",
-                                  "results.csv", ".lists.parquet.abc_12.tmp", "app.js"]),
+                                  "results.csv", ".lists.parquet.abc_12.tmp", "app.js",
+                                  "memo", "t.parquet"]),
 )
 paths = st.lists(names, min_size=1, max_size=4).map(lambda parts: "/".join(parts))
 
