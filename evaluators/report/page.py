@@ -44,6 +44,7 @@ import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report.data import ReportData, load, read_results, summarise_protocols
+from sweval.evaluators.report.drawn import png, tables_fingerprint
 from sweval.evaluators.report.facts import (
     PlainTable,
     compute_times,
@@ -80,6 +81,7 @@ from sweval.evaluators.report.tables import (
 )
 from sweval.evaluators.run.output_dir import add, claim, manifest, publish
 from sweval.evaluators.stats.overlap import overlap_matrix
+from sweval.evaluators.units.memo import Memo
 
 __all__ = [  # the report's API, importable from here as before the split
     "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
@@ -147,19 +149,24 @@ def _choose_k(data: ReportData, metric: str, k: int | None) -> int | None:
     return DEFAULT_K if DEFAULT_K in ks else ks[len(ks) // 2]
 
 
-def metric_section(data: ReportData, metric: str, k_time: int | None) -> MetricSection:
-    """Table(s) and figures of ``metric``, the over-time figure at ``k_time``."""
+def metric_section(data: ReportData, metric: str, k_time: int | None, *,
+                   memo: Memo | None = None, drawn_from: str = "") -> MetricSection:
+    """Table(s) and figures of ``metric``, the over-time figure at ``k_time``; with ``memo``,
+    figures drawn before from the same tables (``drawn_from``:
+    :func:`~evaluators.report.drawn.tables_fingerprint`) are read from it."""
     table = metric_table(data.summary, metric)
     vs_k = None
     if data.ks(metric):
         vs_k = ReportFigure(f"report-{_slug(metric)}-vs-k.png",
-                            figure_png(figure_vs_k(data, metric)),
+                            png(memo, "vs-k", (drawn_from, metric),
+                                lambda: figure_vs_k(data, metric)) or b"",
                             f"mean {metric_label(metric)}@k against k")
     over_time = None
-    fig = figure_over_time(data, metric, k_time)
-    if fig is not None:
+    picture = png(memo, "over-time", (drawn_from, metric, k_time),
+                  lambda: figure_over_time(data, metric, k_time))
+    if picture is not None:
         at = "" if k_time is None else f"-at-{k_time}"
-        over_time = ReportFigure(f"report-{_slug(metric)}{at}-over-time.png", figure_png(fig),
+        over_time = ReportFigure(f"report-{_slug(metric)}{at}-over-time.png", picture,
                                  f"{metric_label(metric, k_time)} per fold")
     return MetricSection(metric=metric, table=table, protocol_groups=protocol_groups(table),
                          k_time=k_time, vs_k=vs_k, over_time=over_time,
@@ -167,7 +174,8 @@ def metric_section(data: ReportData, metric: str, k_time: int | None) -> MetricS
                          policy_effect=policy_effect(data, metric, k_time))
 
 
-def overlap_figure(data: ReportData, k: int | None) -> ReportFigure | None:
+def overlap_figure(data: ReportData, k: int | None, memo: Memo | None = None
+                   ) -> ReportFigure | None:
     """The heat map of ``overlap.csv`` at ``k`` (default 10, else the largest k it has), or
     None when the directory has none."""
     path = data.directory / "overlap.csv"
@@ -182,7 +190,8 @@ def overlap_figure(data: ReportData, k: int | None) -> ReportFigure | None:
     if matrix is None:
         return None
     return ReportFigure(f"report-overlap-at-{chosen}.png",
-                        figure_png(figure_overlap(matrix, chosen)),
+                        png(memo, "overlap", (matrix, chosen),
+                            lambda: figure_overlap(matrix, chosen)) or b"",
                         f"Mean Jaccard@{chosen} of the top-{chosen} lists between algorithms")
 
 
@@ -195,6 +204,7 @@ def write_report(
     title: str | None = None,
     origin: str | None = None,
     intervals: pd.DataFrame | None = None,
+    memo: Memo | None = None,
 ) -> list[Path]:
     """Build the report of an output directory and write it.
 
@@ -212,6 +222,8 @@ def write_report(
         intervals: the means' bootstrap intervals, when the run that wrote ``results.csv``
             builds the report and has them (its summary; see
             :func:`~evaluators.report.data.load`).
+        memo: the unit store's memo: figures drawn before from the same tables are read from
+            it, those drawn now kept there (:mod:`evaluators.report.drawn`).
 
     Returns:
         The written files: ``report.html`` first, then the PNG figures
@@ -236,8 +248,10 @@ def write_report(
     target = report_target(data.directory, destination)
     source = data.config.get("data", {}).get("source") or data.directory.name
     title = title or f"SW-EVAL report — {source}"
-    sections = [metric_section(data, metric, k_time[metric]) for metric in chosen]
-    overlap = overlap_figure(data, k)
+    drawn_from = tables_fingerprint(data) if memo is not None else ""
+    sections = [metric_section(data, metric, k_time[metric], memo=memo, drawn_from=drawn_from)
+                for metric in chosen]
+    overlap = overlap_figure(data, k, memo)
     protocols = protocol_agreement(data, k)
     retraining = retraining_section(data.directory, chosen[0], k_time[chosen[0]])
     page = render_page(

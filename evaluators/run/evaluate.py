@@ -254,7 +254,8 @@ def evaluate_config(
     collected = driver.run()
     try:
         outputs = steps("write-results", _write, prepared, collected, store, publish)
-        report = (write_report_in_background(outputs.directory, intervals=outputs.summary)
+        report = (write_report_in_background(outputs.directory, intervals=outputs.summary,
+                                             store=outputs.unit_store)
                   if publish and plan.config.report else None)
         try:
             if prepared.step is not None and not outputs.failed:
@@ -300,26 +301,32 @@ def _write(prepared: Prepared, collected: Any, store: UnitStore, publish: bool) 
 
 # ------------------------------------------------------------------------------ the report
 def write_report_in_background(
-    directory: str | Path, *, intervals: Any = None
+    directory: str | Path, *, intervals: Any = None, store: Path | None = None
 ) -> Future[list[Path]]:
     """:func:`write_report_quietly` in a thread of its own, so that matplotlib's rendering (CPU)
     runs while MLflow's final logging waits on its server."""
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweval-report")
     try:
-        return executor.submit(write_report_quietly, directory, intervals=intervals)
+        return executor.submit(write_report_quietly, directory, intervals=intervals,
+                               store=store)
     finally:
         executor.shutdown(wait=False)  # the thread ends with its one task
 
 
-def write_report_quietly(directory: str | Path, *, intervals: Any = None) -> list[Path]:
+def write_report_quietly(directory: str | Path, *, intervals: Any = None,
+                         store: Path | None = None) -> list[Path]:
     """Write ``report.html`` and its PNG figures (``intervals``: the run's summary, whose
-    bootstrap intervals the report takes); a report problem never fails the run. A report that
-    could not be written removes an earlier one, which would no longer match the tables."""
+    bootstrap intervals the report takes; ``store``: the unit store whose memo keeps the
+    figures for a report of the same tables); a report problem never fails the run. A report
+    that could not be written removes an earlier one, which would no longer match the
+    tables."""
     from sweval.evaluators.report.page import REPORT_PAGE, write_report
     from sweval.evaluators.run.output_dir import discard, manifest
+    from sweval.evaluators.units.memo import Memo
 
     try:
-        return write_report(directory, intervals=intervals)
+        return write_report(directory, intervals=intervals,
+                            memo=Memo(store) if store is not None else None)
     except (SwevalError, OSError, ValueError) as exc:
         _log.warning("could not write the HTML report: %s", exc)
         with contextlib.suppress(OSError):

@@ -96,13 +96,11 @@ def _read_data(config: EvalConfig) -> InteractionLog:
             f"--stratify-by {config.stratify_by!r} alone (or both naming the same column)."
         )
     if config.data is None:
-        from sweval.data.synthetic import generate_log
-
         if policy_column(config) not in (None, "policy"):
             raise SwevalError(
                 f"--stratify-by {config.stratify_by!r}: the generated log's policy column is 'policy'."
             )
-        frame = generate_log(scale=config.scale, seed=config.seed)
+        frame = generated(config)
         return InteractionLog.from_frame(
             frame, policy_col="policy", source=config.dataset_name, dedup=config.dedup
         )
@@ -119,6 +117,23 @@ def _read_data(config: EvalConfig) -> InteractionLog:
         on_invalid=config.on_invalid,
         basket_col=config.basket_col,
     )
+
+
+def generated(config: EvalConfig) -> Any:
+    """The generated log of ``--scale`` and ``--seed`` (:func:`data.synthetic.generate_log`),
+    kept in the run's unit store once it exists (:mod:`evaluators.units.memo`: the same
+    options and code, the same frame, read in milliseconds instead of generated again)."""
+    from sweval.data.synthetic import generate_log
+    from sweval.evaluators.units.memo import Memo
+    from sweval.evaluators.units.ownership import STORE_TAG
+
+    def generate() -> Any:
+        return generate_log(scale=config.scale, seed=config.seed)
+
+    store = store_directory(config)
+    if not (store / STORE_TAG).is_file() or store.is_symlink():  # not a store (yet)
+        return generate()
+    return Memo(store).table("generated-log", (config.scale, config.seed), generate)
 
 
 def policy_column(config: EvalConfig) -> str | None:

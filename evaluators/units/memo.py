@@ -37,15 +37,20 @@ from sweval.evaluators.units.ownership import MEMO_FOLDER, MEMO_NAME, SHARD
 
 _log = logging.getLogger(__name__)
 
-_PACKAGE = Path(__file__).resolve().parents[2]
-
-
 @functools.cache
 def code_digest() -> str:
-    """A hash of every module of the installed ``sweval`` (path and bytes)."""
+    """A hash of every module of the installed ``sweval`` (its path in the package, and its
+    bytes)."""
+    import sweval
+
+    package = Path(sweval.__file__).parent
+    modules = []
+    for folder, dirs, files in os.walk(package, followlinks=True):  # the packages are links
+        dirs[:] = sorted(name for name in dirs if name != "__pycache__")  # in a checkout
+        modules += [Path(folder, name) for name in files if name.endswith(".py")]
     digest = hashlib.sha256()
-    for path in sorted(_PACKAGE.rglob("*.py")):
-        digest.update(f"{path.relative_to(_PACKAGE)}\0".encode())
+    for path in sorted(modules):
+        digest.update(f"{path.relative_to(package)}\0".encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

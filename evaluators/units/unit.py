@@ -93,6 +93,7 @@ def source_version(path: Path) -> str:
     version = _parsed_version(path)
     known[str(path)] = [identity, version]
     with contextlib.suppress(OSError):
+        _VERSIONS.parent.mkdir(parents=True, exist_ok=True)  # a store elsewhere (--cache)
         atomic_write_text(_VERSIONS, json.dumps(known))
     return version
 

@@ -157,3 +157,46 @@ def test_cache_prune_older_than_deletes_tables_no_run_used_since(
     assert "also deleted 1 statistics table(s)" in " ".join(capsys.readouterr().out.split())
     (left,) = memo_files(tmp_path)
     assert left != old and not temporary.exists()
+
+
+def test_a_report_of_the_same_tables_reads_its_figures(
+        tmp_path: Path, own_unit_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The figures of a rerun's report (the same tables in another directory) are the first
+    run's PNG bytes, read from the store: matplotlib does not draw them again."""
+    import sweval.evaluators.report.page as page
+
+    evaluate_config(config(tmp_path, output=str(tmp_path / "first"), report=True))
+    first = {path.name: path.read_bytes() for path in (tmp_path / "first").glob("*.png")}
+    assert len(first) == 3
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("drawn again")
+
+    for name in ("figure_vs_k", "figure_over_time", "figure_overlap"):
+        monkeypatch.setattr(page, name, refuse)
+    evaluate_config(config(tmp_path, output=str(tmp_path / "second"), report=True))
+    second = {path.name: path.read_bytes() for path in (tmp_path / "second").glob("*.png")}
+    assert second == first
+    assert (tmp_path / "second" / "report.html").is_file()
+
+
+def test_the_generated_log_is_kept_once_the_store_exists(
+        tmp_path: Path, own_unit_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a store the generated log is generated (nothing is written); in a store it is
+    generated once and read back equal, the same InteractionLog."""
+    import sweval.data.synthetic as synthetic
+    from sweval.evaluators.run.sources import generated, unit_store
+
+    settings = EvalConfig.build(scale=0.01, seed=3, output=str(tmp_path / "out"))
+    calls = []
+    original = synthetic.generate_log
+    monkeypatch.setattr(synthetic, "generate_log",
+                        lambda **kw: calls.append(kw) or original(**kw))
+    plain = generated(settings)
+    assert len(calls) == 1 and not (own_unit_store / "memo").exists()
+    unit_store(settings)
+    assert same_table(generated(settings), plain) and len(calls) == 2
+    assert same_table(generated(settings), plain) and len(calls) == 2  # read back
+    assert len(calls) == 2 and len(memo_files(own_unit_store)) == 1
+    generated(EvalConfig.build(scale=0.01, seed=4, output=str(tmp_path / "out")))
+    assert len(calls) == 3
