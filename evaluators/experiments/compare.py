@@ -51,11 +51,13 @@ from sweval.evaluators.stats.protocol_tuning import tune_comparison
 from sweval.evaluators.stats.significance import (
     Bootstrap,
     Comparisons,
+    compare_algorithms,
     compare_algorithms_per_protocol,
     compare_protocols,
 )
 from sweval.evaluators.stats.users import UserValues
 from sweval.evaluators.units.locks import output_lock
+from sweval.evaluators.units.memo import Memo
 from sweval.evaluators.units.store import UnitStore
 
 
@@ -153,7 +155,7 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
         if config.report:
             from sweval.evaluators.run.evaluate import write_report_quietly
 
-            write_report_quietly(directory)
+            write_report_quietly(directory, store=store.directory)
         if tracker is not None:
             tracker.finish(comparison)
     except BaseException as exc:
@@ -228,6 +230,16 @@ def _assemble(config: EvalConfig, options: CompareOptions, directory: Path,
     summary = compare_summary(results)
     settings = Bootstrap.of(config)
     order = list(dict.fromkeys(results["algorithm"]))
+    comparisons = Comparisons.of(config)
+    memo = Memo(store.directory)  # the tests, as a rerun of the same units finds them
+    for protocol, part in results.groupby("protocol", sort=False):
+        if str(protocol) not in known:
+            rows, values = part.drop(columns="protocol"), users.get(str(protocol))
+            known[str(protocol)] = memo.table(
+                "significance", (rows, settings, order, comparisons,
+                                 values.fingerprint() if values else None),
+                lambda: compare_algorithms(rows, settings, order, comparisons=comparisons,
+                                           users=values))
     return Comparison(
         config=config,
         options=options,
@@ -241,8 +253,8 @@ def _assemble(config: EvalConfig, options: CompareOptions, directory: Path,
         log=plan.log,
         unit_store=store.directory,
         significance=compare_algorithms_per_protocol(
-            results, settings, order, comparisons=Comparisons.of(config), users=users,
-            known=known),
-        protocol_effect=compare_protocols(results, settings, order),
+            results, settings, order, comparisons=comparisons, users=users, known=known),
+        protocol_effect=memo.table("protocol-effect", (results, settings, order),
+                                   lambda: compare_protocols(results, settings, order)),
         tuning_tables=tuning,
     )

@@ -140,16 +140,19 @@ def write_comparison(comparison: Comparison, printed: str = "") -> None:
 
 
 def _scatter(comparison: Comparison) -> bytes | None:
-    """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared."""
+    """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared (drawn
+    once per tables: :mod:`evaluators.report.drawn`)."""
     from sweval.evaluators.report.compare_figures import protocol_scatter
-    from sweval.evaluators.report.figures import figure_png
+    from sweval.evaluators.report.drawn import png
+    from sweval.evaluators.units.memo import Memo
 
     if len(comparison.protocols) < 2:
         return None
     k = shown_k(comparison.ks)
-    figure = protocol_scatter(comparison.summary, comparison.kendall, comparison.protocols, k,
-                              metric=comparison.rank_metric)
-    return figure_png(figure)
+    shown = (comparison.summary, comparison.kendall, comparison.protocols, k,
+             comparison.rank_metric)
+    return png(Memo(comparison.unit_store), "kendall-scatter", shown,
+               lambda: protocol_scatter(*shown[:4], metric=comparison.rank_metric))
 
 
 def _record(comparison: Comparison) -> str:

@@ -252,7 +252,7 @@ def write_report(
     sections = [metric_section(data, metric, k_time[metric], memo=memo, drawn_from=drawn_from)
                 for metric in chosen]
     overlap = overlap_figure(data, k, memo)
-    protocols = protocol_agreement(data, k)
+    protocols = protocol_agreement(data, k, memo)
     retraining = retraining_section(data.directory, chosen[0], k_time[chosen[0]])
     page = render_page(
         title=title,

@@ -31,9 +31,11 @@ from sweval.evaluators.experiments.compare_views import (
 from sweval.evaluators.metrics.names import shown_k
 from sweval.evaluators.report.compare_figures import protocol_scatter
 from sweval.evaluators.report.data import ReportData
+from sweval.evaluators.report.drawn import png
 from sweval.evaluators.report.facts import PlainTable
-from sweval.evaluators.report.figures import ReportFigure, figure_png
+from sweval.evaluators.report.figures import ReportFigure
 from sweval.evaluators.report.tables import metric_label
+from sweval.evaluators.units.memo import Memo
 
 _TEXT = {"protocol": str, "protocol_a": str, "protocol_b": str, "algorithm": str,
          "algorithms": str}
@@ -76,9 +78,11 @@ def _read(path: Path) -> pd.DataFrame | None:
     return None if frame.empty else frame
 
 
-def protocol_agreement(data: ReportData, k: int | None = None) -> ProtocolAgreement | None:
+def protocol_agreement(data: ReportData, k: int | None = None, memo: Memo | None = None
+                       ) -> ProtocolAgreement | None:
     """The comparison part of the report of ``data`` at ``k`` (default 10, else the largest k of
-    the ranking metric), or None when ``data`` is not a comparison's directory."""
+    the ranking metric), or None when ``data`` is not a comparison's directory; with ``memo``,
+    its figure drawn once per tables (:mod:`evaluators.report.drawn`)."""
     if data.table_file != "compare.csv":
         return None
     metric = str(data.config.get("rank_metric", "recall"))
@@ -97,9 +101,11 @@ def protocol_agreement(data: ReportData, k: int | None = None) -> ProtocolAgreem
         if tau is not None:
             tau = tau[tau["metric"] == metric]
             kendall = PlainTable.of(kendall_view(tau, ks))
-            figure = protocol_scatter(data.summary, tau, protocols, k, metric=metric)
+            picture = png(memo, "protocols-scatter", (data.summary, tau, protocols, k, metric),
+                          lambda: protocol_scatter(data.summary, tau, protocols, k,
+                                                   metric=metric))
             scatter = ReportFigure(
-                f"report-protocols-{metric}-at-{k}.png", figure_png(figure),
+                f"report-protocols-{metric}-at-{k}.png", picture or b"",
                 f"mean {metric_label(metric, k)} of every configuration under one protocol "
                 "against another, with Kendall's τ")
     leaks = _read(directory / "leakage.csv")
