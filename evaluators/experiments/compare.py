@@ -147,8 +147,13 @@ def _compare(config: EvalConfig, options: CompareOptions, directory: Path, store
         comparison.timings = {name: _seconds(run) for name, run in runs.items()}
         from sweval.evaluators.experiments.protocol_overlap import protocol_overlap
 
-        comparison.overlap = protocol_overlap(plan.log, list(planned.protocols.values()), runs,
-                                              store, config.k)
+        units = {name: sorted(map(tuple, run.units[["fold", "algorithm", "unit_key"]]
+                                  .astype(str).to_numpy().tolist()))
+                 for name, run in runs.items() if not run.units.empty}
+        comparison.overlap = Memo(store.directory).table(  # the lists are their units' keys
+            "protocol-overlap", (plan.log.fingerprint(), units, list(config.k)),
+            lambda: protocol_overlap(plan.log, list(planned.protocols.values()), runs, store,
+                                     config.k))
         if tracker is not None:
             comparison.mlflow_run_id = tracker.parent_run_id
         write_comparison(comparison, printed(comparison) if printed is not None else "")

@@ -508,9 +508,10 @@ def test_rank_metric_ndcg_is_the_metric_of_every_printed_line(comparison):
 def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
         tmp_path, log, own_unit_store, monkeypatch):
     """A comparison of the same units again (another --output) reads its paired tests, its
-    protocols' tests and its scatter from the store: none is computed again (each would
-    raise), and every table and figure is the same bytes."""
+    protocols' tests, the lists' overlap and its figures from the store: none is computed
+    again (each would raise), and every table and figure is the same bytes."""
     import sweval.evaluators.experiments.compare as compare
+    import sweval.evaluators.experiments.protocol_overlap as protocol_overlap
     import sweval.evaluators.report.compare_figures as compare_figures
     import sweval.evaluators.report.page as page
     import sweval.evaluators.report.protocols as protocols
@@ -525,11 +526,13 @@ def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
 
     for module, name in ((compare, "compare_algorithms"), (compare, "compare_protocols"),
                          (outputs, "compare_algorithms"), (compare_figures, "protocol_scatter"),
-                         (protocols, "protocol_scatter"), (page, "figure_vs_k")):
+                         (protocols, "protocol_scatter"), (page, "figure_vs_k"),
+                         (protocol_overlap, "protocol_overlap")):
         monkeypatch.setattr(module, name, refuse)
     second = run_compare(config, ["sw-eval", "loocv"], output=tmp_path / "second",
                          loocv_repeats=2, log=log)
     names = [path.name for path in first.directory.glob("*") if path.suffix in (".csv", ".png")]
-    assert {"significance.csv", "significance_protocols.csv", "kendall_scatter.png"} <= set(names)
+    assert {"significance.csv", "significance_protocols.csv", "overlap_protocols.csv",
+            "kendall_scatter.png"} <= set(names)
     for name in names:
         assert (second.directory / name).read_bytes() == (first.directory / name).read_bytes(), name
