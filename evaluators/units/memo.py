@@ -37,6 +37,7 @@ from sweval.evaluators.units.ownership import MEMO_FOLDER, MEMO_NAME, SHARD
 
 _log = logging.getLogger(__name__)
 
+
 @functools.cache
 def code_digest() -> str:
     """A hash of every module of the installed ``sweval`` (its path in the package, and its
@@ -119,10 +120,12 @@ class Memo:
         if not SHARD.fullmatch(path.parent.name) or not MEMO_NAME.fullmatch(path.name):
             raise ValueError(f"not a memo entry's name: {path}")
         with contextlib.suppress(OSError):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.is_symlink() or path.parent.is_symlink() or self.directory.is_symlink():
-                return  # never a link, nor what one points to
-            atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
+            for folder in (self.directory, path.parent):  # never a link, nor what one points to
+                if folder.is_symlink():
+                    return
+                folder.mkdir(exist_ok=True)
+            if not path.is_symlink():
+                atomic_write(path, lambda handle: handle.write(buffer.getvalue()))
 
 
 def same_table(left: pd.DataFrame, right: pd.DataFrame) -> bool:

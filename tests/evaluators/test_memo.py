@@ -200,3 +200,14 @@ def test_the_generated_log_is_kept_once_the_store_exists(
     assert len(calls) == 2 and len(memo_files(own_unit_store)) == 1
     generated(EvalConfig.build(scale=0.01, seed=4, output=str(tmp_path / "out")))
     assert len(calls) == 3
+
+
+def test_a_memo_folder_that_is_a_link_is_never_written_through(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "users-folder"
+    elsewhere.mkdir()
+    (tmp_path / "store").mkdir()
+    (tmp_path / "store" / "memo").symlink_to(elsewhere)
+    compute = Counting(frame())
+    for _ in range(2):
+        assert same_table(Memo(tmp_path / "store").table("t", (frame(),), compute), frame())
+    assert compute.calls == 2 and list(elsewhere.iterdir()) == []
