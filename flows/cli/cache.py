@@ -93,7 +93,10 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
 
 @app.command("size")
 def size(cache: CacheOption = None, output: OutputOption = None) -> None:
-    """How many units and bytes the store holds, per algorithm."""
+    """How many units and bytes the store holds, per algorithm (and the tables it keeps for
+    reruns)."""
+    from sweval.evaluators.units.ownership import MEMO_FOLDER, memo_files
+
     store = chosen_store(cache, output)
     rows = [(e.record.get("algorithm", "?"), e.size_bytes) for e in store.entries()]
     import pandas as pd
@@ -105,7 +108,13 @@ def size(cache: CacheOption = None, output: OutputOption = None) -> None:
     for algorithm, group in frame.groupby("algorithm", sort=True):
         table.add_row(escape(str(algorithm)), str(len(group)), _size(group["bytes"].sum()))
     table.add_row("[bold]total[/bold]", str(len(frame)), _size(frame["bytes"].sum()))
-    table_console().print(table)
+    console = table_console()
+    console.print(table)
+    kept = [path for path in memo_files(store.directory) if not path.name.endswith(".tmp")]
+    if kept:
+        console.print(f"and {len(kept)} statistics table(s) kept for reruns "
+                      f"({_size(sum(_file_size(path) for path in kept))}, in "
+                      f"{store.directory / MEMO_FOLDER})", markup=False, highlight=False)
 
 
 def run_unit_keys(run: Path) -> set[str]:

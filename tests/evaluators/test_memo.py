@@ -147,6 +147,8 @@ def test_cache_prune_older_than_deletes_tables_no_run_used_since(
     temporary = old.parent / f".{old.name}.abc_12.tmp"
     temporary.write_bytes(b"killed write")
     os.utime(temporary, (DAYS_AGO, DAYS_AGO))
+    assert sweval_cli("cache", "size", "--cache", tmp_path) == 0
+    assert "and 2 statistics table(s) kept for reruns" in " ".join(capsys.readouterr().out.split())
     assert sweval_cli("cache", "prune", "--older-than", "1D", "--cache", tmp_path,
                       "--dry-run") == 0
     printed = capsys.readouterr().out
