@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from sweval.evaluators.units.files import atomic_write
-from sweval.evaluators.units.ownership import MEMO_FOLDER, MEMO_NAME, SHARD
+from sweval.evaluators.units.ownership import MEMO_FOLDER, MEMO_NAME, SHARD, memo_files
 
 _log = logging.getLogger(__name__)
 
@@ -77,6 +77,15 @@ class Memo:
 
     def __init__(self, store: str | Path) -> None:
         self.directory = Path(store) / MEMO_FOLDER
+
+    def unused_since(self, before: float) -> list[Path]:
+        """The entries last used before ``before`` (epoch seconds), for ``cache prune``."""
+        found = []
+        for path in memo_files(self.directory.parent):
+            with contextlib.suppress(OSError):
+                if not path.name.endswith(".tmp") and path.lstat().st_mtime < before:
+                    found.append(path)
+        return found
 
     def path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.parquet"

@@ -366,16 +366,6 @@ class UnitStore:
                     found.append(path)
         return sorted(found)
 
-    def memo_entries(self, before: float) -> list[Path]:
-        """The tables kept for reruns (:mod:`evaluators.units.memo`) last used before
-        ``before`` (epoch seconds)."""
-        found = []
-        for path in memo_files(self.directory):
-            with contextlib.suppress(OSError):
-                if not path.name.endswith(".tmp") and path.lstat().st_mtime < before:
-                    found.append(path)
-        return found
-
     def remove_leftovers(self, paths: list[Path], before: float) -> list[Path]:
         """Delete the :meth:`leftovers` ``paths`` still last modified before ``before``, each
         under its unit's lock taken without waiting (a unit being computed keeps its files); a

@@ -166,6 +166,7 @@ def prune(
     unit."""
     from sweval.data.durations import parse_duration
     from sweval.evaluators.units.locks import describe_registrants
+    from sweval.evaluators.units.memo import Memo
     from sweval.evaluators.units.ownership import unlink_own
     from sweval.evaluators.units.store import MTIME_SLACK_S
 
@@ -203,8 +204,9 @@ def prune(
     leftovers_before = time.time() - LEFTOVER_AGE_S
     leftovers = store.leftovers(leftovers_before)
     # the tables kept for reruns go by last use too (a live run may be reading them)
-    tables = store.memo_entries(min(cutoff, in_use_since if in_use_since is not None
-                                    else cutoff)) if cutoff is not None else []
+    tables = Memo(store.directory).unused_since(
+        min(cutoff, in_use_since if in_use_since is not None else cutoff)
+    ) if cutoff is not None else []
     sizes = {path: _file_size(path) for path in [*leftovers, *tables]}
     if dry_run:
         console = table_console()
