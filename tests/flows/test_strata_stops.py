@@ -15,23 +15,25 @@ stops, and a timer in C ends the process should the deadline's thread never get 
 interpreter's lock. The deadline (2 s) runs from the signal's arrival: a main thread inside
 SQLite's commit on a loaded disk ran the handler seconds late (5.6 s).
 
-Each case is one run, stopped as soon as its phase shows in the run's files or output (no whole
-run is timed first), then checked to have stopped in that phase. The run's phases, with the event
-that sends each case's stop and seconds from the start on a busy 2-core machine::
+Each case is one run, stopped as soon as the run is seen in its phase (its files and output,
+looked at every 50 ms; no whole run is timed first): the stop is sent in that phase, and each
+case takes its phase's start plus the stop. The phases, what shows the run is in each, and
+when each case's stop went on a busy 2-core machine::
 
-    reads the log (a named pipe here)     loading        the pipe opened, half written    2 s
-    output claimed, MLflow's parent run
-    units (3 folds x 2 algorithms)        units          a unit's lock in the unit store  10 s
-    the tables (significance_strata)      tables         its 12-strata warning           17 s
-    tables published, report drawn        report         results.csv published           22 s
-    MLflow's 1,002 child runs created     child logging  a child run in the store        20 s
-    their final logging (FINISHED)        final logging  a child FINISHED, report drawn  54 s
-    the parent FINISHED, summary printed
+    phase          the run                                 in it while                  stop
+    loading        reads the log (a named pipe here)       the pipe is half written      2 s
+                   claims the output, opens MLflow's parent run
+    units          computes 6 units (3 folds, 2 algos)     a unit started, not all done 11 s
+    tables         results, summary, significance tables   the tables' 12-strata        17 s
+                                                           warning, no results.csv
+    report         draws the report (a thread)             results.csv, no report.html  22 s
+    child logging  creates the 1,002 child runs in MLflow  some child runs, not all     22 s
+    final logging  logs and FINISHes each child            some FINISHED, not all       54 s
+                   then the parent; prints the summary
 
-The report is drawn in a thread while MLflow's final logging runs. The child runs are created
-as units finish when a unit ends a second or more after the last logging
-(flows/tracking/run_hook.py), else at the start of the final logging: either way, the stop
-finds some but not all of them.
+MLflow's logging runs while the report is drawn. The child runs are created as units finish
+when a unit ends a second or more after the last logging (flows/tracking/run_hook.py), else
+(as in these runs) at the start of the final logging.
 """
 
 from __future__ import annotations
