@@ -23,6 +23,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from strata_run import (
+    ALGORITHMS,
+    PHASES,
+    Run,
+    half_read_pipe,
+    in_phase,
+    strata_log,
+)
 from sweval_processes import (
     alive,
     assert_nothing_left,
@@ -324,3 +332,59 @@ def test_exit_sweep_does_not_wait_for_the_resource_tracker() -> None:
         time.sleep(0.2)
     with contextlib.suppress(psutil.Error):
         assert psutil.Process(found["tracker"]).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(
+    phase: str, tmp_path: Path
+) -> None:
+    """A ``sweval run`` of 500 strata stopped by SIGTERM in each of its phases ends within seconds,
+    exits 143 and leaves no process (flows/processes.py).
+
+    `--stratify-by` a column of hundreds of values: the run computed every pair of strata's tests
+    (124,750 pairs for 500) and drew a report of 500 panels per figure, 20 minutes in all, and a
+    SIGTERM in the middle of it was swallowed or waited for (the report renders in a thread of its
+    own, which the exit joined). Now the pairs and the report are bounded (the largest strata) and
+    a stopped command ends within seconds whatever it is doing.
+
+    Where a stop's seconds went (5.1–6.8 s): marking the 1,000 child runs KILLED in MLflow one
+    request each (2.5 s and more) until the 3 s deadline, then Prefect's log handler waiting, at the
+    interpreter's exit, for the temporary server its own exit handler had just stopped. Now the
+    parent run is marked first and the children while time is left, the logs go before the server
+    stops, and a timer in C ends the process should the deadline's thread never get the
+    interpreter's lock. The deadline (2 s) runs from the signal's arrival: a main thread inside
+    SQLite's commit on a loaded disk ran the handler seconds late (5.6 s).
+
+    Each case is one run, sent SIGTERM as soon as it is seen in ``phase`` (tests/flows/
+    strata_run.py: each phase, what shows the run is in it, when its stop goes): it exits
+    143 within 5 s and leaves no process."""
+    data = tmp_path / "log.csv"
+    if phase == "loading":
+        os.mkfifo(data)
+    else:
+        data.write_bytes(strata_log())
+    output, db = tmp_path / "out", tmp_path / "mlflow.db"
+    args = ["run", "--data", str(data), "--window", "1D", "--folds", "3", "--u-min", "1",
+            "--k", "10", "--algorithms", ",".join(ALGORITHMS), "--stratify-by", "policy",
+            "--stratify-mode", "test", "--no-progress", "--output", str(output),
+            "--tracking-uri", f"sqlite:///{db}"]
+    with sweval_command(args, tmp_path) as (process, marker, log), contextlib.ExitStack() as stack:
+        # the test's own unit store (conftest)
+        run = Run(output, Path(os.environ["SWEVAL_CACHE"]), db, log)
+        if phase == "loading":
+            stack.enter_context(half_read_pipe(data, strata_log(), process, log))
+        at_signal = in_phase(phase, run, process)
+        before = tree(process.pid)
+        sent = time.monotonic()
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            status = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after SIGTERM in {phase}:\n{log.read_text()[-3000:]}")
+        took = time.monotonic() - sent
+        assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
+    assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
+    assert took < 5.0, f"{took:.1f} s in {phase} ({at_signal}):\n{log.read_text()[-2000:]}"
+    if phase == "final-logging":
+        pngs = [name for name in at_signal.files if name.startswith("report-")]
+        assert 0 < len(pngs) <= 4  # the figures, not one per stratum

@@ -1,19 +1,5 @@
-"""A ``sweval run`` of 500 strata stopped by SIGTERM in each of its phases ends within seconds,
-exits 143 and leaves no process (flows/processes.py).
-
-`--stratify-by` a column of hundreds of values: the run computed every pair of strata's tests
-(124,750 pairs for 500) and drew a report of 500 panels per figure, 20 minutes in all, and a
-SIGTERM in the middle of it was swallowed or waited for (the report renders in a thread of its
-own, which the exit joined). Now the pairs and the report are bounded (the largest strata) and
-a stopped command ends within seconds whatever it is doing.
-
-Where a stop's seconds went (5.1–6.8 s): marking the 1,000 child runs KILLED in MLflow one
-request each (2.5 s and more) until the 3 s deadline, then Prefect's log handler waiting, at the
-interpreter's exit, for the temporary server its own exit handler had just stopped. Now the
-parent run is marked first and the children while time is left, the logs go before the server
-stops, and a timer in C ends the process should the deadline's thread never get the
-interpreter's lock. The deadline (2 s) runs from the signal's arrival: a main thread inside
-SQLite's commit on a loaded disk ran the handler seconds late (5.6 s).
+"""The run of 500 strata that the stop test of tests/flows/test_signals.py stops by SIGTERM in
+each of its phases, and what shows the run is in each.
 
 Each case is one run, stopped as soon as the run is seen in its phase (its files and output,
 looked at every 50 ms; no whole run is timed first): the stop is sent in that phase, and each
@@ -40,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sqlite3
 import subprocess
 import time
@@ -50,11 +35,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
-from sweval_processes import assert_nothing_left, sweval_command, tree, wait_for
+from sweval_processes import wait_for
 from sweval_testing import DAY, T0, UNITS_GLOB
-
-pytestmark = pytest.mark.slow
 
 N_STRATA = 500
 ALGORITHMS = ("pop", "pop-n")
@@ -63,7 +45,7 @@ N_CHILDREN = len(ALGORITHMS) * (N_STRATA + 1)  # each stratum's and "all"'s, per
 TABLES_WARNING = f"{N_STRATA} strata: significance_strata.csv compares the 12"
 
 
-def _strata_log() -> bytes:
+def strata_log() -> bytes:
     """12,000 interactions of 1,500 users over 8 days, each user in one of 500 policies."""
     rng = np.random.default_rng(0)
     users = rng.integers(0, 1500, 12_000)
@@ -143,7 +125,7 @@ PHASES = {
 }
 
 
-def _in_phase(phase: str, run: Run, process: subprocess.Popen[bytes]) -> State:
+def in_phase(phase: str, run: Run, process: subprocess.Popen[bytes]) -> State:
     """The run's state once it is in ``phase`` (looked at every 50 ms); fails should the run
     get past the phase between two looks or end."""
     deadline = time.monotonic() + 600
@@ -158,7 +140,7 @@ def _in_phase(phase: str, run: Run, process: subprocess.Popen[bytes]) -> State:
 
 
 @contextlib.contextmanager
-def _half_read_pipe(fifo: Path, data: bytes, process: subprocess.Popen[bytes],
+def half_read_pipe(fifo: Path, data: bytes, process: subprocess.Popen[bytes],
                     log: Path) -> Iterator[None]:
     """Once ``process`` has opened the named pipe ``fifo``, half of ``data`` written into it:
     the command is reading its log, and waits there for the rest (closed at the end)."""
@@ -176,41 +158,3 @@ def _half_read_pipe(fifo: Path, data: bytes, process: subprocess.Popen[bytes],
         yield
     finally:
         os.close(handle[0])
-
-
-@pytest.mark.parametrize("phase", list(PHASES))
-def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(
-    phase: str, tmp_path: Path
-) -> None:
-    """SIGTERM as soon as the run is seen in ``phase`` (module docstring): it exits 143 within
-    5 s and leaves no process."""
-    data = tmp_path / "log.csv"
-    if phase == "loading":
-        os.mkfifo(data)
-    else:
-        data.write_bytes(_strata_log())
-    output, db = tmp_path / "out", tmp_path / "mlflow.db"
-    args = ["run", "--data", str(data), "--window", "1D", "--folds", "3", "--u-min", "1",
-            "--k", "10", "--algorithms", ",".join(ALGORITHMS), "--stratify-by", "policy",
-            "--stratify-mode", "test", "--no-progress", "--output", str(output),
-            "--tracking-uri", f"sqlite:///{db}"]
-    with sweval_command(args, tmp_path) as (process, marker, log), contextlib.ExitStack() as stack:
-        # the test's own unit store (conftest)
-        run = Run(output, Path(os.environ["SWEVAL_CACHE"]), db, log)
-        if phase == "loading":
-            stack.enter_context(_half_read_pipe(data, _strata_log(), process, log))
-        at_signal = _in_phase(phase, run, process)
-        before = tree(process.pid)
-        sent = time.monotonic()
-        os.kill(process.pid, signal.SIGTERM)
-        try:
-            status = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 60 s after SIGTERM in {phase}:\n{log.read_text()[-3000:]}")
-        took = time.monotonic() - sent
-        assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
-    assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
-    assert took < 5.0, f"{took:.1f} s in {phase} ({at_signal}):\n{log.read_text()[-2000:]}"
-    if phase == "final-logging":
-        pngs = [name for name in at_signal.files if name.startswith("report-")]
-        assert 0 < len(pngs) <= 4  # the figures, not one per stratum
