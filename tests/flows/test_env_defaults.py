@@ -1,7 +1,7 @@
 """Importing ``sweval.flows`` changes nothing; the entry points set SW-EVAL's Prefect defaults.
 
 Each check runs in a fresh interpreter whose environment has none of the defaults (the test
-session's own environment has them: ``tests/conftest.py`` applies them).
+session's own environment has them: ``tests/conftest.py`` applies them): those are ``slow``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from sweval.flows.settings import PREFECT_DEFAULTS
 
@@ -34,6 +36,7 @@ def _run(code: str, home: Path) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_importing_the_flows_package_and_its_modules_leaves_the_environment_alone(
     tmp_path: Path,
 ) -> None:
@@ -47,6 +50,7 @@ def test_importing_the_flows_package_and_its_modules_leaves_the_environment_alon
     assert not home.exists()  # nor creates PREFECT_HOME
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_the_sweval_command_sets_the_defaults_before_prefect(tmp_path: Path) -> None:
     home = tmp_path / "home"
     code = (
@@ -61,6 +65,7 @@ def test_the_sweval_command_sets_the_defaults_before_prefect(tmp_path: Path) -> 
     assert (home / "prefect").is_dir()
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_python_m_sliding_window_sets_the_defaults_before_prefect_reads_them(
     tmp_path: Path,
 ) -> None:
@@ -91,6 +96,7 @@ _HEARTBEAT = (
 )
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_flow_runs_send_no_heartbeats_unless_the_user_asks(tmp_path: Path) -> None:
     # Prefect's 180 s default makes the end of every flow run wait for its heartbeat thread's
     # next 1 s sleep step; SW-EVAL's runs turn it off, and only inside the flow run.
@@ -98,6 +104,7 @@ def test_flow_runs_send_no_heartbeats_unless_the_user_asks(tmp_path: Path) -> No
     assert (changed["SEEN"], changed["AFTER"]) == ("None", "180")
 
 
+@pytest.mark.slow  # a fresh interpreter
 def test_a_heartbeat_frequency_in_the_environment_wins(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "60")
     changed = _run(_HEARTBEAT, tmp_path / "home")

@@ -21,6 +21,7 @@ def test_mlflow_and_prefect_retries_are_bounded_by_default():
     assert PREFECT_DEFAULTS["PREFECT_CLIENT_MAX_RETRIES"] == "3"
 
 
+@pytest.mark.slow  # two fresh interpreters
 def test_requests_to_a_server_that_stops_answering_time_out_in_seconds_by_default():
     """MLflow's client waited 120 s a try for an answer, Prefect's 60 s: a server that went
     mute mid-run held each call for minutes. Bounded (the run then ends within 30 s:

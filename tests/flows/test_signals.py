@@ -19,17 +19,32 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from strata_run import (
+    ALGORITHMS,
+    PHASES,
+    Run,
+    half_read_pipe,
+    in_phase,
+    strata_log,
+)
+from sweval_processes import (
+    alive,
+    assert_nothing_left,
+    kill_outright_and_check,
+    marked,
+    stop_and_check,
+    sweval_command,
+    tree,
+    wait_for,
+)
 from sweval_testing import DAY, T0
 
 pytestmark = pytest.mark.slow
 
-SWEVAL = Path(sys.executable).parent / "sweval"
-MARKER = "SWEVAL_SIGNAL_TEST_ID"
 SIGNALS = [signal.SIGTERM, signal.SIGINT, signal.SIGHUP]
 
 
@@ -37,104 +52,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def marked(marker: str) -> list[psutil.Process]:
-    """Live processes whose environment carries ``MARKER=marker``."""
-    found = []
-    for process in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            if process.status() != psutil.STATUS_ZOMBIE and \
-                    process.environ().get(MARKER) == marker:
-                found.append(process)
-    return found
-
-
-def alive(processes: list[psutil.Process]) -> list[str]:
-    """Those of ``processes`` still running (the same process: pid and start time)."""
-    left = []
-    for process in processes:
-        with contextlib.suppress(psutil.Error):
-            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
-                left.append(f"{process.pid} {' '.join(process.cmdline())[:150]}")
-    return left
-
-
-@contextlib.contextmanager
-def sweval_command(
-    args: list[str], tmp_path: Path, **env: str
-) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
-    """``sweval ARGS`` in a session of its own, marked; anything marked is SIGKILLed at the end.
-    The environment is this one (less PREFECT_API_URL: no Prefect API unless ``env`` gives one)
-    with ``env``."""
-    marker = uuid.uuid4().hex
-    log = tmp_path / f"sweval-{marker[:8]}.log"
-    base = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    with open(log, "wb") as handle:
-        process = subprocess.Popen(
-            [str(SWEVAL), *args], env=base | env | {MARKER: marker}, cwd=tmp_path,
-            stdin=subprocess.DEVNULL, stdout=handle, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        yield process, marker, log
-    finally:
-        for left in marked(marker):
-            with contextlib.suppress(psutil.Error):
-                left.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=30)
-
-
-def wait_for(check: Callable[[], bool], process: subprocess.Popen[bytes], log: Path, what: str,
-             timeout_s: float = 180) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert process.poll() is None, f"sweval exited before {what}:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, \
-            f"not {what} after {timeout_s} s:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-
-
-def tree(pid: int) -> list[psutil.Process]:
-    with contextlib.suppress(psutil.Error):
-        root = psutil.Process(pid)
-        return [root, *root.children(recursive=True)]
-    return []
-
-
-def assert_nothing_left(before: list[psutil.Process], marker: str, signum: int,
-                        timeout_s: float) -> None:
-    """Within ``timeout_s``, no process of ``before`` nor any marked one may be left."""
-    deadline = time.monotonic() + timeout_s
-    while (alive(before) or marked(marker)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert alive(before) == [], f"left behind after {signal.Signals(signum).name}"
-    assert [p.pid for p in marked(marker)] == []
-
-
-def kill_outright_and_check(process: subprocess.Popen[bytes], marker: str) -> None:
-    """SIGKILL the sweval process alone (nothing of it can run); its guards must stop the rest."""
-    before = tree(process.pid)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert_nothing_left(before, marker, signal.SIGKILL, timeout_s=30)
-
-
-def stop_and_check(process: subprocess.Popen[bytes], marker: str, log: Path, signum: int) -> int:
-    """Signal the sweval process alone; then nothing it started may be left."""
-    before = tree(process.pid)
-    os.kill(process.pid, signum)
-    try:
-        status = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"sweval did not exit on {signal.Signals(signum).name}:\n"
-                    f"{log.read_text()[-3000:]}")
-    # children get SIGTERM, then SIGKILL after a grace
-    assert_nothing_left(before, marker, signum, timeout_s=20)
-    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
-    return status
 
 
 # ------------------------------------------------------------------------------------ sweval ui
@@ -417,60 +334,57 @@ def test_exit_sweep_does_not_wait_for_the_resource_tracker() -> None:
         assert psutil.Process(found["tracker"]).status() == psutil.STATUS_ZOMBIE
 
 
-def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(tmp_path: Path) -> None:
-    """`--stratify-by` a column of hundreds of values: the run computed every pair of strata's
-    tests (124,750 pairs for 500) and drew a report of 500 panels per figure, 20 minutes in
-    all, and a SIGTERM in the middle of it was swallowed or waited for (the report renders in
-    a thread of its own, which the exit joined). Now the pairs and the report are bounded (the
-    largest strata) and a stopped command ends within seconds whatever it is doing. The run
-    is timed whole once, then stopped at fractions of that time (loading, units, tables,
-    report, MLflow's final logging).
+@pytest.mark.parametrize("phase", list(PHASES))
+def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(
+    phase: str, tmp_path: Path
+) -> None:
+    """A ``sweval run`` of 500 strata stopped by SIGTERM in each of its phases ends within seconds,
+    exits 143 and leaves no process (flows/processes.py).
+
+    `--stratify-by` a column of hundreds of values: the run computed every pair of strata's tests
+    (124,750 pairs for 500) and drew a report of 500 panels per figure, 20 minutes in all, and a
+    SIGTERM in the middle of it was swallowed or waited for (the report renders in a thread of its
+    own, which the exit joined). Now the pairs and the report are bounded (the largest strata) and
+    a stopped command ends within seconds whatever it is doing.
 
     Where a stop's seconds went (5.1–6.8 s): marking the 1,000 child runs KILLED in MLflow one
-    request each (2.5 s and more) until the 3 s deadline, then Prefect's log handler waiting,
-    at the interpreter's exit, for the temporary server its own exit handler had just stopped.
-    Now the parent run is marked first and the children while time is left, the logs go
-    before the server stops, and a timer in C ends the process should the deadline's thread
-    never get the interpreter's lock. The deadline (2 s) runs from the signal's arrival: a
-    main thread inside SQLite's commit on a loaded disk ran the handler seconds late (5.6 s)."""
-    import numpy as np
-    import pandas as pd
+    request each (2.5 s and more) until the 3 s deadline, then Prefect's log handler waiting, at the
+    interpreter's exit, for the temporary server its own exit handler had just stopped. Now the
+    parent run is marked first and the children while time is left, the logs go before the server
+    stops, and a timer in C ends the process should the deadline's thread never get the
+    interpreter's lock. The deadline (2 s) runs from the signal's arrival: a main thread inside
+    SQLite's commit on a loaded disk ran the handler seconds late (5.6 s).
 
-    rng = np.random.default_rng(0)
-    users = rng.integers(0, 1500, 12_000)
-    pd.DataFrame({"user": users, "item": rng.zipf(1.5, len(users)) % 300,
-                  "timestamp": T0 + rng.integers(0, 8 * DAY, len(users)),
-                  "policy": [f"p{u % 500:03d}" for u in users]}).to_csv(tmp_path / "log.csv",
-                                                                        index=False)
-
-    def args(name: str) -> list[str]:
-        return ["run", "--data", str(tmp_path / "log.csv"), "--window", "1D", "--folds", "3",
-                "--u-min", "1", "--k", "10", "--algorithms", "pop,pop-n", "--stratify-by",
-                "policy", "--stratify-mode", "test", "--no-progress", "--output",
-                str(tmp_path / name), "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}"]
-
-    started = time.monotonic()
-    with sweval_command(args("whole"), tmp_path) as (process, _marker, log):
-        assert process.wait(timeout=900) == 0, log.read_text()[-3000:]
-    whole = time.monotonic() - started
-    text = " ".join(log.read_text().split())
-    assert "500 strata: the tables below show the 12 with the most eligible users" in text
-    pngs = list((tmp_path / "whole").glob("report-*.png"))
-    assert 0 < len(pngs) <= 4  # the figures, not one per stratum
-    for i, fraction in enumerate((0.1, 0.3, 0.5, 0.7, 0.9)):
-        with sweval_command(args(f"stopped-{i}"), tmp_path) as (process, marker, log):
-            time.sleep(fraction * whole)
-            if process.poll() is not None:
-                continue  # finished already (a warm start): nothing to stop
-            before = tree(process.pid)
-            sent = time.monotonic()
-            os.kill(process.pid, signal.SIGTERM)
-            try:
-                status = process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"still running 60 s after SIGTERM at {fraction:.0%} of the run:\n"
-                            f"{log.read_text()[-3000:]}")
-            took = time.monotonic() - sent
-            assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
-        assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
-        assert took < 5.0, f"{took:.1f} s at {fraction:.0%} of the run:\n{log.read_text()[-2000:]}"
+    Each case is one run, sent SIGTERM as soon as it is seen in ``phase`` (tests/flows/
+    strata_run.py: each phase, what shows the run is in it, when its stop goes): it exits
+    143 within 5 s and leaves no process."""
+    data = tmp_path / "log.csv"
+    if phase == "loading":
+        os.mkfifo(data)
+    else:
+        data.write_bytes(strata_log())
+    output, db = tmp_path / "out", tmp_path / "mlflow.db"
+    args = ["run", "--data", str(data), "--window", "1D", "--folds", "3", "--u-min", "1",
+            "--k", "10", "--algorithms", ",".join(ALGORITHMS), "--stratify-by", "policy",
+            "--stratify-mode", "test", "--no-progress", "--output", str(output),
+            "--tracking-uri", f"sqlite:///{db}"]
+    with sweval_command(args, tmp_path) as (process, marker, log), contextlib.ExitStack() as stack:
+        # the test's own unit store (conftest)
+        run = Run(output, Path(os.environ["SWEVAL_CACHE"]), db, log)
+        if phase == "loading":
+            stack.enter_context(half_read_pipe(data, strata_log(), process, log))
+        at_signal = in_phase(phase, run, process)
+        before = tree(process.pid)
+        sent = time.monotonic()
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            status = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running 60 s after SIGTERM in {phase}:\n{log.read_text()[-3000:]}")
+        took = time.monotonic() - sent
+        assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
+    assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
+    assert took < 5.0, f"{took:.1f} s in {phase} ({at_signal}):\n{log.read_text()[-2000:]}"
+    if phase == "final-logging":
+        pngs = [name for name in at_signal.files if name.startswith("report-")]
+        assert 0 < len(pngs) <= 4  # the figures, not one per stratum

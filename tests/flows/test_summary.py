@@ -549,3 +549,30 @@ def test_a_dozen_long_labels_get_short_names_and_a_legend_in_80_columns():
     cells = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
     shown_lines = [line for label in labels for line in shown[label].split("\n")]
     assert [cell for cell in cells if cell] == shown_lines  # nothing folds mid-word
+
+
+def test_a_run_of_more_strata_than_shown_prints_the_largest_and_says_so(
+    tmp_path, write_log, capsys
+):
+    """A run of hundreds of strata printed a table for each; more strata than
+    ``MAX_STRATA_SHOWN`` print those of the largest, and a line says so (every one is in
+    summary.csv)."""
+    import re
+
+    from sweval_testing import log_frame, sweval_cli
+
+    from sweval.evaluators.run.results import MAX_STRATA_SHOWN
+
+    frame = log_frame(8)
+    frame["policy"] = [f"p{int(user[1:]) % 14:02d}" for user in frame["user"]]
+    data = write_log(frame=frame)
+    assert sweval_cli("run", "--data", data, "--window", "1D", "--folds", "3", "--k", "10",
+                      "--u-min", "1", "--algorithms", "pop,pop-n", "--stratify-by", "policy",
+                      "--stratify-mode", "test", "--no-prefect", "--no-tracking",
+                      "--no-progress", "--no-report", "--bootstrap", "100", "--output",
+                      tmp_path / "out") == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (f"14 strata: the tables below show the {MAX_STRATA_SHOWN} with the most eligible "
+            "users; summary.csv has every one") in out
+    assert len(set(re.findall(r"1D windows, stratum (p\d\d)", out))) == MAX_STRATA_SHOWN
+    assert pd.read_csv(tmp_path / "out" / "summary.csv")["stratum"].nunique() == 15

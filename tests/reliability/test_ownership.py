@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -277,25 +278,34 @@ class Killed(BaseException):
     """What a kill does to a publication: it stops where it is."""
 
 
-def run_into(directory: Path, monkeypatch: pytest.MonkeyPatch, algorithms: str) -> int:
+def run_into(directory: Path, algorithms: str) -> int:
     args = list(TINY_RUN)
     args[args.index("pop")] = algorithms
     return sweval_cli(*args, "--output", directory, "--cache", directory.parent / "u")
 
 
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The output of one uninterrupted run of pop,pop-n (only read by the tests)."""
+    directory = tmp_path_factory.mktemp("ownership") / "reference"
+    assert run_into(directory, "pop,pop-n") == 0
+    return directory
+
+
 @pytest.mark.parametrize("step", range(14))
 @pytest.mark.slow
 def test_a_kill_while_tables_are_published_never_leaves_a_mixed_set(
-    step: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    step: int, reference: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """QA: a kill between the tables' renames left one run's results.csv beside another run's
-    summary, folds and config, and `sweval report` rendered the mix. The run is killed at the
-    ``step``-th deletion or rename of its publication: whatever it left, a reader either sees
-    exactly one run's set, or refuses the directory."""
-    reference = tmp_path / "reference"
-    assert run_into(reference, monkeypatch, "pop,pop-n") == 0
+    summary, folds and config, and `sweval report` rendered the mix. A run of pop,pop-n into
+    the output of a run of pop is killed at the ``step``-th deletion or rename of its
+    publication: whatever it left, a reader either sees exactly one run's set (pop's, or
+    pop,pop-n's as in ``reference``), or refuses the directory. Both runs reuse the units of
+    ``reference`` (a copy of its store): the renames counted are the publication's alone."""
+    shutil.copytree(reference.parent / "u", tmp_path / "u")
     out = tmp_path / "out"
-    assert run_into(out, monkeypatch, "pop") == 0
+    assert run_into(out, "pop") == 0
     first = {name: (out / name).read_bytes() for name in output_dir.manifest(out)["files"]}
     calls = []
     real_replace, real_unlink = os.replace, output_dir._unlink_file
@@ -311,7 +321,7 @@ def test_a_kill_while_tables_are_published_never_leaves_a_mixed_set(
     monkeypatch.setattr(output_dir.os, "replace", counted(real_replace))
     monkeypatch.setattr(output_dir, "_unlink_file", counted(real_unlink))
     try:
-        run_into(out, monkeypatch, "pop,pop-n")
+        run_into(out, "pop,pop-n")
     except Killed:
         pass
     monkeypatch.setattr(output_dir.os, "replace", real_replace)
@@ -321,7 +331,7 @@ def test_a_kill_while_tables_are_published_never_leaves_a_mixed_set(
     except SwevalError as exc:
         assert "not one run's set" in str(exc)
         assert sweval_cli("report", out) == 2
-        assert run_into(out, monkeypatch, "pop,pop-n") == 0  # a rerun publishes a whole set
+        assert run_into(out, "pop,pop-n") == 0  # a rerun publishes a whole set
         output_dir.verify(out)
         return
     tables = [name for name in output_dir.manifest(out)["files"] if name.endswith(".csv")
