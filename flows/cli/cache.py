@@ -93,8 +93,7 @@ def list_units(cache: CacheOption = None, output: OutputOption = None) -> None:
 
 @app.command("size")
 def size(cache: CacheOption = None, output: OutputOption = None) -> None:
-    """How many units and bytes the store holds, per algorithm (and the tables it keeps for
-    reruns)."""
+    """How many units and bytes the store holds, per algorithm, and its tables kept for reruns."""
     from sweval.evaluators.units.ownership import MEMO_FOLDER, memo_files
 
     store = chosen_store(cache, output)

@@ -132,7 +132,7 @@ def test_serve_stopped_mid_run_lets_its_flow_run_end_as_stopped(
         wait_for(lambda: "serving sliding-window-eval" in log.read_text()
                  and _deployment_exists(name), process, log, "serving its deployment")
         flow_run = run_deployment(f"sliding-window-eval/{name}", timeout=0)
-        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+        wait_for(lambda: units.is_dir() and any(units.rglob("lists.parquet")), process, log,
                  "a unit finished")
         status = stop_and_check(process, marker, log, signal.SIGTERM)
     assert status == 128 + signal.SIGTERM, log.read_text()[-2000:]
@@ -185,7 +185,7 @@ def test_a_run_stopped_inside_its_flow_marks_its_mlflow_runs_killed(
             "--tracking-uri", store, "--no-progress"]
     units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
-        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+        wait_for(lambda: units.is_dir() and any(units.rglob("lists.parquet")), process, log,
                  "a unit finished")
         status = stop_and_check(process, marker, log, signum)
     assert status == 128 + signum, log.read_text()[-2000:]
@@ -204,7 +204,7 @@ def test_ctrl_c_in_a_terminal_stops_a_run_within_seconds(tmp_path: Path) -> None
             "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--no-progress"]
     units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
-        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+        wait_for(lambda: units.is_dir() and any(units.rglob("lists.parquet")), process, log,
                  "a unit finished")
         before = tree(process.pid)
         started = time.monotonic()
@@ -229,7 +229,7 @@ def test_ctrl_c_stops_a_dask_run_quietly(tmp_path: Path) -> None:
             "--task-runner", "dask", "--workers", "2", "--no-tracking", "--no-progress"]
     units = Path(os.environ["SWEVAL_CACHE"])  # the test's own store (conftest)
     with sweval_command(args, tmp_path) as (process, marker, log):
-        wait_for(lambda: units.is_dir() and any(units.rglob("*.parquet")), process, log,
+        wait_for(lambda: units.is_dir() and any(units.rglob("lists.parquet")), process, log,
                  "a unit finished")
         before = tree(process.pid)
         os.killpg(process.pid, signal.SIGINT)
