@@ -287,22 +287,21 @@ def parse_size(text: str, *, option: str) -> int:
 LEFTOVER_AGE_S = 3600.0
 
 
-def _leftovers_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
-    """``; (would) also delete(d) N file(s) left by killed writes (size)``, or nothing."""
+def _also_text(paths: list[Path], sizes: dict[Path, int], what: str, *,
+               would: bool = False) -> str:
+    """``; (would) also delete(d) N <what> (size)``, or nothing."""
     if not paths:
         return ""
     verb = "would also delete" if would else "also deleted"
-    return (f"; {verb} {len(paths)} file(s) left by killed writes "
-            f"({_size(sum(sizes.get(path, 0) for path in paths))})")
+    return f"; {verb} {len(paths)} {what} ({_size(sum(sizes.get(path, 0) for path in paths))})"
+
+
+def _leftovers_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
+    return _also_text(paths, sizes, "file(s) left by killed writes", would=would)
 
 
 def _tables_text(paths: list[Path], sizes: dict[Path, int], *, would: bool = False) -> str:
-    """``; (would) also delete(d) N statistics table(s) kept for reruns (size)``, or nothing."""
-    if not paths:
-        return ""
-    verb = "would also delete" if would else "also deleted"
-    return (f"; {verb} {len(paths)} statistics table(s) kept for reruns "
-            f"({_size(sum(sizes.get(path, 0) for path in paths))})")
+    return _also_text(paths, sizes, "statistics table(s) kept for reruns", would=would)
 
 
 def _file_size(path: Path) -> int:
