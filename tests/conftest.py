@@ -36,14 +36,34 @@ apply_env_defaults()  # the rest of SW-EVAL's Prefect defaults, as every entry p
 
 import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS: OpenBLAS reads it on load)
 import pytest  # noqa: E402
+from prefect_database import (  # noqa: E402
+    DIRECTORY_VARIABLE,
+    seed_database,
+    start_building,
+    stop_building,
+)
 
 #: Seed of the ``rng`` fixture: every test that asks for random data gets the same data each run.
 RNG_SEED = 0
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Where the migrated Prefect database lives (``tests/prefect_database.py``): pytest's cache,
+    else the controlling process's home. The controlling process starts building it now, while
+    the workers start and collect."""
+    cache = getattr(config, "cache", None)
+    directory = cache.mkdir("sweval-prefect") if cache is not None else _HOME / "prefect-databases"
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller's choice
+        os.environ.setdefault(DIRECTORY_VARIABLE, str(directory))
+    else:
+        os.environ[DIRECTORY_VARIABLE] = str(directory)
+        start_building(directory)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Remove the session's home after a passing run (every server and fixture stopped by then);
     keep it after a failure, for its logs, stores and outputs."""
+    stop_building()
     failed = getattr(config, "_sweval_failed", True)
     if failed:
         print(f"\nsweval tests: the session's files are kept in {_HOME}")
@@ -53,6 +73,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     session.config._sweval_failed = exitstatus not in (0, 5)  # 5: no tests collected
+
+
+@pytest.fixture(scope="session", autouse=True)
+def prefect_database() -> Path:
+    """The session's ``PREFECT_HOME`` holds a migrated database before any test starts a Prefect
+    server on it (``tests/prefect_database.py``); returns the database's path."""
+    return seed_database(Path(os.environ["PREFECT_HOME"]) / "prefect.db")
 
 
 @pytest.fixture(autouse=True)

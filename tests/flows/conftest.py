@@ -8,13 +8,16 @@ Only tests under ``tests/flows/`` start the Prefect harness (about 20 s); its en
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 import pytest
 from flow_logs import log_frame
+from prefect_database import seed_database
 from sweval_testing import DAY, T0, session_directory
 
 from sweval.evaluators.config.model import EvalConfig
@@ -24,11 +27,22 @@ _SESSION_DIR = session_directory("flow-tests-")
 
 @pytest.fixture(scope="session", autouse=True)
 def prefect_api() -> Iterator[str]:
-    """A temporary Prefect API (sqlite) for every flow test; yields its URL."""
+    """A temporary Prefect API (sqlite) for every flow test; yields its URL.
+
+    The harness makes its database in a new temporary directory; that directory receives the
+    session's migrated database first (``tests/prefect_database.py``), which saves the server
+    10-13 s of migrations.
+    """
     from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=120):
+    def seeded_directory() -> str:
+        directory = tempfile.mkdtemp()
+        seed_database(Path(directory) / "prefect-test.db")  # the name the harness gives it
+        return directory
+
+    with (mock.patch("prefect.testing.utilities.mkdtemp", seeded_directory),
+          prefect_test_harness(server_startup_timeout=120)):
         yield str(PREFECT_API_URL.value())
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from prefect_database import prefect_home
 from test_mlflow_browser import _free_port, _stop_group
 
 from sweval.evaluators.config.model import EvalConfig
@@ -89,7 +90,7 @@ def test_the_summary_artifact_reads_in_prefect_s_ui(write_log, tmp_path: Path) -
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = os.environ | {
-        "PREFECT_HOME": str(tmp_path / "prefect"), "PREFECT_API_URL": f"{base}/api",
+        "PREFECT_HOME": str(prefect_home(tmp_path / "prefect")), "PREFECT_API_URL": f"{base}/api",
         "SWEVAL_HOME": str(tmp_path / "home"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_UI_ENABLED": "true",
     }

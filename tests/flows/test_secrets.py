@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prefect_database import prefect_home
 from sweval_testing import DAY, REPO, T0
 
 SECRET_TRACKING = "tr4ck1ng-s3cr3t"
@@ -66,7 +67,8 @@ def test_no_password_of_any_uri_is_recorded_anywhere(tmp_path: Path, write_log: 
     prefect_port, mlflow_port = _free_port(), _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL",
                                                              "MLFLOW_TRACKING_URI")}
-    env |= {"SWEVAL_HOME": str(home), "PREFECT_HOME": str(home / "prefect"), "COLUMNS": "200"}
+    env |= {"SWEVAL_HOME": str(home), "PREFECT_HOME": str(prefect_home(home / "prefect")),
+            "COLUMNS": "200"}
 
     def sweval(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
         done = subprocess.run([sys.executable, "-m", "sweval.flows.cli.app", *args], cwd=REPO,

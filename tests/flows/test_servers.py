@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from flow_helpers import marked_processes
+from prefect_database import prefect_home
 from sweval_testing import REPO, experiment_runs
 
 from sweval.flows import servers
@@ -50,7 +51,8 @@ class Home:
         self.marker = uuid.uuid4().hex
         self.env = {k: v for k, v in os.environ.items()
                     if k not in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI")}
-        self.env |= {"SWEVAL_HOME": str(self.path), "PREFECT_HOME": str(self.path / "prefect"),
+        self.env |= {"SWEVAL_HOME": str(self.path),
+                     "PREFECT_HOME": str(prefect_home(self.path / "prefect")),
                      MARKER: self.marker, "COLUMNS": "200"}
 
     def sweval(

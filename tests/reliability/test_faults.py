@@ -40,6 +40,7 @@ from fault_helpers import (
 from fault_helpers import (
     REPO as REPO_ROOT,
 )
+from prefect_database import prefect_home
 from sweval_testing import DAY, T0, check_child_metrics, experiment_runs, log_frame
 
 from sweval.evaluators.config.model import EvalConfig
@@ -465,7 +466,7 @@ def test_results_are_byte_identical_whatever_the_runner_and_workers(tmp_path: Pa
     except ImportError:  # the dask extra is optional
         pass
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
-    env |= {"PREFECT_HOME": str(tmp_path / "prefect"), "COLUMNS": "200"}
+    env |= {"PREFECT_HOME": str(prefect_home(tmp_path / "prefect")), "COLUMNS": "200"}
     flows = subprocess.Popen(  # the flow runs go on while this process computes its own
         [sys.executable, "-c", FLOW_DRIVER, str(config), *variants], cwd=REPO_ROOT, env=env,
         text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
