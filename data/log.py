@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 
 from sweval.data.errors import SwevalError, file_rows, first_rows
 from sweval.data.ids import encode_ids
-from sweval.data.timestamps import iso_utc, isolated_ends, normalise_timestamps
+from sweval.data.timestamps import normalise_timestamps, warn_isolated_ends
 
 _log = logging.getLogger(__name__)
 
@@ -196,9 +196,10 @@ class InteractionLog:
 
         n_duplicates = 0
         if dedup == "first":
-            keep_first = first_occurrences(
-                user_codes, item_codes, n_users=len(user_ids), n_items=len(item_ids)
-            )
+            from sweval.data.first_seen import first_pair_mask  # numba: imported on use
+
+            # the first row of every (user, item) pair, in time order
+            keep_first = first_pair_mask(user_codes, item_codes, len(user_ids), len(item_ids))
             n_duplicates = len(user_codes) - int(keep_first.sum())
             if n_duplicates:
                 user_codes, item_codes = user_codes[keep_first], item_codes[keep_first]
@@ -368,41 +369,6 @@ class InteractionLog:
 
 
 # ---------------------------------------------------------------------- helpers
-def first_occurrences(
-    user: NDArray[np.int64], item: NDArray[np.int64], *, n_users: int, n_items: int
-) -> NDArray[np.bool_]:
-    """Mask of the first row of every (user, item) pair in the given (time-sorted) order."""
-    from sweval.data.first_seen import first_pair_mask  # numba: import on use
-
-    return first_pair_mask(user, item, n_users, n_items)
-
-
-def warn_isolated_ends(
-    seconds: NDArray[np.int64], order: NDArray[np.int64], times: pd.Series, *, source: str,
-    column: str,
-) -> None:
-    """Warn about transactions far before or after the rest of the log
-    (:func:`sweval.data.timestamps.isolated_ends`), naming their data rows: they stay in the log,
-    where a row cut short would enter every fold's training data (and, with ``--dedup first``,
-    replace the pair's real transaction)."""
-    early, late = isolated_ends(seconds)
-    for count, lone, rest, side, edge in (
-        (early, slice(0, early), early, "before", "begins"),
-        (late, slice(len(seconds) - late, None), len(seconds) - late - 1, "after", "ends"),
-    ):
-        if not count:
-            continue
-        years = abs(int(seconds[rest]) - int(seconds[lone][-1 if side == "before" else 0]))
-        rows = file_rows(times, order[lone])
-        _log.warning(
-            "%s: %d transaction(s) lie %.1f years %s the rest of the log in column %r (%s, data "
-            "rows %s; the rest %s at %s): a row cut short, or a time in another unit? They are "
-            "kept: check those rows.",
-            source, count, years / (365.25 * 86_400), side, column, iso_utc(int(seconds[lone][0])),
-            first_rows(np.sort(rows)), edge, iso_utc(int(seconds[rest])),
-        )
-
-
 def _first_columns(columns: pd.Index, shown: int = 20) -> str:
     """The first ``shown`` column names, for messages (a wrongly read file can have thousands)."""
     names = list(map(str, columns))

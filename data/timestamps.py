@@ -9,6 +9,7 @@ notation cut short by a spreadsheet, floats beyond 2**53 units: :mod:`data.epoch
 
 from __future__ import annotations
 
+import logging
 import re
 
 import numpy as np
@@ -23,6 +24,8 @@ from sweval.data.epoch_precision import (
     check_scientific_epochs,
 )
 from sweval.data.errors import SwevalError, file_rows, first_rows
+
+_log = logging.getLogger(__name__)
 
 #: Epoch seconds beyond this (year 5138) are not plausible seconds: most likely milliseconds.
 _MAX_PLAUSIBLE_SECONDS = 10**11
@@ -276,3 +279,29 @@ def isolated_ends(seconds: NDArray[np.int64]) -> tuple[int, int]:
     gap, span = tail[j], seconds[n - count - 1] - seconds[m]
     late = count if gap >= ISOLATED_GAP_S and gap > span else 0
     return early, late
+
+
+def warn_isolated_ends(
+    seconds: NDArray[np.int64], order: NDArray[np.int64], times: pd.Series, *, source: str,
+    column: str,
+) -> None:
+    """Warn about transactions far before or after the rest of the log
+    (:func:`sweval.data.timestamps.isolated_ends`), naming their data rows: they stay in the log,
+    where a row cut short would enter every fold's training data (and, with ``--dedup first``,
+    replace the pair's real transaction)."""
+    early, late = isolated_ends(seconds)
+    for count, lone, rest, side, edge in (
+        (early, slice(0, early), early, "before", "begins"),
+        (late, slice(len(seconds) - late, None), len(seconds) - late - 1, "after", "ends"),
+    ):
+        if not count:
+            continue
+        years = abs(int(seconds[rest]) - int(seconds[lone][-1 if side == "before" else 0]))
+        rows = file_rows(times, order[lone])
+        _log.warning(
+            "%s: %d transaction(s) lie %.1f years %s the rest of the log in column %r (%s, data "
+            "rows %s; the rest %s at %s): a row cut short, or a time in another unit? They are "
+            "kept: check those rows.",
+            source, count, years / (365.25 * 86_400), side, column, iso_utc(int(seconds[lone][0])),
+            first_rows(np.sort(rows)), edge, iso_utc(int(seconds[rest])),
+        )

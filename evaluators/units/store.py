@@ -313,16 +313,12 @@ class UnitStore:
         Only the names the store writes are deleted (never through a symbolic link); a unit
         folder holding anything else keeps it, and the folder stays.
 
-        Unlinking a lock file that others may wait on is the classic race: a process that
-        opened the old file before the unlink can lock it after the release while a newcomer
-        locks a new file at the same path, and both believe they hold the unit's lock.
-        filelock (4.x) checks the link count of the file it locked and retries on an unlinked
-        one, but whatever the version or file system the worst outcome is that both compute
-        the unit, a duplicate computation: never a corrupt or lost unit. The key hashes
-        everything that determines the unit, so both compute the same unit, and each file is
-        written under a temporary name and renamed into place, so whichever lands is whole.
-        And no lock holder can write while the unit is deleted: the old lock file is ours until
-        the deletion is over, and a new one can only appear after it.
+        Unlinking a lock file others may wait on can leave two processes each holding "the"
+        lock: one on the unlinked file, one on a new file at the same path. filelock (4.x)
+        retries on an unlinked file; at worst both compute the unit, which is a duplicate
+        computation and never a corrupt or lost unit: the key hashes everything that determines
+        it and each file is renamed into place whole. No holder can write during the deletion:
+        the old lock file is ours until it is over, and a new one only appears after it.
         """
         with unit_lock_if_free(self.directory, key) as held:
             directory = self._unit_dir(key)

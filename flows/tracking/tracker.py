@@ -16,18 +16,12 @@ import pandas as pd
 from sweval.data.errors import SwevalError
 from sweval.evaluators.config.model import EvalConfig
 from sweval.evaluators.wording import shown_uri
-from sweval.flows.tracking.client import (
-    said,
-    stopped_answering,
-)
+from sweval.flows.tracking.client import said, stopped_answering
 from sweval.flows.tracking.finish import finish_children, finish_parent
 from sweval.flows.tracking.inputs import fold_dataset
 from sweval.flows.tracking.metrics import MAX_BATCH, fold_metrics, parent_device_tags
 from sweval.flows.tracking.models import finalize_models, linked, model_of
-from sweval.flows.tracking.records import (
-    algorithm_params,
-    write_state,
-)
+from sweval.flows.tracking.records import algorithm_params, write_state
 
 _log = logging.getLogger(__name__)
 
@@ -363,11 +357,10 @@ class Tracker:
         after a call of this run failed: a server that is gone would hold every one of these
         calls for its retries (the runs stay RUNNING; the next run of the command resumes them).
 
-        A stopped command has seconds to end (:func:`flows.processes.seconds_left`), and each
-        child costs a request (2.5 to 25 ms on a local SQLite store, 2 cores: 2.5 s or more for
-        the 1,000 children of 2 algorithms × 500 strata). The parent is marked first; children are
-        marked while at least :data:`STOP_RESERVE_S` of the stop's time is left, and those
-        left are said in one warning (they stay RUNNING until the rerun resumes them)."""
+        A stopped command has seconds to end (:func:`flows.processes.seconds_left`) and each
+        child costs a request (2.5-25 ms on local SQLite: 2.5 s or more for 1,000 children), so
+        the parent goes first, then children while :data:`STOP_RESERVE_S` is left; one warning
+        counts the rest (they stay RUNNING until the rerun resumes them)."""
         if self.broken is not None:
             _log.warning("MLflow: the runs are not marked %s: %s did not answer earlier (%s)",
                          status, shown_uri(self.uri), type(self.broken).__name__)

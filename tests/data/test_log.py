@@ -143,7 +143,7 @@ def test_a_row_far_before_the_rest_is_named_in_a_warning(caplog):
     frame = pd.DataFrame({"user": [f"u{h % 5}" for h in range(30)] + ["u9", "u1"],
                           "item": [f"i{h % 7}" for h in range(30)] + [None, "i1"],
                           "timestamp": times + [start, 88_974]})
-    with caplog.at_level("WARNING", logger="sweval.data.log"):
+    with caplog.at_level("WARNING", logger="sweval.data.timestamps"):
         log = InteractionLog.from_frame(frame, on_invalid="drop", source="f.csv")
     assert int(log.timestamp[0]) == 88_974
     lone = [r.getMessage() for r in caplog.records if "before the rest" in r.getMessage()]
@@ -153,7 +153,7 @@ def test_a_row_far_before_the_rest_is_named_in_a_warning(caplog):
 
 
 def test_real_logs_have_no_isolated_ends(caplog):
-    with caplog.at_level("WARNING", logger="sweval.data.log"):
+    with caplog.at_level("WARNING", logger="sweval.data.timestamps"):
         load_log("movielens-latest-small")
     assert "the rest of the log" not in caplog.text
 

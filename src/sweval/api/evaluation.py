@@ -1,27 +1,6 @@
-"""SW-EVAL's Python API: the commands as functions that return their tables.
-
-::
-
-    import sweval
-
-    run = sweval.evaluate("movielens-latest-small", window="7D", folds=10, u_min=3,
-                          algorithms=["pop", "pop-n", "item-knn"])
-    run.summary                       # mean ± std over folds, intervals, Δ% to the best
-    run.results                       # one row per (fold, algorithm, stratum, metric, k)
-    run.write("runs/ml")              # the files `sweval run --output runs/ml` writes
-    run.report("runs/ml")             # and report.html
-
-Every function takes the log as a path (any format ``sweval run --data`` reads, or a bundled
-dataset's name) or a pandas DataFrame, and the options of ``sweval run`` as keyword arguments
-(``window="7D"``, ``k=[5, 10]``, ``params={"item-knn": {"n_neighbors": 50}}``, ...; every
-:class:`~sweval.evaluators.config.model.EvalConfig` field), or a whole ``config=EvalConfig``.
-
-Finished units go to the unit store (``cache=``, else ``$SWEVAL_CACHE``, else the user's cache
-directory: :func:`~sweval.evaluators.run.sources.user_store`), so asking again, or asking for one
-more algorithm, computes only what is new. Nothing is written elsewhere unless ``output=`` is
-given; nothing is logged to MLflow unless ``tracking=True``. ``workers=N`` runs N folds at once
-in threads.
-"""
+"""``sweval.evaluate()`` and its sweeps: a sliding-window evaluation's tables as an
+:class:`Evaluation` (and ``load()`` of a run's files), ``history_sweep()`` over training-history
+lengths and ``widths()`` over window widths."""
 
 from __future__ import annotations
 
@@ -32,49 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from sweval.api.options import call_config, executor_for
 from sweval.data.errors import SwevalError
-from sweval.data.log import InteractionLog
 from sweval.evaluators.config.model import EvalConfig
 
-__all__ = ["Evaluation", "compare", "datasets", "evaluate", "fetch", "gap", "history_sweep",
-           "inspect", "leakage", "load", "widths"]
 
-
-# ---------------------------------------------------------------------- options
-def _config(data: Any, config: EvalConfig | None, output: str | Path | None,
-            settings: dict[str, Any]) -> tuple[EvalConfig, InteractionLog | None]:
-    """The validated configuration of a call, and the log when ``data`` is a DataFrame."""
-    # the fields themselves: a dump masks a tracking URI's password (EvalConfig's records)
-    values = {name: getattr(config, name) for name in EvalConfig.model_fields} if config else {}
-    values |= settings
-    frame = data if isinstance(data, pd.DataFrame) else None
-    if data is not None and frame is None:
-        values["data"] = str(data)
-    values.setdefault("progress", False)
-    values.setdefault("tracking", False)
-    if output is not None:
-        values["output"] = str(output)
-    built = EvalConfig.build(**values)
-    log = None
-    if frame is not None:
-        from sweval.evaluators.run.sources import policy_column
-
-        log = InteractionLog.from_frame(
-            frame, user_col=built.user_col or "user", item_col=built.item_col or "item",
-            time_col=built.time_col or "timestamp",
-            policy_col=built.policy_col or policy_column(built), basket_col=built.basket_col,
-            time_unit=built.time_unit, dedup=built.dedup, on_invalid=built.on_invalid,
-            source=built.data_name or "DataFrame")
-    return built, log
-
-
-def _executor(workers: int | None) -> Any:
-    from sweval.evaluators.run.driver import Sequential, Threads
-
-    return Threads(workers) if workers and workers > 1 else Sequential()
-
-
-# ---------------------------------------------------------------------- evaluate
 @dataclass(frozen=True)
 class Evaluation:
     """A sliding-window evaluation's tables (the files of ``sweval run``, as DataFrames).
@@ -172,7 +113,8 @@ class Evaluation:
 
     def _repr_html_(self) -> str:
         """The mean Recall@k (the first metric without Recall) per algorithm and k."""
-        metric = "recall" if "recall" in set(self.summary["metric"]) else self.summary["metric"].iloc[0]
+        metrics = self.summary["metric"]
+        metric = "recall" if "recall" in set(metrics) else metrics.iloc[0]
         part = self.summary[(self.summary["stratum"] == "all") & (self.summary["metric"] == metric)]
         table = part.pivot_table(index="algorithm", columns="k", values="mean", sort=False)
         return (f"<p>SW-EVAL: mean {metric} over folds ({self.n_computed} units computed, "
@@ -209,7 +151,7 @@ def evaluate(
     from sweval.evaluators.run.evaluate import evaluate_config
     from sweval.evaluators.units.locks import output_lock
 
-    cfg, log = _config(data, config, output, settings | {"tracking": tracking})
+    cfg, log = call_config(data, config, output, settings | {"tracking": tracking})
     trackers: list[Any] = []
     plans: list[Any] = []
 
@@ -224,7 +166,7 @@ def evaluate(
 
     def run() -> Any:
         return evaluate_config(
-            cfg, log=log, executor=_executor(workers), publish=output is not None,
+            cfg, log=log, executor=executor_for(workers), publish=output is not None,
             on_prepared=prepared,
             on_outputs=lambda outputs, report: [hook.finish(outputs, report)
                                                 for hook in trackers])
@@ -294,7 +236,7 @@ def widths(
     from sweval.evaluators.experiments.widths import compare_widths
 
     listed = windows if isinstance(windows, str) else ",".join(windows)
-    cfg, _log = _config(data, config, output, settings | {"tracking": tracking,
+    cfg, _log = call_config(data, config, output, settings | {"tracking": tracking,
                                                           "window": listed})
     found = compare_widths(cfg, lambda width: evaluate(
         data, config=width, workers=workers, tracking=tracking,
@@ -335,178 +277,3 @@ def load(directory: str | Path) -> Evaluation:
                 if (directory / "per_user.parquet").exists() else None)
     return Evaluation(config=config, **frames, **optional, per_user=per_user,
                       directory=directory)
-
-
-# ---------------------------------------------------------------------- the experiments
-def compare(
-    data: str | Path | pd.DataFrame | None = None,
-    *,
-    protocols: tuple[str, ...] | list[str] = ("sw-eval", "loocv", "leave-last-one-out"),
-    loocv_repeats: int = 10,
-    split_ratio: float = 0.2,
-    split_seed: int = 0,
-    rank_metric: str = "recall",
-    output: str | Path | None = None,
-    workers: int | None = None,
-    config: EvalConfig | None = None,
-    **settings: Any,
-) -> Any:
-    """Compare evaluation protocols on one log (``sweval compare``): every algorithm under
-    every protocol, Table 2 per protocol, Kendall's τ, the leakage diagnostic.
-
-    ``output`` is where its files go (default: a temporary directory, removed once the
-    comparison is read). Returns a :class:`~sweval.evaluators.experiments.comparison.Comparison`
-    (``.results`` is ``compare.csv``, ``.summary``, ``.kendall``, ``.leakage``,
-    ``.significance``, ``.runs`` per protocol).
-    """
-    from sweval.evaluators.experiments.compare import run_compare
-    from sweval.evaluators.experiments.compare_plan import CompareOptions
-
-    options = CompareOptions(tuple(protocols), loocv_repeats, split_ratio, split_seed, rank_metric)
-    return _in_directory(output, lambda directory, cfg, log: run_compare(
-        cfg, options, output=directory, log=log,
-        executor=lambda recipe: _executor(workers)), data, config, settings)
-
-
-def leakage(
-    data: str | Path | pd.DataFrame | None = None,
-    *,
-    test_start: str | int,
-    periods: int = 2,
-    output: str | Path | None = None,
-    workers: int | None = None,
-    config: EvalConfig | None = None,
-    **settings: Any,
-) -> Any:
-    """The leakage-severity experiment (``sweval leakage``): the same test users, scored by
-    models trained with 0..``periods`` later periods of future data. Returns a
-    :class:`~sweval.evaluators.experiments.leakage.Severity` (``.results``, ``.future``,
-    ``.change``, ``.ranking``, ``.overlap``)."""
-    from sweval.data.durations import parse_duration, parse_time
-    from sweval.evaluators.experiments.leakage import SeverityDesign
-    from sweval.evaluators.experiments.leakage_run import run_leakage
-
-    def run(directory: Path, cfg: EvalConfig, log: InteractionLog | None) -> Any:
-        design = SeverityDesign(test_start=parse_time(str(test_start)),
-                                period_s=parse_duration(cfg.window), periods=periods)
-        return run_leakage(cfg, design, output=directory, log=log,
-                           executor=lambda recipe: _executor(workers))
-
-    return _in_directory(output, run, data, config, settings)
-
-
-def gap(
-    data: str | Path | pd.DataFrame | None = None,
-    *,
-    split_ratio: float = 0.2,
-    split_seed: int = 0,
-    output: str | Path | None = None,
-    workers: int | None = None,
-    config: EvalConfig | None = None,
-    **settings: Any,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The validation-to-deployment gap (``sweval gap``): each algorithm validated three ways
-    before T (``start``, default the start of the last window), then deployed on
-    [T, T + window). Returns (the gap table, the long results of the four sets)."""
-    from sweval.data.durations import parse_duration, parse_time
-    from sweval.evaluators.experiments.gap import GapDesign, run_gap
-    from sweval.evaluators.protocols.windows import WindowSpec
-    from sweval.evaluators.run.sources import load_data
-    from sweval.evaluators.run.specs import window_spec
-
-    def run(directory: Path, cfg: EvalConfig, log: InteractionLog | None) -> Any:
-        width = parse_duration(cfg.window)
-        log = log if log is not None else load_data(cfg)
-        start = (parse_time(cfg.start) if cfg.start is not None
-                 else WindowSpec(width_s=width, n_folds=1).first_start(log.t_max))
-        design = GapDesign(deploy_start=start, width_s=width, share=split_ratio, seed=split_seed,
-                           train_window_s=window_spec(cfg).train_window_s,
-                           relevance=cfg.relevance)
-        return run_gap(cfg, design, output=directory, log=log,
-                       executor=lambda recipe: _executor(workers))
-
-    return _in_directory(output, run, data, config, settings)
-
-
-def inspect(
-    data: str | Path | pd.DataFrame | None = None,
-    *,
-    windows: tuple[str, ...] | list[str] = ("1h", "1D", "7D", "30D"),
-    window: str = "7D",
-    u_min: int = 100,
-    output: str | Path | None = None,
-    config: EvalConfig | None = None,
-    **settings: Any,
-) -> Any:
-    """Dataset diagnostics (``sweval inspect``): usable folds per window width, users' and
-    items' active time, new items per window. Returns the inspection (``.eligibility``,
-    ``.active``, ``.activity``, ``.facts``); with ``output``, also ``inspect.html``."""
-    from sweval.data.durations import parse_duration
-    from sweval.evaluators.report.inspect_page import inspect_log, write_inspection
-    from sweval.evaluators.run.sources import load_data
-
-    cfg, log = _config(data, config, None, settings)
-    log = log if log is not None else load_data(cfg)
-    if len(log) == 0:
-        raise SwevalError(f"{log.source}: the log is empty.")
-    widths = [(w, parse_duration(w, option="windows")) for w in windows]
-    inspection = inspect_log(log, widths, (window, parse_duration(window, option="window")),
-                             u_min)
-    if output is not None:
-        write_inspection(inspection, Path(output))
-    return inspection
-
-
-def _in_directory(output: str | Path | None, run: Any, data: Any, config: EvalConfig | None,
-                  settings: dict[str, Any]) -> Any:
-    """``run(directory, config, log)`` writing into ``output``, else into a temporary
-    directory removed afterwards (the units stay in the store)."""
-    import tempfile
-
-    cfg, log = _config(data, config, None, settings)
-    if output is not None:
-        return run(Path(output), cfg, log)
-    with tempfile.TemporaryDirectory(prefix="sweval-") as directory:
-        return run(Path(directory) / "out", cfg, log)
-
-
-# ---------------------------------------------------------------------- datasets
-def datasets() -> pd.DataFrame:
-    """The datasets to try SW-EVAL on (``sweval datasets list``): one row each, ``name``,
-    ``here`` (``bundled``, ``fetched`` or ``no``), ``title``, ``source``, ``directory``."""
-    from sweval.data.datasets import DATASETS
-    from sweval.data.loaders import BUNDLED, BUNDLED_DIR
-
-    rows = [{"name": name, "here": "bundled", "title": "MovieLens latest-small (GroupLens)",
-             "source": "bundled", "directory": str((BUNDLED_DIR / relative).parent)}
-            for name, (relative, _fmt) in BUNDLED.items()]
-    rows += [{"name": name, "here": "fetched" if found.fetched else "no", "title": found.title,
-              "source": found.url, "directory": str(found.directory)}
-             for name, found in DATASETS.items()]
-    return pd.DataFrame(rows)
-
-
-def fetch(name: str, *, accept_licence: bool = False, source: str | Path | None = None) -> Path:
-    """Download a public dataset (``sweval datasets fetch NAME``), check its SHA-256 and store
-    it in the user's cache directory; then ``evaluate(NAME, ...)`` reads it. Returns its folder.
-
-    Args:
-        name: the dataset (:func:`datasets`).
-        accept_licence: True once you have read its terms (printed by a call without it).
-        source: a copy to take instead of the publisher's address (a path or a URL).
-
-    Raises:
-        SwevalError: the terms not accepted (they are printed), a failed download, or a
-            checksum that differs.
-    """
-    from sweval.data.datasets import dataset, licence_text
-    from sweval.data.datasets import fetch as fetch_dataset
-
-    found = dataset(name)
-    if found.fetched:
-        return found.directory
-    if not accept_licence:
-        print(licence_text(name))
-        raise SwevalError(f"{name}: read its terms (above), then call "
-                          f"sweval.fetch({name!r}, accept_licence=True).")
-    return fetch_dataset(name, source=None if source is None else str(source), say=print)
