@@ -51,8 +51,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Where the migrated Prefect database lives (``tests/prefect_database.py``): pytest's cache,
     else the controlling process's home. The controlling process starts building it now, while
     the workers start and collect."""
+    directory = _HOME / "prefect-databases"
     cache = getattr(config, "cache", None)
-    directory = cache.mkdir("sweval-prefect") if cache is not None else _HOME / "prefect-databases"
+    if cache is not None:
+        try:
+            directory = cache.mkdir("sweval-prefect")
+        except OSError:  # a read-only checkout: this session's home
+            pass
     if hasattr(config, "workerinput"):  # an xdist worker: the controller's choice
         os.environ.setdefault(DIRECTORY_VARIABLE, str(directory))
     else:

@@ -98,7 +98,11 @@ def seed_database(path: Path) -> Path:
     database) unless something is there already; without a template, leave ``path`` for
     Prefect to create. Returns ``path``."""
     directory = os.environ.get(DIRECTORY_VARIABLE)
-    found = build(Path(directory)) if directory else None
+    try:
+        found = build(Path(directory)) if directory else None
+    except OSError as exc:  # an unwritable cache: Prefect migrates its own
+        warnings.warn(f"no template Prefect database: {exc}", stacklevel=2)
+        found = None
     if found is not None and not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(found, path)
