@@ -59,9 +59,10 @@ def run_compare(
     split_ratio: float = 0.2,
     split_seed: int = 0,
     rank_metric: str = "recall",
+    printed: PrintedTables | None = None,
 ) -> Comparison:
     """The comparison as ``sweval compare`` runs it: jobs on ``--task-runner``, a progress bar,
-    MLflow when ``config.tracking``, the printed tables in ``compare.txt``.
+    MLflow when ``config.tracking``, the printed tables (``printed``) in ``compare.txt``.
 
     Raises:
         SwevalError: see :func:`evaluators.experiments.compare.run_compare`.
@@ -87,16 +88,30 @@ def run_compare(
     progress = ProgressHook(config, label="comparing",
                             stream=console.file if console is not None else None)
     return compare_protocols(config, options, output=output, log=log, executor=executor,
-                             hooks=[progress], tracking=tracking, printed=printed_text)
+                             hooks=[progress], tracking=tracking,
+                             printed=(printed or PrintedTables()).text)
 
 
-def printed_text(comparison: Comparison) -> str:
-    """The comparison's tables as ``sweval compare`` prints them (``compare.txt``)."""
-    from sweval.flows.cli.compare_tables import print_comparison
+class PrintedTables:
+    """The comparison's printed tables, made once (:func:`flows.cli.compare_tables.
+    comparison_printout`): written to ``compare.txt`` at :data:`PRINT_WIDTH`, then printed at
+    the terminal's width."""
 
-    recorder = table_console(record=True, width=PRINT_WIDTH, file=io.StringIO())
-    print_comparison(comparison, recorder)
-    return recorder.export_text()
+    def __init__(self) -> None:
+        self._printout: Any = None
+
+    def of(self, comparison: Comparison) -> Any:
+        if self._printout is None:
+            from sweval.flows.cli.compare_tables import comparison_printout
+
+            self._printout = comparison_printout(comparison)
+        return self._printout
+
+    def text(self, comparison: Comparison) -> str:
+        """The tables as ``compare.txt`` holds them."""
+        recorder = table_console(record=True, width=PRINT_WIDTH, file=io.StringIO())
+        self.of(comparison).show(recorder)
+        return recorder.export_text()
 
 
 def _split(text: str | None) -> list[str]:
@@ -119,7 +134,6 @@ def compare_command(
         rank_metric: Annotated[str, typer.Option(help="The metric of the rankings, Kendall's τ and the rank shifts: recall, hit_rate or ndcg (papers/002 ranks by NDCG@10).")] = "recall",
         **options: Any,
     ) -> None:
-        from sweval.flows.cli.compare_tables import print_comparison
         from sweval.flows.cli.summary import check_something_scored
 
         setup_logging(options["verbose"])
@@ -136,11 +150,12 @@ def compare_command(
                 "the others."
             )
         output = command_output(ctx, cfg, DEFAULT_OUTPUT)
+        printed = PrintedTables()
         comparison = run_compare(cfg, _split(protocols), output=output,
                                  loocv_repeats=loocv_repeats, console=table_console(stderr=True),
                                  split_ratio=split_ratio, split_seed=split_seed,
-                                 rank_metric=rank_metric)
-        print_comparison(comparison)
+                                 rank_metric=rank_metric, printed=printed)
+        printed.of(comparison).show(table_console())
         report = comparison.directory / "report.html"
         if report.exists():
             table_console().print(f"report: {report}", markup=False, highlight=False)

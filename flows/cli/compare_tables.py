@@ -1,10 +1,10 @@
 """The printed tables of ``sweval compare`` (rich): Table 2 per protocol, the rankings, Kendall's
 τ, the leakage diagnostic and the lists' overlap with SW-EVAL's; :func:`print_comparison` prints
-them all (see :mod:`flows.cli.compare`)."""
+them all, made once by :func:`comparison_printout` (see :mod:`flows.cli.compare`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -268,7 +268,7 @@ def overlap_rich(comparison: Comparison) -> Table | None:
     return table
 
 
-def print_lead_notes(comparison: Comparison, console: Console) -> None:
+def print_lead_notes(comparison: Comparison, console: Any) -> None:
     """What the "best's lead" column means, and per protocol what its designs can show at the
     rank metric @ k = 10 (else the middle k)."""
     config = comparison.config
@@ -290,11 +290,33 @@ def print_lead_notes(comparison: Comparison, console: Console) -> None:
             console.print(f"  {name}, {line}", style=style, highlight=False)
 
 
+class Printout(list[tuple[tuple[Any, ...], dict[str, Any]]]):
+    """What :func:`print_comparison` prints, made once: each ``console.print`` call's arguments
+    (rich tables lay themselves out at each console's width), to print at the terminal and
+    again into ``compare.txt`` without computing the tables twice."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        self.append((objects, options))
+
+    def show(self, console: Console) -> None:
+        for objects, options in self:
+            console.print(*objects, **options)
+
+
+def comparison_printout(comparison: Comparison) -> Printout:
+    """Table 2 per protocol, the rankings, Kendall's τ, the leakage diagnostic and the lists'
+    overlap with SW-EVAL's, ready to print (:class:`Printout`)."""
+    printout = Printout()
+    _print(comparison, printout)
+    return printout
+
+
 def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
-    """Print Table 2 per protocol, the rankings, Kendall's τ, the leakage diagnostic and the
-    lists' overlap with SW-EVAL's."""
-    if console is None:
-        console = table_console()
+    """Print :func:`comparison_printout` (at the terminal by default)."""
+    comparison_printout(comparison).show(console if console is not None else table_console())
+
+
+def _print(comparison: Comparison, console: Any) -> None:
     log = comparison.log
     console.print(
         f"[bold]compare[/bold] on {comparison.config.dataset_name}: {len(log):,} interactions, "
