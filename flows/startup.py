@@ -159,7 +159,8 @@ def preload(config: EvalConfig) -> None:
                 open_client(resolve_tracking_uri(config))
             import scipy.stats  # noqa: F401  (the summary's intervals)
 
-            import sweval.evaluators.report.page  # noqa: F401  (matplotlib: the report)
+            import sweval.evaluators.report.figures  # noqa: F401  (matplotlib: the report)
+            import sweval.evaluators.report.page  # noqa: F401
         except Exception as exc:  # noqa: BLE001  (the run does it again and reports the error)
             _log.debug("start-up: the background set-up failed: %s", exc)
 

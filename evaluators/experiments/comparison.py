@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -142,7 +143,6 @@ def write_comparison(comparison: Comparison, printed: str = "") -> None:
 def _scatter(comparison: Comparison) -> bytes | None:
     """``kendall_scatter.png`` (002 Fig. 2) when at least two protocols were compared (drawn
     once per tables: :mod:`evaluators.report.drawn`)."""
-    from sweval.evaluators.report.compare_figures import protocol_scatter
     from sweval.evaluators.report.drawn import png
     from sweval.evaluators.units.memo import Memo
 
@@ -151,8 +151,13 @@ def _scatter(comparison: Comparison) -> bytes | None:
     k = shown_k(comparison.ks)
     shown = (comparison.summary, comparison.kendall, comparison.protocols, k,
              comparison.rank_metric)
-    return png(Memo(comparison.unit_store), "kendall-scatter", shown,
-               lambda: protocol_scatter(*shown[:4], metric=comparison.rank_metric))
+
+    def draw() -> Any:  # matplotlib is imported to draw only
+        from sweval.evaluators.report.compare_figures import protocol_scatter
+
+        return protocol_scatter(*shown[:4], metric=comparison.rank_metric)
+
+    return png(Memo(comparison.unit_store), "kendall-scatter", shown, draw)
 
 
 def _record(comparison: Comparison) -> str:

@@ -1,6 +1,7 @@
 """The report's figures drawn once per tables: a report of the same tables (a rerun of the
 same units into another directory) takes the PNG bytes from the unit store's memo
-(:mod:`evaluators.units.memo`) instead of drawing them with matplotlib again.
+(:mod:`evaluators.units.memo`) instead of drawing them with matplotlib again (nor importing it).
+:class:`ReportFigure` is a figure as a page holds it: file name, PNG bytes, alternative text.
 
 A figure's key covers the tables the report read (results, summary, folds), the run's
 configuration but where it was written (``output``, ``cache``), its data facts, what the
@@ -9,8 +10,10 @@ figure shows (metric, k) and the code; the PNG is kept as a one-row table.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -21,6 +24,20 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from sweval.evaluators.report.data import ReportData
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A figure of the report: its PNG file name and bytes, and its alternative text."""
+
+    file_name: str
+    png: bytes
+    alt: str
+
+    @property
+    def base64(self) -> str:
+        """The PNG for a ``data:`` URL (the page embeds its figures)."""
+        return base64.b64encode(self.png).decode("ascii")
+
 
 #: Where a run was written: not what its figures show.
 _PLACES = ("output", "cache")
@@ -41,16 +58,19 @@ def tables_fingerprint(data: ReportData) -> str:
 def png(memo: Memo | None, what: str, inputs: tuple[Any, ...],
         draw: Callable[[], Figure | None]) -> bytes | None:
     """The PNG of ``draw()``'s figure (None without one), read from ``memo`` when the same
-    ``inputs`` drew it before."""
-    from sweval.evaluators.report.figures import figure_png
-
+    ``inputs`` drew it before; matplotlib is imported only to draw."""
     if memo is None:
-        fig = draw()
-        return None if fig is None else figure_png(fig)
+        return _png_of(draw())
 
     def drawn() -> pd.DataFrame | None:
-        fig = draw()
-        return None if fig is None else pd.DataFrame({"png": [figure_png(fig)]})
+        picture = _png_of(draw())
+        return None if picture is None else pd.DataFrame({"png": [picture]})
 
     table = memo.table(f"report:{what}", inputs, drawn)
     return None if table is None else bytes(table["png"].iloc[0])
+
+
+def _png_of(fig: Figure | None) -> bytes | None:
+    from sweval.evaluators.report.figures import figure_png
+
+    return None if fig is None else figure_png(fig)

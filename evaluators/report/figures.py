@@ -12,10 +12,8 @@
 
 from __future__ import annotations
 
-import base64
 import io
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -37,20 +35,6 @@ from sweval.evaluators.wording import plural  # noqa: E402
 
 DPI = 100
 _PNG_METADATA = {"Software": None}  # byte-stable PNGs: no matplotlib version inside
-
-
-@dataclass(frozen=True)
-class ReportFigure:
-    """A figure of the report: its PNG file name and bytes, and its alternative text."""
-
-    file_name: str
-    png: bytes
-    alt: str
-
-    @property
-    def base64(self) -> str:
-        """The PNG for a ``data:`` URL (the page embeds its figures)."""
-        return base64.b64encode(self.png).decode("ascii")
 
 
 #: Qualitative colour maps whose colours, in this order and without repeats, colour the series:

@@ -33,8 +33,9 @@ from sweval.data.errors import SwevalError
 from sweval.data.timestamps import minute_utc
 from sweval.evaluators.experiments.gap import VALIDATIONS, gap_notes
 from sweval.evaluators.metrics.names import LABELS, shown_k
+from sweval.evaluators.report.drawn import ReportFigure
 from sweval.evaluators.report.facts import PlainTable
-from sweval.evaluators.report.figures import ReportFigure, figure_png, legend_above
+from sweval.evaluators.report.figures import figure_png, legend_above
 from sweval.evaluators.report.html import environment
 from sweval.evaluators.report.page import REPORT_PAGE, publish_report, report_target
 

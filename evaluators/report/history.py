@@ -17,7 +17,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from sweval.evaluators.experiments.history_tuning import TUNED_LENGTH
-from sweval.evaluators.report.figures import DPI, ReportFigure, figure_png, series_colours
+from sweval.evaluators.report.drawn import ReportFigure
+from sweval.evaluators.report.figures import DPI, figure_png, series_colours
 from sweval.evaluators.report.tables import metric_label
 from sweval.evaluators.report.widths import at
 

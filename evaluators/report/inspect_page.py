@@ -33,10 +33,10 @@ from sweval.evaluators.experiments.inspect import (
     top_item_popularity,
     window_activity,
 )
+from sweval.evaluators.report.drawn import ReportFigure
 from sweval.evaluators.report.facts import PlainTable
 from sweval.evaluators.report.figures import DPI, figure_png
 from sweval.evaluators.report.html import environment
-from sweval.evaluators.report.page import ReportFigure
 from sweval.evaluators.run.output_dir import claim, publish
 
 PAGE_TEMPLATE = "inspect.html.j2"

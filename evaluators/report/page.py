@@ -39,12 +39,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from sweval.data.errors import SwevalError
 from sweval.evaluators.report.data import ReportData, load, read_results, summarise_protocols
-from sweval.evaluators.report.drawn import png, tables_fingerprint
+from sweval.evaluators.report.drawn import ReportFigure, png, tables_fingerprint
 from sweval.evaluators.report.facts import (
     PlainTable,
     compute_times,
@@ -52,14 +53,6 @@ from sweval.evaluators.report.facts import (
     folds_summary,
     run_facts,
     tuning_summary,
-)
-from sweval.evaluators.report.figures import (
-    DPI,
-    ReportFigure,
-    figure_over_time,
-    figure_overlap,
-    figure_png,
-    figure_vs_k,
 )
 from sweval.evaluators.report.html import render_page, table_html
 from sweval.evaluators.report.protocols import ProtocolAgreement, protocol_agreement
@@ -84,14 +77,21 @@ from sweval.evaluators.stats.overlap import overlap_matrix
 from sweval.evaluators.units.memo import Memo
 
 __all__ = [  # the report's API, importable from here as before the split
-    "DEFAULT_K", "DPI", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
-    "ProtocolAgreement", "ReportData", "ReportFigure", "figure_over_time", "figure_png",
-    "figure_vs_k",
+    "DEFAULT_K", "MAX_TABLE_ALGORITHMS", "Cell", "MetricSection", "MetricTable",
+    "ProtocolAgreement", "ReportData", "ReportFigure",
     "format_delta", "format_mean", "load", "metric_label", "metric_table", "protocol_groups",
     "read_results", "summarise_protocols", "table_html", "write_report",
 ]
 
 DEFAULT_K = 10
+
+
+def _figures() -> Any:
+    """:mod:`evaluators.report.figures`, imported to draw a figure (matplotlib): a report whose
+    figures are all in the memo never imports it."""
+    from sweval.evaluators.report import figures
+
+    return figures
 
 
 @dataclass(frozen=True)
@@ -159,11 +159,11 @@ def metric_section(data: ReportData, metric: str, k_time: int | None, *,
     if data.ks(metric):
         vs_k = ReportFigure(f"report-{_slug(metric)}-vs-k.png",
                             png(memo, "vs-k", (drawn_from, metric),
-                                lambda: figure_vs_k(data, metric)) or b"",
+                                lambda: _figures().figure_vs_k(data, metric)) or b"",
                             f"mean {metric_label(metric)}@k against k")
     over_time = None
     picture = png(memo, "over-time", (drawn_from, metric, k_time),
-                  lambda: figure_over_time(data, metric, k_time))
+                  lambda: _figures().figure_over_time(data, metric, k_time))
     if picture is not None:
         at = "" if k_time is None else f"-at-{k_time}"
         over_time = ReportFigure(f"report-{_slug(metric)}{at}-over-time.png", picture,
@@ -191,7 +191,7 @@ def overlap_figure(data: ReportData, k: int | None, memo: Memo | None = None
         return None
     return ReportFigure(f"report-overlap-at-{chosen}.png",
                         png(memo, "overlap", (matrix, chosen),
-                            lambda: figure_overlap(matrix, chosen)) or b"",
+                            lambda: _figures().figure_overlap(matrix, chosen)) or b"",
                         f"Mean Jaccard@{chosen} of the top-{chosen} lists between algorithms")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -29,11 +30,9 @@ from sweval.evaluators.experiments.compare_views import (
     rank_shift_view,
 )
 from sweval.evaluators.metrics.names import shown_k
-from sweval.evaluators.report.compare_figures import protocol_scatter
 from sweval.evaluators.report.data import ReportData
-from sweval.evaluators.report.drawn import png
+from sweval.evaluators.report.drawn import ReportFigure, png
 from sweval.evaluators.report.facts import PlainTable
-from sweval.evaluators.report.figures import ReportFigure
 from sweval.evaluators.report.tables import metric_label
 from sweval.evaluators.units.memo import Memo
 
@@ -102,8 +101,7 @@ def protocol_agreement(data: ReportData, k: int | None = None, memo: Memo | None
             tau = tau[tau["metric"] == metric]
             kendall = PlainTable.of(kendall_view(tau, ks))
             picture = png(memo, "protocols-scatter", (data.summary, tau, protocols, k, metric),
-                          lambda: protocol_scatter(data.summary, tau, protocols, k,
-                                                   metric=metric))
+                          lambda: _scatter(data.summary, tau, protocols, k, metric))
             scatter = ReportFigure(
                 f"report-protocols-{metric}-at-{k}.png", picture or b"",
                 f"mean {metric_label(metric, k)} of every configuration under one protocol "
@@ -117,3 +115,11 @@ def protocol_agreement(data: ReportData, k: int | None = None, memo: Memo | None
         kendall=kendall, scatter=scatter, leakage=leakage,
         overlap=None if overlap_frame is None else PlainTable.of(overlap_frame),
     )
+
+
+def _scatter(summary: pd.DataFrame, tau: pd.DataFrame, protocols: list[str], k: int,
+             metric: str) -> Any:
+    """The protocols' scatter, drawn (matplotlib is imported to draw only)."""
+    from sweval.evaluators.report.compare_figures import protocol_scatter
+
+    return protocol_scatter(summary, tau, protocols, k, metric=metric)

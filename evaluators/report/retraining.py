@@ -15,21 +15,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
+from sweval.evaluators.report.drawn import ReportFigure
 from sweval.evaluators.report.facts import PlainTable
-from sweval.evaluators.report.figures import (
-    DPI,
-    ReportFigure,
-    figure_png,
-    legend_above,
-    series_colours,
-)
 from sweval.evaluators.report.tables import metric_label
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: What a stale model is given and who it is scored on, as the report and docs say it.
 SERVING_NOTE = (
@@ -74,6 +69,9 @@ def retraining_section(directory: str | Path, metric: str,
     cadence = _read(directory, "cadence_summary.csv", metric, k)
     if staleness is None and cadence is None:
         return None
+    from sweval.evaluators.report.figures import series_colours
+    from sweval.evaluators.report.retraining_figures import pareto_figure, staleness_figure
+
     label = metric_label(metric, k)
     labels = list(dict.fromkeys([*(staleness["algorithm"] if staleness is not None else []),
                                  *(cadence["algorithm"] if cadence is not None else [])]))
@@ -81,18 +79,20 @@ def retraining_section(directory: str | Path, metric: str,
     return RetrainingSection(
         label=label, note=SERVING_NOTE,
         staleness=_staleness_table(staleness) if staleness is not None else None,
-        staleness_figure=(_figure("staleness", metric, k, _staleness_figure(staleness, label,
+        staleness_figure=(_figure("staleness", metric, k, staleness_figure(staleness, label,
                                                                               colours),
                                   f"{label} lost against model age")
                           if staleness is not None else None),
         cadence=_cadence_table(cadence) if cadence is not None else None,
-        pareto=(_figure("cadence", metric, k, _pareto_figure(cadence, label, colours),
+        pareto=(_figure("cadence", metric, k, pareto_figure(cadence, label, colours),
                         f"{label} lost against relative fit time, per cadence")
                 if cadence is not None else None),
     )
 
 
 def _figure(kind: str, metric: str, k: int | None, fig: Figure, alt: str) -> ReportFigure:
+    from sweval.evaluators.report.figures import figure_png
+
     at = f"-at-{k}" if k is not None else ""
     return ReportFigure(f"report-{kind}-{metric}{at}.png", figure_png(fig), alt)
 
@@ -143,63 +143,3 @@ def _cadence_label(row: object) -> str:
     """``2``, or ``2, updated`` for the update policy's series."""
     policy = getattr(row, "policy", "retrain")
     return f"{row.cadence}" + ("" if policy == "retrain" else f", {policy}d")  # type: ignore[attr-defined]
-
-
-def _staleness_figure(summary: pd.DataFrame, label: str,
-                      colours: dict[str, tuple[float, ...]]) -> Figure:
-    """Stale − fresh (paired over the windows) against age, one line per algorithm, with its
-    bootstrap interval as a band."""
-    fig = Figure(figsize=(7.0, 4.2), dpi=DPI, layout="constrained")
-    ax: Axes = fig.subplots()
-    handles = []
-    for algorithm, part in summary.groupby("algorithm", sort=False):
-        part = part.sort_values("age")
-        colour = colours[str(algorithm)]
-        (line,) = ax.plot(part["age"], part["mean_diff"], marker="o", color=colour,
-                          label=str(algorithm))
-        ax.fill_between(part["age"], part["diff_ci_low"], part["diff_ci_high"], color=colour,
-                        alpha=0.15, linewidth=0)
-        handles.append(line)
-    ax.axhline(0.0, color="grey", linewidth=0.8)
-    ages = sorted(summary["age"].unique())
-    days = summary.drop_duplicates("age").set_index("age")["age_s"] / 86_400
-    ax.set_xticks(ages, [f"{a}\n({days[a]:g} d)" for a in ages])
-    ax.set_xlabel("model age: windows since its fit (days)")
-    ax.set_ylabel(f"{label}: stale − retrained")
-    legend_above(fig, handles)
-    return fig
-
-
-def _pareto_figure(summary: pd.DataFrame, label: str,
-                   colours: dict[str, tuple[float, ...]]) -> Figure:
-    """Per algorithm and cadence: the fit (+ update) seconds relative to cadence 1's (x, log
-    scale: an update may cost more than the fit it replaces) and the paired difference in
-    ``label`` (y, with its interval); points of one algorithm and policy joined by cadence."""
-    fig = Figure(figsize=(7.0, 4.2), dpi=DPI, layout="constrained")
-    ax: Axes = fig.subplots()
-    handles = []
-    policy = summary["policy"] if "policy" in summary else pd.Series("retrain", summary.index)
-    for (algorithm, name), part in summary.groupby(["algorithm", policy], sort=False):
-        part = part.sort_values("cadence")
-        if name != "retrain":  # the update series starts from the same point, cadence 1
-            part = pd.concat([summary[(summary["algorithm"] == algorithm) & (policy == "retrain")
-                                      & (summary["cadence"] == 1)], part])
-        share = part["fit_share"].to_numpy(float)
-        diff = part["mean_diff"].to_numpy(float)
-        low = np.nan_to_num(diff - part["diff_ci_low"].to_numpy(float))
-        high = np.nan_to_num(part["diff_ci_high"].to_numpy(float) - diff)
-        colour = colours[str(algorithm)]
-        container = ax.errorbar(share, diff, yerr=[low, high], marker="o", color=colour,
-                                capsize=3, linestyle="-" if name == "retrain" else "--",
-                                label=str(algorithm) if name == "retrain"
-                                else f"{algorithm}, updated between retrains")
-        for x, y, cadence in zip(share, diff, part["cadence"], strict=True):
-            ax.annotate(f"c={cadence}", (x, y), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=colour)
-        handles.append(container)
-    ax.axhline(0.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.set_xlabel("fit (+ update) seconds / those of retraining every window (log scale)")
-    ax.set_ylabel(f"{label}: cadence c − cadence 1")
-    legend_above(fig, handles)
-    return fig

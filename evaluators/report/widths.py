@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sweval.evaluators.report.figures import DPI, ReportFigure, figure_png, series_colours
+from sweval.evaluators.report.drawn import ReportFigure
+from sweval.evaluators.report.figures import DPI, figure_png, series_colours
 from sweval.evaluators.report.tables import metric_label
 
 FIGURE = "report-widths.png"

@@ -165,7 +165,7 @@ def test_a_report_of_the_same_tables_reads_its_figures(
         tmp_path: Path, own_unit_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The figures of a rerun's report (the same tables in another directory) are the first
     run's PNG bytes, read from the store: matplotlib does not draw them again."""
-    import sweval.evaluators.report.page as page
+    import sweval.evaluators.report.figures as figures
 
     evaluate_config(config(tmp_path, output=str(tmp_path / "first"), report=True))
     first = {path.name: path.read_bytes() for path in (tmp_path / "first").glob("*.png")}
@@ -175,7 +175,7 @@ def test_a_report_of_the_same_tables_reads_its_figures(
         raise AssertionError("drawn again")
 
     for name in ("figure_vs_k", "figure_over_time", "figure_overlap"):
-        monkeypatch.setattr(page, name, refuse)
+        monkeypatch.setattr(figures, name, refuse)
     evaluate_config(config(tmp_path, output=str(tmp_path / "second"), report=True))
     second = {path.name: path.read_bytes() for path in (tmp_path / "second").glob("*.png")}
     assert second == first

@@ -19,10 +19,13 @@ from sweval_testing import DAY, MANY_SERIES, assert_legend_inside, line_colours
 from typer.testing import CliRunner
 
 from sweval.data.errors import SwevalError
-from sweval.evaluators.report.figures import _over_time_panels, series_colours
-from sweval.evaluators.report.page import (
+from sweval.evaluators.report.figures import (
+    _over_time_panels,
     figure_over_time,
     figure_vs_k,
+    series_colours,
+)
+from sweval.evaluators.report.page import (
     load,
     metric_table,
     protocol_groups,

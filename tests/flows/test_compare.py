@@ -513,8 +513,7 @@ def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
     import sweval.evaluators.experiments.compare as compare
     import sweval.evaluators.experiments.protocol_overlap as protocol_overlap
     import sweval.evaluators.report.compare_figures as compare_figures
-    import sweval.evaluators.report.page as page
-    import sweval.evaluators.report.protocols as protocols
+    import sweval.evaluators.report.figures as figures
     import sweval.evaluators.run.outputs as outputs
 
     config = small_config(tmp_path, report=True)
@@ -526,7 +525,7 @@ def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
 
     for module, name in ((compare, "compare_algorithms"), (compare, "compare_protocols"),
                          (outputs, "compare_algorithms"), (compare_figures, "protocol_scatter"),
-                         (protocols, "protocol_scatter"), (page, "figure_vs_k"),
+                         (figures, "figure_vs_k"), (figures, "figure_over_time"),
                          (protocol_overlap, "protocol_overlap")):
         monkeypatch.setattr(module, name, refuse)
     second = run_compare(config, ["sw-eval", "loocv"], output=tmp_path / "second",

@@ -81,6 +81,7 @@ def test_mlflow_and_the_late_imports_are_set_up_in_a_background_thread(
     assert not thread.is_alive()
     assert store.exists()  # the MLflow client was opened there
     assert "scipy.stats" in sys.modules and "sweval.evaluators.report.page" in sys.modules
+    assert "matplotlib" in sys.modules
 
 
 @pytest.mark.slow
