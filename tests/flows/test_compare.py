@@ -508,8 +508,8 @@ def test_rank_metric_ndcg_is_the_metric_of_every_printed_line(comparison):
 def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
         tmp_path, log, own_unit_store, monkeypatch):
     """A comparison of the same units again (another --output) reads its paired tests, its
-    protocols' tests, the lists' overlap and its figures from the store: none is computed
-    again (each would raise), and every table and figure is the same bytes."""
+    protocols' tests, Kendall's τ, the lists' overlap and its figures from the store: none is
+    computed again (each would raise), and every table and figure is the same bytes."""
     import sweval.evaluators.experiments.compare as compare
     import sweval.evaluators.experiments.protocol_overlap as protocol_overlap
     import sweval.evaluators.report.compare_figures as compare_figures
@@ -524,6 +524,7 @@ def test_a_rerun_into_another_directory_reads_its_tests_and_figures(
         raise AssertionError("computed again")
 
     for module, name in ((compare, "compare_algorithms"), (compare, "compare_protocols"),
+                         (compare, "kendall_table"),
                          (outputs, "compare_algorithms"), (compare_figures, "protocol_scatter"),
                          (figures, "figure_vs_k"), (figures, "figure_over_time"),
                          (protocol_overlap, "protocol_overlap")):
