@@ -96,6 +96,16 @@ def assert_nothing_left(before: list[psutil.Process], marker: str, signum: int,
     assert [p.pid for p in marked(marker)] == []
 
 
+def exit_status(process: subprocess.Popen[bytes], log: Path, *, within_s: float,
+                after: str) -> int:
+    """The process's exit status; the test fails, with the end of its log, if it is still
+    running ``within_s`` seconds after what was sent to it (``after``: "Ctrl-C", ...)."""
+    try:
+        return process.wait(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running {within_s:g} s after {after}:\n{log.read_text()[-3000:]}")
+
+
 def kill_outright_and_check(process: subprocess.Popen[bytes], marker: str) -> None:
     """SIGKILL the sweval process alone (nothing of it can run); its guards must stop the rest."""
     before = tree(process.pid)
@@ -108,11 +118,7 @@ def stop_and_check(process: subprocess.Popen[bytes], marker: str, log: Path, sig
     """Signal the sweval process alone; then nothing it started may be left."""
     before = tree(process.pid)
     os.kill(process.pid, signum)
-    try:
-        status = process.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"sweval did not exit on {signal.Signals(signum).name}:\n"
-                    f"{log.read_text()[-3000:]}")
+    status = exit_status(process, log, within_s=60, after=signal.Signals(signum).name)
     # children get SIGTERM, then SIGKILL after a grace
     assert_nothing_left(before, marker, signum, timeout_s=20)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]

@@ -34,6 +34,7 @@ from strata_run import (
 from sweval_processes import (
     alive,
     assert_nothing_left,
+    exit_status,
     kill_outright_and_check,
     marked,
     stop_and_check,
@@ -209,10 +210,7 @@ def test_ctrl_c_in_a_terminal_stops_a_run_within_seconds(tmp_path: Path) -> None
         before = tree(process.pid)
         started = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # the group: sweval's session is its own
-        try:
-            status = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 30 s after Ctrl-C:\n{log.read_text()[-3000:]}")
+        status = exit_status(process, log, within_s=30, after="Ctrl-C")
         seconds = time.monotonic() - started
         assert_nothing_left(before, marker, signal.SIGINT, timeout_s=20)
     assert status == 130, log.read_text()[-2000:]
@@ -233,10 +231,7 @@ def test_ctrl_c_stops_a_dask_run_quietly(tmp_path: Path) -> None:
                  "a unit finished")
         before = tree(process.pid)
         os.killpg(process.pid, signal.SIGINT)
-        try:
-            status = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 30 s after Ctrl-C:\n{log.read_text()[-3000:]}")
+        status = exit_status(process, log, within_s=30, after="Ctrl-C")
         assert_nothing_left(before, marker, signal.SIGINT, timeout_s=20)
     text = log.read_text()
     assert status == 130, text[-2000:]
@@ -377,10 +372,7 @@ def test_a_run_of_500_strata_stops_within_seconds_of_sigterm_at_any_phase(
         before = tree(process.pid)
         sent = time.monotonic()
         os.kill(process.pid, signal.SIGTERM)
-        try:
-            status = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running 60 s after SIGTERM in {phase}:\n{log.read_text()[-3000:]}")
+        status = exit_status(process, log, within_s=60, after=f"SIGTERM in {phase}")
         took = time.monotonic() - sent
         assert_nothing_left(before, marker, signal.SIGTERM, timeout_s=20)
     assert status == 128 + signal.SIGTERM, log.read_text()[-3000:]
